@@ -1,0 +1,41 @@
+"""The patch DSL (paper §4.2): grammar, frozen AST, printer, canonical form, description length, semantics."""
+
+from synthesis.dsl.ast import (
+    COMPARE_OPS,
+    FALLBACK_ACTIONS,
+    NAMED_PREDICATES,
+    Action,
+    ActionMask,
+    And,
+    Compare,
+    ForbidEnvAction,
+    ForbidToolArg,
+    ForbidToolCall,
+    Guard,
+    InClass,
+    Named,
+    Or,
+    Predicate,
+    Rule,
+    Value,
+)
+
+__all__ = [
+    "COMPARE_OPS",
+    "FALLBACK_ACTIONS",
+    "NAMED_PREDICATES",
+    "Action",
+    "ActionMask",
+    "And",
+    "Compare",
+    "ForbidEnvAction",
+    "ForbidToolArg",
+    "ForbidToolCall",
+    "Guard",
+    "InClass",
+    "Named",
+    "Or",
+    "Predicate",
+    "Rule",
+    "Value",
+]
