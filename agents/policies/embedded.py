@@ -1,0 +1,123 @@
+"""The embedded default policy: a *simulated* language-model policy (no model, no network).
+
+This is a model of an LLM agent, not an LLM. It exists so that the text-memory baselines are meaningful without a
+model: its behaviour is an explicit, documented model of how a competent but habit-driven LLM reads its context
+window. Every parameter is a field of :class:`SimulatedLMConfig`, documented with the behaviour it models.
+
+Logits over the admissible actions a_1..a_n are
+
+    l(a) = task_gain · prior(a)                                  (competence: the expert oracle's task prior)
+         + Σ_items  compliance · influence_gain · polarity(item) · rel(item, a) · dilution(window)
+    then divided by ``temperature`` and mixed with a uniform ``exploration`` share.
+
+- prior(a) ∈ [0, 1] comes from the runner (``PolicyInput.task_prior``): 1 for the habitual next step of the task
+  (the route a model trained on ordinary household text would take: clean in the sink, put dishes straight in the
+  cabinet), a lower value for the steps of compliant alternative routes, 0 otherwise. The habit is what makes the
+  policy break a rule before it has learned it.
+- rel(item, a) = max(0, cos(e(item), e(a)) − max(relevance_threshold, mean_b cos(e(item), e(b)))) /
+  (1 − relevance_threshold): the similarity between the item's text and the action's command plus the salient
+  context (offline embedding, ``agents.text.HashingEmbedder``), taken contrastively — an item acts on the actions
+  that stand out for it among the admissible ones, as attention would. An item about "cup in the sink" is very
+  relevant to "clean cup 1 with sinkbasin 1", barely to "clean cup 1 with bathtubbasin 1", and not at all to
+  "go to fridge 1".
+- polarity ∈ {−1, 0, +1}: prohibitions and recorded failures push the relevant actions down, recommendations and
+  recorded successes push them up; a neutral item pushes nothing but still takes up context.
+- dilution(window) = 1 / (1 + window_tokens / dilution_tokens): a long context dilutes every item's influence (the
+  "lost in the middle" effect), so irrelevant or poisoned items distract from the relevant ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from agents.policies.base import PolicyInput
+from agents.text import HashingEmbedder, count_tokens
+from synthesis.dsl import Action
+from synthesis.errors import ConfigError
+
+# Context features that make an action's situation recognisable to the in-context relevance model.
+SALIENT_CONTEXT: tuple[str, ...] = ("location", "held_object", "held_type", "task_type", "phase")
+
+
+@dataclass(frozen=True)
+class SimulatedLMConfig:
+    task_gain: float = 4.0
+    """How strongly the model follows the task (its competence). High: it rarely wanders off the expert's route."""
+    temperature: float = 0.7
+    """Softmax temperature of its choices. Low: near-greedy; high: erratic."""
+    exploration: float = 0.03
+    """Share of probability spread uniformly over admissible actions (slips, random tries)."""
+    compliance: float = 1.0
+    """How much text in its context steers it (0: ignores its context window entirely; 1: fully heeds it)."""
+    influence_gain: float = 12.0
+    """Logit shift a fully relevant item applies at compliance 1 and no dilution."""
+    relevance_threshold: float = 0.15
+    """Cosine similarity under which an item is judged irrelevant to an action."""
+    dilution_tokens: float = 600.0
+    """Context length (tokens) at which each item's influence is halved."""
+
+    def __post_init__(self) -> None:
+        for name in ("task_gain", "influence_gain", "dilution_tokens"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"SimulatedLMConfig.{name} = {getattr(self, name)!r} must be >= 0")
+        if self.temperature <= 0:
+            raise ConfigError(f"SimulatedLMConfig.temperature = {self.temperature!r} must be > 0")
+        if not 0.0 <= self.exploration < 1.0:
+            raise ConfigError(f"SimulatedLMConfig.exploration = {self.exploration!r} must be in [0, 1)")
+        if not 0.0 <= self.compliance <= 1.0:
+            raise ConfigError(f"SimulatedLMConfig.compliance = {self.compliance!r} must be in [0, 1]")
+        if not 0.0 <= self.relevance_threshold < 1.0:
+            raise ConfigError(
+                f"SimulatedLMConfig.relevance_threshold = {self.relevance_threshold!r} must be in [0, 1)"
+            )
+
+
+def action_description(action: Action, context) -> str:
+    """The text the relevance model compares items against: the command plus the salient context."""
+    command = action.text or " ".join([action.name, *(str(v) for _, v in action.args if isinstance(v, str))])
+    salient = [str(context[k]) for k in SALIENT_CONTEXT if k in context and str(context[k]) not in command]
+    return " ".join([command, *salient])
+
+
+class SimulatedLM:
+    """The embedded default policy (see module docstring). Deterministic given its input and rng."""
+
+    name = "embedded"
+
+    def __init__(self, config: SimulatedLMConfig = SimulatedLMConfig(), embedder: HashingEmbedder | None = None):
+        self.config = config
+        self.embedder = embedder or HashingEmbedder()
+
+    def influence(self, inp: PolicyInput) -> np.ndarray:
+        """The context window's push on each action's logit (before temperature)."""
+        cfg = self.config
+        n = len(inp.actions)
+        if not inp.window or cfg.compliance == 0.0:
+            return np.zeros(n)
+        window_tokens = sum(count_tokens(it.text) for it in inp.window)
+        dilution = 1.0 / (1.0 + window_tokens / cfg.dilution_tokens) if cfg.dilution_tokens > 0 else 1.0
+        signed = [it for it in inp.window if it.polarity != 0]
+        if not signed:
+            return np.zeros(n)
+        items = self.embedder.embed_many([it.text for it in signed])
+        acts = self.embedder.embed_many([action_description(a, inp.context) for a in inp.actions])
+        cos = acts @ items.T  # (n_actions, n_items)
+        # Contrastive relevance: an item acts on the actions that stand out for it among the admissible ones.
+        floor = np.maximum(cfg.relevance_threshold, cos.mean(axis=0, keepdims=True))
+        rel = np.clip((cos - floor) / (1.0 - cfg.relevance_threshold), 0.0, None)
+        polarity = np.array([it.polarity for it in signed], dtype=np.float64)
+        return cfg.compliance * cfg.influence_gain * dilution * (rel @ polarity)
+
+    def logits(self, inp: PolicyInput, rng: np.random.Generator) -> np.ndarray:
+        cfg = self.config
+        n = len(inp.actions)
+        prior = np.zeros(n) if inp.task_prior is None else np.asarray(inp.task_prior, dtype=np.float64)
+        if prior.shape != (n,):
+            raise ConfigError(f"task_prior has shape {prior.shape}; expected ({n},) for {n} admissible actions")
+        raw = (cfg.task_gain * prior + self.influence(inp)) / cfg.temperature
+        probs = np.exp(raw - raw.max())
+        probs /= probs.sum()
+        probs = (1.0 - cfg.exploration) * probs + cfg.exploration / n
+        return np.log(probs)
