@@ -86,7 +86,9 @@ class SimulatedLM:
 
     name = "embedded"
 
-    def __init__(self, config: SimulatedLMConfig = SimulatedLMConfig(), embedder: HashingEmbedder | None = None):
+    def __init__(
+        self, config: SimulatedLMConfig = SimulatedLMConfig(), embedder: HashingEmbedder | None = None
+    ):
         self.config = config
         self.embedder = embedder or HashingEmbedder()
 
@@ -115,7 +117,9 @@ class SimulatedLM:
         n = len(inp.actions)
         prior = np.zeros(n) if inp.task_prior is None else np.asarray(inp.task_prior, dtype=np.float64)
         if prior.shape != (n,):
-            raise ConfigError(f"task_prior has shape {prior.shape}; expected ({n},) for {n} admissible actions")
+            raise ConfigError(
+                f"task_prior has shape {prior.shape}; expected ({n},) for {n} admissible actions"
+            )
         raw = (cfg.task_gain * prior + self.influence(inp)) / cfg.temperature
         probs = np.exp(raw - raw.max())
         probs /= probs.sum()

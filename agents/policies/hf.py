@@ -42,7 +42,9 @@ def make_scars_logits_processor(tokenizer, prompt_len: int, allowed: Sequence[st
     eos = tokenizer.eos_token_id
     sequences = [tuple(tokenizer(" " + cmd, add_special_tokens=False)["input_ids"]) for cmd in allowed]
     if not sequences:
-        raise ConfigError("every admissible command is masked; the caller must take the safe fallback instead")
+        raise ConfigError(
+            "every admissible command is masked; the caller must take the safe fallback instead"
+        )
 
     class ScarsLogitsProcessor(transformers.LogitsProcessor):
         """Hard mask at the token level: −inf for every token that does not continue an allowed command."""
@@ -91,7 +93,10 @@ class HFPolicy:
     def logits(self, inp: PolicyInput, rng: np.random.Generator) -> np.ndarray:
         torch = self.torch
         prompt = self._prompt_ids(inp)
-        conts = [self.tokenizer(" " + (a.text or a.name), add_special_tokens=False)["input_ids"] for a in inp.actions]
+        conts = [
+            self.tokenizer(" " + (a.text or a.name), add_special_tokens=False)["input_ids"]
+            for a in inp.actions
+        ]
         rows = [prompt + c for c in conts]
         width = max(len(r) for r in rows)
         pad = self.tokenizer.pad_token_id

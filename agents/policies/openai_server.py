@@ -63,7 +63,9 @@ class OpenAICompatiblePolicy:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return json.loads(response.read())
         except urllib.error.HTTPError as exc:
-            raise ServerError(f"{self.base_url}{path} answered HTTP {exc.code}: {exc.read()[:300]!r}") from exc
+            raise ServerError(
+                f"{self.base_url}{path} answered HTTP {exc.code}: {exc.read()[:300]!r}"
+            ) from exc
         except (urllib.error.URLError, TimeoutError, json.JSONDecodeError) as exc:
             raise ServerError(f"{self.base_url}{path} failed: {exc}") from exc
 
@@ -80,10 +82,16 @@ class OpenAICompatiblePolicy:
             lp = self._post("/v1/completions", body)["choices"][0]["logprobs"]
             offsets, token_logprobs = lp["text_offset"], lp["token_logprobs"]
         except (KeyError, IndexError, TypeError) as exc:
-            raise ServerError(f"the server returned no prompt log-probs ({exc}); use mode='guided_choice'") from exc
-        return float(sum(p for o, p in zip(offsets, token_logprobs, strict=True) if o >= len(prompt) and p is not None))
+            raise ServerError(
+                f"the server returned no prompt log-probs ({exc}); use mode='guided_choice'"
+            ) from exc
+        return float(
+            sum(p for o, p in zip(offsets, token_logprobs, strict=True) if o >= len(prompt) and p is not None)
+        )
 
-    def logits(self, inp: PolicyInput, rng: np.random.Generator, masked: Sequence[bool] | None = None) -> np.ndarray:
+    def logits(
+        self, inp: PolicyInput, rng: np.random.Generator, masked: Sequence[bool] | None = None
+    ) -> np.ndarray:
         prompt = build_prompt(inp)
         commands = [a.text or a.name for a in inp.actions]
         if self.mode == "logprobs":
@@ -95,7 +103,10 @@ class OpenAICompatiblePolicy:
         body = {
             "model": self.model,
             "messages": [
-                {"role": "user", "content": f"{prompt}\nAnswer with exactly one of these commands:\n{listing}"}
+                {
+                    "role": "user",
+                    "content": f"{prompt}\nAnswer with exactly one of these commands:\n{listing}",
+                }
             ],
             "temperature": 0.0,
             "max_tokens": 64,
