@@ -19,6 +19,18 @@ from synthesis.dsl.ast import (
     Rule,
     Value,
 )
+from synthesis.dsl.canonical import canonical, canonical_text
+from synthesis.dsl.cost import (
+    CostBreakdown,
+    Lambdas,
+    ast_node_count,
+    cost_breakdown,
+    description_length,
+    predicate_count,
+    token_count,
+)
+from synthesis.dsl.parser import parse_guard, parse_rule
+from synthesis.dsl.printer import DSLValueError, to_text
 
 __all__ = [
     "COMPARE_OPS",
@@ -38,4 +50,17 @@ __all__ = [
     "Predicate",
     "Rule",
     "Value",
+    "CostBreakdown",
+    "DSLValueError",
+    "Lambdas",
+    "ast_node_count",
+    "canonical",
+    "canonical_text",
+    "cost_breakdown",
+    "description_length",
+    "parse_guard",
+    "parse_rule",
+    "predicate_count",
+    "to_text",
+    "token_count",
 ]

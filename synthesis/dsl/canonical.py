@@ -1,0 +1,131 @@
+"""Canonical form of DSL rules and guards (SPEC §2): equal-by-construction rules compare and hash equal.
+
+The canonical form rewrites only what is equal by construction of ``and``/``or`` (associativity,
+commutativity, idempotence), never anything that needs reasoning about meaning:
+
+1. nested connectives of the same kind are flattened (``a and (b and c)`` -> ``a and b and c``);
+2. operands are sorted by ``sort_key``, a total order over guards;
+3. duplicate operands are dropped; a connective left with one operand is replaced by it;
+4. ``-0.0`` becomes ``0.0`` (they are equal under every comparison, but print differently).
+
+It is idempotent (``canonical(canonical(r)) == canonical(r)``) and insensitive to operand order.
+
+Deduplication uses ``sort_key``, not ``==``: the frozen dataclasses compare ``True == 1 == 1.0`` equal (Python
+value equality), but ``x == true`` and ``x == 1`` mean different things (``semantics.compare``), so the key
+tags every value with its type and both are kept.
+"""
+
+from __future__ import annotations
+
+from synthesis.dsl.ast import (
+    And,
+    Compare,
+    ForbidEnvAction,
+    ForbidToolArg,
+    ForbidToolCall,
+    Guard,
+    InClass,
+    Named,
+    Or,
+    Rule,
+)
+from synthesis.dsl.printer import DSLValueError, to_text
+
+_BOOL, _NUMBER, _STR = 0, 1, 2
+
+
+def value_key(value: object) -> tuple:
+    """Total order over DSL values: booleans < numbers (numeric order; int before an equal float) < strings."""
+    if isinstance(value, bool):
+        return (_BOOL, int(value))
+    if isinstance(value, int):
+        return (_NUMBER, value, 0)
+    if isinstance(value, float):
+        if value != value:  # NaN has no place in a total order
+            raise DSLValueError("value nan is not a finite number; the DSL has no NaN")
+        return (_NUMBER, value, 1)
+    if isinstance(value, str):
+        return (_STR, value)
+    raise DSLValueError(f"value {value!r} is not a DSL value; expected str, int, float or bool")
+
+
+def _normal_value(value):
+    # -0.0 == 0.0 everywhere in the semantics; keep one spelling so canonical text is unique.
+    return 0.0 if isinstance(value, float) and value == 0.0 else value
+
+
+def _canonical_guard(guard: object) -> tuple[Guard, tuple]:
+    """(canonical guard, its sort key), computed bottom-up so each key is built once."""
+    match guard:
+        case Compare(feature, op, value):
+            value = _normal_value(value)
+            return Compare(feature, op, value), (0, feature, op, value_key(value))
+        case Named(name, value):
+            value = _normal_value(value)
+            return Named(name, value), (1, name, value_key(value))
+        case InClass(feature, class_name):
+            return guard, (2, feature, class_name)
+        case And(operands) | Or(operands):
+            kind = type(guard)
+            keyed: dict[tuple, Guard] = {}
+            for operand in operands:
+                node, key = _canonical_guard(operand)
+                if type(node) is kind:  # flatten: its operands are canonical already, keyed below
+                    for inner in node.operands:
+                        keyed.setdefault(_key(inner), inner)
+                else:
+                    keyed.setdefault(key, node)
+            if not keyed:
+                raise DSLValueError(f"{kind.__name__} with no operands is not a guard")
+            if len(keyed) == 1:
+                ((key, node),) = keyed.items()
+                return node, key
+            ordered = sorted(keyed)
+            return kind(tuple(keyed[key] for key in ordered)), (3 if kind is And else 4, tuple(ordered))
+    raise DSLValueError(f"not a guard: {guard!r}")
+
+
+def _key(canonical_guard: Guard) -> tuple:
+    return _canonical_guard(canonical_guard)[1]
+
+
+def sort_key(guard: Guard) -> tuple:
+    """The total order canonical forms sort operands by: Compare < Named < InClass < And < Or, then fields."""
+    return _canonical_guard(guard)[1]
+
+
+def _canonical_mask(mask):
+    if isinstance(mask, ForbidToolArg):
+        return ForbidToolArg(mask.tool_id, mask.arg_name, _normal_value(mask.value))
+    if isinstance(mask, ForbidToolCall | ForbidEnvAction):
+        return mask
+    raise DSLValueError(f"not an action mask: {mask!r}")
+
+
+def canonical(node: Rule | Guard) -> Rule | Guard:
+    """The canonical form of a rule or guard (flattened, sorted, deduplicated; see the module docstring)."""
+    try:
+        if isinstance(node, Rule):
+            return Rule(_canonical_guard(node.guard)[0], _canonical_mask(node.mask))
+        return _canonical_guard(node)[0]
+    except RecursionError:
+        raise DSLValueError("guard is nested too deeply to canonicalise") from None
+
+
+_MEMO_SIZE = 65536
+_memo: dict[str, str] = {}
+
+
+def canonical_text(node: Rule | Guard) -> str:
+    """``to_text(canonical(node))``: the identity of a rule as text. Memoised on the node's printed text.
+
+    The memo is keyed on text, not on the AST, because the AST's dataclass equality treats ``True``, ``1`` and
+    ``1.0`` as equal and an AST-keyed cache could hand back ``x == 1`` for ``x == true``.
+    """
+    text = to_text(node)
+    cached = _memo.get(text)
+    if cached is None:
+        if len(_memo) >= _MEMO_SIZE:  # bounded: drop everything rather than track recency
+            _memo.clear()
+        cached = _memo[text] = to_text(canonical(node))
+    return cached

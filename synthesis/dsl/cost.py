@@ -1,0 +1,161 @@
+"""Description length of scars (paper §3.3, SPEC §2): C(ΔS) = λ_tok·|ΔS|_tok + λ_ast·|ΔS|_ast + λ_pred·|ΔS|_pred.
+
+All three sizes are measured on the canonical form (``synthesis.dsl.canonical``), so rules that are equal by
+construction cost the same, and are counted straight from the AST (no printing, no re-parsing):
+
+- ``token_count``: the number of tokens the DSL's lexer produces for ``canonical_text(rule)`` (whitespace is
+  not a token). A feature name, however dotted (``action.obj_type``), is one token; a literal is one token
+  (``-1.5``, ``"send_data"``, ``true``); each keyword, operator, parenthesis and comma is one token. Because it
+  is defined by the DSL's own lexer on a fixed printed form, it does not depend on any LLM tokenizer. The
+  paper's example ``if intent_is("database_export") and data_scope_is("internal") and tool_is("send_data")
+  then forbid_tool_call("send_data")`` has 20 tokens.
+- ``ast_node_count``: nodes of the canonical AST: the ``Rule``, its mask, every predicate and every
+  ``And``/``Or``. Literals and feature names are fields of their predicate, not nodes. The paper's example has
+  6 (Rule, And, 3 predicates, mask).
+- ``predicate_count``: predicates (``Compare``, ``Named``, ``InClass``) in the canonical guard. The example has 3.
+
+The cost of a set of rules is the sum of their costs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from synthesis.dsl.ast import (
+    And,
+    Compare,
+    ForbidEnvAction,
+    ForbidToolArg,
+    ForbidToolCall,
+    Guard,
+    InClass,
+    Named,
+    Or,
+    Rule,
+)
+from synthesis.dsl.canonical import canonical
+from synthesis.dsl.printer import DSLValueError
+from synthesis.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Lambdas:
+    """Weights of the three size terms of C (paper §3.3).
+
+    The paper gives no values. The default 1/1/1 weighs a token, an AST node and a predicate alike, so C reads
+    as "how much rule there is"; the predicate term then adds an extra charge for each condition, which is
+    what makes an over-specific guard (many predicates) lose to a general one of similar length.
+    """
+
+    tok: float = 1.0
+    """λ_tok: weight of the token count."""
+    ast: float = 1.0
+    """λ_ast: weight of the AST node count."""
+    pred: float = 1.0
+    """λ_pred: weight of the predicate count."""
+
+    def __post_init__(self) -> None:
+        for name in ("tok", "ast", "pred"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ConfigError(f"Lambdas.{name} must be a finite number, got {value!r}")
+            if value < 0:
+                raise ConfigError(f"Lambdas.{name} must be >= 0, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class CostBreakdown:
+    """The three sizes of a rule (or a set of rules, summed) and C under the given λ."""
+
+    tokens: int
+    ast_nodes: int
+    predicates: int
+    lambdas: Lambdas
+
+    @property
+    def total(self) -> float:
+        """C = λ_tok·tokens + λ_ast·ast_nodes + λ_pred·predicates."""
+        lam = self.lambdas
+        return lam.tok * self.tokens + lam.ast * self.ast_nodes + lam.pred * self.predicates
+
+
+DEFAULT_LAMBDAS = Lambdas()
+
+# Tokens of each predicate form as printed: `f op v`; `name(v)`; `in_class(f, "c")`.
+_PREDICATE_TOKENS = {Compare: 3, Named: 4, InClass: 6}
+# Tokens of each mask as printed: `forbid_tool_call("t")`; `forbid_tool_arg("t", "a", v)`; `forbid_env_action("a")`.
+_MASK_TOKENS = {ForbidToolCall: 4, ForbidToolArg: 8, ForbidEnvAction: 4}
+
+
+def _guard_sizes(guard: Guard) -> tuple[int, int, int]:
+    """(tokens of ``to_text(guard)``, AST nodes, predicates) of a guard exactly as given (not canonicalised)."""
+    kind = type(guard)
+    if kind is And or kind is Or:
+        tokens = len(guard.operands) - 1  # the connectives between operands
+        nodes, predicates = 1, 0
+        for operand in guard.operands:
+            t, n, p = _guard_sizes(operand)
+            # Same parenthesisation as the printer: an Or inside an And, or a connective inside its own kind.
+            if type(operand) is Or or (kind is And and type(operand) is And):
+                t += 2
+            tokens += t
+            nodes += n
+            predicates += p
+        return tokens, nodes, predicates
+    try:
+        return _PREDICATE_TOKENS[kind], 1, 1
+    except KeyError:
+        raise DSLValueError(f"not a guard: {guard!r}") from None
+
+
+def _sizes(node: Rule | Guard) -> tuple[int, int, int]:
+    """(tokens, AST nodes, predicates) of the canonical form of one rule or guard."""
+    node = canonical(node)
+    if isinstance(node, Rule):
+        tokens, nodes, predicates = _guard_sizes(node.guard)
+        # `if` + guard + `then` + mask; the Rule and the mask are one node each.
+        return tokens + 2 + _MASK_TOKENS[type(node.mask)], nodes + 2, predicates
+    return _guard_sizes(node)
+
+
+def _each(rule_or_rules) -> Iterable[Rule | Guard]:
+    if isinstance(rule_or_rules, Rule | Compare | Named | InClass | And | Or):
+        return (rule_or_rules,)
+    if isinstance(rule_or_rules, str) or not isinstance(rule_or_rules, Iterable):
+        raise DSLValueError(
+            f"expected a Rule, a guard or an iterable of rules, got {type(rule_or_rules).__name__}"
+        )
+    return rule_or_rules
+
+
+def cost_breakdown(rule_or_rules, lambdas: Lambdas = DEFAULT_LAMBDAS) -> CostBreakdown:
+    """Tokens, AST nodes and predicates of a rule, a guard or a set of rules (summed), with C under ``lambdas``."""
+    tokens = nodes = predicates = 0
+    for node in _each(rule_or_rules):
+        t, n, p = _sizes(node)
+        tokens += t
+        nodes += n
+        predicates += p
+    return CostBreakdown(tokens, nodes, predicates, lambdas)
+
+
+def description_length(rule_or_rules, lambdas: Lambdas = DEFAULT_LAMBDAS) -> float:
+    """C(ΔS) = λ_tok·|ΔS|_tok + λ_ast·|ΔS|_ast + λ_pred·|ΔS|_pred (paper §3.3); a set of rules costs the sum."""
+    return cost_breakdown(rule_or_rules, lambdas).total
+
+
+def token_count(rule_or_rules) -> int:
+    """|ΔS|_tok: lexer tokens of the canonical printed text (see the module docstring), summed over a set."""
+    return cost_breakdown(rule_or_rules).tokens
+
+
+def ast_node_count(rule_or_rules) -> int:
+    """|ΔS|_ast: nodes of the canonical AST (Rule, mask, predicates, connectives), summed over a set."""
+    return cost_breakdown(rule_or_rules).ast_nodes
+
+
+def predicate_count(rule_or_rules) -> int:
+    """|ΔS|_pred: predicates in the canonical guard, summed over a set."""
+    return cost_breakdown(rule_or_rules).predicates

@@ -1,0 +1,332 @@
+"""Parser of the patch DSL (paper §4.2, SPEC §2): text -> frozen AST (``synthesis.dsl.ast``).
+
+The grammar lives in ``grammar.lark`` and runs on Lark's LALR(1) parser with its basic lexer. The basic
+lexer (not the contextual one) is what makes keywords reserved: ``and``/``if``/``true``/… are always lexed
+as keywords, never as a feature name, whatever the parser state. The AST is built by callbacks that run
+during the LALR parse itself (no intermediate parse tree, no recursive tree walk), so parsing never recurses
+in Python; the nesting depth of the resulting guard is bounded by ``MAX_NESTING`` so that the printer,
+canonical form and hashing (which do recurse) are safe too.
+
+Every failure, for any input string, is a ``synthesis.errors.DSLSyntaxError`` with a 1-based line and column
+and the tokens the parser expected there, in words (``expected one of: 'and', 'or', 'then'``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from synthesis.dsl.ast import (
+    And,
+    Compare,
+    ForbidEnvAction,
+    ForbidToolArg,
+    ForbidToolCall,
+    Guard,
+    InClass,
+    Named,
+    Or,
+    Rule,
+    Value,
+)
+from synthesis.errors import DSLSyntaxError
+
+GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
+
+MAX_NESTING = 100
+"""Deepest parenthesis nesting accepted. Guards nested deeper than this are rejected with a DSLSyntaxError
+(rather than a RecursionError later, when the AST is printed, canonicalised or hashed)."""
+
+KEYWORDS: frozenset[str] = frozenset(
+    {
+        "if",
+        "then",
+        "and",
+        "or",
+        "true",
+        "false",
+        "intent_is",
+        "data_scope_is",
+        "tool_is",
+        "action_is",
+        "in_class",
+        "forbid_tool_call",
+        "forbid_tool_arg",
+        "forbid_env_action",
+    }
+)
+"""Reserved words: none of them may be a feature name or a segment of a dotted feature name."""
+
+# How each terminal is named in an error message ("expected one of: …"). Keywords and punctuation are quoted.
+_TERMINAL_WORDS: dict[str, str] = {
+    "FEATURE": "a feature name",
+    "STRING": "a string",
+    "INT": "a number",
+    "FLOAT": "a number",
+    "OP": "a comparison operator (== != < <= > >=)",
+    "$END": "end of input",
+}
+
+
+class _BadToken(Exception):
+    """Raised inside a parse callback: a token lexed and parsed, but its value is not acceptable."""
+
+    def __init__(self, token: Token, message: str, expected: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.token = token
+        self.message = message
+        self.expected = expected
+
+
+def _string(token: Token) -> str:
+    # The STRING terminal is exactly JSON's string syntax, so json.loads decodes every escape correctly.
+    return json.loads(token.value)
+
+
+def _feature(token: Token) -> str:
+    for segment in token.value.split("."):
+        if segment in KEYWORDS:
+            raise _BadToken(
+                token,
+                f"feature name {token.value!r} uses the reserved word {segment!r}",
+                ("a feature name that is not a keyword",),
+            )
+    return token.value
+
+
+class _BuildAst(Transformer):
+    """LALR callbacks: each grammar rule becomes its AST node as soon as it is reduced.
+
+    Guards travel as ``(node, depth)`` pairs so the nesting bound is checked without a recursive walk.
+    """
+
+    def start_rule(self, children):
+        (guard, _depth), mask = children
+        return Rule(guard, mask)
+
+    def start_guard(self, children):
+        return children[0][0]
+
+    def disjunction(self, children):
+        return Or(tuple(node for node, _ in children)), 1 + max(depth for _, depth in children)
+
+    def conjunction(self, children):
+        return And(tuple(node for node, _ in children)), 1 + max(depth for _, depth in children)
+
+    def named(self, children):
+        name, value = children
+        return Named(name.value, value), 1
+
+    def compare(self, children):
+        feature, op, value = children
+        return Compare(_feature(feature), op.value, value), 1
+
+    def in_class(self, children):
+        feature, class_name = children
+        return InClass(_feature(feature), _string(class_name)), 1
+
+    def forbid_tool_call(self, children):
+        return ForbidToolCall(_string(children[0]))
+
+    def forbid_tool_arg(self, children):
+        tool_id, arg_name, value = children
+        return ForbidToolArg(_string(tool_id), _string(arg_name), value)
+
+    def forbid_env_action(self, children):
+        return ForbidEnvAction(_string(children[0]))
+
+    def value(self, children) -> Value:
+        (token,) = children
+        kind = token.type
+        if kind == "STRING":
+            return _string(token)
+        if kind == "TRUE":
+            return True
+        if kind == "FALSE":
+            return False
+        if kind == "INT":
+            try:
+                return int(token.value)
+            except ValueError:  # Python refuses int() of more than sys.get_int_max_str_digits() digits
+                raise _BadToken(token, f"integer literal of {len(token.value)} digits is too long") from None
+        number = float(token.value)
+        if not math.isfinite(number):
+            raise _BadToken(token, f"number {token.value} is out of range (it is not a finite float)")
+        return number
+
+
+_PARSER = Lark(
+    GRAMMAR_PATH.read_text(encoding="utf-8"),
+    parser="lalr",
+    lexer="basic",
+    start=["start_rule", "start_guard"],
+    transformer=_BuildAst(),
+    maybe_placeholders=False,
+)
+
+
+def _words(terminals) -> tuple[str, ...]:
+    words = set()
+    for name in terminals:
+        if name in _TERMINAL_WORDS:
+            words.add(_TERMINAL_WORDS[name])
+            continue
+        try:
+            pattern = _PARSER.get_terminal(name).pattern
+        except KeyError:
+            words.add(name)
+            continue
+        words.add(repr(pattern.value) if pattern.type == "str" else name)
+    return tuple(sorted(words))
+
+
+def _line_column(text: str, pos: int) -> tuple[int, int]:
+    line = text.count("\n", 0, pos) + 1
+    return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
+
+
+def _expected_before(text: str, pos: int, start: str) -> tuple[str, ...]:
+    """What the parser would accept after the well-formed prefix ``text[:pos]`` (for lexer errors)."""
+    try:
+        interactive = _PARSER.parse_interactive(text[:pos], start=start)
+        interactive.exhaust_lexer()
+        return _words(interactive.accepts())
+    except LarkError:
+        return ()
+
+
+def _describe(text: str, pos: int) -> str:
+    if pos >= len(text):
+        return "unexpected end of input"
+    char = text[pos]
+    if char == '"':
+        return "unterminated or malformed string (strings are double-quoted with JSON escapes)"
+    return f"unexpected character {char!r}"
+
+
+def _nesting_error(text: str) -> DSLSyntaxError | None:
+    """The first parenthesis nested deeper than MAX_NESTING (outside strings), if any."""
+    if text.count("(") <= MAX_NESTING:  # fast path: cannot be too deep
+        return None
+    depth = 0
+    in_string = escaped = False
+    for pos, char in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == "(":
+            depth += 1
+            if depth > MAX_NESTING:
+                line, column = _line_column(text, pos)
+                return DSLSyntaxError(
+                    f"parentheses nested deeper than {MAX_NESTING} levels",
+                    text=text,
+                    line=line,
+                    column=column,
+                    expected=(f"at most {MAX_NESTING} levels of parentheses",),
+                )
+        elif char == ")":
+            depth -= 1
+    return None
+
+
+def _parse(text: str, start: str):
+    too_deep = _nesting_error(text)
+    if too_deep is not None:
+        raise too_deep
+    try:
+        return _PARSER.parse(text, start=start)
+    except _BadToken as bad:
+        line, column = _line_column(text, bad.token.start_pos)
+        raise DSLSyntaxError(
+            bad.message + (f"; expected {', '.join(bad.expected)}" if bad.expected else ""),
+            text=text,
+            line=line,
+            column=column,
+            expected=bad.expected,
+        ) from None
+    except UnexpectedToken as err:
+        terminals = set(err.expected)
+        if start == "start_rule" and len(terminals) > 1:
+            # The LALR states of a guard are shared by both start symbols; inside a rule, the input may
+            # only end after the mask, where nothing else is expected.
+            terminals.discard("$END")
+        expected = _words(terminals)
+        if err.token.type == "$END":
+            pos = len(text)
+            found = "unexpected end of input"
+        else:
+            pos = err.token.start_pos
+            found = f"unexpected {err.token.value!r}"
+        line, column = _line_column(text, pos)
+        raise DSLSyntaxError(
+            f"{found}; expected one of: {', '.join(expected)}",
+            text=text,
+            line=line,
+            column=column,
+            expected=expected,
+        ) from None
+    except UnexpectedCharacters as err:
+        pos = err.pos_in_stream
+        expected = _expected_before(text, pos, start)
+        line, column = _line_column(text, pos)
+        tail = f"; expected one of: {', '.join(expected)}" if expected else ""
+        raise DSLSyntaxError(
+            _describe(text, pos) + tail, text=text, line=line, column=column, expected=expected
+        ) from None
+    except (UnexpectedInput, LarkError) as err:  # any other parse failure Lark may report
+        raise DSLSyntaxError(f"cannot parse: {err}", text=text, line=1, column=1) from None
+
+
+def _require_str(text: object) -> None:
+    if not isinstance(text, str):
+        raise DSLSyntaxError(
+            f"rule text must be a str, got {type(text).__name__}", text=repr(text), line=1, column=1
+        )
+
+
+@lru_cache(maxsize=8192)
+def _parse_rule_cached(text: str) -> Rule:
+    return _parse(text, "start_rule")
+
+
+@lru_cache(maxsize=8192)
+def _parse_guard_cached(text: str) -> Guard:
+    return _parse(text, "start_guard")
+
+
+def parse_rule(text: str) -> Rule:
+    """Parse ``if GUARD then MASK`` into a frozen ``Rule`` (SPEC §2). Memoised: the AST is immutable.
+
+    Raises ``DSLSyntaxError`` (line, column, expected tokens) for every input that is not a rule.
+    """
+    _require_str(text)
+    return _parse_rule_cached(text)
+
+
+def parse_guard(text: str) -> Guard:
+    """Parse a bare guard (``a and b or c``) into its frozen AST. Raises ``DSLSyntaxError`` on bad input."""
+    _require_str(text)
+    return _parse_guard_cached(text)
+
+
+def lex(text: str) -> list[Token]:
+    """The lexer's tokens of ``text`` (whitespace dropped): the unit of the token count (``cost.token_count``)."""
+    try:
+        return list(_PARSER.lex(text, dont_ignore=False))
+    except UnexpectedCharacters as err:
+        line, column = _line_column(text, err.pos_in_stream)
+        raise DSLSyntaxError(
+            _describe(text, err.pos_in_stream), text=text, line=line, column=column
+        ) from None

@@ -1,0 +1,139 @@
+"""Printer of the patch DSL (paper §4.2, SPEC §2): frozen AST -> text that parses back to the same AST.
+
+Layout is fixed so that printed text is a function of the AST alone: one space between tokens, none inside
+call parentheses (``tool_is("x")``), ``", "`` between call arguments. Parentheses appear only where the AST
+needs them to survive a re-parse: an ``Or`` inside an ``And`` (``and`` binds tighter than ``or``) and a
+connective nested directly in one of the same kind (``a and (b and c)`` is a different tree from
+``a and b and c``; the canonical form flattens it away). Strings print in JSON syntax, floats with ``repr``
+(shortest round-tripping form), booleans as ``true``/``false``.
+
+ASTs the grammar cannot express (a NaN or infinite number, a feature name that is not a dotted identifier
+or uses a keyword, an ``And`` with fewer than two operands, …) raise ``DSLValueError`` instead of printing
+text that would not parse back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+import re
+
+from synthesis.dsl.ast import (
+    COMPARE_OPS,
+    NAMED_PREDICATES,
+    And,
+    Compare,
+    ForbidEnvAction,
+    ForbidToolArg,
+    ForbidToolCall,
+    InClass,
+    Named,
+    Or,
+    Rule,
+)
+from synthesis.dsl.parser import KEYWORDS
+from synthesis.errors import ScarsError
+
+_FEATURE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+class DSLValueError(ScarsError, ValueError):
+    """An AST (built in code, not parsed) that the DSL's text form cannot express."""
+
+
+def format_value(value: object) -> str:
+    """One literal: ``true``/``false``, an integer, a finite float, or a JSON double-quoted string."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, numbers.Integral):
+        try:
+            return str(int(value))
+        except ValueError:  # more digits than Python will print
+            raise DSLValueError("integer value has too many digits to print") from None
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        if not math.isfinite(number):
+            raise DSLValueError(f"value {number!r} is not a finite number; the DSL has no NaN or infinity")
+        return float.__repr__(number)
+    raise DSLValueError(
+        f"value {value!r} of type {type(value).__name__} is not a DSL value; expected str, int, float or bool"
+    )
+
+
+def format_feature(feature: object) -> str:
+    if not isinstance(feature, str) or not _FEATURE_RE.fullmatch(feature):
+        raise DSLValueError(
+            f"feature {feature!r} is not a dotted identifier such as 'pool_resource_level' or 'action.obj_type'"
+        )
+    reserved = [segment for segment in feature.split(".") if segment in KEYWORDS]
+    if reserved:
+        raise DSLValueError(f"feature {feature!r} uses the reserved word {reserved[0]!r}")
+    return feature
+
+
+def _string(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise DSLValueError(f"{what} must be a str, got {value!r}")
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _guard_text(guard: object) -> str:
+    match guard:
+        case Compare(feature, op, value):
+            if op not in COMPARE_OPS:
+                raise DSLValueError(f"comparison operator {op!r} is not one of {', '.join(COMPARE_OPS)}")
+            return f"{format_feature(feature)} {op} {format_value(value)}"
+        case Named(name, value):
+            if name not in NAMED_PREDICATES:
+                raise DSLValueError(f"named predicate {name!r} is not one of {', '.join(NAMED_PREDICATES)}")
+            return f"{name}({format_value(value)})"
+        case InClass(feature, class_name):
+            return f"in_class({format_feature(feature)}, {_string(class_name, 'class name')})"
+        case And(operands) | Or(operands):
+            if not isinstance(operands, tuple) or len(operands) < 2:
+                raise DSLValueError(
+                    f"{type(guard).__name__} needs a tuple of at least two operands, got {operands!r}"
+                )
+            joiner = " and " if isinstance(guard, And) else " or "
+            return joiner.join(_operand_text(guard, operand) for operand in operands)
+    raise DSLValueError(f"not a guard: {guard!r}")
+
+
+def _operand_text(parent: And | Or, operand: object) -> str:
+    text = _guard_text(operand)
+    # Parenthesise exactly where a re-parse would otherwise build a different tree.
+    if isinstance(operand, Or) or (isinstance(parent, And) and isinstance(operand, And)):
+        return f"({text})"
+    return text
+
+
+def _mask_text(mask: object) -> str:
+    match mask:
+        case ForbidToolCall(tool_id):
+            return f"forbid_tool_call({_string(tool_id, 'tool id')})"
+        case ForbidToolArg(tool_id, arg_name, value):
+            return (
+                f"forbid_tool_arg({_string(tool_id, 'tool id')}, {_string(arg_name, 'argument name')}, "
+                f"{format_value(value)})"
+            )
+        case ForbidEnvAction(action_id):
+            return f"forbid_env_action({_string(action_id, 'action id')})"
+    raise DSLValueError(f"not an action mask: {mask!r}")
+
+
+def to_text(node: object) -> str:
+    """Print a ``Rule``, a guard or an action mask in the DSL's text form (SPEC §2).
+
+    ``parse_rule(to_text(rule)) == rule`` for every rule this function accepts (property-tested).
+    """
+    try:
+        if isinstance(node, Rule):
+            return f"if {_guard_text(node.guard)} then {_mask_text(node.mask)}"
+        if isinstance(node, ForbidToolCall | ForbidToolArg | ForbidEnvAction):
+            return _mask_text(node)
+        return _guard_text(node)
+    except RecursionError:
+        raise DSLValueError("guard is nested too deeply to print") from None
