@@ -1,0 +1,64 @@
+"""RAG Memory baseline (paper §6.1): past actions and their outcomes, embedded and retrieved top-k by similarity.
+
+Every step is stored as "I did '<command>' at <location>: <outcome>". At each decision the k memories most similar
+(cosine, under the configured embedder) to the current task, location and observation enter the context; a memory
+of a violation carries polarity −1, of a step in a won episode +1, others 0 (neutral text that still takes context).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from agents.memory.base import PERSONA, MemoryMechanism, context_query, describe_failure
+from agents.policies.base import ContextItem
+from agents.text import HashingEmbedder
+from synthesis.errors import ConfigError
+
+
+class RAGMemory(MemoryMechanism):
+    name = "rag"
+
+    def __init__(self, k: int = 5, embedder=None, max_memories: int = 20_000):
+        if k < 1:
+            raise ConfigError(f"RAG top-k = {k!r} must be >= 1")
+        self.k = k
+        self.embedder = embedder or HashingEmbedder()
+        self.max_memories = max_memories
+        self.texts: list[str] = []
+        self.polarity: list[int] = []
+        self.vectors: list[np.ndarray] = []
+        self._episode_rows: list[int] = []
+
+    def begin_episode(self, episode, task, task_type, rules_in_force):
+        super().begin_episode(episode, task, task_type, rules_in_force)
+        self._episode_rows = []
+
+    def _store(self, text: str, polarity: int) -> None:
+        if len(self.texts) >= self.max_memories:  # FIFO eviction keeps retrieval cost bounded
+            self.texts.pop(0), self.polarity.pop(0), self.vectors.pop(0)
+            self._episode_rows = [r - 1 for r in self._episode_rows if r > 0]
+        self.texts.append(text)
+        self.polarity.append(polarity)
+        self.vectors.append(self.embedder.embed(text))
+
+    def observe(self, outcome):
+        where = outcome.context.get("location", "")
+        if outcome.violations:
+            self._store(describe_failure(outcome), -1)
+        else:
+            self._store(f"I did '{outcome.action.text}' at {where}: {outcome.observation[:80]}", 0)
+            self._episode_rows.append(len(self.texts) - 1)
+
+    def end_episode(self, won):
+        if won:
+            for row in self._episode_rows:
+                self.polarity[row] = 1
+
+    def window(self, observation, context):
+        items = [ContextItem("persona", PERSONA)]
+        if self.texts:
+            query = self.embedder.embed(context_query(observation, context, self.task))
+            sims = np.stack(self.vectors) @ query
+            top = np.argsort(-sims, kind="stable")[: self.k]
+            items += [ContextItem("memory", self.texts[i], polarity=self.polarity[i]) for i in top]
+        return tuple(items)
