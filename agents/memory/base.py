@@ -10,11 +10,12 @@ in force, as text, in its system prompt).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from agents.policies.base import ContextItem
+from agents.runtime.control import Governed
 from agents.text import count_tokens
 from synthesis.dsl import Action, Value
 
@@ -44,16 +45,6 @@ class StepOutcome:
     won: bool = False
 
 
-@dataclass(frozen=True)
-class Governed:
-    """Logits after the controller: −inf (hard) or biased (soft) where masked; the safe fallback if all are."""
-
-    logits: np.ndarray
-    masked: np.ndarray
-    fallback: Action | None = None
-    fired: tuple = field(default=())
-
-
 class MemoryMechanism:
     """Base class: no memory, no governance. Subclasses override what they change."""
 
@@ -68,7 +59,10 @@ class MemoryMechanism:
     def govern(
         self, context: Mapping[str, Value], actions: Sequence[Action], logits: np.ndarray, step: int
     ) -> Governed:
-        return Governed(np.asarray(logits, dtype=np.float64), np.zeros(len(actions), dtype=bool))
+        """Text baselines do not govern: π = π_0 (the runtime's ``Governed`` with nothing masked)."""
+        base = np.asarray(logits, dtype=np.float64)
+        probs = np.exp(base - base.max())
+        return Governed(base, probs / probs.sum(), np.zeros(len(actions), dtype=bool), (), None)
 
     def observe(self, outcome: StepOutcome) -> None:
         """Called after every step with what happened."""
