@@ -1,0 +1,61 @@
+"""z_C: internal contradiction between the agent's recent actions and the core schema H (paper §3.2, SPEC §3).
+
+H is the read-only, human-written safety baseline, written as rules of the patch DSL. z_C is the share of the
+agent's recent CONTROL actions (A_ctrl = A_tool ∪ A_env; text is never hard-masked, SPEC §1) that some rule of H
+fires on — i.e. that H would have masked, evaluated with ``synthesis.dsl.semantics.fires``:
+
+    z_C = |{(q, a) ∈ W : a ∈ A_ctrl, ∃ h ∈ H fires on (q, a)}| / |{(q, a) ∈ W : a ∈ A_ctrl}|     (0 when W has none)
+
+W is a sliding window over the last ``DEFAULT_CONTRADICTION_WINDOW`` = 10 control actions (the current step
+included). A window rather than the single current step keeps z_C a graded "how much the agent's recent conduct
+contradicts H" in [0, 1] instead of a second copy of z_V; ten steps is a fifth of an ALFWorld episode (50 steps).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from synthesis.dsl.ast import Action, Rule
+from synthesis.dsl.semantics import Classes, fires
+from synthesis.errors import ConfigError
+
+DEFAULT_CONTRADICTION_WINDOW: int = 10
+
+
+def contradicts_core(
+    core: Sequence[Rule], q: Mapping[str, Any], a: Action, classes: Classes | None = None
+) -> bool:
+    """Would H have masked the control action a in context q?"""
+    return a.is_control and any(fires(rule, q, a, classes) for rule in core)
+
+
+def core_contradiction(
+    core: Sequence[Rule], recent: Iterable[tuple[Mapping[str, Any], Action]], classes: Classes | None = None
+) -> float:
+    """z_C over the given (q, a) pairs (non-control actions are skipped)."""
+    flags = [contradicts_core(core, q, a, classes) for q, a in recent if a.is_control]
+    return float(sum(flags) / len(flags)) if flags else 0.0
+
+
+class ContradictionWindow:
+    """Streams (q, a) pairs and keeps z_C over the last ``window`` control actions."""
+
+    def __init__(
+        self, core: Sequence[Rule], classes: Classes | None = None, window: int = DEFAULT_CONTRADICTION_WINDOW
+    ) -> None:
+        if window < 1:
+            raise ConfigError(f"contradiction window must be ≥ 1 control action, got {window}")
+        self.core = tuple(core)
+        self.classes = classes
+        self._flags: deque[bool] = deque(maxlen=window)
+
+    def push(self, q: Mapping[str, Any], a: Action | None) -> float:
+        if a is not None and a.is_control:
+            self._flags.append(contradicts_core(self.core, q, a, self.classes))
+        return self.value
+
+    @property
+    def value(self) -> float:
+        return float(sum(self._flags) / len(self._flags)) if self._flags else 0.0

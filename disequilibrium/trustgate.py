@@ -1,0 +1,190 @@
+"""z_R = TrustGate(ΔR_t⁻, NormVerifier): gated negative social feedback (paper §3.2, §6.2; seed 002).
+
+A reputation (karma) drop counts toward z_R only when two checks pass:
+
+1. **Norm check.** The ``NormVerifier`` confirms that the punished action really broke a norm. Punishing a correct,
+   sustainable harvest is noise (or an attack), not evidence that the agent must change.
+2. **Source independence.** Following seed 002 (typed provenance: "corroboration needs independent roots"), every
+   punishment carries the set of roots it traces back to — by default the punisher's coalition id when the arena
+   scripted it as part of a colluding group, else the punisher itself. Punishments whose root sets overlap,
+   directly or through a chain of overlaps, form one cluster and count ONCE (with the largest drop in the cluster).
+   Every punishment has a non-empty root set (seed 002: Indep needs non-empty, disjoint root sets): when the arena
+   gives none, the punisher's coalition or the punisher itself is the root.
+
+Normaliser: z_R = min(1, counted_drop / ``saturating_drop``). The default ``saturating_drop`` = 4.0 is the drop when
+every other member of a five-agent GovSim group independently punishes once at unit karma cost; it is configurable
+for arenas with other group sizes or punishment costs. With the gate off (``TrustGateConfig(enabled=False)``) the
+raw drop — every punishment, justified or not, from any source — is normalised the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from synthesis.dsl.ast import Action
+from synthesis.errors import ConfigError
+
+
+@runtime_checkable
+class NormVerifier(Protocol):
+    """Did ``punished_action``, taken in ``context``, break a norm? (``envs/commons/norms.py`` provides one.)"""
+
+    def judge(self, punished_action: Action, context: Mapping[str, Any]) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Punishment:
+    """The provenance record of one punishment, as the arena reports it.
+
+    roots: the sources this punishment traces back to. Empty by default; ``effective_roots`` then uses the
+    coalition id (``"coalition:<id>"``) if the punisher was scripted into a colluding group, else the punisher
+    (``"agent:<id>"``).
+    """
+
+    punisher: str
+    target: str
+    month: int
+    punished_action: Action
+    context: Mapping[str, Any] = field(default_factory=dict)
+    karma_drop: float = 1.0
+    coalition: str | None = None
+    roots: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not self.karma_drop >= 0:
+            raise ConfigError(f"karma_drop must be ≥ 0 (a drop, not a gain), got {self.karma_drop!r}")
+
+    @property
+    def effective_roots(self) -> frozenset[str]:
+        if self.roots:
+            return self.roots
+        if self.coalition is not None:
+            return frozenset({f"coalition:{self.coalition}"})
+        return frozenset({f"agent:{self.punisher}"})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Punishment:
+        """Read a plain provenance record: ``punisher``, ``target``, ``month``, ``punished_action`` (an ``Action`` or
+        its dict form), optional ``context``, ``karma_drop`` (or ``amount``), ``coalition`` (or ``root``), ``roots``."""
+        action = d["punished_action"]
+        if not isinstance(action, Action):
+            action = Action.from_dict(action)
+        coalition = d.get("coalition", d.get("root"))
+        return cls(
+            punisher=str(d["punisher"]),
+            target=str(d["target"]),
+            month=int(d["month"]),
+            punished_action=action,
+            context=dict(d.get("context", {})),
+            karma_drop=float(d.get("karma_drop", d.get("amount", 1.0))),
+            coalition=None if coalition is None else str(coalition),
+            roots=frozenset(str(r) for r in d.get("roots", ())),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TrustGateConfig:
+    """enabled: the whole gate (both checks). verify_norms / require_independence switch one check each."""
+
+    enabled: bool = True
+    verify_norms: bool = True
+    require_independence: bool = True
+    saturating_drop: float = 4.0
+
+    def __post_init__(self) -> None:
+        if not self.saturating_drop > 0:
+            raise ConfigError(
+                f"saturating_drop must be > 0 (the drop that maps to z_R = 1), got {self.saturating_drop!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class TrustGateResult:
+    """z_R and the accounting behind it (which punishments were rejected, how they were clustered)."""
+
+    z_r: float
+    raw_drop: float
+    counted_drop: float
+    n_punishments: int
+    rejected_by_norm: tuple[Punishment, ...]
+    clusters: tuple[tuple[Punishment, ...], ...]
+
+    @property
+    def n_independent(self) -> int:
+        return len(self.clusters)
+
+
+def _root_clusters(punishments: Sequence[Punishment]) -> list[list[Punishment]]:
+    """Group punishments whose root sets overlap (transitively) — union-find over shared roots, order-stable."""
+    parent = list(range(len(punishments)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[str, int] = {}
+    for i, p in enumerate(punishments):
+        for root in sorted(p.effective_roots):
+            if root in owner:
+                a, b = find(i), find(owner[root])
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+            else:
+                owner[root] = i
+    groups: dict[int, list[Punishment]] = {}
+    for i, p in enumerate(punishments):
+        groups.setdefault(find(i), []).append(p)
+    return [groups[k] for k in sorted(groups)]
+
+
+class TrustGate:
+    """Computes z_R for one target agent from the punishments it received in a window."""
+
+    def __init__(
+        self, norm_verifier: NormVerifier | None, config: TrustGateConfig = TrustGateConfig()
+    ) -> None:
+        if config.enabled and config.verify_norms and norm_verifier is None:
+            raise ConfigError(
+                "TrustGate with verify_norms=True needs a NormVerifier; pass one or disable the check"
+            )
+        if norm_verifier is not None and not isinstance(norm_verifier, NormVerifier):
+            raise ConfigError(
+                f"norm_verifier must implement judge(punished_action, context) -> bool, got {norm_verifier!r}"
+            )
+        self.norm_verifier = norm_verifier
+        self.config = config
+
+    def evaluate(self, punishments: Iterable[Punishment], target: str | None = None) -> TrustGateResult:
+        """z_R for ``target`` (all punishments if ``None``); punishments aimed at other agents are ignored."""
+        received = tuple(p for p in punishments if target is None or p.target == target)
+        raw = float(sum(p.karma_drop for p in received))
+        cfg = self.config
+        if not cfg.enabled:
+            clusters = tuple((p,) for p in received)
+            return TrustGateResult(self._normalise(raw), raw, raw, len(received), (), clusters)
+
+        justified: list[Punishment] = []
+        rejected_norm: list[Punishment] = []
+        for p in received:
+            if cfg.verify_norms and not self.norm_verifier.judge(p.punished_action, p.context):  # type: ignore[union-attr]
+                rejected_norm.append(p)
+            else:
+                justified.append(p)
+
+        if cfg.require_independence:
+            clusters = tuple(tuple(c) for c in _root_clusters(justified))
+            # A cluster of non-independent sources counts once: its single largest drop.
+            counted = float(sum(max(p.karma_drop for p in c) for c in clusters))
+        else:
+            clusters = tuple((p,) for p in justified)
+            counted = float(sum(p.karma_drop for p in justified))
+        return TrustGateResult(
+            self._normalise(counted), raw, counted, len(received), tuple(rejected_norm), clusters
+        )
+
+    def _normalise(self, drop: float) -> float:
+        return float(min(1.0, drop / self.config.saturating_drop))
