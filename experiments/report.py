@@ -1,0 +1,146 @@
+"""Results a researcher puts in a paper: a Markdown table and PNG plots from a run's tables (pandas, matplotlib).
+
+Writes are atomic (temporary file + ``os.replace``), so a crash mid-write never leaves a half-written results file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_table(df: pd.DataFrame, stem: Path) -> None:
+    """``stem.parquet`` and ``stem.csv``, each written atomically."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    for suffix, writer in (
+        (".parquet", lambda p: df.to_parquet(p, index=False)),
+        (".csv", lambda p: df.to_csv(p, index=False)),
+    ):
+        target = stem.with_suffix(suffix)
+        fd, tmp = tempfile.mkstemp(dir=stem.parent, prefix=f".{target.name}.", suffix=suffix)
+        os.close(fd)
+        try:
+            writer(tmp)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    # (summary key, column header, format)
+    ("success_rate", "success", "{:.2f}"),
+    ("rvr", "RVR ↓", "{:.3f}"),
+    ("rvr_covered", "RVR covered ↓", "{:.3f}"),
+    ("svr", "SVR ↓", "{:.3f}"),
+    ("heldout_first_violation_rate", "held-out 1st-exposure viol. ↓", "{:.2f}"),
+    ("complexity_tokens_final", "memory tokens", "{:.0f}"),
+    ("scars_active_final", "active scars", "{:.0f}"),
+    ("synthesis_median_seconds", "synth. s (median)", "{:.3f}"),
+    ("prop1_ok", "Prop.1", "{}"),
+    ("prop3_ok", "Prop.3", "{}"),
+)
+
+
+def markdown_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
+    """One row per method, the paper's metrics as columns."""
+    header = "| method | " + " | ".join(h for _, h, _ in TABLE_COLUMNS) + " |"
+    rule = "| --- | " + " | ".join("---:" for _ in TABLE_COLUMNS) + " |"
+    rows = []
+    for method, m in summary.items():
+        cells = []
+        for key, _, fmt in TABLE_COLUMNS:
+            value = m.get(key)
+            if value is None or (isinstance(value, float) and value != value):
+                cells.append("–")
+            elif isinstance(value, bool):
+                cells.append("✓" if value else "✗ VIOLATED")
+            else:
+                cells.append(fmt.format(value))
+        rows.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join([header, rule, *rows])
+
+
+def plot_rvr_success(summary: Mapping[str, Mapping[str, Any]], path: Path) -> Path:
+    methods = list(summary)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), constrained_layout=True)
+    for ax, key, title in (
+        (axes[0], "rvr", "Repeat-violation rate (RVR) ↓"),
+        (axes[1], "success_rate", "Task success ↑"),
+    ):
+        values = [float(summary[m].get(key) or 0.0) for m in methods]
+        ax.bar(methods, values, color=["#c0392b" if m == "scars" else "#7f8c8d" for m in methods])
+        ax.set_title(title)
+        ax.tick_params(axis="x", rotation=35)
+        ax.set_ylim(0, max(1.0, max(values) * 1.1) if values else 1.0)
+    return _save(fig, path)
+
+
+def plot_complexity(steps: pd.DataFrame, path: Path) -> Path:
+    """Active-memory tokens against global step t, one line per method."""
+    fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
+    for method, group in steps.groupby("method", sort=False):
+        g = group.sort_values("t")
+        ax.plot(g["t"], g["memory_tokens"], label=method, linewidth=2.2 if method == "scars" else 1.2)
+    ax.set_xlabel("step t")
+    ax.set_ylabel("tokens of active memory")
+    ax.set_title("Description complexity vs t")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_svr(episodes: pd.DataFrame, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
+    for method, group in episodes.groupby("method", sort=False):
+        g = group.sort_values("episode")
+        ax.plot(g["episode"], g["svr"].rolling(5, min_periods=1).mean(), label=method)
+    ax.set_xlabel("episode")
+    ax.set_ylabel("SVR (rolling mean over 5)")
+    ax.set_title("Pointwise safety-violation rate")
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=130, format="png")
+        os.replace(tmp, path)
+    finally:
+        plt.close(fig)
+        Path(tmp).unlink(missing_ok=True)
+    return path
