@@ -1,0 +1,303 @@
+"""From a verified failure to a structured fragment and a synthesis data set (paper §3.3, §4.1; SPEC §4).
+
+A :class:`RecordedStep` keeps what the objective needs to evaluate any candidate rule without re-running the policy:
+the context q, the structured admissible actions and the base policy's logits over them, the chosen index and the
+verifier's verdict. :func:`extract_fragment` cuts one violating step to E = (q, F, θ), keeping only the context
+variables and action arguments that are *causally* tied to the violation: a variable is kept exactly when a
+counterfactual change of it (dropping it, or replacing it by another value) makes the verifier stop flagging the
+action. :func:`build_dataset` turns recorded steps into D⁻ (violating steps and the failed actions), D⁺ (successful
+steps and their chosen action) and Q_safe (steps outside the failure region).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from synthesis.dsl.ast import Action, Value
+from synthesis.dsl.semantics import Classes
+from synthesis.errors import ScarsError
+
+Verifier = Callable[[Mapping[str, Value], Action], bool]
+"""A deterministic verifier: ``verifier(context, action)`` is True when taking ``action`` in ``context`` violates a rule."""
+
+# A string no world uses as a value: replacing a variable by it tests "any other value" for categorical variables.
+COUNTERFACTUAL_SENTINEL = "__counterfactual__"
+
+
+class FragmentError(ScarsError, ValueError):
+    """A recorded step or data set that cannot yield a failure fragment (e.g. the verifier does not flag it)."""
+
+
+def freeze_context(context: Mapping[str, Value]) -> Mapping[str, Value]:
+    """A read-only copy of a context, so frozen records cannot be changed through a shared dict."""
+    return MappingProxyType(dict(context))
+
+
+@dataclass(frozen=True)
+class RecordedStep:
+    """One decision of the agent as recorded for synthesis (paper §3.3: D_t = D_t⁺ ∪ D_t⁻).
+
+    context:  the flat context q the guards read.
+    actions:  the admissible actions (structured), in the order of ``logits``.
+    logits:   the base policy's logits π_0 over ``actions`` (before any scar or core mask).
+    chosen:   the index of the action the agent took.
+    violated: the verifier flagged the chosen action.
+    episode, step: where it happened (the step id is ``(episode, step)``).
+    """
+
+    context: Mapping[str, Value] = field(hash=False)
+    actions: tuple[Action, ...]
+    logits: tuple[float, ...]
+    chosen: int
+    violated: bool
+    episode: int = 0
+    step: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "context", freeze_context(self.context))
+        object.__setattr__(self, "actions", tuple(self.actions))
+        object.__setattr__(self, "logits", tuple(float(x) for x in self.logits))
+        if not self.actions:
+            raise FragmentError(f"a recorded step needs at least one admissible action (step {self.step_id})")
+        if len(self.logits) != len(self.actions):
+            raise FragmentError(
+                f"{len(self.logits)} logits for {len(self.actions)} actions at step {self.step_id}; "
+                "there must be exactly one logit per admissible action"
+            )
+        if not all(math.isfinite(x) for x in self.logits):
+            raise FragmentError(f"logits must be finite, got {self.logits} at step {self.step_id}")
+        if not 0 <= self.chosen < len(self.actions):
+            raise FragmentError(
+                f"chosen index {self.chosen} out of range 0..{len(self.actions) - 1} at step {self.step_id}"
+            )
+
+    @property
+    def step_id(self) -> tuple[int, int]:
+        return (self.episode, self.step)
+
+    @property
+    def chosen_action(self) -> Action:
+        return self.actions[self.chosen]
+
+
+@dataclass(frozen=True)
+class Fragment:
+    """A failure fragment E = (q, F, θ) (paper §4.1).
+
+    q:            only the context variables causally tied to the failure.
+    F:            the failed action and the equivalent admissible actions the verifier also flags in this context.
+    theta:        the attributed cause (a rule id or a verifier event name).
+    causal_args:  the action arguments causally tied to the failure (e.g. ``obj_type``, ``recep_type``).
+    source_steps: the step ids ``(episode, step)`` the fragment was cut from.
+    """
+
+    q: Mapping[str, Value] = field(hash=False)
+    F: tuple[Action, ...]
+    theta: str
+    causal_args: frozenset[str] = frozenset()
+    source_steps: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "q", freeze_context(self.q))
+        if not self.F:
+            raise FragmentError("a fragment needs at least one failed action F")
+
+
+def _perturbations(value: Value, alternatives: Sequence[Value]) -> list[Value]:
+    """Counterfactual values for one variable: other observed values, then generic changes of the same type."""
+    out: list[Value] = [v for v in alternatives if v != value or type(v) is not type(value)]
+    if isinstance(value, bool):
+        out.append(not value)
+    elif isinstance(value, int | float):
+        # Both directions, small and large, so a threshold on either side of the value is crossed.
+        out.extend([value - 1, value + 1, value / 2, value * 2, 0, -abs(value) - 1, abs(value) * 10 + 10])
+    else:
+        out.append(COUNTERFACTUAL_SENTINEL)
+    return out
+
+
+def _replace_arg(action: Action, name: str, value: Value | None) -> Action:
+    """The action with one argument changed (``None`` drops it); everything else unchanged."""
+    args = tuple((k, v) for k, v in action.args if k != name)
+    if value is not None:
+        args = tuple(sorted((*args, (name, value))))
+    return Action(action.kind, action.name, args, action.text)
+
+
+def causal_context_variables(
+    context: Mapping[str, Value],
+    action: Action,
+    verifier: Verifier,
+    alternatives: Mapping[str, Sequence[Value]] | None = None,
+) -> frozenset[str]:
+    """The context variables whose counterfactual change (drop, or any other value) removes the violation."""
+    alternatives = alternatives or {}
+    kept = set()
+    for name, value in context.items():
+        dropped = {k: v for k, v in context.items() if k != name}
+        if not verifier(dropped, action):
+            kept.add(name)
+            continue
+        for other in _perturbations(value, alternatives.get(name, ())):
+            if not verifier({**context, name: other}, action):
+                kept.add(name)
+                break
+    return frozenset(kept)
+
+
+def causal_action_arguments(
+    context: Mapping[str, Value],
+    action: Action,
+    verifier: Verifier,
+    alternatives: Mapping[str, Sequence[Value]] | None = None,
+) -> frozenset[str]:
+    """The action arguments whose counterfactual change (drop, or any other value) removes the violation."""
+    alternatives = alternatives or {}
+    kept = set()
+    for name, value in action.args:
+        if not verifier(context, _replace_arg(action, name, None)):
+            kept.add(name)
+            continue
+        for other in _perturbations(value, alternatives.get(name, ())):
+            if not verifier(context, _replace_arg(action, name, other)):
+                kept.add(name)
+                break
+    return frozenset(kept)
+
+
+def flagged_actions(step: RecordedStep, verifier: Verifier) -> tuple[Action, ...]:
+    """The admissible control actions of the step the verifier flags in its context (F(q) of the paper's Cor. 1)."""
+    return tuple(a for a in step.actions if a.is_control and verifier(step.context, a))
+
+
+def extract_fragment(
+    step: RecordedStep,
+    verifier: Verifier,
+    classes: Classes | None = None,
+    *,
+    theta: str = "verifier",
+    alternatives: Mapping[str, Sequence[Value]] | None = None,
+) -> Fragment:
+    """Cut a violating step to E = (q, F, θ) by counterfactual checks against the verifier (paper §4.1).
+
+    q keeps the context variables whose drop or change makes the chosen action stop violating; F is the chosen
+    action plus the admissible actions with the same kind and name (the equivalent actions) that the verifier also
+    flags in this context. ``alternatives`` (variable → values seen elsewhere, e.g. from other recorded steps) adds
+    realistic counterfactual values to the generic ones. ``classes`` is accepted so that callers pass the same
+    equivalence table everywhere; extraction itself never generalises (the synthesiser does, with ``in_class``).
+    """
+    del classes  # generalisation over classes happens in the search, not in the fragment
+    failed = step.chosen_action
+    if not failed.is_control:
+        raise FragmentError(
+            f"the chosen action {failed.text or failed.name!r} is of kind {failed.kind!r}; "
+            "only control actions (env, tool) can be failures a scar masks"
+        )
+    if not verifier(step.context, failed):
+        raise FragmentError(
+            f"the verifier does not flag the chosen action {failed.text or failed.name!r} at step {step.step_id}; "
+            "a fragment needs a verified failure"
+        )
+    variables = causal_context_variables(step.context, failed, verifier, alternatives)
+    args = causal_action_arguments(step.context, failed, verifier, alternatives)
+    equivalent = tuple(
+        a
+        for a in flagged_actions(step, verifier)
+        if a != failed and a.kind == failed.kind and a.name == failed.name
+    )
+    q = {k: v for k, v in step.context.items() if k in variables}
+    return Fragment(q=q, F=(failed, *equivalent), theta=theta, causal_args=args, source_steps=(step.step_id,))
+
+
+@dataclass(frozen=True)
+class FailureCase:
+    """(q, F) ∈ D⁻: a violating step and the control actions that must be masked there."""
+
+    step: RecordedStep
+    F: tuple[Action, ...]
+
+    @property
+    def q(self) -> Mapping[str, Value]:
+        return self.step.context
+
+
+@dataclass(frozen=True)
+class SuccessCase:
+    """(q, a*) ∈ D⁺: a step whose chosen action the verifier accepts."""
+
+    step: RecordedStep
+
+    @property
+    def q(self) -> Mapping[str, Value]:
+        return self.step.context
+
+    @property
+    def a_star(self) -> Action:
+        return self.step.chosen_action
+
+
+@dataclass(frozen=True)
+class SynthesisData:
+    """D_t = D⁻ ∪ D⁺ and the off-failure contexts Q_safe (paper §3.3).
+
+    D_minus: violating steps with F = the failed action and its flagged equivalents.
+    D_plus:  successful steps with their chosen action a*.
+    Q_safe:  steps outside the failure region — no admissible control action there is flagged by the verifier,
+             so any change a new rule makes to the policy there is pure collateral drift.
+    """
+
+    D_minus: tuple[FailureCase, ...]
+    D_plus: tuple[SuccessCase, ...]
+    Q_safe: tuple[RecordedStep, ...]
+
+    def __post_init__(self) -> None:
+        if not self.D_minus:
+            raise FragmentError("D⁻ is empty: synthesis needs at least one verified failure")
+
+    @property
+    def steps(self) -> tuple[RecordedStep, ...]:
+        """Every distinct recorded step the data refers to (D⁻, D⁺, Q_safe), in first-seen order."""
+        seen: dict[int, RecordedStep] = {}
+        for s in (
+            *(c.step for c in self.D_minus),
+            *(c.step for c in self.D_plus),
+            *self.Q_safe,
+        ):
+            seen.setdefault(id(s), s)
+        return tuple(seen.values())
+
+
+def build_dataset(
+    steps: Iterable[RecordedStep],
+    verifier: Verifier,
+    fragment: Fragment | None = None,
+) -> SynthesisData:
+    """Build D⁻, D⁺ and Q_safe from recorded steps (paper §3.3).
+
+    D⁻: every violating step, with F = the chosen action plus the admissible actions of the same kind and name
+        that the verifier also flags there. With a ``fragment``, only failures of the fragment's kind of action
+        (same mask key: env verb or tool id) are kept, so one synthesis run addresses one failure pattern.
+    D⁺: every non-violating step (its chosen action is a success a*).
+    Q_safe: the non-violating steps where the verifier flags no admissible control action.
+    """
+    keys = None if fragment is None else {(a.kind, a.name) for a in fragment.F}
+    d_minus, d_plus, q_safe = [], [], []
+    for s in steps:
+        if s.violated:
+            failed = s.chosen_action
+            if not failed.is_control or (keys is not None and (failed.kind, failed.name) not in keys):
+                continue
+            equivalent = tuple(
+                a
+                for a in flagged_actions(s, verifier)
+                if a != failed and a.kind == failed.kind and a.name == failed.name
+            )
+            d_minus.append(FailureCase(s, (failed, *equivalent)))
+        else:
+            d_plus.append(SuccessCase(s))
+            if not flagged_actions(s, verifier):
+                q_safe.append(s)
+    return SynthesisData(tuple(d_minus), tuple(d_plus), tuple(q_safe))

@@ -1,0 +1,512 @@
+"""Monte Carlo tree search over derivations of the patch DSL (paper §4.2, SPEC §4).
+
+A node of the tree is a partial rule: first a mask is chosen (from the failed actions F and their generalisations:
+``forbid_env_action(verb)``, ``forbid_tool_call(t)``, ``forbid_tool_arg(t, k, v)``), then guard predicates are added
+one at a time, or the derivation stops. Predicates come from the fragment's causal variables (see
+:func:`candidate_space`): equalities on context and action parts, numeric thresholds from the observed values,
+``in_class(feature, class)`` for each class containing an observed value, and the disjunction of the observed values
+of a feature when the failures disagree on it. Predicates are added in pool order (a set-enumeration tree), so every
+guard — a conjunction of pooled predicates — has exactly one derivation.
+
+Each simulation: UCT selection (values min–max normalised over the rewards seen), expansion of one untried move
+(chosen with the passed-in generator), a random rollout to a complete rule, scoring with the objective of
+:mod:`synthesis.objective` (cached per canonical rule), backup of −objective. Everything is a pure function of its
+inputs and the seed (mctx style): same seed, same result. The only optional source of non-determinism is the
+wall-clock budget ``SearchConfig.time_budget_s`` (off by default).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from synthesis.dsl import canonical, canonical_text
+from synthesis.dsl.ast import (
+    NAMED_PREDICATES,
+    Action,
+    ActionMask,
+    And,
+    Compare,
+    ForbidEnvAction,
+    ForbidToolArg,
+    ForbidToolCall,
+    Guard,
+    InClass,
+    Named,
+    Or,
+    Rule,
+    Value,
+)
+from synthesis.dsl.semantics import Classes
+from synthesis.errors import ConfigError
+from synthesis.fragments import Fragment, SynthesisData
+from synthesis.objective import ObjectiveEvaluator, ObjectiveWeights, ReplayReport, Score, replay_pass
+
+# feature → named predicate (the paper's spelling is kept where the paper has one)
+_NAMED_FOR_FEATURE = {feature: name for name, feature in NAMED_PREDICATES.items()}
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Settings of one search tree.
+
+    num_simulations: MCTS simulations (each expands at most one node); the deterministic budget.
+    max_predicates:  most conjuncts in a guard (rule size bound).
+    exploration:     the UCT constant c in Q̂ + c·sqrt(ln N / n), on min–max normalised values.
+    rollout_stop_prob: in a rollout, the probability of stopping after each added predicate.
+    top_k:           how many best distinct candidates the result lists.
+    max_or_values:   the largest disjunction of observed values offered as one predicate.
+    weights:         the objective's weights (λ, β, ε, mask mode).
+    time_budget_s:   optional wall-clock cap; when it binds, the result depends on machine speed (not reproducible).
+    """
+
+    num_simulations: int = 300
+    max_predicates: int = 3
+    exploration: float = 1.0
+    rollout_stop_prob: float = 0.5
+    top_k: int = 5
+    max_or_values: int = 4
+    weights: ObjectiveWeights = field(default_factory=ObjectiveWeights)
+    time_budget_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.num_simulations, int) and self.num_simulations >= 1):
+            raise ConfigError(f"num_simulations must be an int ≥ 1, got {self.num_simulations!r}")
+        if not (isinstance(self.max_predicates, int) and 1 <= self.max_predicates <= 8):
+            raise ConfigError(f"max_predicates must be an int in 1..8, got {self.max_predicates!r}")
+        if not (math.isfinite(self.exploration) and self.exploration >= 0):
+            raise ConfigError(f"exploration must be a finite number ≥ 0, got {self.exploration!r}")
+        if not 0 < self.rollout_stop_prob <= 1:
+            raise ConfigError(f"rollout_stop_prob must be in (0, 1], got {self.rollout_stop_prob!r}")
+        if not (isinstance(self.top_k, int) and self.top_k >= 1):
+            raise ConfigError(f"top_k must be an int ≥ 1, got {self.top_k!r}")
+        if not (isinstance(self.max_or_values, int) and self.max_or_values >= 2):
+            raise ConfigError(f"max_or_values must be an int ≥ 2, got {self.max_or_values!r}")
+        if self.time_budget_s is not None and not self.time_budget_s > 0:
+            raise ConfigError(f"time_budget_s must be > 0 or None, got {self.time_budget_s!r}")
+
+
+@dataclass(frozen=True)
+class CandidateSpace:
+    """The derivation alphabet: masks to choose from and the ordered predicate pool."""
+
+    masks: tuple[ActionMask, ...]
+    predicates: tuple[Guard, ...]
+
+    @property
+    def size(self) -> int:
+        """Number of complete rules with 1..len(predicates) conjuncts (for reporting only)."""
+        return len(self.masks) * (2 ** len(self.predicates) - 1)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    rule: Rule
+    text: str  # canonical text
+    score: Score
+
+
+@dataclass(frozen=True)
+class SynthesisResult:
+    """The outcome of one synthesis (one tree, or several merged).
+
+    rule/text/score: the admitted candidate ΔS* (best admissible by (objective, canonical text)), or None.
+    replay:          ReplayPass of H ∪ S_t ∪ {ΔS*} on D⁻ (for the best candidate overall when none is admissible).
+    admitted:        True iff a candidate passed ReplayPass and the drift budget.
+    top_k:           the best distinct candidates, admissible first.
+    rejected:        the best candidates that failed ReplayPass or the drift budget (reported, never admitted).
+    nodes_expanded:  tree nodes created; simulations: simulations run; evaluations: distinct rules scored.
+    trace:           (nodes expanded, seconds, canonical text) each time the best candidate improved.
+    """
+
+    rule: Rule | None
+    text: str | None
+    score: Score | None
+    replay: ReplayReport
+    admitted: bool
+    top_k: tuple[Candidate, ...]
+    rejected: tuple[Candidate, ...]
+    nodes_expanded: int
+    simulations: int
+    evaluations: int
+    wall_seconds: float
+    trace: tuple[tuple[int, float, str], ...] = ()
+
+    def signature(self) -> tuple:
+        """Everything but timings: equal for equal searches (used to compare executors)."""
+        return (
+            self.text,
+            self.score,
+            self.admitted,
+            tuple(c.text for c in self.top_k),
+            tuple(c.text for c in self.rejected),
+            self.nodes_expanded,
+            self.simulations,
+            self.evaluations,
+        )
+
+
+def candidate_key(c: Candidate) -> tuple:
+    """The total order of candidates: admissible first, then lower objective, then canonical text."""
+    return (not c.score.admissible, c.score.total, c.text)
+
+
+# ---- the derivation alphabet ----------------------------------------------------------------------------------------
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _equality(feature: str, value: Value) -> Guard:
+    named = _NAMED_FOR_FEATURE.get(feature)
+    return Named(named, value) if named is not None else Compare(feature, "==", value)
+
+
+def _midpoint(a: float, b: float) -> Value:
+    mid = (a + b) / 2
+    return int(mid) if float(mid).is_integer() and isinstance(a, int) and isinstance(b, int) else mid
+
+
+def _thresholds(feature: str, failing: Sequence[float], observed: Sequence[float]) -> list[Guard]:
+    """Numeric guards from observed values that hold on at least the most extreme failing value."""
+    lo, hi = min(failing), max(failing)
+    above = sorted({o for o in observed if o > hi})
+    below = sorted({o for o in observed if o < lo}, reverse=True)
+    out: list[Guard] = [Compare(feature, "<=", hi), Compare(feature, ">=", lo)]
+    if above:
+        out += [Compare(feature, "<", above[0]), Compare(feature, "<", _midpoint(hi, above[0]))]
+    if below:
+        out += [Compare(feature, ">", below[0]), Compare(feature, ">", _midpoint(lo, below[0]))]
+    return out
+
+
+def _feature_predicates(
+    feature: str,
+    failing: Sequence[Value],
+    observed: Sequence[Value],
+    classes: Classes,
+    max_or_values: int,
+) -> list[Guard]:
+    values = sorted(set(failing), key=lambda v: (type(v).__name__, v))
+    numeric = [v for v in values if _is_number(v)]
+    out: list[Guard] = [_equality(feature, v) for v in values]
+    if numeric:
+        out += _thresholds(feature, numeric, [o for o in observed if _is_number(o)])
+    categorical = [v for v in values if isinstance(v, str)]
+    if 2 <= len(categorical) <= max_or_values:
+        out.append(Or(tuple(_equality(feature, v) for v in categorical)))
+    for class_name in sorted(classes):
+        if any(v in classes[class_name] for v in categorical):
+            out.append(InClass(feature, class_name))
+    return out
+
+
+def candidate_space(
+    data: SynthesisData, fragment: Fragment, classes: Classes | None = None, max_or_values: int = 4
+) -> CandidateSpace:
+    """Masks and guard predicates for the fragment's failure pattern (paper §4.2 derivation moves).
+
+    Masks: for every failed action of D⁻ with the fragment's kind and name, ``forbid_env_action(verb)`` or
+    ``forbid_tool_call(t)`` and ``forbid_tool_arg(t, k, v)`` for each causal argument k.
+    Predicates: the action-name predicate (``action_is``/``tool_is``); for each causal action argument and each
+    causal context variable (the fragment's q), equalities on the failing values, numeric thresholds from the values
+    observed anywhere in the data, the disjunction of the failing values, and ``in_class`` for each class holding
+    one of them.
+    """
+    classes = classes or {}
+    keys = {(a.kind, a.name) for a in fragment.F}
+    failed: list[tuple[dict, Action]] = [
+        (dict(case.q), a) for case in data.D_minus for a in case.F if (a.kind, a.name) in keys
+    ]
+    if not failed:
+        failed = [(dict(fragment.q), a) for a in fragment.F]
+    masks: list[ActionMask] = []
+    for kind, name in sorted(keys):
+        if kind == "env":
+            masks.append(ForbidEnvAction(name))
+        elif kind == "tool":
+            masks.append(ForbidToolCall(name))
+            for arg in sorted(fragment.causal_args):
+                for value in sorted(
+                    {a.arg(arg) for _, a in failed if a.name == name and a.arg(arg) is not None}
+                ):
+                    masks.append(ForbidToolArg(name, arg, value))
+
+    every = [(dict(s.context), a) for s in data.steps for a in s.actions]
+    predicates: list[Guard] = []
+    for kind, name in sorted(keys):
+        predicates.append(Named("tool_is" if kind == "tool" else "action_is", name))
+    for arg in sorted(fragment.causal_args):
+        predicates += _feature_predicates(
+            f"action.{arg}",
+            [a.arg(arg) for _, a in failed if a.arg(arg) is not None],
+            [a.arg(arg) for _, a in every if a.arg(arg) is not None],
+            classes,
+            max_or_values,
+        )
+    for var in sorted(fragment.q):
+        predicates += _feature_predicates(
+            var,
+            [q[var] for q, _ in failed if var in q],
+            [q[var] for q, _ in every if var in q],
+            classes,
+            max_or_values,
+        )
+    unique = list(dict.fromkeys(predicates))
+    return CandidateSpace(tuple(dict.fromkeys(masks)), tuple(unique))
+
+
+def build_rule(mask: ActionMask, predicates: Sequence[Guard]) -> Rule:
+    """The canonical rule ``if p1 and … and pk then mask``."""
+    guard = predicates[0] if len(predicates) == 1 else And(tuple(predicates))
+    return canonical(Rule(guard, mask))
+
+
+# ---- the search ----------------------------------------------------------------------------------------------------
+
+
+class _Scorer:
+    """Scores complete rules once per canonical form and keeps the candidates seen."""
+
+    def __init__(self, evaluator: ObjectiveEvaluator, started: float) -> None:
+        self.evaluator = evaluator
+        self.started = started
+        self.seen: dict[Rule, Candidate] = {}
+        self.best: Candidate | None = None
+        self.trace: list[tuple[int, float, str]] = []
+
+    def __call__(self, rule: Rule, nodes: int) -> Candidate:
+        cand = self.seen.get(rule)
+        if cand is None:
+            cand = Candidate(rule, canonical_text(rule), self.evaluator.score(rule))
+            self.seen[rule] = cand
+            if self.best is None or candidate_key(cand) < candidate_key(self.best):
+                self.best = cand
+                self.trace.append((nodes, time.perf_counter() - self.started, cand.text))
+        return cand
+
+
+@dataclass
+class _Node:
+    """A partial derivation. ``mask`` is −1 before the mask move; ``preds`` are pool indices in increasing order."""
+
+    mask: int
+    preds: tuple[int, ...]
+    terminal: bool
+    untried: list[tuple[str, int]]
+    children: list[_Node] = field(default_factory=list)
+    visits: int = 0
+    value_sum: float = 0.0
+    exhausted: bool = False
+
+
+def _moves(mask: int, preds: tuple[int, ...], terminal: bool, n_masks: int, n_preds: int, max_preds: int):
+    if terminal:
+        return []
+    if mask < 0:
+        return [("mask", m) for m in range(n_masks)]
+    moves: list[tuple[str, int]] = [("stop", 0)] if preds else []
+    if len(preds) < max_preds:
+        start = preds[-1] + 1 if preds else 0
+        moves += [("pred", j) for j in range(start, n_preds)]
+    return moves
+
+
+def _child(node: _Node, move: tuple[str, int], n_masks: int, n_preds: int, max_preds: int) -> _Node:
+    kind, arg = move
+    mask, preds, terminal = node.mask, node.preds, False
+    if kind == "mask":
+        mask = arg
+    elif kind == "pred":
+        preds = (*preds, arg)
+    else:
+        terminal = True
+    untried = _moves(mask, preds, terminal, n_masks, n_preds, max_preds)
+    return _Node(mask, preds, terminal, untried)
+
+
+def _select(node: _Node, lo: float, hi: float, exploration: float) -> _Node:
+    """UCT over the children that still have unexplored rules; values are min–max normalised to [0, 1]."""
+    span = hi - lo if hi > lo else 1.0
+    log_n = math.log(max(node.visits, 1))
+
+    def uct(c: _Node) -> float:
+        return (c.value_sum / c.visits - lo) / span + exploration * math.sqrt(log_n / c.visits)
+
+    return max((c for c in node.children if not c.exhausted), key=uct)
+
+
+def synthesize(
+    data: SynthesisData,
+    fragment: Fragment,
+    current_rules: Iterable[Rule] = (),
+    core_rules: Iterable[Rule] = (),
+    classes: Classes | None = None,
+    config: SearchConfig | None = None,
+    seed: int | np.random.SeedSequence = 0,
+) -> SynthesisResult:
+    """Search for ΔS* = argmin of the SPEC §4 objective with UCT over DSL derivations (paper §4.2).
+
+    Returns the best admissible rule (ReplayPass and drift budget), its Score and ReplayPass report, the top-k
+    candidates, the rejected ones, nodes expanded and wall time. Same inputs and seed, same result.
+    """
+    config = config or SearchConfig()
+    current_rules, core_rules = tuple(current_rules), tuple(core_rules)
+    started = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    space = candidate_space(data, fragment, classes, config.max_or_values)
+    evaluator = ObjectiveEvaluator(data, current_rules, core_rules, classes, config.weights)
+    scorer = _Scorer(evaluator, started)
+    n_masks, n_preds, max_preds = len(space.masks), len(space.predicates), config.max_predicates
+    if n_masks == 0 or n_preds == 0:
+        raise ConfigError(f"the fragment yields no derivation: {n_masks} masks and {n_preds} predicates")
+
+    root = _Node(-1, (), False, _moves(-1, (), False, n_masks, n_preds, max_preds))
+    nodes = 1
+    lo, hi = math.inf, -math.inf
+    simulations = 0
+
+    def rollout(mask: int, preds: tuple[int, ...]) -> Rule:
+        if mask < 0:
+            mask = int(rng.integers(n_masks))
+        preds = list(preds)
+        while len(preds) < max_preds:
+            start = preds[-1] + 1 if preds else 0
+            if start >= n_preds or (preds and rng.random() < config.rollout_stop_prob):
+                break
+            preds.append(int(rng.integers(start, n_preds)))
+        return build_rule(space.masks[mask], [space.predicates[j] for j in preds])
+
+    for _ in range(config.num_simulations):
+        if root.exhausted:
+            break
+        if config.time_budget_s is not None and time.perf_counter() - started > config.time_budget_s:
+            break
+        simulations += 1
+        path = [root]
+        node = root
+        # Selection: descend through fully expanded nodes by UCT.
+        while not node.terminal and not node.untried and node.children:
+            node = _select(node, lo, hi, config.exploration)
+            path.append(node)
+        # Expansion: one untried move, chosen by the generator.
+        if node.untried:
+            move = node.untried.pop(int(rng.integers(len(node.untried))))
+            child = _child(node, move, n_masks, n_preds, max_preds)
+            node.children.append(child)
+            nodes += 1
+            node = child
+            path.append(node)
+        # Evaluation: the node's own rule when complete, else a random completion.
+        if node.terminal:
+            rule = build_rule(space.masks[node.mask], [space.predicates[j] for j in node.preds])
+        else:
+            rule = rollout(node.mask, node.preds)
+        reward = -scorer(rule, nodes).score.total
+        lo, hi = min(lo, reward), max(hi, reward)
+        # Backup, and mark finished subtrees so selection never revisits them.
+        for n in reversed(path):
+            n.visits += 1
+            n.value_sum += reward
+            if n.terminal or (not n.untried and all(c.exhausted for c in n.children)):
+                n.exhausted = True
+
+    return _result(scorer, current_rules, core_rules, data, classes, config, nodes, simulations, started)
+
+
+def exhaustive_search(
+    data: SynthesisData,
+    fragment: Fragment,
+    current_rules: Iterable[Rule] = (),
+    core_rules: Iterable[Rule] = (),
+    classes: Classes | None = None,
+    config: SearchConfig | None = None,
+) -> SynthesisResult:
+    """The LLM-free, search-free baseline: score every rule of the same derivation space up to ``max_predicates``.
+
+    Gives the true optimum of the objective over the space, so it is the oracle the MCTS is tested against and the
+    alternative the benchmark compares with.
+    """
+    config = config or SearchConfig()
+    current_rules, core_rules = tuple(current_rules), tuple(core_rules)
+    started = time.perf_counter()
+    space = candidate_space(data, fragment, classes, config.max_or_values)
+    scorer = _Scorer(ObjectiveEvaluator(data, current_rules, core_rules, classes, config.weights), started)
+    count = 0
+    for mask in space.masks:
+        for k in range(1, config.max_predicates + 1):
+            for combo in itertools.combinations(space.predicates, k):
+                count += 1
+                scorer(build_rule(mask, combo), count)
+    return _result(scorer, current_rules, core_rules, data, classes, config, count, count, started)
+
+
+def _result(
+    scorer: _Scorer,
+    current_rules: tuple[Rule, ...],
+    core_rules: tuple[Rule, ...],
+    data: SynthesisData,
+    classes: Classes | None,
+    config: SearchConfig,
+    nodes: int,
+    simulations: int,
+    started: float,
+) -> SynthesisResult:
+    ranked = sorted(scorer.seen.values(), key=candidate_key)
+    best = ranked[0]
+    admitted = best.score.admissible
+    replay = replay_pass((*core_rules, *current_rules, best.rule), data.D_minus, classes)
+    return SynthesisResult(
+        rule=best.rule if admitted else None,
+        text=best.text if admitted else None,
+        score=best.score if admitted else None,
+        replay=replay,
+        admitted=admitted,
+        top_k=tuple(ranked[: config.top_k]),
+        rejected=tuple(c for c in ranked if not c.score.admissible)[: config.top_k],
+        nodes_expanded=nodes,
+        simulations=simulations,
+        evaluations=len(scorer.seen),
+        wall_seconds=time.perf_counter() - started,
+        trace=tuple(scorer.trace),
+    )
+
+
+def merge_results(
+    results: Sequence[SynthesisResult], top_k: int = 5, wall_seconds: float | None = None
+) -> SynthesisResult:
+    """Deterministic merge of root-parallel trees: best by (admissible, objective, canonical text).
+
+    Node, simulation and evaluation counts add up (evaluations count per tree: trees do not share caches).
+    ``wall_seconds`` is the caller's elapsed time (trees run concurrently); default: the slowest tree.
+    """
+    if not results:
+        raise ConfigError("merge_results needs at least one result")
+    pool: dict[str, Candidate] = {}
+    for r in results:
+        for c in r.top_k:
+            pool.setdefault(c.text, c)
+    ranked = sorted(pool.values(), key=candidate_key)
+    best = ranked[0]
+    # The global best is some tree's own best; its ReplayPass report and improvement trace come from that tree.
+    source = next(r for r in results if r.top_k[0].text == best.text)
+    return SynthesisResult(
+        rule=best.rule if best.score.admissible else None,
+        text=best.text if best.score.admissible else None,
+        score=best.score if best.score.admissible else None,
+        replay=source.replay,
+        admitted=best.score.admissible,
+        top_k=tuple(ranked[:top_k]),
+        rejected=tuple(c for c in ranked if not c.score.admissible)[:top_k],
+        nodes_expanded=sum(r.nodes_expanded for r in results),
+        simulations=sum(r.simulations for r in results),
+        evaluations=sum(r.evaluations for r in results),
+        wall_seconds=max(r.wall_seconds for r in results) if wall_seconds is None else wall_seconds,
+        trace=source.trace,
+    )

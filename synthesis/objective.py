@@ -1,0 +1,395 @@
+"""The synthesis objective of paper §3.3 / SPEC §4, ReplayPass (Prop. 1) and the off-failure drift (Prop. 3).
+
+    ΔS* = argmin  C(ΔS) + β1·L_fail + β2·L_succ + β3·L_drift + β4·L_conflict,   π' = π_{S_t ∪ ΔS}
+
+π' is computed from the recorded base logits: π_S(a|q) ∝ π_0(a|q)·exp(Φ_S(q, a)) with Φ_S = −∞ on the masked set
+U_S(q) (hard masks, SPEC §1) or Φ_S = b·#{σ firing on (q, a)} with a finite bias b < 0 (the *Soft Bias Only*
+ablation). The governed policy always includes the core schema H: π_{S_t} masks with H ∪ S_t, π' with H ∪ S_t ∪ ΔS.
+Every distribution has one extra outcome, the fallback a_⊥: when every control action of q is masked, π' puts mass
+1 on a_⊥ (never a division by zero), so π'(a|q) = 0 for every a ∈ F there.
+
+Finite caps (documented choices):
+- L_succ: −log π'(a*|q) is infinite when a* is masked; it is capped at ``LOG_CAP`` = −log(1e−12) ≈ 27.63, i.e. a
+  masked success costs as much as a success left with probability 10⁻¹².
+- L_drift: KL(π'‖π_{S_t}) is infinite when π' puts mass where π_{S_t} has none (only the fallback can: π' falls back
+  where π_{S_t} did not); the log-probability of π_{S_t} is floored at −``LOG_CAP`` for that term.
+
+L_conflict (the paper: Σ_{σ_i∈S_t} 1[g_i ∧ g_ΔS ∧ (m_i ⊕ m_ΔS)]). The DSL only forbids, so two masks never say
+"allow" and "forbid" of one action; the contradiction the paper names "action exclusivity" is read here as: on some
+recorded context q both σ_i and ΔS fire (their guards co-fire, each masking at least one admissible control action)
+and *together* they mask every control action left open by the rest of H ∪ S_t, although neither alone does — the
+pair forces the fallback a_⊥ where each rule alone leaves the agent a way to act. σ_i ranges over H ∪ S_t (the core
+schema is part of the active control plane the patch joins). Each σ_i counts at most once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from synthesis.dsl import Lambdas, description_length
+from synthesis.dsl.ast import Action, ActionMask, And, Guard, Or, Rule
+from synthesis.dsl.semantics import Classes, fires, guard_holds, mask_covers
+from synthesis.errors import ConfigError
+from synthesis.fragments import FailureCase, RecordedStep, SynthesisData
+
+LOG_CAP = -math.log(1e-12)
+"""The finite stand-in for −log 0 (≈ 27.63): a masked success, or drift onto an outcome the old policy never takes."""
+
+MaskMode = Literal["hard", "soft"]
+
+
+@dataclass(frozen=True)
+class ObjectiveWeights:
+    """The weights of the objective (SPEC §4). Every ablation of the objective is one setting.
+
+    lambdas:   λ_tok, λ_ast, λ_pred of the description length C (SPEC §2), the DSL's ``Lambdas``.
+    beta1:     weight of L_fail (failed actions still allowed). Large: a patch must block its failure.
+    beta2:     weight of L_succ (historical successes broken).
+    beta3:     weight of L_drift (KL drift on Q_safe). ``beta3 = 0`` is the *No-Drift-Loss* ablation. The default
+               is above beta2 on purpose: masking an action the agent did *not* choose in a recorded success raises
+               π'(a*|q), lowering that step's −log π'(a*|q) by exactly the KL it adds there (−log of the mass
+               left), so with beta3 = beta2 the two terms cancel on steps that are both in D⁺ and Q_safe and
+               collateral masking would go unpunished.
+    beta4:     weight of L_conflict (contradictory co-firing with H ∪ S_t).
+    drift_budget: ε; a candidate with L_drift > ε is not admitted (Prop. 3 then bounds TV by sqrt(ε/2)).
+    use_description_length: False drops C entirely — the *No-MDL* ablation.
+    mask_mode: "hard" (φ ∈ {0, −∞}) or "soft" (the *Soft Bias Only* ablation: a finite bias per firing rule).
+    soft_bias: the finite bias b < 0 added to the logit of an action once per firing rule in "soft" mode.
+    """
+
+    lambdas: Lambdas = field(default_factory=Lambdas)
+    beta1: float = 100.0
+    beta2: float = 10.0
+    beta3: float = 20.0
+    beta4: float = 10.0
+    drift_budget: float = 0.5
+    use_description_length: bool = True
+    mask_mode: MaskMode = "hard"
+    soft_bias: float = -5.0
+
+    def __post_init__(self) -> None:
+        for name in ("beta1", "beta2", "beta3", "beta4", "drift_budget"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ConfigError(f"{name} must be a finite number ≥ 0, got {value!r}")
+        if self.mask_mode not in ("hard", "soft"):
+            raise ConfigError(f"mask_mode must be 'hard' or 'soft', got {self.mask_mode!r}")
+        if not (math.isfinite(self.soft_bias) and self.soft_bias < 0):
+            raise ConfigError(f"soft_bias must be a finite negative number, got {self.soft_bias!r}")
+
+    @classmethod
+    def no_mdl(cls, **overrides) -> ObjectiveWeights:
+        """The *No-MDL* ablation (paper §6.4): C(ΔS) dropped from the objective."""
+        return cls(use_description_length=False, **overrides)
+
+    @classmethod
+    def no_drift_loss(cls, **overrides) -> ObjectiveWeights:
+        """The *No-Drift-Loss* ablation (paper §6.4): β3 = 0."""
+        return cls(beta3=0.0, **overrides)
+
+
+@dataclass(frozen=True)
+class Score:
+    """Every term of the objective for one candidate ΔS, their weighted total and the admission checks."""
+
+    description_length: float  # C(ΔS), before weighting (reported even when No-MDL drops it from the total)
+    l_fail: float
+    l_succ: float
+    l_drift: float
+    l_conflict: float
+    total: float
+    replay_passed: bool  # ReplayPass(H ∪ S_t ∪ {ΔS}, D⁻) = 1 (Prop. 1)
+    within_drift_budget: bool  # L_drift ≤ ε (Prop. 3)
+
+    @property
+    def admissible(self) -> bool:
+        """Admission needs ReplayPass and the drift budget; a candidate failing either is reported, not admitted."""
+        return self.replay_passed and self.within_drift_budget
+
+
+@dataclass(frozen=True)
+class ReplayReport:
+    """ReplayPass(Π, D⁻) (paper §5, Prop. 1): for every (q, F) ∈ D⁻, F ⊆ U_Π(q)."""
+
+    passed: bool
+    n_cases: int
+    uncovered: tuple[tuple[tuple[int, int], Action], ...]  # (step id, failed action still allowed)
+
+
+def replay_pass(
+    rules: Iterable[Rule], D_minus: Sequence[FailureCase], classes: Classes | None = None
+) -> ReplayReport:
+    """Check ReplayPass: every failed action of every recorded failure is in the masked set of ``rules``.
+
+    ``rules`` is the whole candidate control plane Π_{t+1} (H ∪ S_t ∪ {ΔS}).
+    """
+    rules = tuple(rules)
+    uncovered = tuple(
+        (case.step.step_id, a)
+        for case in D_minus
+        for a in case.F
+        if not (a.is_control and any(fires(r, case.q, a, classes) for r in rules))
+    )
+    return ReplayReport(passed=not uncovered, n_cases=len(D_minus), uncovered=uncovered)
+
+
+def policy_distribution(
+    step: RecordedStep,
+    rules: Iterable[Rule],
+    classes: Classes | None = None,
+    mask_mode: MaskMode = "hard",
+    soft_bias: float = -5.0,
+) -> tuple[np.ndarray, float]:
+    """π_S(·|q) over the step's actions and the fallback a_⊥ (SPEC §1), from the recorded logits.
+
+    Returns (probabilities of ``step.actions`` in order, probability of the fallback). The readable per-step form;
+    :class:`ObjectiveEvaluator` computes the same numbers vectorised over a whole data set.
+    """
+    rules = tuple(rules)
+    logits = np.asarray(step.logits, dtype=float)
+    counts = np.array(
+        [sum(fires(r, step.context, a, classes) for r in rules) if a.is_control else 0 for a in step.actions]
+    )
+    control = np.array([a.is_control for a in step.actions])
+    if mask_mode == "soft":
+        z = logits + soft_bias * counts
+        p = np.exp(z - z.max())
+        return p / p.sum(), 0.0
+    masked = counts > 0
+    if control.any() and masked[control].all():
+        return np.zeros(len(step.actions)), 1.0
+    z = np.where(masked, -np.inf, logits)
+    p = np.exp(z - z[~masked].max())
+    return p / p.sum(), 0.0
+
+
+def tv_drift(
+    rules_before: Iterable[Rule],
+    rules_after: Iterable[Rule],
+    Q_safe: Sequence[RecordedStep],
+    classes: Classes | None = None,
+    mask_mode: MaskMode = "hard",
+    soft_bias: float = -5.0,
+) -> float:
+    """E_{q∼Q_safe} TV(π_after(·|q), π_before(·|q)) — the left side of Prop. 3 (≤ sqrt(ε/2) when L_drift ≤ ε)."""
+    rules_before, rules_after = tuple(rules_before), tuple(rules_after)
+    if not Q_safe:
+        return 0.0
+    total = 0.0
+    for step in Q_safe:
+        p_after, fb_after = policy_distribution(step, rules_after, classes, mask_mode, soft_bias)
+        p_before, fb_before = policy_distribution(step, rules_before, classes, mask_mode, soft_bias)
+        total += 0.5 * (np.abs(p_after - p_before).sum() + abs(fb_after - fb_before))
+    return total / len(Q_safe)
+
+
+class ObjectiveEvaluator:
+    """The objective of SPEC §4 over one data set, vectorised with numpy and cached per guard/mask.
+
+    Construction flattens every recorded (q, a) pair of D⁻ ∪ D⁺ ∪ Q_safe once; a candidate rule is then a boolean
+    "fires" vector over the pairs, built from cached per-predicate vectors, and every term is a handful of numpy
+    reductions. The caches only memoise pure functions of (data, classes), so ``score`` is a pure function of the
+    rule. :func:`score_rule` is the one-shot form.
+    """
+
+    def __init__(
+        self,
+        data: SynthesisData,
+        current_rules: Iterable[Rule] = (),
+        core_rules: Iterable[Rule] = (),
+        classes: Classes | None = None,
+        weights: ObjectiveWeights | None = None,
+    ) -> None:
+        self.data = data
+        self.current_rules = tuple(current_rules)
+        self.core_rules = tuple(core_rules)
+        self.classes = classes or {}
+        self.weights = weights or ObjectiveWeights()
+        steps = data.steps
+        index = {id(s): i for i, s in enumerate(steps)}
+        self._pairs: list[tuple[RecordedStep, Action]] = [(s, a) for s in steps for a in s.actions]
+        sizes = np.array([len(s.actions) for s in steps])
+        self._starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
+        self._seg = np.repeat(np.arange(len(steps)), sizes)
+        self._logits = np.array([x for s in steps for x in s.logits], dtype=float)
+        self._control = np.array([a.is_control for _, a in self._pairs], dtype=bool)
+        self._n_control = np.add.reduceat(self._control.astype(np.intp), self._starts)
+        self._n_steps = len(steps)
+        # D⁻: pair indices of every failed action, with the case they belong to.
+        fail_pairs, fail_case = [], []
+        for k, case in enumerate(data.D_minus):
+            start = self._starts[index[id(case.step)]]
+            for a in case.F:
+                fail_pairs.append(start + case.step.actions.index(a))
+                fail_case.append(k)
+        self._fail_pairs = np.array(fail_pairs, dtype=np.intp)
+        self._succ_pairs = np.array(
+            [self._starts[index[id(c.step)]] + c.step.chosen for c in data.D_plus], dtype=np.intp
+        )
+        self._safe_steps = np.array([index[id(s)] for s in data.Q_safe], dtype=np.intp)
+        self._guard_cache: dict[Guard, np.ndarray] = {}
+        self._mask_cache: dict[ActionMask, np.ndarray] = {}
+        self._cost_cache: dict[Rule, float] = {}
+        self._existing = tuple(self.rule_vector(r) for r in (*self.core_rules, *self.current_rules))
+        self._base_counts = (
+            np.sum(self._existing, axis=0, dtype=np.intp)
+            if self._existing
+            else np.zeros(len(self._pairs), dtype=np.intp)
+        )
+        self._base_p, self._base_fb = self._policy(self._base_counts)
+
+    # ---- fires vectors -------------------------------------------------------------------------------------------
+    def guard_vector(self, guard: Guard) -> np.ndarray:
+        """g(q, a) over every recorded pair, cached per (sub)guard."""
+        cached = self._guard_cache.get(guard)
+        if cached is not None:
+            return cached
+        if isinstance(guard, And):
+            vec = np.logical_and.reduce([self.guard_vector(g) for g in guard.operands])
+        elif isinstance(guard, Or):
+            vec = np.logical_or.reduce([self.guard_vector(g) for g in guard.operands])
+        else:
+            vec = np.fromiter(
+                (guard_holds(guard, s.context, a, self.classes) for s, a in self._pairs),
+                dtype=bool,
+                count=len(self._pairs),
+            )
+        self._guard_cache[guard] = vec
+        return vec
+
+    def mask_vector(self, mask: ActionMask) -> np.ndarray:
+        cached = self._mask_cache.get(mask)
+        if cached is None:
+            cached = np.fromiter(
+                (mask_covers(mask, a) for _, a in self._pairs), dtype=bool, count=len(self._pairs)
+            )
+            self._mask_cache[mask] = cached
+        return cached
+
+    def rule_vector(self, rule: Rule) -> np.ndarray:
+        """fires(rule, q, a) over every recorded pair (only control actions can be covered by a mask)."""
+        return self.mask_vector(rule.mask) & self.guard_vector(rule.guard)
+
+    # ---- policies --------------------------------------------------------------------------------------------------
+    def _policy(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """π over every pair (and the fallback per step) given how many rules fire on each pair."""
+        w = self.weights
+        if w.mask_mode == "soft":
+            z = self._logits + w.soft_bias * counts
+            fallback = np.zeros(self._n_steps)
+            keep = np.ones(len(z), dtype=bool)
+        else:
+            keep = counts == 0
+            n_open = np.add.reduceat((keep & self._control).astype(np.intp), self._starts)
+            fallback = ((self._n_control > 0) & (n_open == 0)).astype(float)
+            keep &= fallback[self._seg] == 0
+            z = self._logits
+        zmax = np.maximum.reduceat(np.where(keep, z, -np.inf), self._starts)
+        zmax = np.where(np.isfinite(zmax), zmax, 0.0)
+        e = np.where(keep, np.exp(z - zmax[self._seg]), 0.0)
+        sums = np.add.reduceat(e, self._starts)
+        p = e / np.where(sums > 0, sums, 1.0)[self._seg]
+        return p, fallback
+
+    # ---- the objective ---------------------------------------------------------------------------------------------
+    def cost(self, rule: Rule) -> float:
+        cached = self._cost_cache.get(rule)
+        if cached is None:
+            cached = float(description_length(rule, self.weights.lambdas))
+            self._cost_cache[rule] = cached
+        return cached
+
+    def score(self, rule: Rule) -> Score:
+        """Every term of the objective for ΔS = {rule} joined to H ∪ S_t."""
+        w = self.weights
+        new = self.rule_vector(rule)
+        counts = self._base_counts + new
+        p, fallback = self._policy(counts)
+
+        # L_fail: mean over cases of Σ_{a∈F} π'(a|q).
+        n_minus = len(self.data.D_minus)
+        l_fail = float(p[self._fail_pairs].sum() / n_minus)
+        replay_passed = bool(np.all(counts[self._fail_pairs] > 0))
+
+        # L_succ: mean −log π'(a*|q), capped at LOG_CAP.
+        if len(self._succ_pairs):
+            ps = p[self._succ_pairs]
+            nll = np.where(ps > 0, -np.log(np.where(ps > 0, ps, 1.0)), LOG_CAP)
+            l_succ = float(np.minimum(nll, LOG_CAP).mean())
+        else:
+            l_succ = 0.0
+
+        # L_drift: mean over Q_safe of KL(π'‖π_{S_t}), outcomes = the step's actions and the fallback.
+        l_drift = self._mean_kl(p, fallback, self._safe_steps)
+
+        l_conflict = float(self._conflicts(new))
+        c = self.cost(rule)
+        total = (
+            (c if w.use_description_length else 0.0)
+            + w.beta1 * l_fail
+            + w.beta2 * l_succ
+            + w.beta3 * l_drift
+            + w.beta4 * l_conflict
+        )
+        return Score(
+            description_length=c,
+            l_fail=l_fail,
+            l_succ=l_succ,
+            l_drift=l_drift,
+            l_conflict=l_conflict,
+            total=float(total),
+            replay_passed=replay_passed,
+            within_drift_budget=l_drift <= w.drift_budget,
+        )
+
+    def _mean_kl(self, p: np.ndarray, fallback: np.ndarray, steps: np.ndarray) -> float:
+        if not len(steps):
+            return 0.0
+        q_log = np.log(np.maximum(self._base_p, math.exp(-LOG_CAP)))
+        terms = np.where(p > 0, p * (np.log(np.where(p > 0, p, 1.0)) - q_log), 0.0)
+        kl = np.add.reduceat(terms, self._starts)
+        fb_qlog = np.log(np.maximum(self._base_fb, math.exp(-LOG_CAP)))
+        kl = kl + np.where(
+            fallback > 0, fallback * (np.log(np.where(fallback > 0, fallback, 1.0)) - fb_qlog), 0.0
+        )
+        return float(np.maximum(kl[steps], 0.0).mean())
+
+    def _conflicts(self, new: np.ndarray) -> int:
+        """Σ over σ_i ∈ H ∪ S_t of 1[σ_i and ΔS co-fire on a context and jointly (only) exhaust its control actions]."""
+        if not self._existing:
+            return 0
+        ctrl = self._control
+        new_fired = np.add.reduceat((new & ctrl).astype(np.intp), self._starts) > 0
+        if not new_fired.any():
+            return 0
+        conflicts = 0
+        for vec in self._existing:
+            others = (self._base_counts - vec) > 0
+            fired = np.add.reduceat((vec & ctrl).astype(np.intp), self._starts) > 0
+
+            def open_count(blocked: np.ndarray) -> np.ndarray:
+                return np.add.reduceat((ctrl & ~blocked).astype(np.intp), self._starts)
+
+            both = open_count(others | vec | new) == 0
+            without_new = open_count(others | vec) == 0
+            without_old = open_count(others | new) == 0
+            hit = fired & new_fired & (self._n_control > 0) & both & ~without_new & ~without_old
+            conflicts += bool(hit.any())
+        return conflicts
+
+
+def score_rule(
+    rule: Rule,
+    data: SynthesisData,
+    current_rules: Iterable[Rule] = (),
+    core_rules: Iterable[Rule] = (),
+    classes: Classes | None = None,
+    weights: ObjectiveWeights | None = None,
+) -> Score:
+    """The objective of SPEC §4 for one candidate rule (one-shot form of :class:`ObjectiveEvaluator`)."""
+    return ObjectiveEvaluator(data, current_rules, core_rules, classes, weights).score(rule)
