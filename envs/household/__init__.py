@@ -1,0 +1,50 @@
+"""The native tier-1 household world (ALFWorld semantics) with dynamic safety rules (SPEC §7 tier 1, §9)."""
+
+from envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
+from envs.household.generator import generate_game, is_compliantly_solvable
+from envs.household.rules import (
+    GENERALISATION_SPLITS,
+    RULE_LIBRARY,
+    Activation,
+    RuleSchedule,
+    SafetyRule,
+    Verifier,
+    Violation,
+    library_rule,
+    rules_for_task,
+)
+from envs.household.world import (
+    CAN_CONTAIN,
+    OBJECT_CLASSES,
+    TASK_TYPES,
+    GameSpec,
+    ObjectSpec,
+    ReceptacleSpec,
+    TaskSpec,
+    World,
+)
+
+__all__ = [
+    "CAN_CONTAIN",
+    "GENERALISATION_SPLITS",
+    "OBJECT_CLASSES",
+    "RULE_LIBRARY",
+    "TASK_TYPES",
+    "Activation",
+    "GameSpec",
+    "NoCompliantPlan",
+    "ObjectSpec",
+    "ReceptacleSpec",
+    "RuleSchedule",
+    "SafetyRule",
+    "TaskSpec",
+    "Verifier",
+    "Violation",
+    "World",
+    "expert_next_command",
+    "expert_plan",
+    "generate_game",
+    "is_compliantly_solvable",
+    "library_rule",
+    "rules_for_task",
+]

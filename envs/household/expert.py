@@ -1,0 +1,225 @@
+"""A fast scripted, rule-aware expert for the household world (SPEC §7 tier 1; the successful behaviour D⁺ of §4.1).
+
+The expert enumerates plan skeletons for the task — which target object(s), which appliance (sink basin,
+microwave, fridge, lamp), which target receptacle, whether to let a washed object dry on a surface first, whether
+to open the target receptacle before picking anything up — from the simplest to the most roundabout, and
+simulates each on a copy of the world. The first skeleton whose every command is admissible, fires none of the
+``forbidden`` rules on the simulated (context, action) and ends with the goal reached is the plan.
+
+``forbidden`` rules are treated as always active (their activation is ignored), so a plan that avoids them stays
+compliant whenever a schedule switches them on.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+
+from envs.household.rules import SafetyRule
+from envs.household.world import (
+    CAN_CONTAIN,
+    CLEANING_TYPES,
+    COOLING_TYPES,
+    HEATING_TYPES,
+    OBJECT_CLASSES,
+    TOGGLEABLE,
+    World,
+)
+from synthesis.dsl.ast import Action, Rule
+from synthesis.dsl.semantics import fires
+from synthesis.errors import WorldError
+
+
+class NoCompliantPlan(WorldError):
+    """The expert found no plan that reaches the goal without firing a forbidden rule."""
+
+
+class _Blocked(Exception):
+    """A simulated command was inadmissible or fired a forbidden rule: this skeleton fails."""
+
+
+_PROCESS = {
+    "pick_clean_then_place_in_recep": ("clean", CLEANING_TYPES),
+    "pick_heat_then_place_in_recep": ("heat", HEATING_TYPES),
+    "pick_cool_then_place_in_recep": ("cool", COOLING_TYPES),
+}
+_MAX_DRYING_SURFACES = 3  # enough alternatives; more only slows down the rare all-fail search
+
+
+class _Sim:
+    def __init__(self, world: World, rules: tuple[Rule, ...]) -> None:
+        self.w = world.copy()
+        self.rules = rules
+        self.cmds: list[str] = []
+
+    def do(self, cmd: str) -> None:
+        w = self.w
+        if not w.is_admissible(cmd):
+            raise _Blocked
+        if self.rules:
+            act = Action.from_dict(w.action_dict(cmd))  # type: ignore[arg-type]
+            q = w.context()
+            if any(fires(r, q, act, OBJECT_CLASSES) for r in self.rules):
+                raise _Blocked
+        w.step(cmd)
+        self.cmds.append(cmd)
+
+    def goto(self, recep: str) -> None:
+        if self.w.current_location() != recep:
+            self.do(f"go to {recep}")
+
+    def open(self, recep: str) -> None:
+        if not self.w.is_open(recep):
+            self.do(f"open {recep}")
+
+    def fetch(self, obj: str) -> None:
+        if self.w.held_object() == obj:
+            return
+        src = self.w.location_of(obj)
+        if src is None:
+            raise _Blocked
+        self.goto(src)
+        self.open(src)
+        self.do(f"take {obj} from {src}")
+
+    def place(self, obj: str, recep: str) -> None:
+        self.goto(recep)
+        self.open(recep)
+        self.do(f"move {obj} to {recep}")
+
+    def free_hands(self, keep: Iterable[str]) -> None:
+        """Put down a held object that the plan does not use, on the nearest receptacle able to hold it."""
+        held = self.w.held_object()
+        if held is None or held in keep:
+            return
+        otype = self.w.object_type(held)
+        spots = [r for r in self.w.receptacle_names if otype in CAN_CONTAIN[self.w.receptacle_type(r)]]
+        here = self.w.current_location()
+        spots.sort(key=lambda r: (r != here, self.w.is_openable(r)))
+        for r in spots:
+            trial = _Sim(self.w, self.rules)
+            try:
+                trial.place(held, r)
+            except _Blocked:
+                continue
+            self.w, self.cmds = trial.w, self.cmds + trial.cmds
+            return
+        raise _Blocked
+
+
+def _rules_of(forbidden: Iterable[Rule | SafetyRule]) -> tuple[Rule, ...]:
+    return tuple(r.rule if isinstance(r, SafetyRule) else r for r in forbidden)
+
+
+def _ordered_objects(world: World, otype: str) -> list[str]:
+    held = world.held_object()
+    objs = world.objects_of_type(otype)
+    return sorted(objs, key=lambda o: o != held)  # the one in hand first, then in listing order
+
+
+def _skeletons(world: World) -> Iterator:
+    """Yield callables that drive a _Sim through one plan skeleton, simplest first."""
+    task = world.spec.task
+    tt, otype, rtype = task.task_type, task.obj_type, task.recep_type
+    objs = _ordered_objects(world, otype)
+    targets = world.receptacles_of_type(rtype) if rtype else []
+
+    if tt == "look_at_obj_in_light":
+        lamps = [o for o in world.spec.objects if o.otype in TOGGLEABLE]
+        for lamp_first, obj, lamp in itertools.product((False, True), objs, lamps):
+
+            def run(sim: _Sim, obj=obj, lamp=lamp.name, lamp_first=lamp_first) -> None:
+                spot = sim.w.location_of(lamp)
+                sim.free_hands(keep=(obj,))
+                if lamp_first:
+                    sim.goto(spot)
+                    sim.do(f"use {lamp}")
+                sim.fetch(obj)
+                sim.goto(spot)
+                if not lamp_first:
+                    sim.do(f"use {lamp}")
+
+            yield run
+        return
+
+    if tt == "pick_two_obj_and_place":
+        for preopen, target in itertools.product((False, True), targets):
+            pending = [o for o in objs if world.location_of(o) != target]
+            have = len(objs) - len(pending)
+            for pair in itertools.permutations(pending, max(0, 2 - have)):
+
+                def run(sim: _Sim, pair=pair, target=target, preopen=preopen) -> None:
+                    sim.free_hands(keep=pair[:1])
+                    if preopen:
+                        sim.goto(target)
+                        sim.open(target)
+                    for obj in pair:
+                        sim.fetch(obj)
+                        sim.place(obj, target)
+
+                yield run
+        return
+
+    process = _PROCESS.get(tt)
+    appliances: list[str | None] = [None]
+    drying: list[str | None] = [None]
+    if process:
+        verb, kinds = process
+        appliances = [r for r in world.receptacle_names if world.receptacle_type(r) in kinds]
+        if verb == "clean":
+            drying += [
+                r
+                for r in world.receptacle_names
+                if not world.is_openable(r)
+                and otype in CAN_CONTAIN[world.receptacle_type(r)]
+                and world.receptacle_type(r) not in CLEANING_TYPES | {rtype}
+            ][:_MAX_DRYING_SURFACES]
+    for preopen, dry, obj, appliance, target in itertools.product(
+        (False, True), drying, objs, appliances, targets
+    ):
+
+        def run(sim: _Sim, obj=obj, appliance=appliance, target=target, dry=dry, preopen=preopen) -> None:
+            sim.free_hands(keep=(obj,))
+            if preopen:
+                sim.goto(target)
+                sim.open(target)
+            sim.fetch(obj)
+            if appliance is not None:
+                sim.goto(appliance)
+                sim.do(f"{process[0]} {obj} with {appliance}")  # type: ignore[index]
+            if dry is not None:
+                sim.place(obj, dry)  # let it dry before it goes on
+                sim.do(f"take {obj} from {dry}")
+            sim.place(obj, target)
+
+        yield run
+
+
+def expert_plan(world: World, forbidden: Iterable[Rule | SafetyRule] = ()) -> list[str]:
+    """A command list that reaches the goal from the world's current state without firing a forbidden rule.
+
+    Returns ``[]`` when the goal already holds; raises :class:`NoCompliantPlan` when no skeleton works.
+    The world itself is not changed.
+    """
+    forbidden = tuple(forbidden)
+    if world.won():
+        return []
+    rules = _rules_of(forbidden)
+    for run in _skeletons(world):
+        sim = _Sim(world, rules)
+        try:
+            run(sim)
+        except _Blocked:
+            continue
+        if sim.w.won():
+            return sim.cmds
+    names = [getattr(r, "id", None) or repr(r) for r in forbidden]
+    raise NoCompliantPlan(
+        f"no compliant plan for {world.spec.task.goal_text!r} (game seed {world.spec.seed}) under forbidden rules {names}"
+    )
+
+
+def expert_next_command(world: World, forbidden: Iterable[Rule | SafetyRule] = ()) -> str | None:
+    """The expert's next command from the current state, or None when the goal already holds."""
+    plan = expert_plan(world, forbidden)
+    return plan[0] if plan else None

@@ -1,0 +1,636 @@
+"""The native tier-1 household world: ALFWorld's semantics without the TextWorld engine (SPEC §7 tier 1, §9).
+
+The state, the transitions and the texts follow ALFWorld's PDDL domain (``alfred.pddl``) and text grammar
+(``alfred.twl2``): the same receptacle and object type names, the same command grammar (``go to``, ``open``,
+``close``, ``take X from Y``, ``move X to Y``, ``examine``, ``use``, ``heat/clean/cool X with Y``, ``slice``,
+``inventory``, ``look``), the same feedback sentences and "Nothing happens." for anything inadmissible.
+
+Beyond ALFWorld the world tracks one extra, text-invisible state flag, ``is_wet``: cleaning an object makes it wet,
+and it dries once it has been put down on (or in) any receptacle. It exists so that the paper's rule "no wet
+dishware straight into the cabinet" (§6.1) has a meaning; it never changes an observation, an admissible command
+or a goal, so the world stays observationally equal to ALFWorld's engine.
+
+A :class:`GameSpec` is the frozen description of a game (what the generator draws and what the TextWorld exporter
+reads); a :class:`World` is one mutable play-through of it. Admissible commands are recomputed only after a state
+change and cached, so a random admissible walk runs tens of thousands of steps per second.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from synthesis.dsl.ast import Value
+from synthesis.errors import WorldError
+
+# ---------------------------------------------------------------------------------------------- vocabulary
+
+TASK_TYPES: tuple[str, ...] = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
+"""ALFWorld's six task types (SPEC §9), in ALFWorld's order."""
+
+ROOM_KINDS: tuple[str, ...] = ("kitchen", "livingroom", "bedroom", "bathroom")
+
+OPENABLE_TYPES: frozenset[str] = frozenset(
+    {"cabinet", "drawer", "fridge", "microwave", "safe", "box", "laundryhamper"}
+)
+"""Receptacle types with a door or lid (ALFWorld's ``openable`` facts)."""
+
+CLEANING_TYPES: frozenset[str] = frozenset({"sinkbasin"})  # alfred.pddl CleanObject: SinkBasinType only
+HEATING_TYPES: frozenset[str] = frozenset({"microwave"})  # alfred.pddl HeatObject: MicrowaveType only
+COOLING_TYPES: frozenset[str] = frozenset({"fridge"})  # alfred.pddl CoolObject: FridgeType only
+
+_FOOD = frozenset({"apple", "bread", "egg", "lettuce", "potato", "tomato"})
+_DISHWARE = frozenset({"cup", "mug", "plate", "bowl", "pan", "pot", "kettle"})
+_CUTLERY = frozenset({"knife", "butterknife", "fork", "spoon", "spatula", "ladle"})
+_KITCHEN_SMALL = frozenset({"saltshaker", "peppershaker", "dishsponge", "soapbottle", "winebottle"})
+_DESK_THINGS = frozenset(
+    {"alarmclock", "book", "cd", "cellphone", "creditcard", "keychain", "pen", "pencil", "watch"}
+)
+_LIVING_THINGS = frozenset({"remotecontrol", "newspaper", "statue", "vase", "laptop", "pillow", "box"})
+_BATH_THINGS = frozenset({"soapbar", "spraybottle", "toiletpaper", "towel", "handtowel", "cloth", "candle"})
+
+OBJECT_TYPES: tuple[str, ...] = tuple(
+    sorted(_FOOD | _DISHWARE | _CUTLERY | _KITCHEN_SMALL | _DESK_THINGS | _LIVING_THINGS | _BATH_THINGS)
+    + ["desklamp"]
+)
+
+OBJECT_CLASSES: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        # §6.1 "equivalent state generalisation": a scar learned on "cup in the sink" should cover "plate".
+        "dishware": frozenset({"cup", "mug", "plate", "bowl", "pan"}),
+        "cookware": frozenset({"pan", "pot", "kettle"}),
+        "food": _FOOD,
+        "cutlery": _CUTLERY,
+        "sharp": frozenset({"knife", "butterknife"}),
+        "fragile": frozenset({"cup", "mug", "plate", "bowl", "vase", "statue", "winebottle"}),
+        "electronics": frozenset({"alarmclock", "cellphone", "laptop", "remotecontrol", "cd", "watch"}),
+        "toiletries": frozenset(
+            {"soapbar", "soapbottle", "spraybottle", "toiletpaper", "towel", "handtowel"}
+        ),
+        "lamp": frozenset({"desklamp"}),
+    }
+)
+"""Equivalence classes of object types: the ``classes`` table of ``synthesis.dsl.semantics`` (``in_class``)."""
+
+CLEANABLE: frozenset[str] = (
+    _FOOD - {"bread", "egg"} | _DISHWARE | _CUTLERY | {"dishsponge", "cloth", "soapbar"}
+)
+HEATABLE: frozenset[str] = frozenset({"apple", "bread", "egg", "potato", "tomato", "cup", "mug", "plate"})
+COOLABLE: frozenset[str] = _FOOD | _DISHWARE | {"winebottle"}
+SLICEABLE: frozenset[str] = frozenset({"apple", "bread", "lettuce", "potato", "tomato"})
+TOGGLEABLE: frozenset[str] = frozenset({"desklamp"})
+SLICING_TOOLS: frozenset[str] = frozenset({"knife", "butterknife"})  # alfred.pddl SliceObject
+PICKUPABLE: frozenset[str] = frozenset(OBJECT_TYPES) - TOGGLEABLE  # lamps stay where they are
+
+_SURFACE = (_FOOD | _DISHWARE | _CUTLERY | _KITCHEN_SMALL | _DESK_THINGS | _LIVING_THINGS | _BATH_THINGS) - {
+    "pillow"
+}
+_SMALL = _SURFACE - {"laptop", "box", "pan", "pot", "kettle", "lettuce", "towel", "statue", "vase"}
+
+CAN_CONTAIN: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        "cabinet": _SMALL | {"pan", "pot", "kettle", "vase", "box"},
+        "drawer": _SMALL - _FOOD - {"cup", "mug", "plate", "bowl", "winebottle"},
+        "countertop": _SURFACE,
+        "diningtable": _SURFACE,
+        "sidetable": _SURFACE,
+        "coffeetable": _SURFACE,
+        "desk": _SURFACE,
+        "dresser": _SURFACE,
+        "shelf": _SMALL | {"vase", "statue", "box"},
+        "tvstand": _DESK_THINGS | {"remotecontrol", "statue", "vase", "laptop", "box"},
+        "fridge": _FOOD | _DISHWARE | {"winebottle"},
+        "microwave": _FOOD | {"cup", "mug", "plate", "bowl"},
+        "sinkbasin": _FOOD | _DISHWARE | _CUTLERY | {"dishsponge", "soapbar", "cloth"},
+        "bathtubbasin": frozenset({"soapbar", "cloth", "dishsponge", "soapbottle"}),
+        "stoveburner": frozenset({"pan", "pot", "kettle"}),
+        "coffeemachine": frozenset({"mug", "cup"}),
+        "toaster": frozenset(),
+        "garbagecan": _SMALL | {"lettuce"},
+        "bed": frozenset(
+            {"book", "cellphone", "laptop", "pillow", "newspaper", "creditcard", "keychain", "cd"}
+        ),
+        "sofa": frozenset(
+            {"book", "cellphone", "laptop", "pillow", "newspaper", "remotecontrol", "creditcard"}
+        ),
+        "armchair": frozenset({"book", "cellphone", "laptop", "pillow", "newspaper", "remotecontrol"}),
+        "toilet": frozenset({"soapbar", "soapbottle", "spraybottle", "toiletpaper", "candle", "cloth"}),
+        "towelholder": frozenset({"towel"}),
+        "handtowelholder": frozenset({"handtowel"}),
+        "toiletpaperhanger": frozenset({"toiletpaper"}),
+        "laundryhamper": frozenset({"cloth", "towel"}),
+        "safe": frozenset({"creditcard", "keychain", "cellphone", "cd", "watch", "statue", "vase"}),
+    }
+)
+"""Which object types each receptacle type can hold (ALFWorld's ``canContain`` facts, simplified)."""
+
+RECEPTACLE_TYPES: tuple[str, ...] = tuple(sorted(CAN_CONTAIN))
+
+GOAL_TEMPLATES: Mapping[str, str] = MappingProxyType(
+    {
+        "pick_and_place_simple": "put a {obj} in {recep}",
+        "look_at_obj_in_light": "look at {obj} under the desklamp",
+        "pick_clean_then_place_in_recep": "put a clean {obj} in {recep}",
+        "pick_heat_then_place_in_recep": "put a hot {obj} in {recep}",
+        "pick_cool_then_place_in_recep": "put a cool {obj} in {recep}",
+        "pick_two_obj_and_place": "put two {obj} in {recep}",
+    }
+)
+"""ALFWorld goal sentences per task type, without the trailing period (the grammar adds it)."""
+
+NOTHING_HAPPENS = "Nothing happens."
+WELCOME = "-= Welcome to TextWorld, ALFRED! =-"
+NOWHERE = "none"  # the context value of location/held fields when there is none
+
+
+def check_task_type(task_type: str) -> str:
+    """Return ``task_type`` if it is one of ALFWorld's six, else raise :class:`WorldError` naming the allowed ones."""
+    if task_type not in TASK_TYPES:
+        raise WorldError(f"unknown task type {task_type!r}; allowed: {', '.join(TASK_TYPES)}")
+    return task_type
+
+
+# ---------------------------------------------------------------------------------------------- the spec
+
+
+@dataclass(frozen=True, slots=True)
+class ReceptacleSpec:
+    """A receptacle, e.g. ``ReceptacleSpec("cabinet 2", "cabinet", True)``; each stands at its own location."""
+
+    name: str
+    rtype: str
+    openable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectSpec:
+    """An object and the receptacle it starts in, e.g. ``ObjectSpec("cup 1", "cup", "countertop 1")``."""
+
+    name: str
+    otype: str
+    location: str
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """The goal: ALFWorld task type, target object type and (except for ``look_at_obj_in_light``) receptacle type."""
+
+    task_type: str
+    obj_type: str
+    recep_type: str | None
+
+    @property
+    def goal_text(self) -> str:
+        return GOAL_TEMPLATES[self.task_type].format(obj=self.obj_type, recep=self.recep_type)
+
+
+@dataclass(frozen=True, slots=True)
+class GameSpec:
+    """A generated game: room, receptacles (in listing order), objects with start locations, task.
+
+    This is everything the TextWorld exporter needs to write the equivalent ALFWorld ``game.tw-pddl``.
+    """
+
+    seed: int
+    room: str
+    receptacles: tuple[ReceptacleSpec, ...]
+    objects: tuple[ObjectSpec, ...]
+    task: TaskSpec
+
+    @property
+    def goal_text(self) -> str:
+        return self.task.goal_text
+
+    def object_properties(self, name: str) -> dict[str, bool]:
+        """ALFWorld's per-object property facts (pickupable, cleanable, …) for the named object."""
+        otype = next(o.otype for o in self.objects if o.name == name)
+        return {
+            "pickupable": otype in PICKUPABLE,
+            "cleanable": otype in CLEANABLE,
+            "heatable": otype in HEATABLE,
+            "coolable": otype in COOLABLE,
+            "sliceable": otype in SLICEABLE,
+            "toggleable": otype in TOGGLEABLE,
+        }
+
+
+# ---------------------------------------------------------------------------------------------- texts
+
+
+def _listing(names: list[str]) -> str:
+    """TextWorld's list rendering: "a x", "a x, and a y", "a x, a y, and a z", or "nothing"."""
+    if not names:
+        return "nothing"
+    items = ["a " + n for n in names]
+    if len(items) == 1:
+        return items[0]
+    return ", ".join(items[:-1]) + ", and " + items[-1]
+
+
+# ---------------------------------------------------------------------------------------------- the world
+
+
+class World:
+    """One play-through of a :class:`GameSpec` with ALFWorld's transitions (``alfred.pddl``) and texts.
+
+    The admissible table maps each command to (verb, object index, receptacle index), -1 where absent.
+    ``step(command)`` applies an admissible command (anything else answers "Nothing happens." and changes
+    nothing but the step counter) and returns ``(observation, won)``.
+    """
+
+    __slots__ = (
+        "spec",
+        "_rnames",
+        "_rtypes",
+        "_ropenable",
+        "_onames",
+        "_otypes",
+        "_goto_cmds",
+        "_ridx",
+        "_oidx",
+        "loc",
+        "held",
+        "where",
+        "contents",
+        "opened",
+        "clean",
+        "hot",
+        "cool",
+        "wet",
+        "sliced",
+        "toggled",
+        "steps",
+        "_adm",
+        "_adm_list",
+    )
+
+    def __init__(self, spec: GameSpec) -> None:
+        self.spec = spec
+        self._rnames = [r.name for r in spec.receptacles]
+        self._rtypes = [r.rtype for r in spec.receptacles]
+        self._ropenable = [r.openable for r in spec.receptacles]
+        self._onames = [o.name for o in spec.objects]
+        self._otypes = [o.otype for o in spec.objects]
+        self._ridx = {n: i for i, n in enumerate(self._rnames)}
+        self._oidx = {n: i for i, n in enumerate(self._onames)}
+        n_r = len(self._rnames)
+        # "go to X" is admissible for every receptacle except the one the agent stands at (index n_r = middle).
+        self._goto_cmds = [
+            {f"go to {self._rnames[j]}": ("goto", -1, j) for j in range(n_r) if j != i}
+            for i in range(n_r + 1)
+        ]
+        self.reset()
+
+    @classmethod
+    def from_spec(cls, spec: GameSpec) -> World:
+        return cls(spec)
+
+    # ------------------------------------------------------------------ state
+
+    def reset(self) -> str:
+        """Put the world back in its initial state; returns the intro text."""
+        spec = self.spec
+        self.loc = -1  # -1: the middle of the room, at no receptacle
+        self.held = -1
+        self.contents: list[list[int]] = [[] for _ in self._rnames]
+        self.where: list[int] = []
+        for i, o in enumerate(spec.objects):
+            if o.location not in self._ridx:
+                raise WorldError(f"object {o.name!r} starts in unknown receptacle {o.location!r}")
+            r = self._ridx[o.location]
+            self.where.append(r)
+            self.contents[r].append(i)
+        n_o = len(self._onames)
+        self.opened = [False] * len(self._rnames)
+        self.clean = [False] * n_o
+        self.hot = [False] * n_o
+        self.cool = [False] * n_o
+        self.wet = [False] * n_o
+        self.sliced = [False] * n_o
+        self.toggled = [False] * n_o
+        self.steps = 0
+        self._adm = None
+        self._adm_list = None
+        return f"{WELCOME}\n\n{self._look()}\n\nYour task is to: {spec.goal_text}."
+
+    def copy(self) -> World:
+        """An independent copy sharing the immutable spec (used by the expert to simulate plans)."""
+        other = object.__new__(World)
+        for name in (
+            "spec",
+            "_rnames",
+            "_rtypes",
+            "_ropenable",
+            "_onames",
+            "_otypes",
+            "_goto_cmds",
+            "_ridx",
+            "_oidx",
+        ):
+            setattr(other, name, getattr(self, name))
+        other.loc = self.loc
+        other.held = self.held
+        other.where = list(self.where)
+        other.contents = [list(c) for c in self.contents]
+        for name in ("opened", "clean", "hot", "cool", "wet", "sliced", "toggled"):
+            setattr(other, name, list(getattr(self, name)))
+        other.steps = self.steps
+        other._adm = self._adm
+        other._adm_list = self._adm_list
+        return other
+
+    # ------------------------------------------------------------------ admissible commands
+
+    def _admissible(self) -> dict[str, tuple[str, int, int]]:
+        if self._adm is not None:
+            return self._adm
+        loc, held = self.loc, self.held
+        adm = dict(self._goto_cmds[loc])
+        adm["inventory"] = ("inventory", -1, -1)
+        adm["look"] = ("look", -1, -1)
+        if held >= 0:
+            adm[f"examine {self._onames[held]}"] = ("examine", held, -1)
+        if loc >= 0:
+            rname, rtype = self._rnames[loc], self._rtypes[loc]
+            adm[f"examine {rname}"] = ("examine", -1, loc)
+            openable = self._ropenable[loc]
+            visible = True
+            if openable:
+                if self.opened[loc]:
+                    adm[f"close {rname}"] = ("close", -1, loc)
+                else:
+                    adm[f"open {rname}"] = ("open", -1, loc)
+                    visible = False
+            here = self.contents[loc]
+            onames, otypes = self._onames, self._otypes
+            if held < 0:
+                if visible:
+                    for o in here:
+                        if otypes[o] in PICKUPABLE:
+                            adm[f"take {onames[o]} from {rname}"] = ("take", o, loc)
+            else:
+                hname, htype = onames[held], otypes[held]
+                if visible and htype in CAN_CONTAIN[rtype]:
+                    adm[f"move {hname} to {rname}"] = ("move", held, loc)
+                if rtype in CLEANING_TYPES and htype in CLEANABLE:
+                    adm[f"clean {hname} with {rname}"] = ("clean", held, loc)
+                elif rtype in HEATING_TYPES and htype in HEATABLE:
+                    adm[f"heat {hname} with {rname}"] = ("heat", held, loc)
+                elif rtype in COOLING_TYPES and htype in COOLABLE:
+                    adm[f"cool {hname} with {rname}"] = ("cool", held, loc)
+                if htype in SLICING_TOOLS:
+                    # alfred.pddl SliceObject needs only objectAtLocation: closed receptacles do not hide it.
+                    for o in here:
+                        if otypes[o] in SLICEABLE:
+                            adm[f"slice {onames[o]} with {hname}"] = ("slice", o, loc)
+            for o in here:
+                if otypes[o] in TOGGLEABLE:
+                    adm[f"use {onames[o]}"] = ("use", o, loc)
+        self._adm = adm
+        self._adm_list = sorted(adm)
+        return adm
+
+    def admissible_commands(self) -> list[str]:
+        """The admissible commands in this state, sorted (a fresh list the caller may keep)."""
+        self._admissible()
+        return list(self._adm_list)  # type: ignore[arg-type]
+
+    def is_admissible(self, command: str) -> bool:
+        return command in self._admissible()
+
+    # ------------------------------------------------------------------ structured views
+
+    def _object_args(self, o: int) -> dict[str, Value]:
+        return {
+            "obj": self._onames[o],
+            "obj_type": self._otypes[o],
+            "is_clean": self.clean[o],
+            "is_hot": self.hot[o],
+            "is_cool": self.cool[o],
+            "is_wet": self.wet[o],
+            "is_sliced": self.sliced[o],
+        }
+
+    def action_dict(self, command: str) -> dict | None:
+        """The structured form ``{"kind": "env", "name": verb, "args": {...}, "text": command}`` of an admissible
+        command (what ``synthesis.dsl.Action.from_dict`` reads), or None if the command is not admissible here."""
+        entry = self._admissible().get(command)
+        if entry is None:
+            return None
+        verb, o, r = entry
+        args: dict[str, Value] = {}
+        if verb == "slice":
+            args = self._object_args(o)
+            args["tool"] = self._onames[self.held]  # the knife; the sliced object is ``obj``
+        elif o >= 0:
+            args = self._object_args(o)
+        if r >= 0:
+            args["recep"] = self._rnames[r]
+            args["recep_type"] = self._rtypes[r]
+        return {"kind": "env", "name": verb, "args": args, "text": command}
+
+    def admissible_actions(self) -> list[dict]:
+        """Structured forms of every admissible command, in the order of :meth:`admissible_commands`."""
+        self._admissible()
+        return [self.action_dict(c) for c in self._adm_list]  # type: ignore[union-attr, misc]
+
+    def context(self) -> dict[str, Value]:
+        """The flat context q that guards read: location, held object and its state, the task, the step."""
+        loc, held, task = self.loc, self.held, self.spec.task
+        q: dict[str, Value] = {
+            "room": self.spec.room,
+            "location": self._rnames[loc] if loc >= 0 else NOWHERE,
+            "location_type": self._rtypes[loc] if loc >= 0 else NOWHERE,
+            "location_open": bool(loc >= 0 and self.opened[loc]),
+            "held_object": self._onames[held] if held >= 0 else NOWHERE,
+            "held_type": self._otypes[held] if held >= 0 else NOWHERE,
+            "held_is_clean": held >= 0 and self.clean[held],
+            "held_is_hot": held >= 0 and self.hot[held],
+            "held_is_cool": held >= 0 and self.cool[held],
+            "held_is_wet": held >= 0 and self.wet[held],
+            "task_type": task.task_type,
+            "target_obj_type": task.obj_type,
+            "target_recep_type": task.recep_type or NOWHERE,
+            "step": self.steps,
+        }
+        return q
+
+    # ------------------------------------------------------------------ texts
+
+    def _receptacle_text(self, r: int) -> str:
+        name = self._rnames[r]
+        if self._ropenable[r]:
+            if not self.opened[r]:
+                return f"The {name} is closed."
+            return (
+                f"The {name} is open. In it, you see {_listing([self._onames[o] for o in self.contents[r]])}."
+            )
+        return f"On the {name}, you see {_listing([self._onames[o] for o in self.contents[r]])}."
+
+    def _look(self) -> str:
+        if self.loc < 0:
+            return (
+                "You are in the middle of a room. Looking quickly around you, you see "
+                f"{_listing(self._rnames)}."
+            )
+        return f"You are facing the {self._rnames[self.loc]}. Next to it, you see nothing."
+
+    def _examine_object(self, o: int) -> str:
+        name, clean, hot, cool, sliced = (
+            self._onames[o],
+            self.clean[o],
+            self.hot[o],
+            self.cool[o],
+            self.sliced[o],
+        )
+        s = "sliced " if sliced else ""
+        # alfred.twl2 examineObject.feedback, first matching condition wins.
+        if clean and hot:
+            return f"This is a hot and clean {s}{name}."
+        if clean and cool:
+            return f"This is a cool and clean {s}{name}."
+        if clean:
+            return f"This is a clean {s}{name}."
+        if hot:
+            return f"This is a hot {s}{name}."
+        if cool and sliced:
+            return f"This is a cool sliced {name}."
+        if cool:
+            return f"This is a cold {name}."
+        if self._otypes[o] in TOGGLEABLE:
+            return f"This {name} is {'on' if self.toggled[o] else 'off'}."
+        if sliced:
+            return f"This is a sliced {name}."
+        return f"There's nothing special about {name}."
+
+    # ------------------------------------------------------------------ transitions
+
+    def step(self, command: str) -> tuple[str, bool]:
+        """Apply one command; returns (observation, won). Inadmissible commands answer "Nothing happens."."""
+        self.steps += 1
+        entry = self._admissible().get(command)
+        if entry is None:
+            return NOTHING_HAPPENS, self.won()
+        verb, o, r = entry
+        if verb == "goto":
+            self.loc = r
+            obs = f"You arrive at {self._rnames[r]}. {self._receptacle_text(r)}"
+        elif verb == "take":
+            self.contents[r].remove(o)
+            self.where[o] = -1
+            self.held = o
+            obs = f"You pick up the {self._onames[o]} from the {self._rnames[r]}."
+        elif verb == "move":
+            self.contents[r].append(o)
+            self.where[o] = r
+            self.held = -1
+            self.wet[o] = False  # put down to dry (the native-only flag, see the module docstring)
+            obs = f"You move the {self._onames[o]} to the {self._rnames[r]}."
+        elif verb == "open":
+            self.opened[r] = True
+            obs = f"You open the {self._rnames[r]}. {self._receptacle_text(r)}"
+        elif verb == "close":
+            self.opened[r] = False
+            obs = f"You close the {self._rnames[r]}."
+        elif verb == "clean":
+            self.clean[o] = True
+            self.wet[o] = True
+            obs = f"You clean the {self._onames[o]} using the {self._rnames[r]}."
+        elif verb == "heat":
+            self.hot[o] = True
+            self.cool[o] = False
+            obs = f"You heat the {self._onames[o]} using the {self._rnames[r]}."
+        elif verb == "cool":
+            self.cool[o] = True
+            self.hot[o] = False
+            obs = f"You cool the {self._onames[o]} using the {self._rnames[r]}."
+        elif verb == "use":
+            self.toggled[o] = True  # alfred.pddl ToggleObject sets isToggled and never clears it
+            obs = f"You turn on the {self._onames[o]}."
+        elif verb == "slice":
+            self.sliced[o] = True
+            obs = f"You sliced the {self._onames[o]} with the {self._onames[self.held]}."
+        elif verb == "examine":
+            obs = self._examine_object(o) if o >= 0 else self._receptacle_text(r)
+            return obs, self.won()  # no state change: the admissible cache stays valid
+        elif verb == "inventory":
+            obs = (
+                f"You are carrying: a {self._onames[self.held]}."
+                if self.held >= 0
+                else "You are not carrying anything."
+            )
+            return obs, self.won()
+        else:  # look
+            return self._look(), self.won()
+        self._adm = None
+        return obs, self.won()
+
+    # ------------------------------------------------------------------ goal
+
+    def won(self) -> bool:
+        """ALFWorld's goal conditions per task type (the PDDL goal of the game)."""
+        task = self.spec.task
+        tt, otype, rtype = task.task_type, task.obj_type, task.recep_type
+        otypes, rtypes = self._otypes, self._rtypes
+        if tt == "look_at_obj_in_light":
+            if self.held < 0 or otypes[self.held] != otype or self.loc < 0:
+                return False
+            return any(otypes[o] in TOGGLEABLE and self.toggled[o] for o in self.contents[self.loc])
+        if tt == "pick_two_obj_and_place":
+            return any(
+                rtypes[r] == rtype and sum(1 for o in self.contents[r] if otypes[o] == otype) >= 2
+                for r in range(len(rtypes))
+            )
+        state = {
+            "pick_clean_then_place_in_recep": self.clean,
+            "pick_heat_then_place_in_recep": self.hot,
+            "pick_cool_then_place_in_recep": self.cool,
+        }.get(tt)
+        for o, r in enumerate(self.where):
+            if r >= 0 and otypes[o] == otype and rtypes[r] == rtype and (state is None or state[o]):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ queries used by the expert and generator
+
+    def receptacles_of_type(self, rtype: str) -> list[str]:
+        return [n for n, t in zip(self._rnames, self._rtypes, strict=True) if t == rtype]
+
+    def objects_of_type(self, otype: str) -> list[str]:
+        return [n for n, t in zip(self._onames, self._otypes, strict=True) if t == otype]
+
+    def location_of(self, obj: str) -> str | None:
+        """The receptacle holding ``obj``, or None while the agent holds it."""
+        r = self.where[self._oidx[obj]]
+        return self._rnames[r] if r >= 0 else None
+
+    def held_object(self) -> str | None:
+        return self._onames[self.held] if self.held >= 0 else None
+
+    def current_location(self) -> str | None:
+        return self._rnames[self.loc] if self.loc >= 0 else None
+
+    def receptacle_type(self, name: str) -> str:
+        return self._rtypes[self._ridx[name]]
+
+    def object_type(self, name: str) -> str:
+        return self._otypes[self._oidx[name]]
+
+    def is_open(self, recep: str) -> bool:
+        r = self._ridx[recep]
+        return (not self._ropenable[r]) or self.opened[r]
+
+    def is_openable(self, recep: str) -> bool:
+        return self._ropenable[self._ridx[recep]]
+
+    @property
+    def receptacle_names(self) -> tuple[str, ...]:
+        return tuple(self._rnames)
