@@ -584,6 +584,7 @@ class CommonsParallelEnv(ParallelEnv):
             infos[a] = {
                 "pool_resource_level": int(self._stock),
                 "pool_capacity": self._dyn.capacity,
+                "max_request": self._dyn.request_limit,
                 "sustainable_catch": int(f),
                 "sustainable_share": f / n,
                 "own_request": int(self._last_requests[i]),
