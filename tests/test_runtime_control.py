@@ -1,0 +1,272 @@
+"""The control plane (SPEC §1, §4.2, §6 Prop. 1): hard/soft masks, fallback, core schema, temporary masks, index."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agents.runtime import ControlPlane, ControlPlaneError, Scar, Scope
+from synthesis.dsl import (
+    Action,
+    And,
+    Compare,
+    ForbidEnvAction,
+    ForbidToolArg,
+    ForbidToolCall,
+    InClass,
+    Named,
+    Or,
+    Rule,
+    parse_rule,
+)
+from synthesis.dsl.semantics import fires
+from synthesis.errors import ConfigError
+
+CLASSES = {"dishware": {"cup", "plate", "bowl", "mug"}}
+SINK_RULE = 'if in_class(action.obj_type, "dishware") and action.recep == "sinkbasin 1" then forbid_env_action("move")'
+
+
+def household_actions() -> list[Action]:
+    return [
+        Action.env("move", obj="cup 1", obj_type="cup", recep="sinkbasin 1"),
+        Action.env("move", obj="plate 1", obj_type="plate", recep="sinkbasin 1"),
+        Action.env("move", obj="cup 1", obj_type="cup", recep="cabinet 1"),
+        Action.env("clean", obj="cup 1", obj_type="cup", recep="sinkbasin 1"),
+        Action.env("move", obj="apple 1", obj_type="apple", recep="sinkbasin 1"),
+        Action("text", "think", text="I should not put dishware in the sink"),
+    ]
+
+
+def test_prop1_hard_mask_gives_exactly_zero_probability_on_every_covered_action():
+    """Prop. 1 (SPEC §6): after admitting a scar covering (q, F), Σ_{a∈F} π(a|q) = 0 exactly."""
+    rng = np.random.default_rng(7)
+    plane = ControlPlane(classes=CLASSES)
+    plane.add(Scar(parse_rule(SINK_RULE)))
+    actions = household_actions()
+    failed = {0, 1}  # F: both dishware items moved to the sink
+    for _ in range(200):
+        logits = rng.normal(0.0, 5.0, size=len(actions))
+        logits[0] = 50.0  # the base policy strongly prefers the failure
+        governed = plane.govern({"step": 12}, actions, logits)
+        assert all(governed.probs[i] == 0.0 for i in failed)
+        assert governed.masked.tolist() == [True, True, False, False, False, False]
+        assert governed.probs.sum() == pytest.approx(1.0)
+        assert governed.fallback is None
+
+
+def test_prop1_soft_mode_leaks_a_measurable_positive_probability():
+    """The Soft Bias Only ablation: φ = soft_bias instead of −∞, so the boundary leaks (measured here)."""
+    actions = household_actions()
+    logits = np.zeros(len(actions))
+    hard = ControlPlane(classes=CLASSES, scars=[Scar(parse_rule(SINK_RULE))])
+    soft = ControlPlane(classes=CLASSES, scars=[Scar(parse_rule(SINK_RULE))], mode="soft", soft_bias=-5.0)
+    leak = soft.govern({}, actions, logits).probs[[0, 1]].sum()
+    # uniform base over 6 actions, two of them penalised by e^-5: leak = 2e^-5 / (2e^-5 + 4)
+    assert leak == pytest.approx(2 * np.exp(-5) / (2 * np.exp(-5) + 4), rel=1e-12)
+    assert 0.003 < leak < 0.004
+    assert hard.govern({}, actions, logits).probs[[0, 1]].sum() == 0.0
+    # the soft logit is base + soft_bias per firing rule
+    assert soft.govern({}, actions, logits).logits[0] == -5.0
+
+
+def test_soft_bias_adds_up_over_firing_rules():
+    rules = [
+        Scar(parse_rule('if action.obj_type == "cup" then forbid_env_action("move")')),
+        Scar(parse_rule('if action.recep == "sinkbasin 1" then forbid_env_action("move")')),
+    ]
+    plane = ControlPlane(scars=rules, mode="soft", soft_bias=-2.0)
+    governed = plane.govern({}, household_actions()[:1], [1.0])
+    assert governed.logits[0] == pytest.approx(1.0 - 4.0)
+    assert set(governed.fired[0][1]) == {r.id for r in rules}
+
+
+def test_every_control_action_masked_takes_the_fallback_with_probability_one():
+    plane = ControlPlane(
+        scars=[Scar(parse_rule('if step >= 0 then forbid_env_action("move")'))], fallback="ask_human"
+    )
+    actions = [Action.env("move", obj="a"), Action.env("move", obj="b"), Action("text", "say")]
+    governed = plane.govern({"step": 3}, actions, [1.0, 2.0, 3.0])
+    assert governed.fallback == Action("fallback", "ask_human")
+    assert governed.probs.tolist() == [0.0, 0.0, 0.0]
+    assert not np.isnan(governed.probs).any()
+    # no candidates at all: still a⊥, never a division by zero
+    assert plane.govern({}, [], []).fallback == Action("fallback", "ask_human")
+
+
+def test_text_actions_are_never_hard_masked_and_no_fallback_without_control_actions():
+    plane = ControlPlane(scars=[Scar(parse_rule('if action.kind == "text" then forbid_env_action("say")'))])
+    text = [Action("text", "say", text="hello"), Action("text", "say", text="bye")]
+    governed = plane.govern({}, text, [0.0, 0.0])
+    assert governed.fallback is None
+    assert governed.masked.tolist() == [False, False]
+    assert governed.probs.tolist() == [0.5, 0.5]
+
+
+def test_core_schema_always_applies_and_is_read_only():
+    core = [
+        parse_rule('if data_scope_is("internal") and tool_is("send_data") then forbid_tool_call("send_data")')
+    ]
+    plane = ControlPlane(core=core)
+    actions = [Action.tool("send_data", dest="x"), Action.tool("lookup")]
+    governed = plane.govern({"data_scope": "internal"}, actions, [3.0, 0.0])
+    assert governed.probs[0] == 0.0
+    assert governed.fired[0][1][0].startswith("H:")
+    assert plane.active_ids == ()
+    with pytest.raises(ControlPlaneError, match="core schema"):
+        plane.remove(plane.core_ids[0])
+
+
+def test_forbid_tool_arg_masks_only_the_matching_argument():
+    plane = ControlPlane(
+        scars=[Scar(parse_rule('if tool_is("harvest") then forbid_tool_arg("harvest", "amount", 20)'))]
+    )
+    actions = [Action.tool("harvest", amount=20), Action.tool("harvest", amount=10), Action.tool("harvest")]
+    assert plane.masked({}, actions) == [True, False, False]
+
+
+def test_or_guards_fire_on_either_disjunct_once():
+    rule = parse_rule(
+        'if (action.obj_type == "cup" and location == "kitchen") or action.obj_type == "knife" '
+        'then forbid_env_action("take")'
+    )
+    scar = Scar(rule)
+    plane = ControlPlane(scars=[scar])
+    cup, knife, apple = (Action.env("take", obj_type=t) for t in ("cup", "knife", "apple"))
+    assert plane.masked({"location": "kitchen"}, [cup, knife, apple]) == [True, True, False]
+    assert plane.masked({"location": "garden"}, [cup, knife, apple]) == [False, True, False]
+    assert plane.govern({"location": "kitchen"}, [cup], [0.0]).fired == ((0, (scar.id,)),)
+
+
+def test_add_remove_and_active_ids():
+    a = Scar(parse_rule('if action.obj_type == "cup" then forbid_env_action("move")'))
+    b = Scar(parse_rule('if action.obj_type == "plate" then forbid_env_action("move")'))
+    plane = ControlPlane(scars=[a])
+    assert plane.add(b) is True
+    assert plane.add(b) is False  # same control plane: only the audit plane is refreshed
+    assert plane.active_ids == (a.id, b.id)
+    move_cup = Action.env("move", obj_type="cup")
+    assert plane.masked({}, [move_cup]) == [True]
+    assert plane.remove(a.id) == a
+    assert plane.masked({}, [move_cup]) == [False]
+    with pytest.raises(ControlPlaneError, match=a.id):
+        plane.remove(a.id)
+
+
+def test_temporary_mask_applies_until_its_step_and_lifts():
+    rule = parse_rule('if pool_resource_level < 30 then forbid_tool_call("harvest")')
+    plane = ControlPlane()
+    mask_id = plane.set_temporary_mask(rule, until_step=10)
+    harvest = [Action.tool("harvest", amount=5), Action.tool("wait")]
+    q = {"pool_resource_level": 20}
+    assert plane.masked(q, harvest, step=9) == [True, False]
+    assert plane.masked(q, harvest, step=10) == [False, False]  # expired lazily at until_step
+    assert plane.govern(q, harvest, [0.0, 0.0], step=3).probs[0] == 0.0
+    assert plane.lift_temporary_mask(mask_id) == rule
+    assert plane.masked(q, harvest, step=3) == [False, False]
+    with pytest.raises(ControlPlaneError, match="no temporary mask"):
+        plane.lift_temporary_mask(mask_id)
+
+
+def test_expire_unloads_temporary_masks_and_step_scoped_scars():
+    rule = parse_rule('if pool_resource_level < 30 then forbid_tool_call("harvest")')
+    scar = Scar(
+        parse_rule('if tool_is("punish") then forbid_tool_call("punish")'), scope=Scope(expires_at_step=20)
+    )
+    plane = ControlPlane(scars=[scar])
+    mask_id = plane.set_temporary_mask(rule, until_step=10)
+    assert plane.expire(5).temp_mask_ids == ()
+    expired = plane.expire(10)
+    assert expired.temp_mask_ids == (mask_id,) and expired.scar_ids == ()
+    assert plane.masked({}, [Action.tool("punish")], step=19) == [True]
+    assert plane.masked({}, [Action.tool("punish")], step=20) == [False]
+    assert plane.expire(25).scar_ids == (scar.id,)
+    assert plane.active_ids == ()
+
+
+def test_bad_arguments_raise_typed_errors_naming_the_value():
+    with pytest.raises(ConfigError, match="'lenient'"):
+        ControlPlane(mode="lenient")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="soft_bias"):
+        ControlPlane(soft_bias=0.0)
+    with pytest.raises(ConfigError, match="fallback"):
+        ControlPlane(fallback="panic")
+    plane = ControlPlane()
+    with pytest.raises(ControlPlaneError, match="shape"):
+        plane.govern({}, [Action.tool("a")], [0.0, 1.0])
+    with pytest.raises(ControlPlaneError, match="finite"):
+        plane.govern({}, [Action.tool("a")], [float("nan")])
+
+
+def test_governed_probabilities_are_the_softmax_of_unmasked_logits():
+    plane = ControlPlane(scars=[Scar(parse_rule('if action.obj == "b" then forbid_env_action("go")'))])
+    actions = [Action.env("go", obj=o) for o in "abc"]
+    governed = plane.govern({}, actions, [1.0, 5.0, 2.0])
+    expected = np.exp([1.0, 2.0]) / np.exp([1.0, 2.0]).sum()
+    assert governed.probs[[0, 2]] == pytest.approx(expected)
+    assert governed.logits[1] == -np.inf
+
+
+# ------------------------------------------------------------------- the index never changes what is masked
+FEATURES = ("location", "intent", "step", "action.obj_type", "action.recep", "action.amount")
+VALUES = ("cup", "plate", "kitchen", "sinkbasin 1", 1, 2, 20, True)
+
+predicates = st.one_of(
+    st.builds(
+        Compare, st.sampled_from(FEATURES), st.sampled_from(["==", "!=", "<", ">="]), st.sampled_from(VALUES)
+    ),
+    st.builds(
+        Named,
+        st.sampled_from(["intent_is", "tool_is", "action_is"]),
+        st.sampled_from(("move", "harvest", "cup")),
+    ),
+    st.builds(InClass, st.sampled_from(FEATURES), st.sampled_from(["dishware", "unknown_class"])),
+)
+guards = st.recursive(
+    predicates,
+    lambda inner: st.one_of(
+        st.builds(lambda ops: And(tuple(ops)), st.lists(inner, min_size=2, max_size=3)),
+        st.builds(lambda ops: Or(tuple(ops)), st.lists(inner, min_size=2, max_size=3)),
+    ),
+    max_leaves=5,
+)
+masks = st.one_of(
+    st.builds(ForbidEnvAction, st.sampled_from(["move", "clean"])),
+    st.builds(ForbidToolCall, st.sampled_from(["harvest", "punish"])),
+    st.builds(ForbidToolArg, st.just("harvest"), st.just("amount"), st.sampled_from([1, 2, 20])),
+)
+rules = st.builds(Rule, guards, masks)
+actions = st.one_of(
+    st.builds(
+        lambda verb, t, r: Action.env(verb, obj_type=t, recep=r),
+        st.sampled_from(["move", "clean"]),
+        st.sampled_from(["cup", "plate", "apple", 1]),
+        st.sampled_from(["sinkbasin 1", "cabinet 1"]),
+    ),
+    st.builds(
+        lambda tool, amount: Action.tool(tool, amount=amount),
+        st.sampled_from(["harvest", "punish"]),
+        st.sampled_from([1, 2, 20, True, 1.0]),
+    ),
+    st.just(Action("text", "say")),
+)
+contexts = st.fixed_dictionaries(
+    {},
+    optional={
+        "location": st.sampled_from(["kitchen", "garden", 1]),
+        "intent": st.sampled_from(["cup", "move"]),
+        "step": st.sampled_from([1, 2, 20, True, 2.0]),
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(rules, min_size=1, max_size=12), st.lists(actions, min_size=1, max_size=8), contexts)
+def test_indexed_enforcement_equals_a_linear_scan(rule_list, action_list, q):
+    plane = ControlPlane(scars=[Scar(r) for r in rule_list], classes=CLASSES)
+    canonical_rules = [Scar(r).rule for r in rule_list]
+    expected = [
+        a.is_control and any(fires(r, q, a, plane.classes) for r in canonical_rules) for a in action_list
+    ]
+    assert plane.masked(q, action_list) == expected
