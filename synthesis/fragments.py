@@ -74,6 +74,21 @@ class RecordedStep:
                 f"chosen index {self.chosen} out of range 0..{len(self.actions) - 1} at step {self.step_id}"
             )
 
+    def __reduce__(self):
+        # The read-only context view does not pickle; ship a plain dict (Ray moves steps between processes).
+        return (
+            RecordedStep,
+            (
+                dict(self.context),
+                self.actions,
+                self.logits,
+                self.chosen,
+                self.violated,
+                self.episode,
+                self.step,
+            ),
+        )
+
     @property
     def step_id(self) -> tuple[int, int]:
         return (self.episode, self.step)
@@ -104,6 +119,9 @@ class Fragment:
         object.__setattr__(self, "q", freeze_context(self.q))
         if not self.F:
             raise FragmentError("a fragment needs at least one failed action F")
+
+    def __reduce__(self):
+        return (Fragment, (dict(self.q), self.F, self.theta, self.causal_args, self.source_steps))
 
 
 def _perturbations(value: Value, alternatives: Sequence[Value]) -> list[Value]:
