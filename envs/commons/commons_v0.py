@@ -45,14 +45,15 @@ about=Discrete(n), punish=MultiBinary(n))``. Message kinds: 0 silent, 1 propose 
 
 ``Dict(phase, month, pool, sustainable_catch, catches, karma, messages, agreed_limit, punished_by, own_index)``:
 the phase to act in, the 1-based month, the current stock, f(t) for this month, every agent's last catch,
-every agent's karma, this month's messages as ``(kind, limit, about)`` rows, the agreed per-agent limit (−1: none),
+every agent's karma, the latest discussion's messages as ``(kind, limit, about)`` rows, the agreed per-agent limit (−1: none),
 who punished this agent in the last punishment phase, and the agent's own index.
 
 ``info[agent]`` holds the structured context the DSL reads, as flat ``str → number/str/bool`` items
 (``pool_resource_level``, ``sustainable_catch``, ``sustainable_share``, ``own_request``, ``own_catch``, ``month``,
 ``phase``, ``karma``, ``karma_drop``, ``times_punished``, ``agreed_limit``, ``has_agreed_limit``, ``collapsed``,
 …; ``context_of(info)`` extracts them), plus four non-scalar entries that are *not* DSL context:
-``admissible_actions``, ``punishments`` (the provenance dicts of this month's punishments, public to all),
+``admissible_actions``, ``punishments`` (the provenance dicts of the latest punishment phase's punishments, public
+to all; ``karma_drop`` and ``times_punished`` refer to that phase too, so the step that ends a month reports them),
 ``messages`` and ``mayor_report``.
 
 ## Rewards
@@ -384,7 +385,7 @@ class CommonsParallelEnv(ParallelEnv):
         self._stock = self._dyn.start_stock
         self._f = sustainable_catch(self._stock, self._dyn)
         self._karma = np.full(n, float(self.config.karma_initial))
-        self._month_start_karma = self._karma.copy()
+        self._last_drop = np.zeros(n)
         self._outcome: HarvestOutcome | None = None
         self._last_requests = np.zeros(n, dtype=np.int64)
         self._last_catches = np.zeros(n, dtype=np.int64)
@@ -492,6 +493,7 @@ class CommonsParallelEnv(ParallelEnv):
         costs = np.zeros(n)
         punished_by = np.zeros((n, n), dtype=np.int8)
         records = []
+        before = self._karma.copy()
         for a in self.agents:
             i = self._index[a]
             try:
@@ -525,6 +527,7 @@ class CommonsParallelEnv(ParallelEnv):
                 self._karma[j] = max(cfg.karma_min, self._karma[j] - cfg.punishment_severity)
         self._punishments = tuple(records)
         self._punished_by = punished_by
+        self._last_drop = before - self._karma
         return costs
 
     def _end_month(self) -> tuple[bool, bool]:
@@ -548,10 +551,7 @@ class CommonsParallelEnv(ParallelEnv):
         self._phase = HARVEST
         self._stock = outcome.next_stock
         self._f = sustainable_catch(self._stock, self._dyn)
-        self._month_start_karma = self._karma.copy()
         self._month_rewards = np.zeros(self._dyn.num_agents)
-        self._messages, self._punishments = (), ()
-        self._message_rows = np.zeros_like(self._message_rows)
         return False, False
 
     # ----- what agents see -----
@@ -595,7 +595,7 @@ class CommonsParallelEnv(ParallelEnv):
                 "num_agents": n,
                 "agent_index": i,
                 "karma": float(self._karma[i]),
-                "karma_drop": float(self._month_start_karma[i] - self._karma[i]),
+                "karma_drop": float(self._last_drop[i]),
                 "times_punished": int(self._punished_by[i].sum()),
                 "agreed_limit": NO_LIMIT if self._agreed_limit is None else self._agreed_limit,
                 "has_agreed_limit": self._agreed_limit is not None,
