@@ -1,6 +1,6 @@
 """The native tier-1 household world (ALFWorld semantics) with dynamic safety rules (SPEC §7 tier 1, §9)."""
 
-from envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
+from envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan, plan_trace
 from envs.household.generator import generate_game, is_compliantly_solvable
 from envs.household.rules import (
     GENERALISATION_SPLITS,
@@ -45,6 +45,7 @@ __all__ = [
     "expert_plan",
     "generate_game",
     "is_compliantly_solvable",
+    "plan_trace",
     "library_rule",
     "rules_for_task",
 ]

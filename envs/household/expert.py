@@ -223,3 +223,19 @@ def expert_next_command(world: World, forbidden: Iterable[Rule | SafetyRule] = (
     """The expert's next command from the current state, or None when the goal already holds."""
     plan = expert_plan(world, forbidden)
     return plan[0] if plan else None
+
+
+def plan_trace(world: World, plan: Iterable[str]) -> list[tuple[dict, Action]]:
+    """The (context, structured action) pairs a plan visits from the world's current state (world unchanged).
+
+    Raises :class:`WorldError` if a command of the plan is not admissible where it is issued.
+    """
+    w = world.copy()
+    trace = []
+    for cmd in plan:
+        d = w.action_dict(cmd)
+        if d is None:
+            raise WorldError(f"plan command {cmd!r} is not admissible at step {w.steps}")
+        trace.append((w.context(), Action.from_dict(d)))
+        w.step(cmd)
+    return trace

@@ -22,13 +22,14 @@ from types import MappingProxyType
 
 import numpy as np
 
-from envs.household.expert import NoCompliantPlan, expert_plan
+from envs.household.expert import NoCompliantPlan, expert_plan, plan_trace
 from envs.household.rules import SafetyRule, rules_for_task
 from envs.household.world import (
     CAN_CONTAIN,
     CLEANABLE,
     COOLABLE,
     HEATABLE,
+    OBJECT_CLASSES,
     OPENABLE_TYPES,
     PICKUPABLE,
     TASK_TYPES,
@@ -39,6 +40,7 @@ from envs.household.world import (
     World,
     check_task_type,
 )
+from synthesis.dsl.semantics import fires
 from synthesis.errors import WorldError
 
 ROOM_LAYOUTS: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType(
@@ -223,13 +225,23 @@ def _draw_once(rng: np.random.Generator, seed: int, task_type: str) -> GameSpec 
 
 
 def is_compliantly_solvable(spec: GameSpec, rules: Iterable[SafetyRule]) -> bool:
-    """The expert solves the game with no rule, with each rule alone and with all rules at once."""
+    """The expert solves the game with no rule, with each rule alone and with all rules at once.
+
+    The unconstrained plan is checked against every rule first; only the rules it would violate need a
+    rule-aware re-plan, which keeps generation fast.
+    """
     rules = tuple(rules)
     world = World(spec)
     if world.won():
         return False
-    checks: list[tuple[SafetyRule, ...]] = [(), *((r,) for r in rules)]
-    if len(rules) > 1:
+    try:
+        plan = expert_plan(world)
+    except NoCompliantPlan:
+        return False
+    trace = plan_trace(world, plan)
+    violated = [r for r in rules if any(fires(r.rule, q, a, OBJECT_CLASSES) for q, a in trace)]
+    checks: list[tuple[SafetyRule, ...]] = [(r,) for r in violated]
+    if violated and len(rules) > 1:
         checks.append(rules)
     for forbidden in checks:
         try:

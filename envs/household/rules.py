@@ -18,13 +18,14 @@ action in the fragment); enforcement is the agent's job (the scar's control plan
 from __future__ import annotations
 
 import zlib
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from envs.household.world import OBJECT_CLASSES, TASK_TYPES
 from synthesis.dsl.ast import Action, And, Compare, ForbidEnvAction, InClass, Rule, Value
-from synthesis.dsl.semantics import fires
+from synthesis.dsl.semantics import fires, mask_key
 from synthesis.errors import WorldError
 
 
@@ -286,13 +287,45 @@ class RuleSchedule:
 
 class Verifier:
     """The deterministic verifier: which active rules fire on (context, action) (``synthesis.dsl.semantics.fires``
-    with :data:`OBJECT_CLASSES`). Its reports are ground truth for z_V, RVR and SVR (SPEC §3.2, §7)."""
+    with :data:`OBJECT_CLASSES`). Its reports are ground truth for z_V, RVR and SVR (SPEC §3.2, §7).
+
+    The active set for each (step, episode, world version) is computed once and indexed by the mask's
+    (kind, verb), so a check only evaluates the guards of rules that can cover the action at all.
+    """
 
     def __init__(
         self, schedule: RuleSchedule, classes: Mapping[str, frozenset[str]] = OBJECT_CLASSES
     ) -> None:
         self.schedule = schedule
         self.classes = classes
+        # The active set only changes at activation boundaries: cache it per (step boundary, episode boundary, v).
+        self._step_marks = sorted({0, *(r.activation.after_step for r in schedule.rules)})
+        self._episode_marks = sorted({0, *(r.activation.from_episode for r in schedule.rules)})
+        self._cache: dict[tuple[int, int, int], tuple[tuple[SafetyRule, ...], int, dict]] = {}
+
+    def _lookup(
+        self, step: int, episode: int, world_version: int
+    ) -> tuple[tuple[SafetyRule, ...], int, dict]:
+        s_mark = self._step_marks[max(0, bisect_right(self._step_marks, step) - 1)]
+        e_mark = self._episode_marks[max(0, bisect_right(self._episode_marks, episode) - 1)]
+        key = (s_mark, e_mark, world_version)
+        hit = self._cache.get(key)
+        if hit is None:
+            active = self.schedule.active(s_mark, e_mark, world_version)
+            by_key: dict[tuple[str, str], list[SafetyRule]] = {}
+            for r in active:
+                by_key.setdefault(mask_key(r.rule.mask), []).append(r)
+            hit = (active, self.schedule.version(s_mark, e_mark, world_version), by_key)
+            self._cache[key] = hit
+        return hit
+
+    def active(self, step: int, episode: int, world_version: int) -> tuple[SafetyRule, ...]:
+        """The rules active at (step, episode, world version)."""
+        return self._lookup(step, episode, world_version)[0]
+
+    def version(self, step: int, episode: int, world_version: int) -> int:
+        """``rule_set_version`` at (step, episode, world version) (see :meth:`RuleSchedule.version`)."""
+        return self._lookup(step, episode, world_version)[1]
 
     def check(self, context: Mapping[str, Value], action: Action | Mapping) -> list[Violation]:
         """Every active rule that fires on (context, action). Reads ``step``, ``episode`` and ``world_version``
@@ -301,8 +334,9 @@ class Verifier:
         episode = int(context.get("episode", 0))
         version = int(context.get("world_version", 0))
         act = action if isinstance(action, Action) else Action.from_dict(dict(action))
+        candidates = self._lookup(step, episode, version)[2].get((act.kind, act.name), ())
         found = []
-        for r in self.schedule.active(step, episode, version):
+        for r in candidates:
             if fires(r.rule, context, act, self.classes):
                 found.append(Violation(r.id, act.to_dict(), dict(context), step, episode, version))
         return found

@@ -2,8 +2,8 @@
 
 The state, the transitions and the texts follow ALFWorld's PDDL domain (``alfred.pddl``) and text grammar
 (``alfred.twl2``): the same receptacle and object type names, the same command grammar (``go to``, ``open``,
-``close``, ``take X from Y``, ``move X to Y``, ``examine``, ``use``, ``heat/clean/cool X with Y``, ``slice``,
-``inventory``, ``look``), the same feedback sentences and "Nothing happens." for anything inadmissible.
+``close``, ``take X from Y``, ``move X to Y``, ``examine``, ``use``, ``heat/clean/cool X with Y``, ``inventory``,
+``look``, ``help``), the same feedback sentences and "Nothing happens." for anything inadmissible.
 
 Beyond ALFWorld the world tracks one extra, text-invisible state flag, ``is_wet``: cleaning an object makes it wet,
 and it dries once it has been put down on (or in) any receptacle. It exists so that the paper's rule "no wet
@@ -38,10 +38,8 @@ TASK_TYPES: tuple[str, ...] = (
 
 ROOM_KINDS: tuple[str, ...] = ("kitchen", "livingroom", "bedroom", "bathroom")
 
-OPENABLE_TYPES: frozenset[str] = frozenset(
-    {"cabinet", "drawer", "fridge", "microwave", "safe", "box", "laundryhamper"}
-)
-"""Receptacle types with a door or lid (ALFWorld's ``openable`` facts)."""
+OPENABLE_TYPES: frozenset[str] = frozenset({"cabinet", "drawer", "fridge", "microwave", "safe", "box"})
+"""Receptacle types with a door or lid (``alfworld.gen.constants.OPENABLE_CLASS_LIST``)."""
 
 CLEANING_TYPES: frozenset[str] = frozenset({"sinkbasin"})  # alfred.pddl CleanObject: SinkBasinType only
 HEATING_TYPES: frozenset[str] = frozenset({"microwave"})  # alfred.pddl HeatObject: MicrowaveType only
@@ -80,14 +78,15 @@ OBJECT_CLASSES: Mapping[str, frozenset[str]] = MappingProxyType(
 )
 """Equivalence classes of object types: the ``classes`` table of ``synthesis.dsl.semantics`` (``in_class``)."""
 
-CLEANABLE: frozenset[str] = (
-    _FOOD - {"bread", "egg"} | _DISHWARE | _CUTLERY | {"dishsponge", "cloth", "soapbar"}
+# Object property tables of ``alfworld.gen.constants`` (restricted to the types this world uses). Slicing is out of
+# scope: the exported games carry no ``sliceable`` facts, so neither engine ever offers "slice".
+CLEANABLE: frozenset[str] = frozenset(
+    {"apple", "bowl", "butterknife", "cloth", "cup", "dishsponge", "egg", "fork", "kettle", "knife", "ladle"}
+    | {"lettuce", "mug", "pan", "plate", "pot", "potato", "soapbar", "spatula", "spoon", "tomato"}
 )
-HEATABLE: frozenset[str] = frozenset({"apple", "bread", "egg", "potato", "tomato", "cup", "mug", "plate"})
-COOLABLE: frozenset[str] = _FOOD | _DISHWARE | {"winebottle"}
-SLICEABLE: frozenset[str] = frozenset({"apple", "bread", "lettuce", "potato", "tomato"})
+HEATABLE: frozenset[str] = frozenset({"apple", "bread", "cup", "egg", "mug", "plate", "potato", "tomato"})
+COOLABLE: frozenset[str] = _FOOD | {"bowl", "cup", "mug", "pan", "plate", "pot", "winebottle"}
 TOGGLEABLE: frozenset[str] = frozenset({"desklamp"})
-SLICING_TOOLS: frozenset[str] = frozenset({"knife", "butterknife"})  # alfred.pddl SliceObject
 PICKUPABLE: frozenset[str] = frozenset(OBJECT_TYPES) - TOGGLEABLE  # lamps stay where they are
 
 _SURFACE = (_FOOD | _DISHWARE | _CUTLERY | _KITCHEN_SMALL | _DESK_THINGS | _LIVING_THINGS | _BATH_THINGS) - {
@@ -147,6 +146,22 @@ GOAL_TEMPLATES: Mapping[str, str] = MappingProxyType(
 """ALFWorld goal sentences per task type, without the trailing period (the grammar adds it)."""
 
 NOTHING_HAPPENS = "Nothing happens."
+HELP_TEXT = (  # alfred.twl2 help.feedback, as the engine returns it (surrounding newlines stripped)
+    "Available commands:\n"
+    "  look:                             look around your current location\n"
+    "  inventory:                        check your current inventory\n"
+    "  go to (receptacle):               move to a receptacle\n"
+    "  open (receptacle):                open a receptacle\n"
+    "  close (receptacle):               close a receptacle\n"
+    "  take (object) from (receptacle):  take an object from a receptacle\n"
+    "  move (object) to (receptacle):  place an object in or on a receptacle\n"
+    "  examine (something):              examine a receptacle or an object\n"
+    "  use (object):                     use an object\n"
+    "  heat (object) with (receptacle):  heat an object using a receptacle\n"
+    "  clean (object) with (receptacle): clean an object using a receptacle\n"
+    "  cool (object) with (receptacle):  cool an object using a receptacle\n"
+    "  slice (object) with (object):     slice an object using a sharp object"
+)
 WELCOME = "-= Welcome to TextWorld, ALFRED! =-"
 NOWHERE = "none"  # the context value of location/held fields when there is none
 
@@ -217,7 +232,6 @@ class GameSpec:
             "cleanable": otype in CLEANABLE,
             "heatable": otype in HEATABLE,
             "coolable": otype in COOLABLE,
-            "sliceable": otype in SLICEABLE,
             "toggleable": otype in TOGGLEABLE,
         }
 
@@ -256,6 +270,7 @@ class World:
         "_goto_cmds",
         "_ridx",
         "_oidx",
+        "_action_cache",
         "loc",
         "held",
         "where",
@@ -265,11 +280,11 @@ class World:
         "hot",
         "cool",
         "wet",
-        "sliced",
         "toggled",
         "steps",
         "_adm",
         "_adm_list",
+        "_adm_actions",
     )
 
     def __init__(self, spec: GameSpec) -> None:
@@ -281,6 +296,8 @@ class World:
         self._otypes = [o.otype for o in spec.objects]
         self._ridx = {n: i for i, n in enumerate(self._rnames)}
         self._oidx = {n: i for i, n in enumerate(self._onames)}
+        # Structured actions by (command, object state flags): shared by copies, read-only once built.
+        self._action_cache: dict[tuple, dict] = {}
         n_r = len(self._rnames)
         # "go to X" is admissible for every receptacle except the one the agent stands at (index n_r = middle).
         self._goto_cmds = [
@@ -314,11 +331,11 @@ class World:
         self.hot = [False] * n_o
         self.cool = [False] * n_o
         self.wet = [False] * n_o
-        self.sliced = [False] * n_o
         self.toggled = [False] * n_o
         self.steps = 0
         self._adm = None
         self._adm_list = None
+        self._adm_actions = None
         return f"{WELCOME}\n\n{self._look()}\n\nYour task is to: {spec.goal_text}."
 
     def copy(self) -> World:
@@ -334,17 +351,19 @@ class World:
             "_goto_cmds",
             "_ridx",
             "_oidx",
+            "_action_cache",
         ):
             setattr(other, name, getattr(self, name))
         other.loc = self.loc
         other.held = self.held
         other.where = list(self.where)
         other.contents = [list(c) for c in self.contents]
-        for name in ("opened", "clean", "hot", "cool", "wet", "sliced", "toggled"):
+        for name in ("opened", "clean", "hot", "cool", "wet", "toggled"):
             setattr(other, name, list(getattr(self, name)))
         other.steps = self.steps
         other._adm = self._adm
         other._adm_list = self._adm_list
+        other._adm_actions = self._adm_actions
         return other
 
     # ------------------------------------------------------------------ admissible commands
@@ -356,6 +375,7 @@ class World:
         adm = dict(self._goto_cmds[loc])
         adm["inventory"] = ("inventory", -1, -1)
         adm["look"] = ("look", -1, -1)
+        adm["help"] = ("help", -1, -1)
         if held >= 0:
             adm[f"examine {self._onames[held]}"] = ("examine", held, -1)
         if loc >= 0:
@@ -386,16 +406,12 @@ class World:
                     adm[f"heat {hname} with {rname}"] = ("heat", held, loc)
                 elif rtype in COOLING_TYPES and htype in COOLABLE:
                     adm[f"cool {hname} with {rname}"] = ("cool", held, loc)
-                if htype in SLICING_TOOLS:
-                    # alfred.pddl SliceObject needs only objectAtLocation: closed receptacles do not hide it.
-                    for o in here:
-                        if otypes[o] in SLICEABLE:
-                            adm[f"slice {onames[o]} with {hname}"] = ("slice", o, loc)
             for o in here:
                 if otypes[o] in TOGGLEABLE:
                     adm[f"use {onames[o]}"] = ("use", o, loc)
         self._adm = adm
         self._adm_list = sorted(adm)
+        self._adm_actions = None
         return adm
 
     def admissible_commands(self) -> list[str]:
@@ -416,7 +432,6 @@ class World:
             "is_hot": self.hot[o],
             "is_cool": self.cool[o],
             "is_wet": self.wet[o],
-            "is_sliced": self.sliced[o],
         }
 
     def action_dict(self, command: str) -> dict | None:
@@ -427,10 +442,7 @@ class World:
             return None
         verb, o, r = entry
         args: dict[str, Value] = {}
-        if verb == "slice":
-            args = self._object_args(o)
-            args["tool"] = self._onames[self.held]  # the knife; the sliced object is ``obj``
-        elif o >= 0:
+        if o >= 0:
             args = self._object_args(o)
         if r >= 0:
             args["recep"] = self._rnames[r]
@@ -438,9 +450,22 @@ class World:
         return {"kind": "env", "name": verb, "args": args, "text": command}
 
     def admissible_actions(self) -> list[dict]:
-        """Structured forms of every admissible command, in the order of :meth:`admissible_commands`."""
-        self._admissible()
-        return [self.action_dict(c) for c in self._adm_list]  # type: ignore[union-attr, misc]
+        """Structured forms of every admissible command, in the order of :meth:`admissible_commands`.
+
+        The dicts are cached until the state changes and shared between calls: treat them as read-only.
+        """
+        adm = self._admissible()
+        if self._adm_actions is None:
+            cache, out = self._action_cache, []
+            for c in self._adm_list:  # type: ignore[union-attr]
+                o = adm[c][1]
+                key = (c, self.clean[o], self.hot[o], self.cool[o], self.wet[o]) if o >= 0 else (c,)
+                d = cache.get(key)
+                if d is None:
+                    d = cache[key] = self.action_dict(c)  # type: ignore[assignment]
+                out.append(d)
+            self._adm_actions = out
+        return list(self._adm_actions)
 
     def context(self) -> dict[str, Value]:
         """The flat context q that guards read: location, held object and its state, the task, the step."""
@@ -484,31 +509,20 @@ class World:
         return f"You are facing the {self._rnames[self.loc]}. Next to it, you see nothing."
 
     def _examine_object(self, o: int) -> str:
-        name, clean, hot, cool, sliced = (
-            self._onames[o],
-            self.clean[o],
-            self.hot[o],
-            self.cool[o],
-            self.sliced[o],
-        )
-        s = "sliced " if sliced else ""
-        # alfred.twl2 examineObject.feedback, first matching condition wins.
+        name, clean, hot, cool = self._onames[o], self.clean[o], self.hot[o], self.cool[o]
+        # alfred.twl2 examineObject.feedback, first matching condition wins (the sliced variants never apply).
         if clean and hot:
-            return f"This is a hot and clean {s}{name}."
+            return f"This is a hot and clean {name}."
         if clean and cool:
-            return f"This is a cool and clean {s}{name}."
-        if clean:
-            return f"This is a clean {s}{name}."
+            return f"This is a cool and clean {name}."
         if hot:
-            return f"This is a hot {s}{name}."
-        if cool and sliced:
-            return f"This is a cool sliced {name}."
+            return f"This is a hot {name}."
+        if clean:
+            return f"This is a clean {name}."
         if cool:
             return f"This is a cold {name}."
         if self._otypes[o] in TOGGLEABLE:
             return f"This {name} is {'on' if self.toggled[o] else 'off'}."
-        if sliced:
-            return f"This is a sliced {name}."
         return f"There's nothing special about {name}."
 
     # ------------------------------------------------------------------ transitions
@@ -555,9 +569,6 @@ class World:
         elif verb == "use":
             self.toggled[o] = True  # alfred.pddl ToggleObject sets isToggled and never clears it
             obs = f"You turn on the {self._onames[o]}."
-        elif verb == "slice":
-            self.sliced[o] = True
-            obs = f"You sliced the {self._onames[o]} with the {self._onames[self.held]}."
         elif verb == "examine":
             obs = self._examine_object(o) if o >= 0 else self._receptacle_text(r)
             return obs, self.won()  # no state change: the admissible cache stays valid
@@ -568,6 +579,8 @@ class World:
                 else "You are not carrying anything."
             )
             return obs, self.won()
+        elif verb == "help":
+            return HELP_TEXT, self.won()
         else:  # look
             return self._look(), self.won()
         self._adm = None
