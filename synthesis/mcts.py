@@ -98,10 +98,10 @@ class CandidateSpace:
     masks: tuple[ActionMask, ...]
     predicates: tuple[Guard, ...]
 
-    @property
-    def size(self) -> int:
-        """Number of complete rules with 1..len(predicates) conjuncts (for reporting only)."""
-        return len(self.masks) * (2 ** len(self.predicates) - 1)
+    def count_rules(self, max_predicates: int) -> int:
+        """Number of complete rules with 1..max_predicates conjuncts: the size of the derivation space."""
+        n = len(self.predicates)
+        return len(self.masks) * sum(math.comb(n, k) for k in range(1, max_predicates + 1))
 
 
 @dataclass(frozen=True)

@@ -131,3 +131,29 @@ def test_commons_world_flags_harvests_below_the_limit_only():
     assert [s.context["pool_resource_level"] for s in steps if s.violated] == [15, 8]
     rest = Action.tool("rest")
     assert not any(verifier(s.context, rest) for s in steps)
+
+
+def wide_world(n_vars: int = 8, n_steps: int = 30, seed: int = 0):
+    """A failure that needs every one of ``n_vars`` numeric sensors high at once: a large derivation space.
+
+    Used where a search must run long enough to observe it in flight.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+
+    def verifier(q, a) -> bool:
+        return a.kind == "tool" and a.name == "vent" and all(q.get(f"s{i}", 0) > 50 for i in range(n_vars))
+
+    actions = (Action.tool("vent", text="vent"), Action.tool("wait", text="wait"))
+    steps = []
+    for t in range(n_steps):
+        high = t % 3 == 0
+        context = {
+            f"s{i}": int(rng.integers(51, 100) if high else rng.integers(0, 100)) for i in range(n_vars)
+        }
+        chosen = 0 if t % 2 == 0 else 1
+        steps.append(
+            RecordedStep(context, actions, (1.0, 0.5), chosen, verifier(context, actions[chosen]), 0, t)
+        )
+    return steps, verifier
