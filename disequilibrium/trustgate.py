@@ -12,8 +12,9 @@ A reputation (karma) drop counts toward z_R only when two checks pass:
    gives none, the punisher's coalition or the punisher itself is the root.
 
 Normaliser: z_R = min(1, counted_drop / ``saturating_drop``). The default ``saturating_drop`` = 4.0 is the drop when
-every other member of a five-agent GovSim group independently punishes once at unit karma cost; it is configurable
-for arenas with other group sizes or punishment costs. With the gate off (``TrustGateConfig(enabled=False)``) the
+every other member of a five-agent GovSim group independently punishes once at unit severity;
+``TrustGateConfig.for_group(num_agents, severity)`` sets it to (num_agents − 1)·severity for another arena (the
+commons arena's default severity is 10 karma). With the gate off (``TrustGateConfig(enabled=False)``) the
 raw drop — every punishment, justified or not, from any source — is normalised the same way.
 """
 
@@ -66,21 +67,43 @@ class Punishment:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Punishment:
-        """Read a plain provenance record: ``punisher``, ``target``, ``month``, ``punished_action`` (an ``Action`` or
-        its dict form), optional ``context``, ``karma_drop`` (or ``amount``), ``coalition`` (or ``root``), ``roots``."""
-        action = d["punished_action"]
-        if not isinstance(action, Action):
-            action = Action.from_dict(action)
-        coalition = d.get("coalition", d.get("root"))
+        """Read a plain provenance record. Two forms are accepted:
+
+        * generic: ``punisher``, ``target``, ``month``, ``punished_action`` (an ``Action`` or its dict form),
+          optional ``context``, ``karma_drop`` (or ``amount``), ``coalition``, ``roots``;
+        * the commons arena's (``envs.commons`` ``Punishment.to_dict``): ``target_action`` and ``target_request``
+          become ``Action.tool(target_action, amount=target_request)``; ``stock_before`` and ``month`` go into the
+          context (``stock_before`` and ``pool_resource_level``, the DSL's name for the stock); ``punisher_root``
+          is the single root.
+        """
+        if "punished_action" in d:
+            action = d["punished_action"]
+            if not isinstance(action, Action):
+                action = Action.from_dict(action)
+            context = dict(d.get("context", {}))
+        elif "target_action" in d:
+            action = Action.tool(str(d["target_action"]), amount=d["target_request"])
+            context = {"month": d["month"], "target": d["target"]}
+            if "stock_before" in d:
+                context |= {"stock_before": d["stock_before"], "pool_resource_level": d["stock_before"]}
+            context |= dict(d.get("context", {}))
+        else:
+            raise ConfigError(
+                f"a punishment record needs 'punished_action' or 'target_action'/'target_request'; got keys {sorted(d)}"
+            )
+        roots = {str(r) for r in d.get("roots", ())}
+        if "punisher_root" in d:
+            roots.add(str(d["punisher_root"]))
+        coalition = d.get("coalition")
         return cls(
             punisher=str(d["punisher"]),
             target=str(d["target"]),
             month=int(d["month"]),
             punished_action=action,
-            context=dict(d.get("context", {})),
+            context=context,
             karma_drop=float(d.get("karma_drop", d.get("amount", 1.0))),
             coalition=None if coalition is None else str(coalition),
-            roots=frozenset(str(r) for r in d.get("roots", ())),
+            roots=frozenset(roots),
         )
 
 
@@ -92,6 +115,16 @@ class TrustGateConfig:
     verify_norms: bool = True
     require_independence: bool = True
     saturating_drop: float = 4.0
+
+    @classmethod
+    def for_group(cls, num_agents: int, severity: float, **kwargs: Any) -> TrustGateConfig:
+        """The normaliser for a group: z_R = 1 when every other member independently punishes once at
+        ``severity`` (e.g. ``envs.commons``' ``punishment_severity``): saturating_drop = (num_agents − 1)·severity."""
+        if num_agents < 2 or not severity > 0:
+            raise ConfigError(
+                f"for_group needs num_agents ≥ 2 and severity > 0, got {num_agents!r}, {severity!r}"
+            )
+        return cls(saturating_drop=(num_agents - 1) * float(severity), **kwargs)
 
     def __post_init__(self) -> None:
         if not self.saturating_drop > 0:

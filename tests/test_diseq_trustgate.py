@@ -81,7 +81,7 @@ def test_from_dict_reads_arena_provenance():
             "punished_action": {"kind": "tool", "name": "harvest", "args": {"amount": 12}},
             "context": CTX,
             "amount": 2,
-            "root": "cabal",
+            "coalition": "cabal",
         }
     )
     assert p.punished_action == Action.tool("harvest", amount=12)
@@ -95,3 +95,36 @@ def test_config_errors():
         TrustGateConfig(saturating_drop=0)
     with pytest.raises(ConfigError, match="karma_drop"):
         Punishment("a", "b", 0, FAIR, karma_drop=-1)
+
+
+class CommonsNormAdapter:
+    """Adapts the commons world's NormVerifier to the TrustGate protocol (judge(punished_action, context))."""
+
+    def __init__(self, norms):
+        self.norms = norms
+
+    def judge(self, punished_action, context):
+        verdict = self.norms.judge_harvest(
+            context["target"], context["month"], context["stock_before"], punished_action.arg("amount")
+        )
+        return verdict.broke_norm
+
+
+def test_commons_malicious_arena_end_to_end():
+    from envs.commons.dynamics import DynamicsConfig
+    from envs.commons.norms import NormVerifier as CommonsNorms
+    from envs.commons.rollout import run_episode
+
+    record = run_episode(arena="malicious", seed=0)
+    punishments = [Punishment.from_dict(p.to_dict()) for m in record.months for p in m.punishments]
+    target = punishments[0].target
+    assert len({p.punisher for p in punishments}) == 3  # a majority coalition...
+    assert {p.effective_roots for p in punishments} == {frozenset({"coalition_0"})}  # ...sharing one root
+    gate_config = TrustGateConfig.for_group(5, 10.0)
+    on = TrustGate(CommonsNormAdapter(CommonsNorms(DynamicsConfig())), gate_config)
+    off = TrustGate(None, TrustGateConfig.for_group(5, 10.0, enabled=False))
+    month_1 = [p for p in punishments if p.month == 1]
+    assert on.evaluate(month_1, target=target).z_r == 0.0  # the punished harvest was sustainable
+    assert off.evaluate(month_1, target=target).z_r == pytest.approx(len(month_1) * 10.0 / 40.0)
+    with pytest.raises(ConfigError, match="for_group"):
+        TrustGateConfig.for_group(1, 10.0)
