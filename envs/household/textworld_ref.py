@@ -1,0 +1,665 @@
+"""The real ALFWorld engine as the reference for the native household world (SPEC §7 tier 1, §9).
+
+ALFWorld plays ``game.tw-pddl`` files through TextWorld's PDDL engine: a JSON file with the PDDL domain
+(``alfworld/data/alfred.pddl``), the text grammar (``alfworld/data/alfred.twl2`` with the literal "UNKNOWN GOAL"
+replaced by the task sentence), a PDDL problem and a ``solvable`` flag. This module
+
+- :func:`export_game` writes the ``game.tw-pddl`` of a native :class:`~envs.household.world.GameSpec`, naming its
+  PDDL ids so that ALFWorld's ``AlfredDemangler`` shows exactly the native names ("cabinet 2", "sinkbasin 1");
+- :class:`TextWorldGame` plays any ``.tw-pddl`` file (an exported one or a real ALFWorld game) through TextWorld
+  and exposes what the native :class:`~envs.household.world.World` exposes: observation, admissible commands,
+  structured admissible actions, the flat context q that rule guards read, and ``won``;
+- :class:`TextWorldHousehold` wraps a :class:`TextWorldGame` in the same Gymnasium interface and the same
+  dynamic-rule verifier (``envs.household.rules``) as the native environment, so the safety-rule schedule can run
+  over real ALFWorld games too.
+
+TextWorld is an optional extra (``pip install 'scars-testbed[textworld]'`` plus ``pip install --no-deps alfworld``);
+it is imported only when a game is played, and its absence raises :class:`TextWorldMissing` saying what to install.
+The facts this module relies on (naming, texts, admissibility) are measured and written down in
+``/work/helpers/alfworld_facts.md``.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from envs.household.env import (
+    COMMAND_CHARSET,
+    MAX_COMMAND_LENGTH,
+    MAX_OBSERVATION_LENGTH,
+    OBSERVATION_CHARSET,
+    HouseholdConfig,
+)
+from envs.household.rules import Verifier
+from envs.household.world import (
+    CAN_CONTAIN,
+    NOWHERE,
+    TASK_TYPES,
+    TOGGLEABLE,
+    GameSpec,
+    ObjectSpec,
+    ReceptacleSpec,
+    TaskSpec,
+)
+from synthesis.dsl.ast import Value
+from synthesis.errors import ScarsError, WorldError
+
+INSTALL_HINT = (
+    "the TextWorld reference engine needs the optional extra: "
+    "pip install 'scars-testbed[textworld]' && pip install --no-deps alfworld"
+)
+
+
+class TextWorldMissing(ScarsError, ImportError):
+    """``textworld[pddl]`` or ``alfworld`` is not installed; the message says how to install them."""
+
+
+def _require_textworld() -> tuple[Any, Any, Any]:
+    """Import textworld, its EnvInfos and ALFWorld's AlfredDemangler lazily (they are an optional extra)."""
+    try:
+        import textworld
+        from textworld import EnvInfos
+        from textworld.envs.pddl import pddl as tw_pddl
+    except ImportError as err:
+        raise TextWorldMissing(f"{INSTALL_HINT} ({err})") from err
+    if tw_pddl.fast_downward_missing:
+        raise TextWorldMissing(f"{INSTALL_HINT} (textworld is installed without its [pddl] extra)")
+    try:
+        from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
+    except ImportError as err:
+        raise TextWorldMissing(f"{INSTALL_HINT} ({err})") from err
+    return textworld, EnvInfos, AlfredDemangler
+
+
+def textworld_available() -> bool:
+    """True when the TextWorld PDDL engine and ALFWorld's data files can be used."""
+    try:
+        _require_textworld()
+    except TextWorldMissing:
+        return False
+    return True
+
+
+def _alfworld_data(name: str) -> str:
+    _require_textworld()
+    return importlib.resources.files("alfworld").joinpath("data", name).read_text()
+
+
+# ---------------------------------------------------------------------------------------------- export
+
+
+def _base_id(rtype_or_otype: str) -> str:
+    """The PDDL id stem whose demangled name is the native type name.
+
+    ALFWorld's Demangler shows the part before the first ``_bar_`` and appends "basin" when the whole id contains
+    "basin": a sink basin must be ``sink_bar_N_bar_sinkbasin`` to show as "sinkbasin N".
+    """
+    if rtype_or_otype.endswith("basin"):
+        stem = rtype_or_otype[: -len("basin")]
+        return f"{stem}_bar_{{num}}_bar_{rtype_or_otype}"
+    return f"{rtype_or_otype}_bar_{{num}}"
+
+
+_NAME = re.compile(r"^([a-z]+) ([1-9][0-9]*)$")
+
+
+def _pddl_ids(names_and_types: list[tuple[str, str]]) -> dict[str, str]:
+    """Map native names ("cabinet 2") to PDDL ids that AlfredDemangler shows as those same names.
+
+    The Demangler sorts all ids as strings and gives the FIRST id of a name the HIGHEST number, so native
+    "cabinet k" of n becomes ``cabinet_bar_{n-k+1:03d}`` (zero-padded so string order is numeric order).
+    """
+    counts: dict[str, int] = {}
+    for name, typ in names_and_types:
+        m = _NAME.match(name)
+        if m is None or m.group(1) != typ:
+            raise WorldError(f"entity name {name!r} is not '<type> <number>' with type {typ!r}")
+        counts[typ] = counts.get(typ, 0) + 1
+    ids = {}
+    for name, typ in names_and_types:
+        k = int(name.rsplit(" ", 1)[1])
+        n = counts[typ]
+        if k > n:
+            raise WorldError(f"entity {name!r}: numbers of type {typ!r} must be 1..{n}")
+        ids[name] = _base_id(typ).format(num=f"{n - k + 1:03d}")
+    return ids
+
+
+def _type_const(typ: str) -> str:
+    return f"{typ}type"
+
+
+def _goal_pddl(task: TaskSpec, lamp_type: str | None) -> str:
+    """The PDDL goal of ALFWorld's goal library (``alfworld.gen.goal_library.gdict``) for a native task."""
+    ot = _type_const(task.obj_type)
+    if task.task_type == "look_at_obj_in_light":
+        if lamp_type is None:
+            raise WorldError("look_at_obj_in_light game has no toggleable lamp to export")
+        lt = _type_const(lamp_type)
+        return (
+            "(:goal (and "
+            f"(exists (?ot - object ?r - receptacle ?a - agent ?l - location) (and (objectType ?ot {lt}) "
+            "(toggleable ?ot) (isToggled ?ot) (receptacleAtLocation ?r ?l) (atLocation ?a ?l) (inReceptacle ?ot ?r))) "
+            f"(exists (?o - object ?a - agent) (and (objectType ?o {ot}) (holds ?a ?o)))))"
+        )
+    rt = _type_const(str(task.recep_type))
+    if task.task_type == "pick_two_obj_and_place":
+        return (
+            "(:goal (exists (?r - receptacle) (exists (?o1 - object) (and "
+            f"(objectType ?o1 {ot}) (receptacleType ?r {rt}) (inReceptacle ?o1 ?r) "
+            "(exists (?o2 - object) (and (not (= ?o1 ?o2)) "
+            f"(objectType ?o2 {ot}) (receptacleType ?r {rt}) (inReceptacle ?o2 ?r)))))))"
+        )
+    state = {
+        "pick_clean_then_place_in_recep": "(cleanable ?o) (isClean ?o) ",
+        "pick_heat_then_place_in_recep": "(heatable ?o) (isHot ?o) ",
+        "pick_cool_then_place_in_recep": "(coolable ?o) (isCool ?o) ",
+        "pick_and_place_simple": "",
+    }[task.task_type]
+    return (
+        "(:goal (exists (?r - receptacle) (exists (?o - object) (and "
+        f"{state}(objectType ?o {ot}) (receptacleType ?r {rt}) (inReceptacle ?o ?r)))))"
+    )
+
+
+def pddl_problem(spec: GameSpec) -> str:
+    """The PDDL problem of a native game in ALFWorld's layout (``alfworld.gen.game_states``).
+
+    One location per receptacle (``loc_bar_NNN``), the agent starts at ``loc_bar_start`` where no receptacle
+    stands ("You are in the middle of a room"); every object gets its type, receptacle, location and ALFWorld's
+    property facts; ``canContain`` lists the (receptacle type, object type) pairs the native world allows.
+    """
+    rids = _pddl_ids([(r.name, r.rtype) for r in spec.receptacles])
+    oids = _pddl_ids([(o.name, o.otype) for o in spec.objects])
+    loc = {r.name: f"loc_bar_{i + 1:03d}" for i, r in enumerate(spec.receptacles)}
+    rtypes = sorted({r.rtype for r in spec.receptacles} | ({spec.task.recep_type} - {None}))
+    otypes = sorted({o.otype for o in spec.objects} | {spec.task.obj_type})
+    lamp_types = sorted({o.otype for o in spec.objects if o.otype in TOGGLEABLE})
+
+    objects = ["agent1 - agent"]
+    objects += [f"{oids[o.name]} - object" for o in spec.objects]
+    objects += [f"{rids[r.name]} - receptacle" for r in spec.receptacles]
+    objects += [f"{loc[r.name]} - location" for r in spec.receptacles] + ["loc_bar_start - location"]
+    objects += [f"{_type_const(t)} - otype" for t in otypes] + [f"{_type_const(t)} - rtype" for t in rtypes]
+
+    init = ["(atLocation agent1 loc_bar_start)"]
+    for r in spec.receptacles:
+        rid = rids[r.name]
+        init += [
+            f"(receptacleType {rid} {_type_const(r.rtype)})",
+            f"(receptacleAtLocation {rid} {loc[r.name]})",
+        ]
+        if r.openable:
+            init.append(f"(openable {rid})")
+    for o in spec.objects:
+        oid = oids[o.name]
+        init += [
+            f"(objectType {oid} {_type_const(o.otype)})",
+            f"(inReceptacle {oid} {rids[o.location]})",
+            f"(objectAtLocation {oid} {loc[o.location]})",
+        ]
+        init += [f"({prop} {oid})" for prop, on in spec.object_properties(o.name).items() if on]
+    for rt in rtypes:
+        allowed = CAN_CONTAIN.get(rt, frozenset())
+        init += [f"(canContain {_type_const(rt)} {_type_const(ot)})" for ot in otypes if ot in allowed]
+
+    goal = _goal_pddl(spec.task, lamp_types[0] if lamp_types else None)
+    return "\n".join(
+        [
+            f"(define (problem scars_seed_{spec.seed}_{spec.task.task_type})",
+            "(:domain alfred)",
+            "(:objects",
+            *("  " + line for line in objects),
+            ")",
+            "(:init",
+            *("  " + line for line in init),
+            ")",
+            goal,
+            ")",
+        ]
+    )
+
+
+def game_data(spec: GameSpec) -> dict[str, Any]:
+    """The ``game.tw-pddl`` JSON of a native game (keys as ALFWorld's: pddl_domain, grammar, pddl_problem,
+    solvable) plus a ``scars`` block (seed, room, task) that TextWorld ignores and :class:`TextWorldGame` reads."""
+    grammar = _alfworld_data("alfred.twl2")
+    if "UNKNOWN GOAL" not in grammar:
+        raise WorldError(
+            "alfworld's alfred.twl2 has no 'UNKNOWN GOAL' placeholder: unsupported alfworld version"
+        )
+    return {
+        "pddl_domain": _alfworld_data("alfred.pddl"),
+        "grammar": grammar.replace("UNKNOWN GOAL", spec.goal_text),
+        "pddl_problem": pddl_problem(spec),
+        "solvable": True,
+        "scars": spec_to_dict(spec),
+    }
+
+
+def spec_to_dict(spec: GameSpec) -> dict[str, Any]:
+    """A JSON-able form of a native game (stored in exported files so they can be replayed natively)."""
+    return {
+        "seed": spec.seed,
+        "room": spec.room,
+        "task_type": spec.task.task_type,
+        "obj_type": spec.task.obj_type,
+        "recep_type": spec.task.recep_type,
+        "receptacles": [[r.name, r.rtype, r.openable] for r in spec.receptacles],
+        "objects": [[o.name, o.otype, o.location] for o in spec.objects],
+    }
+
+
+def spec_from_dict(data: Mapping[str, Any]) -> GameSpec:
+    """Inverse of :func:`spec_to_dict`."""
+    try:
+        return GameSpec(
+            seed=int(data["seed"]),
+            room=str(data["room"]),
+            receptacles=tuple(ReceptacleSpec(str(n), str(t), bool(op)) for n, t, op in data["receptacles"]),
+            objects=tuple(ObjectSpec(str(n), str(t), str(loc)) for n, t, loc in data["objects"]),
+            task=TaskSpec(str(data["task_type"]), str(data["obj_type"]), data["recep_type"]),
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise WorldError(f"not a scars game description: {err!r}; expected the keys of spec_to_dict") from err
+
+
+def export_game(spec: GameSpec, path: str | Path) -> Path:
+    """Write the ALFWorld ``game.tw-pddl`` of a native game to ``path`` (which must end in ``.tw-pddl``: TextWorld
+    picks its PDDL engine by that suffix). Returns the path."""
+    path = Path(path)
+    if not path.name.endswith(".tw-pddl"):
+        raise WorldError(
+            f"export path {str(path)!r} must end in '.tw-pddl' (TextWorld chooses its engine by it)"
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(game_data(spec)))
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- task text
+
+
+# ALFWorld's goal sentences (goal_library templates, both variants) -> (task type, obj group, recep group).
+_GOAL_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p), t)
+    for p, t in (
+        (r"^look at (?P<obj>\w+) under the (?P<lamp>\w+)$", "look_at_obj_in_light"),
+        (r"^examine the (?P<obj>\w+) with the (?P<lamp>\w+)$", "look_at_obj_in_light"),
+        (r"^put a clean (?P<obj>\w+) in (?P<recep>\w+)$", "pick_clean_then_place_in_recep"),
+        (r"^clean some (?P<obj>\w+) and put it in (?P<recep>\w+)$", "pick_clean_then_place_in_recep"),
+        (r"^put a hot (?P<obj>\w+) in (?P<recep>\w+)$", "pick_heat_then_place_in_recep"),
+        (r"^heat some (?P<obj>\w+) and put it in (?P<recep>\w+)$", "pick_heat_then_place_in_recep"),
+        (r"^put a cool (?P<obj>\w+) in (?P<recep>\w+)$", "pick_cool_then_place_in_recep"),
+        (r"^cool some (?P<obj>\w+) and put it in (?P<recep>\w+)$", "pick_cool_then_place_in_recep"),
+        (r"^put two (?P<obj>\w+) in (?P<recep>\w+)$", "pick_two_obj_and_place"),
+        (r"^find two (?P<obj>\w+) and put them in (?P<recep>\w+)$", "pick_two_obj_and_place"),
+        (r"^put a (?P<obj>\w+) in (?P<recep>\w+)$", "pick_and_place_simple"),
+        (r"^put some (?P<obj>\w+) on (?P<recep>\w+)$", "pick_and_place_simple"),
+    )
+)
+
+
+def parse_task_text(text: str) -> tuple[str, str, str | None]:
+    """(task type, object type, receptacle type or None) of an ALFWorld templated goal sentence.
+
+    Real ALFWorld games may carry a human annotation instead of a template; those give ("unknown", "none", None).
+    """
+    text = text.strip().rstrip(".").lower()
+    for pattern, task_type in _GOAL_PATTERNS:
+        m = pattern.match(text)
+        if m:
+            return task_type, m.group("obj"), m.groupdict().get("recep")
+    return "unknown", NOWHERE, None
+
+
+# ---------------------------------------------------------------------------------------------- playing
+
+
+_VERB_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p), v)
+    for p, v in (
+        (r"^go to (?P<recep>.+)$", "goto"),
+        (r"^open (?P<recep>.+)$", "open"),
+        (r"^close (?P<recep>.+)$", "close"),
+        (r"^take (?P<obj>.+) from (?P<recep>.+)$", "take"),
+        (r"^move (?P<obj>.+) to (?P<recep>.+)$", "move"),
+        (r"^(?P<verb>heat|clean|cool) (?P<obj>.+) with (?P<recep>.+)$", ""),
+        (r"^slice (?P<obj>.+) with (?P<tool>.+)$", "slice"),
+        (r"^use (?P<obj>.+)$", "use"),
+        (r"^examine (?P<thing>.+)$", "examine"),
+        (r"^(?P<verb>inventory|look|help)$", ""),
+    )
+)
+
+
+def _type_of(name: str) -> str:
+    """ "cabinet 2" -> "cabinet" (ALFWorld's shown names are '<type> <number>')."""
+    return name.rsplit(" ", 1)[0] if " " in name else name
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """The part of TextWorld's PDDL state that the structured context reads, by shown name."""
+
+    location: str | None
+    held: str | None
+    opened: frozenset[str]
+    clean: frozenset[str]
+    hot: frozenset[str]
+    cool: frozenset[str]
+    sliced: frozenset[str]
+    contents: Mapping[str, tuple[str, ...]]
+
+
+class TextWorldGame:
+    """One ``.tw-pddl`` game played by TextWorld's PDDL engine with ALFWorld's ``AlfredDemangler`` names.
+
+    Same surface as the native :class:`~envs.household.world.World`: ``reset() -> str``,
+    ``step(command) -> (observation, won)``, ``admissible_commands()``, ``action_dict(command)``,
+    ``admissible_actions()``, ``context()``, ``won()``. The structured views are rebuilt from the engine's PDDL
+    facts; the native-only ``is_wet`` flag (cleaning wets, putting down dries) is tracked from the commands.
+    TextWorld additionally always admits ``help``; :attr:`include_help` = False drops it so the admissible sets
+    are the native ones.
+    """
+
+    def __init__(self, path: str | Path, *, include_help: bool = True) -> None:
+        textworld, env_infos, demangler = _require_textworld()
+        path = Path(path)
+        if not path.name.endswith(".tw-pddl"):
+            raise WorldError(f"game file {str(path)!r} must end in '.tw-pddl' (TextWorld's PDDL engine)")
+        if not path.is_file():
+            raise WorldError(f"game file {str(path)!r} does not exist")
+        self.path = path
+        self.include_help = include_help
+        data = json.loads(path.read_text())
+        meta = data.get("scars", {})
+        self.spec: GameSpec | None = spec_from_dict(meta) if "receptacles" in meta else None
+        m = re.search(r"Your task is to: (.*?)\.?\"", data["grammar"])
+        self.goal_text = m.group(1) if m else ""
+        parsed = parse_task_text(self.goal_text)
+        self.task_type: str = meta.get("task_type", parsed[0])
+        self.target_obj_type: str = meta.get("obj_type", parsed[1])
+        self.target_recep_type: str = meta.get("recep_type", parsed[2]) or NOWHERE
+        self.room: str = meta.get("room", "unknown")
+        infos = env_infos(admissible_commands=True, won=True, facts=True, feedback=True)
+        self._env = textworld.start(str(path), request_infos=infos, wrappers=[demangler()])
+        self._state: Any = None
+        self._facts: _Facts | None = None
+        self._wet: set[str] = set()
+        self.steps = 0
+
+    # ------------------------------------------------------------------ engine state
+
+    def _read_facts(self) -> _Facts:
+        at: dict[str, str] = {}  # location -> receptacle
+        agent_loc = None
+        held = None
+        opened, clean, hot, cool, sliced = set(), set(), set(), set(), set()
+        contents: dict[str, list[str]] = {}
+        for fact in self._state["facts"]:
+            n = fact.name
+            args = [v.name.strip() for v in fact.arguments]
+            if n == "receptacleatlocation":
+                at[args[1]] = args[0]
+            elif n == "atlocation":
+                agent_loc = args[1]
+            elif n == "holds":
+                held = args[1]
+            elif n == "opened":
+                opened.add(args[0])
+            elif n == "isclean":
+                clean.add(args[0])
+            elif n == "ishot":
+                hot.add(args[0])
+            elif n == "iscool":
+                cool.add(args[0])
+            elif n == "issliced":
+                sliced.add(args[0])
+            elif n == "inreceptacle":
+                contents.setdefault(args[1], []).append(args[0])
+        return _Facts(
+            location=at.get(agent_loc) if agent_loc is not None else None,
+            held=held,
+            opened=frozenset(opened),
+            clean=frozenset(clean),
+            hot=frozenset(hot),
+            cool=frozenset(cool),
+            sliced=frozenset(sliced),
+            contents={k: tuple(sorted(v)) for k, v in contents.items()},
+        )
+
+    def _update(self, state: Any) -> None:
+        self._state = state
+        self._facts = self._read_facts()
+
+    def reset(self) -> str:
+        """Restart the game (TextWorld rebuilds its PDDL state: ~0.3 s); returns the intro text."""
+        self._update(self._env.reset())
+        self._wet = set()
+        self.steps = 0
+        return self._state.feedback
+
+    def step(self, command: str) -> tuple[str, bool]:
+        """Play one command; returns (observation, won). Inadmissible commands answer "Nothing happens."."""
+        action = self.action_dict(command)
+        state, _, _ = self._env.step(command)
+        self.steps += 1
+        if action is not None:
+            verb, args = action["name"], action["args"]
+            if verb == "clean":
+                self._wet.add(str(args["obj"]))
+            elif verb == "move":
+                self._wet.discard(str(args["obj"]))
+        self._update(state)
+        return state.feedback, bool(state["won"])
+
+    def won(self) -> bool:
+        return bool(self._state["won"])
+
+    def admissible_commands(self) -> list[str]:
+        cmds = list(self._state["admissible_commands"])
+        if not self.include_help:
+            cmds = [c for c in cmds if c != "help"]
+        return cmds
+
+    def is_admissible(self, command: str) -> bool:
+        return command in self.admissible_commands()
+
+    # ------------------------------------------------------------------ structured views
+
+    def _object_args(self, obj: str) -> dict[str, Value]:
+        f = self._facts
+        assert f is not None
+        return {
+            "obj": obj,
+            "obj_type": _type_of(obj),
+            "is_clean": obj in f.clean,
+            "is_hot": obj in f.hot,
+            "is_cool": obj in f.cool,
+            "is_wet": obj in self._wet,
+        }
+
+    def action_dict(self, command: str) -> dict | None:
+        """The structured form of an admissible command (the native world's layout: verb name, args with obj,
+        obj_type, object state flags, recep, recep_type), or None if it is not admissible now."""
+        if command not in self.admissible_commands():
+            return None
+        f = self._facts
+        assert f is not None
+        for pattern, verb in _VERB_PATTERNS:
+            m = pattern.match(command)
+            if m is None:
+                continue
+            groups = m.groupdict()
+            verb = verb or groups["verb"]
+            args: dict[str, Value] = {}
+            if verb == "examine":
+                thing = groups["thing"]
+                if thing == f.held:
+                    args = self._object_args(thing)
+                else:
+                    args = {"recep": thing, "recep_type": _type_of(thing)}
+            elif verb == "slice":
+                args = self._object_args(groups["obj"])
+                args["tool"] = groups["tool"]
+                if f.location is not None:
+                    args["recep"], args["recep_type"] = f.location, _type_of(f.location)
+            else:
+                if groups.get("obj"):
+                    args = self._object_args(groups["obj"])
+                recep = groups.get("recep") or (f.location if verb == "use" else None)
+                if recep:
+                    args["recep"], args["recep_type"] = recep, _type_of(recep)
+            return {"kind": "env", "name": verb, "args": args, "text": command}
+        raise WorldError(f"TextWorld admitted a command of unknown form: {command!r}")
+
+    def admissible_actions(self) -> list[dict]:
+        return [self.action_dict(c) for c in self.admissible_commands()]  # type: ignore[misc]
+
+    def context(self) -> dict[str, Value]:
+        """The flat context q of the native world (same keys), rebuilt from TextWorld's PDDL facts."""
+        f = self._facts
+        assert f is not None
+        loc, held = f.location, f.held
+        return {
+            "room": self.room,
+            "location": loc if loc is not None else NOWHERE,
+            "location_type": _type_of(loc) if loc is not None else NOWHERE,
+            "location_open": bool(loc is not None and loc in f.opened),
+            "held_object": held if held is not None else NOWHERE,
+            "held_type": _type_of(held) if held is not None else NOWHERE,
+            "held_is_clean": held is not None and held in f.clean,
+            "held_is_hot": held is not None and held in f.hot,
+            "held_is_cool": held is not None and held in f.cool,
+            "held_is_wet": held is not None and held in self._wet,
+            "task_type": self.task_type,
+            "target_obj_type": self.target_obj_type,
+            "target_recep_type": self.target_recep_type,
+            "step": self.steps,
+        }
+
+    def contents(self, recep: str) -> tuple[str, ...]:
+        """The objects in a receptacle (sorted by name), read from the engine's facts."""
+        assert self._facts is not None
+        return self._facts.contents.get(recep, ())
+
+
+# ---------------------------------------------------------------------------------------------- comparison
+
+_LISTING = re.compile(r"(you see )([^.]+)(\.)")
+
+
+def _sorted_listing(m: re.Match[str]) -> str:
+    items = m.group(2)
+    if items == "nothing":
+        return m.group(0)
+    parts = [p.strip() for p in items.replace(", and ", ", ").split(", ")]
+    return m.group(1) + ", ".join(sorted(parts)) + m.group(3)
+
+
+def canonical_observation(text: str) -> str:
+    """The observation with every "you see a x, a y, and a z." listing sorted, so that two engines that list the
+    same items in different orders give equal strings (TextWorld lists by internal id order)."""
+    return _LISTING.sub(_sorted_listing, text)
+
+
+# ---------------------------------------------------------------------------------------------- Gymnasium
+
+
+class TextWorldHousehold(gym.Env[str, str]):
+    """A ``.tw-pddl`` game (exported or real ALFWorld) behind the interface of ``scars/Household-v0``.
+
+    Same spaces, same ``info`` keys (admissible_commands, admissible_actions, context, violations, active_rules,
+    won, goal), same rewards and episode end, and the same :class:`~envs.household.rules.Verifier` over the same
+    :class:`~envs.household.env.HouseholdConfig` schedule, so a dynamic-rule run can use the real engine. It is
+    about a thousand times slower than the native engine (``benchmarks/world.py``); use it to check, not to sweep.
+    ``config.task_type`` and ``config.game_seed`` are ignored: the game is the file.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self, game_file: str | Path, config: HouseholdConfig | None = None, *, include_help: bool = True
+    ):
+        self.config = config or HouseholdConfig()
+        self.game = TextWorldGame(game_file, include_help=include_help)
+        self.observation_space = spaces.Text(MAX_OBSERVATION_LENGTH, charset=OBSERVATION_CHARSET)
+        self.action_space = spaces.Text(MAX_COMMAND_LENGTH, min_length=0, charset=COMMAND_CHARSET)
+        self.verifier = Verifier(self.config.schedule)
+        self.episode = -1
+        self._last_obs = ""
+        self._started = False
+
+    def context(self) -> dict[str, Value]:
+        """The context q for the next action: the game's, plus episode, versions and game seed (-1 when the file
+        is not an exported native game)."""
+        q = self.game.context()
+        wv = self.config.world_version
+        q["episode"] = self.episode
+        q["world_version"] = wv
+        q["rule_set_version"] = self.config.schedule.version(self.game.steps, self.episode, wv)
+        q["game_seed"] = self.game.spec.seed if self.game.spec is not None else -1
+        return q
+
+    def _info(self, violations: list, won: bool) -> dict[str, Any]:
+        active = self.config.schedule.active(self.game.steps, self.episode, self.config.world_version)
+        return {
+            "admissible_commands": self.game.admissible_commands(),
+            "admissible_actions": self.game.admissible_actions(),
+            "context": self.context(),
+            "violations": [v.to_dict() for v in violations],
+            "active_rules": [r.id for r in active],
+            "won": won,
+            "goal": self.game.goal_text,
+        }
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        super().reset(seed=seed)
+        # As in the native env: a seeded reset starts a new run at episode 0.
+        self.episode = 0 if seed is not None else self.episode + 1
+        self._last_obs = self.game.reset()
+        self._started = True
+        return self._last_obs, self._info([], self.game.won())
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        if not self._started:
+            raise WorldError("step() called before reset()")
+        if not isinstance(action, str):
+            raise WorldError(f"action must be a command string, got {type(action).__name__}: {action!r}")
+        structured = self.game.action_dict(action)
+        violations = self.verifier.check(self.context(), structured) if structured is not None else []
+        obs, won = self.game.step(action)
+        reward = (self.config.win_reward if won else 0.0) + self.config.violation_reward * len(violations)
+        truncated = (not won) and self.game.steps >= self.config.max_steps
+        self._last_obs = obs
+        return obs, float(reward), won, truncated, self._info(violations, won)
+
+    def render(self) -> str | None:
+        return self._last_obs if self.render_mode == "ansi" else None
+
+
+__all__ = [
+    "TextWorldHousehold",
+    "canonical_observation",
+    "spec_from_dict",
+    "spec_to_dict",
+    "INSTALL_HINT",
+    "TASK_TYPES",
+    "TextWorldGame",
+    "TextWorldMissing",
+    "export_game",
+    "game_data",
+    "parse_task_text",
+    "pddl_problem",
+    "textworld_available",
+]
