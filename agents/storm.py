@@ -431,6 +431,14 @@ class StormController:
             **self._counts,
         )
 
+    def in_flight(self) -> tuple[tuple[int, SynthesisFuture], ...]:
+        """(ticket, handle) of every synthesis running now, e.g. to wait on one at the end of an episode."""
+        return tuple(
+            (e.ticket, e.future)
+            for e in self._entries.values()
+            if e.status == "in_flight" and e.future is not None
+        )
+
     @property
     def active_temporary_masks(self) -> tuple[str, ...]:
         return tuple(self._active_masks)
