@@ -503,7 +503,7 @@ class CommonsParallelEnv(ParallelEnv):
                     f"action of {a!r} in phase 'punishment' needs the field 'punish' (length-{n} 0/1 vector);"
                     f" got {actions[a]!r}"
                 ) from None
-            if vec.shape != (n,) or not np.isin(vec, (0, 1)).all():
+            if vec.shape != (n,) or ((vec != 0) & (vec != 1)).any():
                 raise CommonsActionError(f"{a!r}: action['punish']={vec!r} must be a length-{n} 0/1 vector")
             for j in np.flatnonzero(vec):
                 if j == i:
@@ -574,40 +574,47 @@ class CommonsParallelEnv(ParallelEnv):
     def _infos(self) -> dict[str, dict[str, Any]]:
         n = self._dyn.num_agents
         f = self._f
-        punishments = [p.to_dict() for p in self._punishments]
-        messages = [{"sender": m.sender, "kind": m.kind, "text": m.text} for m in self._messages]
-        report = self.mayor_report()
-        collapsed = bool(self._outcome is not None and self._outcome.collapsed and self._phase != HARVEST)
+        # The items every agent shares are built once per step; per-agent items are read from plain lists.
+        shared = {
+            "pool_resource_level": int(self._stock),
+            "pool_capacity": self._dyn.capacity,
+            "max_request": self._dyn.request_limit,
+            "sustainable_catch": int(f),
+            "sustainable_share": f / n,
+            "month": self._month,
+            "num_months": self._dyn.num_months,
+            "phase": PHASES[self._phase],
+            "num_agents": n,
+            "agreed_limit": NO_LIMIT if self._agreed_limit is None else self._agreed_limit,
+            "has_agreed_limit": self._agreed_limit is not None,
+            "collapsed": bool(
+                self._outcome is not None and self._outcome.collapsed and self._phase != HARVEST
+            ),
+            "punishment_enabled": self._punishment_on,
+            "scenario": self._scenario.name,
+            "arena": self.config.arena,
+            "resource": self._scenario.unit,
+        }
+        extras = {
+            "punishments": [p.to_dict() for p in self._punishments],
+            "messages": [{"sender": m.sender, "kind": m.kind, "text": m.text} for m in self._messages],
+            "mayor_report": self.mayor_report(),
+        }
+        requests, catches = self._last_requests.tolist(), self._last_catches.tolist()
+        karma, drops = self._karma.tolist(), self._last_drop.tolist()
+        times = self._punished_by.sum(axis=1).tolist()
         infos = {}
         for a in self.agents:
             i = self._index[a]
-            infos[a] = {
-                "pool_resource_level": int(self._stock),
-                "pool_capacity": self._dyn.capacity,
-                "max_request": self._dyn.request_limit,
-                "sustainable_catch": int(f),
-                "sustainable_share": f / n,
-                "own_request": int(self._last_requests[i]),
-                "own_catch": int(self._last_catches[i]),
-                "month": self._month,
-                "num_months": self._dyn.num_months,
-                "phase": PHASES[self._phase],
-                "num_agents": n,
+            infos[a] = shared | {
+                "own_request": requests[i],
+                "own_catch": catches[i],
                 "agent_index": i,
-                "karma": float(self._karma[i]),
-                "karma_drop": float(self._last_drop[i]),
-                "times_punished": int(self._punished_by[i].sum()),
-                "agreed_limit": NO_LIMIT if self._agreed_limit is None else self._agreed_limit,
-                "has_agreed_limit": self._agreed_limit is not None,
-                "collapsed": collapsed,
-                "punishment_enabled": self._punishment_on,
-                "scenario": self._scenario.name,
-                "arena": self.config.arena,
-                "resource": self._scenario.unit,
+                "karma": karma[i],
+                "karma_drop": drops[i],
+                "times_punished": times[i],
                 "admissible_actions": self._admissible[(a, self._phase)],
-                "punishments": punishments,
-                "messages": messages,
-                "mayor_report": report,
+                **extras,
             }
         return infos
 
