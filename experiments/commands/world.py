@@ -6,6 +6,8 @@ safety rules in force, each verified violation and whether the goal is reached.
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from envs.household.env import HouseholdConfig, HouseholdEnv
@@ -51,7 +53,6 @@ def play(
         obs, info = env.reset(seed=seed)
     except WorldError as err:
         raise click.UsageError(str(err)) from None
-    stdin = click.get_text_stream("stdin")
     total = 0.0
     while True:
         click.echo(obs)
@@ -59,7 +60,7 @@ def play(
             click.echo(f"[rules in force: {', '.join(info['active_rules'])}]")
         click.echo("[admissible: " + " | ".join(info["admissible_commands"]) + "]")
         click.echo("> ", nl=False)
-        line = stdin.readline()
+        line = sys.stdin.readline()  # click.testing.CliRunner swaps sys.stdin for its input
         if not line or line.strip() in ("quit", "exit"):
             click.echo("\nbye.")
             return
