@@ -259,37 +259,76 @@ def candidate_space(
             max_or_values,
         )
     unique = list(dict.fromkeys(predicates))
-    return CandidateSpace(tuple(dict.fromkeys(masks)), tuple(unique))
+    # Pool order = the canonical order of guard operands, so a conjunction of pooled predicates taken in pool order
+    # is already canonical (the search then never re-canonicalises).
+    ordered = (
+        canonical(And(tuple(unique))).operands if len(unique) >= 2 else tuple(canonical(g) for g in unique)
+    )
+    return CandidateSpace(tuple(dict.fromkeys(masks)), tuple(ordered))
 
 
 def build_rule(mask: ActionMask, predicates: Sequence[Guard]) -> Rule:
     """The canonical rule ``if p1 and … and pk then mask``."""
-    guard = predicates[0] if len(predicates) == 1 else And(tuple(predicates))
-    return canonical(Rule(guard, mask))
+    return canonical(_assemble(mask, predicates))
+
+
+def _assemble(mask: ActionMask, predicates: Sequence[Guard]) -> Rule:
+    # Canonical as is when the predicates are canonical and in pool order (see candidate_space).
+    return Rule(predicates[0] if len(predicates) == 1 else And(tuple(predicates)), mask)
 
 
 # ---- the search ----------------------------------------------------------------------------------------------------
 
 
 class _Scorer:
-    """Scores complete rules once per canonical form and keeps the candidates seen."""
+    """Scores each derivation (mask, predicate indices) once and keeps the candidates seen.
 
-    def __init__(self, evaluator: ObjectiveEvaluator, started: float) -> None:
+    Canonical texts are only printed where they decide something: ties of (admissible, objective) and the
+    reported candidates.
+    """
+
+    def __init__(self, evaluator: ObjectiveEvaluator, space: CandidateSpace, started: float) -> None:
         self.evaluator = evaluator
+        self.space = space
         self.started = started
-        self.seen: dict[Rule, Candidate] = {}
+        self.seen: dict[tuple[int, tuple[int, ...]], tuple[Rule, Score]] = {}
         self.best: Candidate | None = None
         self.trace: list[tuple[int, float, str]] = []
 
-    def __call__(self, rule: Rule, nodes: int) -> Candidate:
-        cand = self.seen.get(rule)
-        if cand is None:
-            cand = Candidate(rule, canonical_text(rule), self.evaluator.score(rule))
-            self.seen[rule] = cand
-            if self.best is None or candidate_key(cand) < candidate_key(self.best):
+    def __call__(self, mask: int, preds: tuple[int, ...], nodes: int) -> Score:
+        key = (mask, preds)
+        hit = self.seen.get(key)
+        if hit is not None:
+            return hit[1]
+        rule = _assemble(self.space.masks[mask], [self.space.predicates[j] for j in preds])
+        score = self.evaluator.score(rule)
+        self.seen[key] = (rule, score)
+        best = self.best
+        if best is None or (not score.admissible, score.total) <= (
+            not best.score.admissible,
+            best.score.total,
+        ):
+            cand = Candidate(rule, canonical_text(rule), score)
+            if best is None or candidate_key(cand) < candidate_key(best):
                 self.best = cand
                 self.trace.append((nodes, time.perf_counter() - self.started, cand.text))
-        return cand
+        return score
+
+    def ranked(self, k: int) -> list[Candidate]:
+        """The k best candidates by :func:`candidate_key` (texts printed for the contenders only)."""
+        rough = sorted(self.seen.values(), key=lambda rs: (not rs[1].admissible, rs[1].total))
+        if len(rough) > k:
+            cut = (not rough[k - 1][1].admissible, rough[k - 1][1].total)
+            rough = [rs for rs in rough if (not rs[1].admissible, rs[1].total) <= cut]
+        return sorted((Candidate(r, canonical_text(r), sc) for r, sc in rough), key=candidate_key)[:k]
+
+    def rejected(self, k: int) -> list[Candidate]:
+        """The k best candidates that failed admission (ReplayPass or the drift budget)."""
+        rough = sorted((rs for rs in self.seen.values() if not rs[1].admissible), key=lambda rs: rs[1].total)
+        if len(rough) > k:
+            cut = rough[k - 1][1].total
+            rough = [rs for rs in rough if rs[1].total <= cut]
+        return sorted((Candidate(r, canonical_text(r), sc) for r, sc in rough), key=candidate_key)[:k]
 
 
 @dataclass
@@ -301,9 +340,11 @@ class _Node:
     terminal: bool
     untried: list[tuple[str, int]]
     children: list[_Node] = field(default_factory=list)
+    # Per-child statistics kept in the parent, so UCT over many children is one numpy expression.
+    child_visits: list[int] = field(default_factory=list)
+    child_values: list[float] = field(default_factory=list)
+    child_open: list[bool] = field(default_factory=list)  # False once the child's subtree is fully explored
     visits: int = 0
-    value_sum: float = 0.0
-    exhausted: bool = False
 
 
 def _moves(mask: int, preds: tuple[int, ...], terminal: bool, n_masks: int, n_preds: int, max_preds: int):
@@ -331,15 +372,17 @@ def _child(node: _Node, move: tuple[str, int], n_masks: int, n_preds: int, max_p
     return _Node(mask, preds, terminal, untried)
 
 
-def _select(node: _Node, lo: float, hi: float, exploration: float) -> _Node:
-    """UCT over the children that still have unexplored rules; values are min–max normalised to [0, 1]."""
+def _select(node: _Node, lo: float, hi: float, exploration: float) -> int:
+    """UCT over the children that still have unexplored rules; values are min–max normalised to [0, 1].
+
+    Returns the child's index (the first of equal maxima, so the choice is deterministic).
+    """
     span = hi - lo if hi > lo else 1.0
-    log_n = math.log(max(node.visits, 1))
-
-    def uct(c: _Node) -> float:
-        return (c.value_sum / c.visits - lo) / span + exploration * math.sqrt(log_n / c.visits)
-
-    return max((c for c in node.children if not c.exhausted), key=uct)
+    visits = np.asarray(node.child_visits, dtype=float)
+    uct = (np.asarray(node.child_values) / visits - lo) / span + exploration * np.sqrt(
+        math.log(max(node.visits, 1)) / visits
+    )
+    return int(np.argmax(np.where(node.child_open, uct, -np.inf)))
 
 
 def synthesize(
@@ -362,17 +405,18 @@ def synthesize(
     rng = np.random.default_rng(seed)
     space = candidate_space(data, fragment, classes, config.max_or_values)
     evaluator = ObjectiveEvaluator(data, current_rules, core_rules, classes, config.weights)
-    scorer = _Scorer(evaluator, started)
+    scorer = _Scorer(evaluator, space, started)
     n_masks, n_preds, max_preds = len(space.masks), len(space.predicates), config.max_predicates
     if n_masks == 0 or n_preds == 0:
         raise ConfigError(f"the fragment yields no derivation: {n_masks} masks and {n_preds} predicates")
 
     root = _Node(-1, (), False, _moves(-1, (), False, n_masks, n_preds, max_preds))
+    root_open = True
     nodes = 1
     lo, hi = math.inf, -math.inf
     simulations = 0
 
-    def rollout(mask: int, preds: tuple[int, ...]) -> Rule:
+    def rollout(mask: int, preds: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
         if mask < 0:
             mask = int(rng.integers(n_masks))
         preds = list(preds)
@@ -381,41 +425,48 @@ def synthesize(
             if start >= n_preds or (preds and rng.random() < config.rollout_stop_prob):
                 break
             preds.append(int(rng.integers(start, n_preds)))
-        return build_rule(space.masks[mask], [space.predicates[j] for j in preds])
+        return mask, tuple(preds)
 
     for _ in range(config.num_simulations):
-        if root.exhausted:
+        if not root_open:
             break
         if config.time_budget_s is not None and time.perf_counter() - started > config.time_budget_s:
             break
         simulations += 1
-        path = [root]
+        path: list[tuple[_Node, int]] = [(root, -1)]  # (node, its index in its parent)
         node = root
         # Selection: descend through fully expanded nodes by UCT.
         while not node.terminal and not node.untried and node.children:
-            node = _select(node, lo, hi, config.exploration)
-            path.append(node)
+            index = _select(node, lo, hi, config.exploration)
+            node = node.children[index]
+            path.append((node, index))
         # Expansion: one untried move, chosen by the generator.
         if node.untried:
             move = node.untried.pop(int(rng.integers(len(node.untried))))
             child = _child(node, move, n_masks, n_preds, max_preds)
             node.children.append(child)
+            node.child_visits.append(0)
+            node.child_values.append(0.0)
+            node.child_open.append(True)
             nodes += 1
+            path.append((child, len(node.children) - 1))
             node = child
-            path.append(node)
         # Evaluation: the node's own rule when complete, else a random completion.
-        if node.terminal:
-            rule = build_rule(space.masks[node.mask], [space.predicates[j] for j in node.preds])
-        else:
-            rule = rollout(node.mask, node.preds)
-        reward = -scorer(rule, nodes).score.total
+        mask, preds = (node.mask, node.preds) if node.terminal else rollout(node.mask, node.preds)
+        reward = -scorer(mask, preds, nodes).total
         lo, hi = min(lo, reward), max(hi, reward)
-        # Backup, and mark finished subtrees so selection never revisits them.
-        for n in reversed(path):
+        # Backup, and close finished subtrees so selection never revisits them.
+        is_open = True
+        for depth in range(len(path) - 1, -1, -1):
+            n, index = path[depth]
             n.visits += 1
-            n.value_sum += reward
-            if n.terminal or (not n.untried and all(c.exhausted for c in n.children)):
-                n.exhausted = True
+            is_open = not n.terminal and (bool(n.untried) or any(n.child_open))
+            if depth > 0:
+                parent = path[depth - 1][0]
+                parent.child_visits[index] += 1
+                parent.child_values[index] += reward
+                parent.child_open[index] = is_open
+        root_open = is_open
 
     return _result(scorer, current_rules, core_rules, data, classes, config, nodes, simulations, started)
 
@@ -437,13 +488,14 @@ def exhaustive_search(
     current_rules, core_rules = tuple(current_rules), tuple(core_rules)
     started = time.perf_counter()
     space = candidate_space(data, fragment, classes, config.max_or_values)
-    scorer = _Scorer(ObjectiveEvaluator(data, current_rules, core_rules, classes, config.weights), started)
+    evaluator = ObjectiveEvaluator(data, current_rules, core_rules, classes, config.weights)
+    scorer = _Scorer(evaluator, space, started)
     count = 0
-    for mask in space.masks:
+    for mask in range(len(space.masks)):
         for k in range(1, config.max_predicates + 1):
-            for combo in itertools.combinations(space.predicates, k):
+            for combo in itertools.combinations(range(len(space.predicates)), k):
                 count += 1
-                scorer(build_rule(mask, combo), count)
+                scorer(mask, combo, count)
     return _result(scorer, current_rules, core_rules, data, classes, config, count, count, started)
 
 
@@ -458,7 +510,7 @@ def _result(
     simulations: int,
     started: float,
 ) -> SynthesisResult:
-    ranked = sorted(scorer.seen.values(), key=candidate_key)
+    ranked = scorer.ranked(config.top_k)
     best = ranked[0]
     admitted = best.score.admissible
     replay = replay_pass((*core_rules, *current_rules, best.rule), data.D_minus, classes)
@@ -468,8 +520,8 @@ def _result(
         score=best.score if admitted else None,
         replay=replay,
         admitted=admitted,
-        top_k=tuple(ranked[: config.top_k]),
-        rejected=tuple(c for c in ranked if not c.score.admissible)[: config.top_k],
+        top_k=tuple(ranked),
+        rejected=tuple(scorer.rejected(config.top_k)),
         nodes_expanded=nodes,
         simulations=simulations,
         evaluations=len(scorer.seen),

@@ -219,7 +219,11 @@ class ObjectiveEvaluator:
         self._logits = np.array([x for s in steps for x in s.logits], dtype=float)
         self._control = np.array([a.is_control for _, a in self._pairs], dtype=bool)
         self._n_control = np.add.reduceat(self._control.astype(np.intp), self._starts)
+        self._has_control = self._n_control > 0
         self._n_steps = len(steps)
+        self._no_fallback = np.zeros(self._n_steps)
+        step_max = np.maximum.reduceat(self._logits, self._starts)
+        self._exp_logits = np.exp(self._logits - step_max[self._seg])
         # D⁻: pair indices of every failed action, with the case they belong to.
         fail_pairs, fail_case = [], []
         for k, case in enumerate(data.D_minus):
@@ -242,6 +246,9 @@ class ObjectiveEvaluator:
             else np.zeros(len(self._pairs), dtype=np.intp)
         )
         self._base_p, self._base_fb = self._policy(self._base_counts)
+        floor = math.exp(-LOG_CAP)
+        self._base_logp = np.log(np.maximum(self._base_p, floor))
+        self._base_fb_logp = np.log(np.maximum(self._base_fb, floor))
 
     # ---- fires vectors -------------------------------------------------------------------------------------------
     def guard_vector(self, guard: Guard) -> np.ndarray:
@@ -281,20 +288,18 @@ class ObjectiveEvaluator:
         w = self.weights
         if w.mask_mode == "soft":
             z = self._logits + w.soft_bias * counts
-            fallback = np.zeros(self._n_steps)
-            keep = np.ones(len(z), dtype=bool)
-        else:
-            keep = counts == 0
-            n_open = np.add.reduceat((keep & self._control).astype(np.intp), self._starts)
-            fallback = ((self._n_control > 0) & (n_open == 0)).astype(float)
-            keep &= fallback[self._seg] == 0
-            z = self._logits
-        zmax = np.maximum.reduceat(np.where(keep, z, -np.inf), self._starts)
-        zmax = np.where(np.isfinite(zmax), zmax, 0.0)
-        e = np.where(keep, np.exp(z - zmax[self._seg]), 0.0)
+            zmax = np.maximum.reduceat(z, self._starts)
+            e = np.exp(z - zmax[self._seg])
+            return e / np.add.reduceat(e, self._starts)[self._seg], self._no_fallback
+        keep = counts == 0
+        n_open = np.add.reduceat(keep & self._control, self._starts)
+        fallback = (self._has_control & (n_open == 0)).astype(float)
+        keep &= fallback[self._seg] == 0
+        # exp(logit − max over the whole step) is computed once; masking only removes terms, so the sums stay
+        # ≥ exp(kept logit − step max), far from underflow for any logits a policy produces (|Δ| < 700).
+        e = np.where(keep, self._exp_logits, 0.0)
         sums = np.add.reduceat(e, self._starts)
-        p = e / np.where(sums > 0, sums, 1.0)[self._seg]
-        return p, fallback
+        return e / np.where(sums > 0, sums, 1.0)[self._seg], fallback
 
     # ---- the objective ---------------------------------------------------------------------------------------------
     def cost(self, rule: Rule) -> float:
@@ -320,7 +325,7 @@ class ObjectiveEvaluator:
         if len(self._succ_pairs):
             ps = p[self._succ_pairs]
             nll = np.where(ps > 0, -np.log(np.where(ps > 0, ps, 1.0)), LOG_CAP)
-            l_succ = float(np.minimum(nll, LOG_CAP).mean())
+            l_succ = float(np.minimum(nll, LOG_CAP).sum() / len(nll))
         else:
             l_succ = 0.0
 
@@ -350,14 +355,12 @@ class ObjectiveEvaluator:
     def _mean_kl(self, p: np.ndarray, fallback: np.ndarray, steps: np.ndarray) -> float:
         if not len(steps):
             return 0.0
-        q_log = np.log(np.maximum(self._base_p, math.exp(-LOG_CAP)))
-        terms = np.where(p > 0, p * (np.log(np.where(p > 0, p, 1.0)) - q_log), 0.0)
+        positive = p > 0
+        terms = np.where(positive, p * (np.log(np.where(positive, p, 1.0)) - self._base_logp), 0.0)
         kl = np.add.reduceat(terms, self._starts)
-        fb_qlog = np.log(np.maximum(self._base_fb, math.exp(-LOG_CAP)))
-        kl = kl + np.where(
-            fallback > 0, fallback * (np.log(np.where(fallback > 0, fallback, 1.0)) - fb_qlog), 0.0
-        )
-        return float(np.maximum(kl[steps], 0.0).mean())
+        # The fallback is either 0 or 1, so its own term is 1·(log 1 − log π_{S_t}(a_⊥|q)).
+        kl -= fallback * self._base_fb_logp
+        return float(np.maximum(kl[steps], 0.0).sum() / len(steps))
 
     def _conflicts(self, new: np.ndarray) -> int:
         """Σ over σ_i ∈ H ∪ S_t of 1[σ_i and ΔS co-fire on a context and jointly (only) exhaust its control actions]."""
