@@ -153,10 +153,16 @@ class _BuildAst(Transformer):
             try:
                 return int(token.value)
             except ValueError:  # Python refuses int() of more than sys.get_int_max_str_digits() digits
-                raise _BadToken(token, f"integer literal of {len(token.value)} digits is too long") from None
+                raise _BadToken(
+                    token, f"integer literal of {len(token.value)} digits is too long", ("a shorter number",)
+                ) from None
         number = float(token.value)
         if not math.isfinite(number):
-            raise _BadToken(token, f"number {token.value} is out of range (it is not a finite float)")
+            raise _BadToken(
+                token,
+                f"number {token.value} is out of range (it is not a finite float)",
+                ("a finite number",),
+            )
         return number
 
 
@@ -195,7 +201,12 @@ def _expected_before(text: str, pos: int, start: str) -> tuple[str, ...]:
     try:
         interactive = _PARSER.parse_interactive(text[:pos], start=start)
         interactive.exhaust_lexer()
-        return _words(interactive.accepts())
+        # The terminals of the LALR state (as UnexpectedToken reports them), not accepts(): that one
+        # trial-feeds every terminal into a copy of the parser and costs ~20 parses.
+        choices = {name for name in interactive.choices() if name.isupper() or name == "$END"}
+        if start == "start_rule" and len(choices) > 1:
+            choices.discard("$END")
+        return _words(choices)
     except LarkError:
         return ()
 
