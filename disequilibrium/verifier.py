@@ -203,7 +203,8 @@ class ConsensusJudge:
 
 
 class HybridVerifier:
-    """V_t from deterministic handlers first (ground truth, short-circuit), then the optional semantic judge."""
+    """V_t from deterministic handlers first (ground truth, short-circuit), then the optional semantic judge
+    (consulted only when no handler decided and the step has a text output to judge)."""
 
     def __init__(
         self,
