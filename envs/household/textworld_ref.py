@@ -90,8 +90,12 @@ def textworld_available() -> bool:
 
 
 def _alfworld_data(name: str) -> str:
-    _require_textworld()
-    return importlib.resources.files("alfworld").joinpath("data", name).read_text()
+    """A file of the ``alfworld`` package's ``data/`` (the PDDL domain and the text grammar); exporting needs only
+    ``alfworld`` installed, playing needs TextWorld too."""
+    try:
+        return importlib.resources.files("alfworld").joinpath("data", name).read_text()
+    except (ModuleNotFoundError, FileNotFoundError) as err:
+        raise TextWorldMissing(f"{INSTALL_HINT} ({err})") from err
 
 
 # ---------------------------------------------------------------------------------------------- export
