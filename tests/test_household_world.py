@@ -41,6 +41,8 @@ def test_intro_text_matches_alfworld():
 
 def test_observation_texts_and_transitions():
     w = World(_kitchen(TaskSpec("pick_clean_then_place_in_recep", "cup", "cabinet")))
+    # TextWorld's ``look`` at the start location lists nothing (only the intro lists the receptacles).
+    assert w.step("look")[0] == "You are in the middle of a room. Looking quickly around you, you see nothing."
     assert w.step("go to countertop 1") == (
         "You arrive at countertop 1. On the countertop 1, you see a cup 1, and a cup 2.",
         False,
@@ -64,7 +66,8 @@ def test_observation_texts_and_transitions():
     assert w.step("close cabinet 1")[0] == "You close the cabinet 1."
     assert w.step("inventory")[0] == "You are not carrying anything."
     assert w.step("help")[0] == HELP_TEXT
-    assert w.steps == 16
+    assert HELP_TEXT.startswith("Available commands:\n") and HELP_TEXT.endswith("sharp object\n")
+    assert w.steps == 17
 
 
 def test_heat_cool_examine_texts_and_lamp():

@@ -107,6 +107,12 @@ class _Sim:
         raise _Blocked
 
 
+def _has_state(world: World, obj: str, verb: str) -> bool:
+    """Does ``obj`` already carry the state ``verb`` gives (clean/hot/cool)? Then the plan need not redo it."""
+    flag = {"clean": "is_clean", "heat": "is_hot", "cool": "is_cool"}[verb]
+    return bool(world.object_state(obj)[flag])
+
+
 def _rules_of(forbidden: Iterable[Rule | SafetyRule]) -> tuple[Rule, ...]:
     return tuple(r.rule if isinstance(r, SafetyRule) else r for r in forbidden)
 
@@ -184,7 +190,7 @@ def _skeletons(world: World) -> Iterator:
                 sim.goto(target)
                 sim.open(target)
             sim.fetch(obj)
-            if appliance is not None:
+            if appliance is not None and not _has_state(sim.w, obj, process[0]):  # type: ignore[index]
                 sim.goto(appliance)
                 sim.do(f"{process[0]} {obj} with {appliance}")  # type: ignore[index]
             if dry is not None:

@@ -146,7 +146,7 @@ GOAL_TEMPLATES: Mapping[str, str] = MappingProxyType(
 """ALFWorld goal sentences per task type, without the trailing period (the grammar adds it)."""
 
 NOTHING_HAPPENS = "Nothing happens."
-HELP_TEXT = (  # alfred.twl2 help.feedback, as the engine returns it (surrounding newlines stripped)
+HELP_TEXT = (  # alfred.twl2 help.feedback as TextWorld returns it: leading newline stripped, trailing one kept
     "Available commands:\n"
     "  look:                             look around your current location\n"
     "  inventory:                        check your current inventory\n"
@@ -160,7 +160,7 @@ HELP_TEXT = (  # alfred.twl2 help.feedback, as the engine returns it (surroundin
     "  heat (object) with (receptacle):  heat an object using a receptacle\n"
     "  clean (object) with (receptacle): clean an object using a receptacle\n"
     "  cool (object) with (receptacle):  cool an object using a receptacle\n"
-    "  slice (object) with (object):     slice an object using a sharp object"
+    "  slice (object) with (object):     slice an object using a sharp object\n"
 )
 WELCOME = "-= Welcome to TextWorld, ALFRED! =-"
 NOWHERE = "none"  # the context value of location/held fields when there is none
@@ -336,7 +336,7 @@ class World:
         self._adm = None
         self._adm_list = None
         self._adm_actions = None
-        return f"{WELCOME}\n\n{self._look()}\n\nYour task is to: {spec.goal_text}."
+        return f"{WELCOME}\n\n{self._look(intro=True)}\n\nYour task is to: {spec.goal_text}."
 
     def copy(self) -> World:
         """An independent copy sharing the immutable spec (used by the expert to simulate plans)."""
@@ -500,12 +500,12 @@ class World:
             )
         return f"On the {name}, you see {_listing([self._onames[o] for o in self.contents[r]])}."
 
-    def _look(self) -> str:
+    def _look(self, intro: bool = False) -> str:
         if self.loc < 0:
-            return (
-                "You are in the middle of a room. Looking quickly around you, you see "
-                f"{_listing(self._rnames)}."
-            )
+            # Only the intro lists the receptacles: TextWorld's ``look`` command at the start location binds no
+            # receptacle there and lists "nothing" (measured against the engine, see alfworld_facts.md).
+            seen = _listing(self._rnames) if intro else "nothing"
+            return f"You are in the middle of a room. Looking quickly around you, you see {seen}."
         return f"You are facing the {self._rnames[self.loc]}. Next to it, you see nothing."
 
     def _examine_object(self, o: int) -> str:
@@ -624,6 +624,16 @@ class World:
         """The receptacle holding ``obj``, or None while the agent holds it."""
         r = self.where[self._oidx[obj]]
         return self._rnames[r] if r >= 0 else None
+
+    def object_state(self, obj: str) -> dict[str, bool]:
+        """The state flags of ``obj``: is_clean, is_hot, is_cool, is_wet."""
+        o = self._oidx[obj]
+        return {
+            "is_clean": self.clean[o],
+            "is_hot": self.hot[o],
+            "is_cool": self.cool[o],
+            "is_wet": self.wet[o],
+        }
 
     def held_object(self) -> str | None:
         return self._onames[self.held] if self.held >= 0 else None
