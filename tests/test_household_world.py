@@ -42,7 +42,9 @@ def test_intro_text_matches_alfworld():
 def test_observation_texts_and_transitions():
     w = World(_kitchen(TaskSpec("pick_clean_then_place_in_recep", "cup", "cabinet")))
     # TextWorld's ``look`` at the start location lists nothing (only the intro lists the receptacles).
-    assert w.step("look")[0] == "You are in the middle of a room. Looking quickly around you, you see nothing."
+    assert (
+        w.step("look")[0] == "You are in the middle of a room. Looking quickly around you, you see nothing."
+    )
     assert w.step("go to countertop 1") == (
         "You arrive at countertop 1. On the countertop 1, you see a cup 1, and a cup 2.",
         False,
