@@ -7,7 +7,14 @@ import importlib
 import click
 
 # (module under experiments.commands, attribute holding the click command or group)
-COMMAND_MODULES: tuple[tuple[str, str], ...] = (("arena", "arena"), ("dsl", "dsl"), ("ledger", "ledger"), ("world", "world"))
+COMMAND_MODULES: tuple[tuple[str, str], ...] = (
+    ("arena", "arena"),
+    ("dsl", "dsl"),
+    ("ledger", "ledger"),
+    ("world", "world"),
+    ("run", "run"),
+    ("run", "demo"),
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

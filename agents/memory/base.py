@@ -43,6 +43,12 @@ class StepOutcome:
     reward: float
     violations: tuple[Violation, ...] = ()
     won: bool = False
+    actions: tuple[Action, ...] = ()
+    """The admissible actions of the decision, in the order of ``logits`` (what the scars agent records, §3.3)."""
+    logits: tuple[float, ...] = ()
+    """The base policy's logits π_0 over ``actions`` (before any governance)."""
+    chosen: int = -1
+    """Index of the action taken in ``actions`` (−1 when the safe fallback a⊥ was taken)."""
 
 
 class MemoryMechanism:

@@ -1,0 +1,124 @@
+"""Frozen experiment configs (CleanRL's ``Args`` as a frozen dataclass; every field reachable from the CLI)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from synthesis.errors import ConfigError
+
+METHODS: tuple[str, ...] = ("scars", "static_persona", "rag", "reflexion", "scg_mem", "voyager")
+BACKENDS: tuple[str, ...] = ("embedded", "hf", "openai")
+ABLATIONS: tuple[str, ...] = (
+    "none",
+    "no_mdl",  # drop the description-length term C from the objective
+    "no_drift_loss",  # β3 = 0
+    "no_ilp_merge",  # append admitted scars without merging or garbage collection
+    "text_reflection_scar",  # synthesised rules go to the prompt as text instead of being enforced
+    "llm_only_patch",  # the rule is generated directly (one proposal, no search) instead of by MCTS
+    "soft_bias_only",  # finite negative bias instead of −∞
+)
+EXECUTORS: tuple[str, ...] = ("inprocess", "ray")
+
+
+@dataclass(frozen=True)
+class Tier1Config:
+    """One tier-1 run: a method on the household world with dynamic safety rules (SPEC §7 tier 1)."""
+
+    method: str = "scars"
+    """Memory mechanism: scars or one of the five baselines."""
+    episodes: int = 36
+    """Episodes in the run (one generated game each, task types in rotation)."""
+    seed: int = 0
+    """Root seed: games, policy sampling and synthesis all derive from it."""
+    schedule: str = "paper"
+    """Named rule schedule (``experiments.schedules.SCHEDULES``)."""
+    max_steps: int = 30
+    """Steps per episode before truncation (ALFWorld uses 50; the expert needs at most ~12)."""
+    backend: str = "embedded"
+    """Base policy: the embedded simulated LM, a HuggingFace model (``model_path``) or an OpenAI-compatible server."""
+    model_path: str = ""
+    """Local HuggingFace model directory (backend=hf)."""
+    server_url: str = "http://127.0.0.1:8000"
+    """OpenAI-compatible server base URL (backend=openai)."""
+    server_model: str = ""
+    """Model name on the server (backend=openai)."""
+    server_mode: str = "logprobs"
+    """logprobs (choice scoring) or guided_choice (backend=openai)."""
+    compliance: float = 1.0
+    """Simulated LM: how much text in its context steers it (0..1)."""
+    temperature: float = 0.7
+    """Simulated LM: softmax temperature."""
+    ablation: str = "none"
+    """One of the six ablations of §6.4 (scars only)."""
+    tau: float = 0.55
+    """Disequilibrium threshold τ; with the paper's d_t = sigmoid(wᵀz), Σw = 1, it must lie in [0.5, 0.731)."""
+    executor: str = "inprocess"
+    """Where MCTS runs: in-process (a background thread) or on Ray (root-parallel workers)."""
+    workers: int = 2
+    """Ray workers / MCTS trees for root-parallel search."""
+    search_iterations: int = 400
+    """MCTS iterations per tree."""
+    wandb: bool = False
+    """Log to Weights & Biases (offline unless WANDB_MODE says otherwise)."""
+    wandb_project: str = "scars-testbed"
+    """W&B project name."""
+
+    def __post_init__(self) -> None:
+        from experiments.schedules import SCHEDULES
+
+        choices = {
+            "method": METHODS,
+            "backend": BACKENDS,
+            "ablation": ABLATIONS,
+            "executor": EXECUTORS,
+            "schedule": tuple(SCHEDULES),
+            "server_mode": ("logprobs", "guided_choice"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name} = {getattr(self, name)!r} is not one of {allowed}")
+        for name in ("episodes", "max_steps", "workers", "search_iterations"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} = {getattr(self, name)!r} must be >= 1")
+        if self.seed < 0:
+            raise ConfigError(f"seed = {self.seed!r} must be >= 0")
+        if self.ablation != "none" and self.method != "scars":
+            raise ConfigError(
+                f"ablation {self.ablation!r} applies to method 'scars' only, not {self.method!r}"
+            )
+        if self.backend == "hf" and not self.model_path:
+            raise ConfigError("backend 'hf' needs model_path (a local HuggingFace model directory)")
+        if self.backend == "openai" and not self.server_model:
+            raise ConfigError("backend 'openai' needs server_model (the model name on the server)")
+        if not 0.5 <= self.tau < 0.7311:
+            raise ConfigError(
+                f"tau = {self.tau!r} is outside [0.5, 0.731): the paper's d_t = sigmoid(wᵀz) with Σw = 1 never "
+                "leaves that range (SPEC §3)"
+            )
+
+    @property
+    def run_name(self) -> str:
+        suffix = "" if self.ablation == "none" else f"-{self.ablation}"
+        return f"tier1-{self.schedule}-{self.method}{suffix}-s{self.seed}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def field_docs(cls) -> dict[str, str]:
+        """Field docstrings, for ``--help`` (read from the source, like CleanRL's tyro)."""
+        import ast
+        import inspect
+        import textwrap
+
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+        body = tree.body[0].body
+        docs: dict[str, str] = {}
+        for node, nxt in zip(body, body[1:], strict=False):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant)
+            ):
+                docs[node.target.id] = str(nxt.value.value)
+        return {f.name: docs.get(f.name, "") for f in fields(cls)}

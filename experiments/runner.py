@@ -1,0 +1,151 @@
+"""Run tier-1 methods and write what a researcher reads: ``summary.json``, per-step and per-episode tables
+(Parquet + CSV), a Markdown results table, PNG plots, the run configs and the scars agent's ledger.
+
+Output layout of ``DIR``::
+
+    summary.json          per method: success_rate, rvr, svr, rvr_covered, complexity_tokens_final, prop1_ok, …
+    steps.parquet/.csv    one row per decision (all methods)
+    episodes.parquet/.csv one row per episode (all methods)
+    results.md            the comparison table
+    rvr_success.png, complexity.png, svr.png
+    config.json           every method's frozen config
+    <method>/ledger.sqlite   the scars agent's audit ledger (scars methods only)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from experiments.config import METHODS, Tier1Config
+from experiments.report import (
+    atomic_write_text,
+    markdown_table,
+    plot_complexity,
+    plot_rvr_success,
+    plot_svr,
+    write_json,
+    write_table,
+)
+from experiments.tier1 import RunResult, run_tier1
+from experiments.tracking import Tracker
+
+
+def _label(cfg: Tier1Config) -> str:
+    return cfg.method if cfg.ablation == "none" else f"scars:{cfg.ablation}"
+
+
+def run_many(configs: Sequence[Tier1Config], out: Path, console: Console | None = None) -> dict[str, dict]:
+    """Run each config in turn (with a progress bar), then write the combined outputs into ``out``."""
+    console = console or Console()
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, RunResult] = {}
+    with Progress(
+        TextColumn("[bold]{task.description:<28}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("episodes"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        for cfg in configs:
+            label = _label(cfg)
+            task = progress.add_task(label, total=cfg.episodes)
+            method_dir = out / label.replace(":", "-")
+            tracker = Tracker(
+                cfg.wandb,
+                project=cfg.wandb_project,
+                name=cfg.run_name,
+                config=cfg.to_dict(),
+                out=out,
+                group=out.name,
+            )
+            result = run_tier1(
+                cfg, method_dir, progress=lambda done, total, task=task: progress.update(task, completed=done)
+            )
+            if tracker.enabled:
+                for row in result.episodes.itertuples():
+                    tracker.log(
+                        {
+                            "charts/won": float(row.won),
+                            "charts/violations": row.violations,
+                            "charts/memory_tokens": row.memory_tokens,
+                            "charts/svr": row.svr,
+                        },
+                        step=int(row.episode),
+                    )
+                tracker.summary(
+                    {k: v for k, v in result.summary.items() if isinstance(v, int | float | bool)}
+                )
+            results[label] = (result, tracker)
+    summary = {label: r.summary for label, (r, _) in results.items()}
+    steps = pd.concat([r.steps for r, _ in results.values()], ignore_index=True)
+    episodes = pd.concat([r.episodes for r, _ in results.values()], ignore_index=True)
+    write_table(steps, out / "steps")
+    write_table(episodes, out / "episodes")
+    write_json(
+        out / "config.json", {label: cfg.to_dict() for label, cfg in zip(results, configs, strict=True)}
+    )
+    table = markdown_table(summary)
+    atomic_write_text(out / "results.md", f"# Tier-1 results\n\n{table}\n")
+    plots = {
+        "rvr_success": plot_rvr_success(summary, out / "rvr_success.png"),
+        "complexity": plot_complexity(steps, out / "complexity.png"),
+        "svr": plot_svr(episodes, out / "svr.png"),
+    }
+    for _, tracker in results.values():
+        tracker.log_images(plots)
+        tracker.finish()
+    write_json(out / "summary.json", summary)
+    _print_summary(console, summary)
+    violated = [
+        label for label, m in summary.items() if m.get("prop1_ok") is False or m.get("prop3_ok") is False
+    ]
+    if violated:
+        console.print(
+            f"[bold red]GUARANTEE VIOLATED[/] (Prop. 1 or Prop. 3) in: {', '.join(violated)} — see summary.json"
+        )
+    return summary
+
+
+def _print_summary(console: Console, summary: dict[str, dict]) -> None:
+    table = Table(title="Tier-1 comparison")
+    cols = [
+        ("success", "success_rate", "{:.2f}"),
+        ("RVR", "rvr", "{:.3f}"),
+        ("RVR cov.", "rvr_covered", "{:.3f}"),
+        ("SVR", "svr", "{:.3f}"),
+        ("held-out 1st", "heldout_first_violation_rate", "{:.2f}"),
+        ("mem. tokens", "complexity_tokens_final", "{:.0f}"),
+        ("Prop.1", "prop1_ok", "{}"),
+        ("Prop.3", "prop3_ok", "{}"),
+    ]
+    table.add_column("method")
+    for name, _, _ in cols:
+        table.add_column(name, justify="right")
+    for label, m in summary.items():
+        cells = []
+        for _, key, fmt in cols:
+            v = m.get(key)
+            cells.append("–" if v is None or (isinstance(v, float) and v != v) else fmt.format(v))
+        table.add_row(label, *cells)
+    console.print(table)
+
+
+def demo_configs(episodes: int, seed: int, wandb: bool = False) -> list[Tier1Config]:
+    """All six methods on the paper schedule (``scars demo``)."""
+    return [Tier1Config(method=m, episodes=episodes, seed=seed, wandb=wandb) for m in METHODS]
+
+
+def load_summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+__all__ = ["demo_configs", "load_summary", "run_many"]
