@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.household.expert import expert_next_command
+from envs.household.expert import expert_next_command, expert_plan
 from envs.household.generator import generate_game
 from envs.household.textworld_ref import (
     INSTALL_HINT,
@@ -89,8 +89,6 @@ def test_expert_plan_wins_in_textworld(tmp_path):
     for task_type in TASK_TYPES:
         spec = generate_game(100, task_type)
         world = World.from_spec(spec)
-        from envs.household.expert import expert_plan
-
         plan = expert_plan(world)
         ref = TextWorldGame(export_game(spec, tmp_path / f"plan_{task_type}.tw-pddl"))
         ref.reset()

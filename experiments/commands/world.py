@@ -73,3 +73,42 @@ def play(
             outcome = "WON" if info["won"] else "out of steps"
             click.echo(f"[{outcome} after {info['context']['step']} steps; return {total:g}]")
             return
+
+
+@world.command()
+@click.option("--seed", type=int, default=0, show_default=True, help="Game seed (non-negative).")
+@click.option(
+    "--task", "task_type", type=click.Choice(TASK_TYPES), default=None, help="Task type (default: drawn)."
+)
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Replay the native expert's plan in TextWorld's PDDL engine and require it to win (needs textworld).",
+)
+@click.argument("out", type=click.Path(dir_okay=False, writable=True))
+def export(seed: int, task_type: str | None, verify: bool, out: str) -> None:
+    """Write a generated game as an ALFWorld game.tw-pddl file OUT (playable by TextWorld / ALFWorld)."""
+    # Imported here: the exporter reads the optional alfworld package's data files.
+    from envs.household.expert import expert_plan
+    from envs.household.generator import generate_game
+    from envs.household.textworld_ref import TextWorldGame, TextWorldMissing, export_game
+    from envs.household.world import World
+
+    try:
+        spec = generate_game(seed, task_type)
+        path = export_game(spec, out)
+    except (WorldError, TextWorldMissing) as err:
+        raise click.UsageError(str(err)) from None
+    plan = expert_plan(World.from_spec(spec))
+    click.echo(f"wrote {path} ({spec.task.task_type}, seed {spec.seed}): {spec.goal_text}")
+    click.echo(f"expert plan ({len(plan)} commands): {' | '.join(plan)}")
+    if verify:
+        try:
+            game = TextWorldGame(path)
+        except TextWorldMissing as err:
+            raise click.UsageError(str(err)) from None
+        game.reset()
+        won = [game.step(cmd)[1] for cmd in plan]
+        if not (won and won[-1]):
+            raise click.ClickException(f"the expert plan does not win in TextWorld (won flags {won})")
+        click.echo(f"verified: TextWorld's PDDL engine wins after the {len(plan)} expert commands")
