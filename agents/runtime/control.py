@@ -9,25 +9,38 @@ taken with probability 1 (no division by zero). Text actions (A_text) are never 
 
 Indexing (why enforcement cost does not grow with the number of scars): every rule is filed under the
 (kind, name) its mask needs (``semantics.mask_key``), so an action only meets rules that could mask it. Inside
-that bucket a rule is filed under one discriminating equality conjunct of its guard where one exists — an
-``==`` comparison, a named predicate, or ``in_class`` (filed under each member of the class) — and the mask
-argument of ``forbid_tool_arg``. At decision time the action reads each discriminating feature once and fetches
-only the rules whose key matches. Top-level ``or`` guards are split into one entry per disjunct. The index is
-a pre-filter only: every candidate is still checked with ``semantics.fires`` semantics, so it never changes
-what is masked, only how fast (tests compare it against a linear scan).
+that bucket a rule is filed under up to two discriminating equality conjuncts of its guard (a composite key
+such as object type and receptacle) — ``==`` comparisons, named predicates, ``in_class`` (filed under each
+member of the class) and the argument of ``forbid_tool_arg``. At decision time the action builds each key tuple
+the bucket uses once and fetches only the rules filed under it. Top-level ``or`` guards are split into one entry
+per disjunct. Guards are compiled once into closures with the meaning of ``semantics.guard_holds``. The index
+is a pre-filter only: every candidate is still checked in full, so it never changes what is masked, only how
+fast (a property test compares it with a linear scan of ``semantics.fires``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from agents.runtime.scar import Scar, scar_id_of
-from synthesis.dsl import FALLBACK_ACTIONS, NAMED_PREDICATES, Action, And, Compare, InClass, Named, Or, Rule
-from synthesis.dsl.semantics import Classes, Context, feature_value, guard_holds, mask_covers, mask_key
+from synthesis.dsl import (
+    FALLBACK_ACTIONS,
+    NAMED_PREDICATES,
+    Action,
+    And,
+    Compare,
+    ForbidToolArg,
+    InClass,
+    Named,
+    Or,
+    Rule,
+)
+from synthesis.dsl.semantics import Classes, Context, compare, feature_value, mask_covers, mask_key
 from synthesis.errors import ConfigError, ScarsError
 
 Mode = Literal["hard", "soft"]
@@ -66,15 +79,22 @@ class Expired:
     scar_ids: tuple[str, ...]
 
 
+Check = Callable[[Context, Action], bool]
+
+
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    """One indexed (rule, disjunct) pair. ``guard`` is the whole guard or one top-level disjunct of it."""
+    """One indexed (rule, disjunct) pair. ``check`` is the compiled whole guard or one top-level disjunct."""
 
     rule_id: str
     rule: Rule
-    guard: Any
+    check: Check  # guard (or disjunct) ∧ the mask's argument test; the bucket already fixed kind and name
     until_step: int | None  # temporary masks: inactive from this step on
     expires_at_step: int | None  # scars: Scope.expires_at_step
+
+
+_BUCKET_FEATURES = frozenset({"action.kind", "action.name", "action.tool", "action.verb"})
+_MAX_KEY_FEATURES = 2  # a composite key of up to two equality conjuncts (e.g. object type and receptacle)
 
 
 def _value_key(value: Any) -> tuple[str, Any]:
@@ -82,29 +102,56 @@ def _value_key(value: Any) -> tuple[str, Any]:
     return ("bool", value) if isinstance(value, bool) else ("value", value)
 
 
-class _Bucket:
-    """The rules whose mask needs one (kind, name): unindexed entries plus feature → value-key → entries."""
+def _compile(guard: Any, classes: Classes) -> Check:
+    """A closure with exactly the meaning of ``semantics.guard_holds(guard, q, a, classes)``, minus the
+    per-call dispatch on node types (the decision path evaluates candidates many times)."""
+    if isinstance(guard, Compare | Named):
+        feature = guard.feature if isinstance(guard, Compare) else NAMED_PREDICATES[guard.name]
+        op = guard.op if isinstance(guard, Compare) else "=="
+        value = guard.value
+        if op == "==" and isinstance(value, str):
+            # compare(x, "==", s) for a string s is plain equality (a missing feature never equals a string)
+            return lambda q, a: feature_value(feature, q, a) == value
+        return lambda q, a: compare(feature_value(feature, q, a), op, value)
+    if isinstance(guard, InClass):
+        members = classes.get(guard.class_name)
+        feature = guard.feature
+        if members is None:
+            return lambda q, a: False
+        return lambda q, a: feature_value(feature, q, a) in members  # the missing marker is never a member
+    if isinstance(guard, And | Or):
+        parts = tuple(_compile(g, classes) for g in guard.operands)
+        if isinstance(guard, And):
+            return lambda q, a: all(p(q, a) for p in parts)
+        return lambda q, a: any(p(q, a) for p in parts)
+    raise TypeError(f"not a guard: {guard!r}")
 
-    __slots__ = ("unindexed", "by_feature")
+
+class _Bucket:
+    """The rules whose mask needs one (kind, name): unindexed entries, plus a table per tuple of discriminating
+    features mapping the tuple of their value keys to the entries filed there."""
+
+    __slots__ = ("unindexed", "tables")
 
     def __init__(self) -> None:
         self.unindexed: dict[tuple[str, int], _Entry] = {}
-        self.by_feature: dict[str, dict[tuple[str, Any], dict[tuple[str, int], _Entry]]] = {}
+        self.tables: dict[tuple[str, ...], dict[tuple, dict[tuple[str, int], _Entry]]] = {}
 
-    def add(self, key: tuple[str, int], entry: _Entry, discriminator: tuple[str, list[Any]] | None) -> None:
-        if discriminator is None:
+    def add(
+        self, key: tuple[str, int], entry: _Entry, features: tuple[str, ...], values: list[tuple]
+    ) -> None:
+        if not features:
             self.unindexed[key] = entry
             return
-        feature, values = discriminator
-        table = self.by_feature.setdefault(feature, {})
-        for value in values:
-            table.setdefault(_value_key(value), {})[key] = entry
+        table = self.tables.setdefault(features, {})
+        for value_tuple in values:
+            table.setdefault(tuple(_value_key(v) for v in value_tuple), {})[key] = entry
 
     def remove(self, rule_id: str) -> None:
         for key in [k for k in self.unindexed if k[0] == rule_id]:
             del self.unindexed[key]
-        for feature in list(self.by_feature):
-            table = self.by_feature[feature]
+        for features in list(self.tables):
+            table = self.tables[features]
             for vkey in list(table):
                 entries = table[vkey]
                 for key in [k for k in entries if k[0] == rule_id]:
@@ -112,20 +159,30 @@ class _Bucket:
                 if not entries:
                     del table[vkey]
             if not table:
-                del self.by_feature[feature]
+                del self.tables[features]
 
     def __len__(self) -> int:
-        return len(self.unindexed) + sum(len(t) for t in self.by_feature.values())
+        return len(self.unindexed) + sum(len(t) for t in self.tables.values())
 
-    def candidates(self, q: Context, a: Action) -> Iterable[_Entry]:
-        yield from self.unindexed.values()
-        for feature, table in self.by_feature.items():
+    def candidates(self, q: Context, a: Action) -> list[_Entry]:
+        found = list(self.unindexed.values())
+        if not self.tables:
+            return found
+        keys: dict[str, tuple[str, Any]] = {}  # each discriminating feature is read once per action
+        for features, table in self.tables.items():
             try:
-                entries = table.get(_value_key(feature_value(feature, q, a)))
+                key = []
+                for f in features:
+                    k = keys.get(f)
+                    if k is None:
+                        k = keys[f] = _value_key(feature_value(f, q, a))
+                    key.append(k)
+                entries = table.get(tuple(key))
             except TypeError:  # an unhashable context value cannot equal a DSL literal
                 continue
             if entries:
-                yield from entries.values()
+                found.extend(entries.values())
+        return found
 
 
 def _conjuncts(guard: Any) -> tuple[Any, ...]:
@@ -180,35 +237,57 @@ class ControlPlane:
             self.add(scar)
 
     # ----------------------------------------------------------------------------------------- the index
-    def _discriminator(self, bucket: _Bucket, rule: Rule, guard: Any) -> tuple[str, list[Any]] | None:
-        """Pick one equality-like conjunct to file the entry under (prefer a feature the bucket already uses,
-        so that a decision reads few features)."""
-        options: list[tuple[str, list[Any]]] = []
+    def _discriminator(self, bucket: _Bucket, rule: Rule, guard: Any) -> tuple[tuple[str, ...], list[tuple]]:
+        """Pick up to two equality-like conjuncts to file the entry under: (features, value tuples).
+
+        Candidates: ``==`` comparisons, named predicates, ``in_class`` (filed under every member) and the
+        argument of ``forbid_tool_arg``. A feature tuple the bucket already probes is preferred (each probed
+        tuple costs one lookup per decision); otherwise the most selective (fewest values) features.
+        """
+        options: dict[str, list[Any]] = {}
         for conjunct in _conjuncts(guard):
             if isinstance(conjunct, Compare) and conjunct.op == "==":
-                options.append((conjunct.feature, [conjunct.value]))
+                option = (conjunct.feature, [conjunct.value])
             elif isinstance(conjunct, Named):
-                options.append((NAMED_PREDICATES[conjunct.name], [conjunct.value]))
+                option = (NAMED_PREDICATES[conjunct.name], [conjunct.value])
             elif isinstance(conjunct, InClass) and conjunct.class_name in self.classes:
-                options.append((conjunct.feature, sorted(self.classes[conjunct.class_name], key=repr)))
+                option = (conjunct.feature, sorted(self.classes[conjunct.class_name], key=repr))
+            else:
+                continue
+            # within a (kind, name) bucket the action's own kind/name/tool/verb never discriminate
+            if option[0] not in _BUCKET_FEATURES and (
+                option[0] not in options or len(option[1]) < len(options[option[0]])
+            ):
+                options[option[0]] = option[1]
         mask = rule.mask
-        if hasattr(mask, "arg_name"):  # forbid_tool_arg covers only actions whose argument equals the value
-            options.append((f"action.{mask.arg_name}", [mask.value]))
+        if isinstance(mask, ForbidToolArg) and f"action.{mask.arg_name}" not in options:
+            options[f"action.{mask.arg_name}"] = [mask.value]
         if not options:
-            return None
-        for option in options:
-            if option[0] in bucket.by_feature:
-                return option
-        return min(options, key=lambda o: len(o[1]))  # the most selective new feature
+            return (), []
+        ranked = sorted(options, key=lambda f: (len(options[f]), f))
+        choices = [tuple(sorted(ranked[:k])) for k in range(min(_MAX_KEY_FEATURES, len(ranked)), 0, -1)]
+        existing = [c for c in itertools.combinations(sorted(options), min(_MAX_KEY_FEATURES, len(options)))]
+        features = next((c for c in existing if c in bucket.tables), choices[0])
+        return features, list(itertools.product(*(options[f] for f in features)))
 
     def _index(
         self, rule_id: str, rule: Rule, *, until_step: int | None, expires_at_step: int | None
     ) -> None:
         bucket = self._buckets.setdefault(mask_key(rule.mask), _Bucket())
+        mask = rule.mask
         disjuncts = rule.guard.operands if isinstance(rule.guard, Or) else (rule.guard,)
         for i, guard in enumerate(disjuncts):
-            entry = _Entry(rule_id, rule, guard, until_step, expires_at_step)
-            bucket.add((rule_id, i), entry, self._discriminator(bucket, rule, guard))
+            check = _compile(guard, self.classes)
+            if isinstance(
+                mask, ForbidToolArg
+            ):  # the bucket fixed kind and tool; the argument is still to test
+
+                def check(q, a, guard_check=check, mask=mask):
+                    return mask_covers(mask, a) and guard_check(q, a)
+
+            entry = _Entry(rule_id, rule, check, until_step, expires_at_step)
+            features, values = self._discriminator(bucket, rule, guard)
+            bucket.add((rule_id, i), entry, features, values)
 
     def _unindex(self, rule_id: str, rule: Rule) -> None:
         key = mask_key(rule.mask)
@@ -299,21 +378,19 @@ class ControlPlane:
     # ---------------------------------------------------------------------------------------- decisions
     def _firing(self, q: Context, a: Action, step: int | None) -> tuple[str, ...]:
         """Ids of the rules (H, scars, temporary masks) that fire on (q, a); empty for non-control actions."""
-        if not a.is_control:
+        if a.kind != "env" and a.kind != "tool":  # A_ctrl only: text and fallback actions are never masked
             return ()
         bucket = self._buckets.get((a.kind, a.name))
         if bucket is None:
             return ()
         fired: list[str] = []
         for entry in bucket.candidates(q, a):
-            if entry.rule_id in fired:
-                continue
             if step is not None and (
                 (entry.until_step is not None and step >= entry.until_step)
                 or (entry.expires_at_step is not None and step >= entry.expires_at_step)
             ):
                 continue
-            if mask_covers(entry.rule.mask, a) and guard_holds(entry.guard, q, a, self.classes):
+            if entry.rule_id not in fired and entry.check(q, a):
                 fired.append(entry.rule_id)
         return tuple(fired)
 
@@ -334,28 +411,31 @@ class ControlPlane:
     ) -> Governed:
         """Turn base logits of π_0 into the governed distribution π_S (SPEC §1)."""
         base = np.asarray(logits, dtype=np.float64)
-        if base.shape != (len(actions),):
+        n = len(actions)
+        if base.shape != (n,):
             raise ControlPlaneError(
-                f"logits must have shape ({len(actions)},) to match the candidate actions, got {base.shape}"
+                f"logits must have shape ({n},) to match the candidate actions, got {base.shape}"
             )
-        if np.isnan(base).any() or np.isposinf(base).any():
+        if not (base < np.inf).all():  # NaN compares false too
             raise ControlPlaneError(f"base logits must be finite or -inf, got {base.tolist()}")
         governed = base.copy()
-        masked = np.zeros(len(actions), dtype=bool)
+        masked = np.zeros(n, dtype=bool)
         fired: list[tuple[int, tuple[str, ...]]] = []
+        hard = self.mode == "hard"
+        control_left = False  # some control action keeps a finite governed logit
+        any_control = False
         for i, a in enumerate(actions):
             ids = self._firing(q, a, step)
             if ids:
                 masked[i] = True
                 fired.append((i, ids))
-                governed[i] = -np.inf if self.mode == "hard" else governed[i] + self.soft_bias * len(ids)
-        is_control = np.fromiter((a.is_control for a in actions), dtype=bool, count=len(actions))
-        finite = np.isfinite(governed)
+                governed[i] = -np.inf if hard else governed[i] + self.soft_bias * len(ids)
+            if a.kind == "env" or a.kind == "tool":
+                any_control = True
+                control_left = control_left or governed[i] > -np.inf
+        finite = governed > -np.inf
         # a⊥ with probability 1: every control action is masked (or no action is left at all)
-        no_control_left = is_control.any() and not (finite & is_control).any()
-        if (self.mode == "hard" and no_control_left) or not finite.any():
-            probs = np.zeros(len(actions), dtype=np.float64)
-            return Governed(governed, probs, masked, tuple(fired), Action("fallback", self.fallback))
-        shifted = np.exp(governed - governed[finite].max())
-        probs = shifted / shifted.sum()
-        return Governed(governed, probs, masked, tuple(fired), None)
+        if (hard and any_control and not control_left) or not finite.any():
+            return Governed(governed, np.zeros(n), masked, tuple(fired), Action("fallback", self.fallback))
+        shifted = np.exp(governed - governed.max())
+        return Governed(governed, shifted / shifted.sum(), masked, tuple(fired), None)
