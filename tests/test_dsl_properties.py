@@ -273,3 +273,32 @@ def test_dsl_fuzz_seed_rules_are_valid_rules():
     """The mutation fuzzer starts from valid rules, so its inputs sit close to the grammar."""
     for text in SEED_RULES:
         assert same(parse_rule(to_text(parse_rule(text))), parse_rule(text))
+
+
+# ---------------------------------------------------------------------------------------------- lexer
+def _reference_lexer():
+    """Lark's own basic lexer over the same grammar: the fast DSL lexer must tokenise exactly like it."""
+    from lark import Lark
+
+    from synthesis.dsl.parser import GRAMMAR_PATH
+
+    return Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr", lexer="basic", start=["start_rule"])
+
+
+REFERENCE_LEXER = _reference_lexer()
+
+
+@given(FUZZ_INPUTS)
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_dsl_lexer_matches_larks_basic_lexer(text):
+    from lark.exceptions import UnexpectedCharacters
+
+    try:
+        expected = [(t.type, t.value, t.line, t.column) for t in REFERENCE_LEXER.lex(text)]
+    except UnexpectedCharacters as err:
+        expected = ("error", err.line, err.column)
+    try:
+        actual = [(t.type, t.value, t.line, t.column) for t in lex(text)]
+    except DSLSyntaxError as err:
+        actual = ("error", err.line, err.column)
+    assert actual == expected, repr(text)

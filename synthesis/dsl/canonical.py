@@ -17,6 +17,8 @@ tags every value with its type and both are kept.
 
 from __future__ import annotations
 
+import math
+
 from synthesis.dsl.ast import (
     And,
     Compare,
@@ -36,6 +38,13 @@ _BOOL, _NUMBER, _STR = 0, 1, 2
 
 def value_key(value: object) -> tuple:
     """Total order over DSL values: booleans < numbers (numeric order; int before an equal float) < strings."""
+    cls = value.__class__  # exact-class fast paths first; subclasses fall through to isinstance below
+    if cls is str:
+        return (_STR, value)
+    if cls is int:
+        return (_NUMBER, value, 0)
+    if cls is float and value == value:
+        return (_NUMBER, value, 1)
     if isinstance(value, bool):
         return (_BOOL, int(value))
     if isinstance(value, int):
@@ -49,39 +58,49 @@ def value_key(value: object) -> tuple:
     raise DSLValueError(f"value {value!r} is not a DSL value; expected str, int, float or bool")
 
 
-def _normal_value(value):
-    # -0.0 == 0.0 everywhere in the semantics; keep one spelling so canonical text is unique.
-    return 0.0 if isinstance(value, float) and value == 0.0 else value
-
-
 def _canonical_guard(guard: object) -> tuple[Guard, tuple]:
-    """(canonical guard, its sort key), computed bottom-up so each key is built once."""
-    match guard:
-        case Compare(feature, op, value):
-            value = _normal_value(value)
-            return Compare(feature, op, value), (0, feature, op, value_key(value))
-        case Named(name, value):
-            value = _normal_value(value)
-            return Named(name, value), (1, name, value_key(value))
-        case InClass(feature, class_name):
-            return guard, (2, feature, class_name)
-        case And(operands) | Or(operands):
-            kind = type(guard)
-            keyed: dict[tuple, Guard] = {}
-            for operand in operands:
-                node, key = _canonical_guard(operand)
-                if type(node) is kind:  # flatten: its operands are canonical already, keyed below
-                    for inner in node.operands:
-                        keyed.setdefault(_key(inner), inner)
-                else:
-                    keyed.setdefault(key, node)
-            if not keyed:
-                raise DSLValueError(f"{kind.__name__} with no operands is not a guard")
-            if len(keyed) == 1:
-                ((key, node),) = keyed.items()
-                return node, key
-            ordered = sorted(keyed)
-            return kind(tuple(keyed[key] for key in ordered)), (3 if kind is And else 4, tuple(ordered))
+    """(canonical guard, its sort key), computed bottom-up so each key is built once.
+
+    A node that is already canonical is returned as is (same object), so re-canonicalising allocates nothing.
+    """
+    cls = guard.__class__
+    if cls is Compare:
+        value = guard.value
+        if value.__class__ is float and value == 0.0 and math.copysign(1.0, value) < 0:
+            guard = Compare(guard.feature, guard.op, 0.0)
+            value = 0.0
+        return guard, (0, guard.feature, guard.op, value_key(value))
+    if cls is Named:
+        value = guard.value
+        if value.__class__ is float and value == 0.0 and math.copysign(1.0, value) < 0:
+            guard = Named(guard.name, 0.0)
+            value = 0.0
+        return guard, (1, guard.name, value_key(value))
+    if cls is InClass:
+        return guard, (2, guard.feature, guard.class_name)
+    if cls is And or cls is Or:
+        keyed: dict[tuple, Guard] = {}
+        unchanged = True  # every operand canonical as given, none nested in its own kind, no duplicate
+        for operand in guard.operands:
+            node, key = _canonical_guard(operand)
+            if node.__class__ is cls:  # flatten: its operands are canonical already, keyed below
+                unchanged = False
+                for inner in node.operands:
+                    keyed.setdefault(_key(inner), inner)
+            else:
+                if node is not operand or key in keyed:
+                    unchanged = False
+                keyed.setdefault(key, node)
+        if not keyed:
+            raise DSLValueError(f"{cls.__name__} with no operands is not a guard")
+        if len(keyed) == 1:
+            ((key, node),) = keyed.items()
+            return node, key
+        ordered = sorted(keyed)
+        kind_rank = 3 if cls is And else 4
+        if unchanged and list(keyed) == ordered:
+            return guard, (kind_rank, tuple(ordered))
+        return cls(tuple(keyed[key] for key in ordered)), (kind_rank, tuple(ordered))
     raise DSLValueError(f"not a guard: {guard!r}")
 
 
@@ -96,7 +115,10 @@ def sort_key(guard: Guard) -> tuple:
 
 def _canonical_mask(mask):
     if isinstance(mask, ForbidToolArg):
-        return ForbidToolArg(mask.tool_id, mask.arg_name, _normal_value(mask.value))
+        value = mask.value
+        if value.__class__ is float and value == 0.0 and math.copysign(1.0, value) < 0:
+            return ForbidToolArg(mask.tool_id, mask.arg_name, 0.0)
+        return mask
     if isinstance(mask, ForbidToolCall | ForbidEnvAction):
         return mask
     raise DSLValueError(f"not an action mask: {mask!r}")
@@ -106,7 +128,8 @@ def canonical(node: Rule | Guard) -> Rule | Guard:
     """The canonical form of a rule or guard (flattened, sorted, deduplicated; see the module docstring)."""
     try:
         if isinstance(node, Rule):
-            return Rule(_canonical_guard(node.guard)[0], _canonical_mask(node.mask))
+            guard, mask = _canonical_guard(node.guard)[0], _canonical_mask(node.mask)
+            return node if guard is node.guard and mask is node.mask else Rule(guard, mask)
         return _canonical_guard(node)[0]
     except RecursionError:
         raise DSLValueError("guard is nested too deeply to canonicalise") from None

@@ -91,14 +91,15 @@ _MASK_TOKENS = {ForbidToolCall: 4, ForbidToolArg: 8, ForbidEnvAction: 4}
 
 def _guard_sizes(guard: Guard) -> tuple[int, int, int]:
     """(tokens of ``to_text(guard)``, AST nodes, predicates) of a guard exactly as given (not canonicalised)."""
-    kind = type(guard)
+    kind = guard.__class__
     if kind is And or kind is Or:
         tokens = len(guard.operands) - 1  # the connectives between operands
         nodes, predicates = 1, 0
         for operand in guard.operands:
             t, n, p = _guard_sizes(operand)
             # Same parenthesisation as the printer: an Or inside an And, or a connective inside its own kind.
-            if type(operand) is Or or (kind is And and type(operand) is And):
+            inner = operand.__class__
+            if inner is Or or (kind is And and inner is And):
                 t += 2
             tokens += t
             nodes += n
@@ -113,49 +114,56 @@ def _guard_sizes(guard: Guard) -> tuple[int, int, int]:
 def _sizes(node: Rule | Guard) -> tuple[int, int, int]:
     """(tokens, AST nodes, predicates) of the canonical form of one rule or guard."""
     node = canonical(node)
-    if isinstance(node, Rule):
+    if node.__class__ is Rule:
         tokens, nodes, predicates = _guard_sizes(node.guard)
         # `if` + guard + `then` + mask; the Rule and the mask are one node each.
         return tokens + 2 + _MASK_TOKENS[type(node.mask)], nodes + 2, predicates
     return _guard_sizes(node)
 
 
-def _each(rule_or_rules) -> Iterable[Rule | Guard]:
-    if isinstance(rule_or_rules, Rule | Compare | Named | InClass | And | Or):
-        return (rule_or_rules,)
+_SINGLE = (Rule, Compare, Named, InClass, And, Or)
+
+
+def _totals(rule_or_rules) -> tuple[int, int, int]:
+    """(tokens, AST nodes, predicates) summed over one rule/guard or an iterable of them."""
+    if rule_or_rules.__class__ in _SINGLE:
+        return _sizes(rule_or_rules)
     if isinstance(rule_or_rules, str) or not isinstance(rule_or_rules, Iterable):
         raise DSLValueError(
             f"expected a Rule, a guard or an iterable of rules, got {type(rule_or_rules).__name__}"
         )
-    return rule_or_rules
-
-
-def cost_breakdown(rule_or_rules, lambdas: Lambdas = DEFAULT_LAMBDAS) -> CostBreakdown:
-    """Tokens, AST nodes and predicates of a rule, a guard or a set of rules (summed), with C under ``lambdas``."""
     tokens = nodes = predicates = 0
-    for node in _each(rule_or_rules):
+    for node in rule_or_rules:
+        if node.__class__ not in _SINGLE:
+            raise DSLValueError(f"expected a Rule or a guard in the set, got {node!r}")
         t, n, p = _sizes(node)
         tokens += t
         nodes += n
         predicates += p
-    return CostBreakdown(tokens, nodes, predicates, lambdas)
+    return tokens, nodes, predicates
+
+
+def cost_breakdown(rule_or_rules, lambdas: Lambdas = DEFAULT_LAMBDAS) -> CostBreakdown:
+    """Tokens, AST nodes and predicates of a rule, a guard or a set of rules (summed), with C under ``lambdas``."""
+    return CostBreakdown(*_totals(rule_or_rules), lambdas)
 
 
 def description_length(rule_or_rules, lambdas: Lambdas = DEFAULT_LAMBDAS) -> float:
     """C(ΔS) = λ_tok·|ΔS|_tok + λ_ast·|ΔS|_ast + λ_pred·|ΔS|_pred (paper §3.3); a set of rules costs the sum."""
-    return cost_breakdown(rule_or_rules, lambdas).total
+    tokens, nodes, predicates = _totals(rule_or_rules)
+    return lambdas.tok * tokens + lambdas.ast * nodes + lambdas.pred * predicates
 
 
 def token_count(rule_or_rules) -> int:
     """|ΔS|_tok: lexer tokens of the canonical printed text (see the module docstring), summed over a set."""
-    return cost_breakdown(rule_or_rules).tokens
+    return _totals(rule_or_rules)[0]
 
 
 def ast_node_count(rule_or_rules) -> int:
     """|ΔS|_ast: nodes of the canonical AST (Rule, mask, predicates, connectives), summed over a set."""
-    return cost_breakdown(rule_or_rules).ast_nodes
+    return _totals(rule_or_rules)[1]
 
 
 def predicate_count(rule_or_rules) -> int:
     """|ΔS|_pred: predicates in the canonical guard, summed over a set."""
-    return cost_breakdown(rule_or_rules).predicates
+    return _totals(rule_or_rules)[2]

@@ -18,6 +18,7 @@ import json
 import math
 import numbers
 import re
+from functools import lru_cache
 
 from synthesis.dsl.ast import (
     COMPARE_OPS,
@@ -36,6 +37,14 @@ from synthesis.dsl.parser import KEYWORDS
 from synthesis.errors import ScarsError
 
 _FEATURE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+# The characters JSON (ensure_ascii=False) escapes; a string without them prints as itself in quotes.
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
+
+
+def _quote(text: str) -> str:
+    if _NEEDS_ESCAPE.search(text) is None:  # fast path: json.dumps costs ~10x more
+        return f'"{text}"'
+    return json.dumps(text, ensure_ascii=False)
 
 
 class DSLValueError(ScarsError, ValueError):
@@ -44,10 +53,18 @@ class DSLValueError(ScarsError, ValueError):
 
 def format_value(value: object) -> str:
     """One literal: ``true``/``false``, an integer, a finite float, or a JSON double-quoted string."""
+    cls = value.__class__
+    if cls is str:
+        return _quote(value)
+    if cls is int and -(10**18) < value < 10**18:
+        return str(value)
+    if cls is float and math.isfinite(value):
+        return float.__repr__(value)
+    # Subclasses (numpy scalars, IntEnum, …) and the error cases take the general path.
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        return _quote(value)
     if isinstance(value, numbers.Integral):
         try:
             return str(int(value))
@@ -64,7 +81,18 @@ def format_value(value: object) -> str:
 
 
 def format_feature(feature: object) -> str:
-    if not isinstance(feature, str) or not _FEATURE_RE.fullmatch(feature):
+    """A feature name, checked: a dotted identifier with no reserved word as a segment."""
+    if feature.__class__ is str:
+        return _checked_feature(feature)
+    raise DSLValueError(
+        f"feature {feature!r} is not a dotted identifier such as 'pool_resource_level' or 'action.obj_type'"
+    )
+
+
+@lru_cache(maxsize=4096)
+def _checked_feature(feature: str) -> str:
+    # Memoised: a search prints the same few feature names millions of times.
+    if not _FEATURE_RE.fullmatch(feature):
         raise DSLValueError(
             f"feature {feature!r} is not a dotted identifier such as 'pool_resource_level' or 'action.obj_type'"
         )
@@ -77,37 +105,37 @@ def format_feature(feature: object) -> str:
 def _string(value: object, what: str) -> str:
     if not isinstance(value, str):
         raise DSLValueError(f"{what} must be a str, got {value!r}")
-    return json.dumps(value, ensure_ascii=False)
+    return _quote(value)
 
 
 def _guard_text(guard: object) -> str:
-    match guard:
-        case Compare(feature, op, value):
-            if op not in COMPARE_OPS:
-                raise DSLValueError(f"comparison operator {op!r} is not one of {', '.join(COMPARE_OPS)}")
-            return f"{format_feature(feature)} {op} {format_value(value)}"
-        case Named(name, value):
-            if name not in NAMED_PREDICATES:
-                raise DSLValueError(f"named predicate {name!r} is not one of {', '.join(NAMED_PREDICATES)}")
-            return f"{name}({format_value(value)})"
-        case InClass(feature, class_name):
-            return f"in_class({format_feature(feature)}, {_string(class_name, 'class name')})"
-        case And(operands) | Or(operands):
-            if not isinstance(operands, tuple) or len(operands) < 2:
-                raise DSLValueError(
-                    f"{type(guard).__name__} needs a tuple of at least two operands, got {operands!r}"
-                )
-            joiner = " and " if isinstance(guard, And) else " or "
-            return joiner.join(_operand_text(guard, operand) for operand in operands)
+    # Dispatch on the exact class (not `match`): printing sits on the search's hot path.
+    cls = guard.__class__
+    if cls is Compare:
+        if guard.op not in COMPARE_OPS:
+            raise DSLValueError(f"comparison operator {guard.op!r} is not one of {', '.join(COMPARE_OPS)}")
+        return f"{format_feature(guard.feature)} {guard.op} {format_value(guard.value)}"
+    if cls is Named:
+        if guard.name not in NAMED_PREDICATES:
+            raise DSLValueError(f"named predicate {guard.name!r} is not one of {', '.join(NAMED_PREDICATES)}")
+        return f"{guard.name}({format_value(guard.value)})"
+    if cls is InClass:
+        return f"in_class({format_feature(guard.feature)}, {_string(guard.class_name, 'class name')})"
+    if cls is And or cls is Or:
+        operands = guard.operands
+        if operands.__class__ is not tuple or len(operands) < 2:
+            raise DSLValueError(f"{cls.__name__} needs a tuple of at least two operands, got {operands!r}")
+        parts = []
+        for operand in operands:
+            text = _guard_text(operand)
+            # Parenthesise exactly where a re-parse would otherwise build a different tree:
+            # an Or inside an And (`and` binds tighter), a connective directly inside its own kind.
+            inner = operand.__class__
+            if inner is Or or (cls is And and inner is And):
+                text = f"({text})"
+            parts.append(text)
+        return (" and " if cls is And else " or ").join(parts)
     raise DSLValueError(f"not a guard: {guard!r}")
-
-
-def _operand_text(parent: And | Or, operand: object) -> str:
-    text = _guard_text(operand)
-    # Parenthesise exactly where a re-parse would otherwise build a different tree.
-    if isinstance(operand, Or) or (isinstance(parent, And) and isinstance(operand, And)):
-        return f"({text})"
-    return text
 
 
 def _mask_text(mask: object) -> str:
