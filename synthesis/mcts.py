@@ -121,7 +121,7 @@ class SynthesisResult:
     top_k:           the best distinct candidates, admissible first.
     rejected:        the best candidates that failed ReplayPass or the drift budget (reported, never admitted).
     nodes_expanded:  tree nodes created; simulations: simulations run; evaluations: distinct rules scored.
-    trace:           (nodes expanded, seconds, canonical text) each time the best candidate improved.
+    trace:           (nodes expanded, seconds, canonical text, objective) each time the best candidate improved.
     """
 
     rule: Rule | None
@@ -135,7 +135,7 @@ class SynthesisResult:
     simulations: int
     evaluations: int
     wall_seconds: float
-    trace: tuple[tuple[int, float, str], ...] = ()
+    trace: tuple[tuple[int, float, str, float], ...] = ()
 
     def signature(self) -> tuple:
         """Everything but timings: equal for equal searches (used to compare executors)."""
@@ -293,7 +293,7 @@ class _Scorer:
         self.started = started
         self.seen: dict[tuple[int, tuple[int, ...]], tuple[Rule, Score]] = {}
         self.best: Candidate | None = None
-        self.trace: list[tuple[int, float, str]] = []
+        self.trace: list[tuple[int, float, str, float]] = []
 
     def __call__(self, mask: int, preds: tuple[int, ...], nodes: int) -> Score:
         key = (mask, preds)
@@ -311,7 +311,7 @@ class _Scorer:
             cand = Candidate(rule, canonical_text(rule), score)
             if best is None or candidate_key(cand) < candidate_key(best):
                 self.best = cand
-                self.trace.append((nodes, time.perf_counter() - self.started, cand.text))
+                self.trace.append((nodes, time.perf_counter() - self.started, cand.text, score.total))
         return score
 
     def ranked(self, k: int) -> list[Candidate]:

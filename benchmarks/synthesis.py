@@ -1,0 +1,258 @@
+"""Synthesis speed (issue 4 "Speed"): time to the minimal-MDL rule, and MCTS nodes/s on 1 and 2 Ray workers.
+
+For seeded single-failure fragments from household-like and commons-like recorded trajectories:
+- the minimal-objective rule is found by exhaustive enumeration of the same derivation space (the LLM-free
+  alternative; its wall time is measured in the same run), then
+- the MCTS (in process, one tree) runs its default budget; "seconds to the minimal rule" is the time at which its
+  best candidate first became that rule (from the result's improvement trace).
+Throughput: a large derivation space (a failure needing many sensor conditions) searched by root-parallel trees of a
+fixed simulation budget on Ray with 1 and with 2 workers (after warming the workers); nodes/s = nodes expanded /
+wall time from submit to result. The in-process figure is measured the same way.
+
+Prints, last, one JSON line: {"median_seconds", "nodes_per_s_1", "nodes_per_s_2", "speedup", ...}.
+Run: ``.venv/bin/python benchmarks/synthesis.py [--fragments 20] [--simulations 3000]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+# This script is named like the package it measures: keep its own folder off the import path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import numpy as np  # noqa: E402
+
+from synthesis import (  # noqa: E402
+    InProcessExecutor,
+    RayExecutor,
+    RecordedStep,
+    SearchConfig,
+    build_dataset,
+    exhaustive_search,
+    extract_fragment,
+    synthesize,
+)
+from synthesis.dsl import Action  # noqa: E402
+
+CLASSES = {
+    "dishware": frozenset({"cup", "plate", "mug", "bowl", "pan"}),
+    "produce": frozenset({"apple", "tomato", "potato", "lettuce"}),
+    "cutlery": frozenset({"fork", "knife", "spoon"}),
+}
+OBJECTS = sorted(set().union(*CLASSES.values()))
+RECEPTACLES = ("sinkbasin", "cabinet", "countertop", "fridge", "drawer")
+HOUSEHOLD_RULES = (
+    ("no_cup_in_sink", lambda a: a.arg("obj_type") == "cup" and a.arg("recep_type") == "sinkbasin"),
+    (
+        "no_dishware_in_sink",
+        lambda a: a.arg("obj_type") in CLASSES["dishware"] and a.arg("recep_type") == "sinkbasin",
+    ),
+    (
+        "no_wet_dishware_in_cabinet",
+        lambda a: (
+            a.arg("obj_type") in CLASSES["dishware"] and a.arg("recep_type") == "cabinet" and a.arg("is_wet")
+        ),
+    ),
+    ("no_knife_in_drawer", lambda a: a.arg("obj_type") == "knife" and a.arg("recep_type") == "drawer"),
+)
+
+
+def household_fragment(seed: int, rule: int, n_steps: int = 40):
+    """A random kitchen episode under one household rule; returns (steps, verifier, rule name)."""
+    rng = np.random.default_rng(seed)
+    name, forbidden = HOUSEHOLD_RULES[rule % len(HOUSEHOLD_RULES)]
+
+    def verifier(q, a) -> bool:
+        return a.kind == "env" and a.name == "move" and bool(forbidden(a))
+
+    steps = []
+    for t in range(n_steps):
+        held = OBJECTS[int(rng.integers(len(OBJECTS)))]
+        recep = RECEPTACLES[int(rng.integers(len(RECEPTACLES)))]
+        wet = bool(rng.random() < 0.5)
+        actions = (
+            Action.env(
+                "move",
+                text=f"move {held} 1 to {recep} 1",
+                obj=f"{held} 1",
+                obj_type=held,
+                recep=f"{recep} 1",
+                recep_type=recep,
+                is_wet=wet,
+            ),
+            Action.env("go", text="go to countertop 1", target="countertop 1"),
+            Action.env("examine", text=f"examine {recep} 1", target=f"{recep} 1"),
+        )
+        logits = tuple(float(x) for x in rng.normal(0, 1, size=3))
+        chosen = int(rng.choice(3, p=[0.6, 0.3, 0.1]))
+        context = {"location_type": recep, "held_type": held, "step": t, "held_wet": wet}
+        steps.append(RecordedStep(context, actions, logits, chosen, verifier(context, actions[chosen]), 0, t))
+    return steps, verifier, name
+
+
+def commons_fragment(seed: int, rule: int = 0, n_steps: int = 36):
+    """A random commons trajectory: harvesting below a hidden limit collapses the pool."""
+    rng = np.random.default_rng(seed)
+    limit = int(rng.integers(15, 35))
+
+    def verifier(q, a) -> bool:
+        return a.kind == "tool" and a.name == "harvest" and q.get("pool_resource_level", 1e9) < limit
+
+    steps = []
+    for t in range(n_steps):
+        pool = int(rng.integers(1, 101))
+        actions = (
+            Action.tool("harvest", text="harvest 5", amount=5),
+            Action.tool("harvest", text="harvest 10", amount=10),
+            Action.tool("rest", text="rest"),
+        )
+        logits = tuple(float(x) for x in rng.normal(0, 1, size=3))
+        chosen = int(rng.choice(3, p=[0.4, 0.4, 0.2]))
+        context = {"pool_resource_level": pool, "month": t % 12 + 1, "karma": int(rng.integers(0, 20))}
+        steps.append(RecordedStep(context, actions, logits, chosen, verifier(context, actions[chosen]), 0, t))
+    return steps, verifier, f"harvest_below_{limit}"
+
+
+def wide_fragment(n_vars: int = 8, n_steps: int = 40, seed: int = 0):
+    """A failure that needs many sensors high at once: a derivation space too large to exhaust (throughput)."""
+    rng = np.random.default_rng(seed)
+
+    def verifier(q, a) -> bool:
+        return a.kind == "tool" and a.name == "vent" and all(q.get(f"s{i}", 0) > 50 for i in range(n_vars))
+
+    actions = (Action.tool("vent", text="vent"), Action.tool("wait", text="wait"))
+    steps = []
+    for t in range(n_steps):
+        high = t % 3 == 0
+        context = {
+            f"s{i}": int(rng.integers(51, 100) if high else rng.integers(0, 100)) for i in range(n_vars)
+        }
+        chosen = 0 if t % 2 == 0 else 1
+        steps.append(
+            RecordedStep(context, actions, (1.0, 0.5), chosen, verifier(context, actions[chosen]), 0, t)
+        )
+    return steps, verifier, f"sensors_{n_vars}"
+
+
+def prepare(steps, verifier):
+    failing = next(s for s in steps if s.violated)
+    fragment = extract_fragment(failing, verifier, CLASSES)
+    return build_dataset(steps, verifier, fragment), fragment
+
+
+def time_to_minimal(makers, config: SearchConfig) -> list[dict]:
+    """Per fragment: exhaustive optimum and its time; MCTS total time and time to reach the optimal objective."""
+    rows = []
+    for i, (maker, args) in enumerate(makers):
+        steps, verifier, name = maker(*args)
+        if not any(s.violated for s in steps):
+            continue
+        data, fragment = prepare(steps, verifier)
+        exhaustive = exhaustive_search(data, fragment, classes=CLASSES, config=config)
+        optimum = exhaustive.top_k[0].score.total
+        result = synthesize(data, fragment, classes=CLASSES, config=config, seed=i)
+        # Reached when the best candidate's objective equals the optimum (equal-objective rules differ only in
+        # canonical text, e.g. two thresholds with the same effect on the recorded data).
+        hit = next((sec for _, sec, _, total in result.trace if total <= optimum + 1e-9), None)
+        rows.append(
+            {
+                "fragment": name,
+                "space": exhaustive.evaluations,
+                "exhaustive_s": exhaustive.wall_seconds,
+                "mcts_s": result.wall_seconds,
+                "to_minimal_s": hit,
+                "mcts_evaluations": result.evaluations,
+                "rule": exhaustive.top_k[0].text,
+            }
+        )
+    return rows
+
+
+def throughput(
+    executor_factory, n_trees: int, config: SearchConfig, data, fragment, repeats: int = 3
+) -> float:
+    rates = []
+    for r in range(repeats):
+        executor = executor_factory()
+        started = time.perf_counter()
+        result = executor.submit(data, fragment, classes=CLASSES, config=config, seed=r).result()
+        wall = time.perf_counter() - started
+        if hasattr(executor, "shutdown"):
+            executor.shutdown()
+        rates.append(result.nodes_expanded / wall)
+    return statistics.median(rates)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fragments", type=int, default=20)
+    parser.add_argument(
+        "--simulations", type=int, default=3000, help="simulations per tree for the throughput runs"
+    )
+    args = parser.parse_args()
+
+    config = SearchConfig()  # the default budget the agent uses
+    small = [
+        (household_fragment, (1000 + i, i // 2)) if i % 2 == 0 else (commons_fragment, (1000 + i,))
+        for i in range(args.fragments)
+    ]
+    rows = time_to_minimal(small, config)
+    hits = [r["to_minimal_s"] for r in rows if r["to_minimal_s"] is not None]
+    large_config = SearchConfig(num_simulations=1000)
+    large = time_to_minimal([(wide_fragment, (n, 40, n)) for n in (4, 5)], large_config)
+    for r in rows + large:
+        print(
+            f"{r['fragment']:28s} space={r['space']:5d} exhaustive={r['exhaustive_s']:.3f}s "
+            f"mcts_total={r['mcts_s']:.3f}s to_minimal="
+            + ("miss" if r["to_minimal_s"] is None else f"{r['to_minimal_s']:.3f}s")
+            + f"  {r['rule']}"
+        )
+
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    wide = prepare(*wide_fragment()[:2])
+    big = SearchConfig(num_simulations=args.simulations, max_predicates=4)
+    warm = SearchConfig(num_simulations=20, max_predicates=2)
+    RayExecutor(num_workers=2).run(
+        *wide, classes=CLASSES, config=warm, seed=0
+    )  # start and import in both workers
+    # Interleaved repeats, so a change of machine load hits both settings alike.
+    in_process, one, two = [], [], []
+    for _ in range(args.repeats):
+        in_process.append(throughput(lambda: InProcessExecutor(1), big, *wide))
+        one.append(throughput(lambda: RayExecutor(num_workers=1), big, *wide))
+        two.append(throughput(lambda: RayExecutor(num_workers=2), big, *wide))
+    ray.shutdown()
+    in_process, one, two = (statistics.median(x) for x in (in_process, one, two))
+
+    summary = {
+        "median_seconds": statistics.median(hits) if hits else None,
+        "nodes_per_s_1": round(one, 1),
+        "nodes_per_s_2": round(two, 1),
+        "speedup": round(two / one, 3),
+        "nodes_per_s_in_process": round(in_process, 1),
+        "fragments": len(rows),
+        "minimal_found": len(hits),
+        "max_seconds_to_minimal": max(hits) if hits else None,
+        "mcts_median_total_seconds": statistics.median(r["mcts_s"] for r in rows),
+        "exhaustive_median_seconds": statistics.median(r["exhaustive_s"] for r in rows),
+        "median_space_size": statistics.median(r["space"] for r in rows),
+        "median_mcts_evaluations": statistics.median(r["mcts_evaluations"] for r in rows),
+        "large_space_sizes": [r["space"] for r in large],
+        "large_mcts_seconds_to_minimal": [r["to_minimal_s"] for r in large],
+        "large_exhaustive_seconds": [round(r["exhaustive_s"], 3) for r in large],
+        "load_average_1min": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
+    }
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
