@@ -14,6 +14,7 @@ COMMAND_MODULES: tuple[tuple[str, str], ...] = (
     ("world", "world"),
     ("run", "run"),
     ("run", "demo"),
+    ("sweep", "sweep"),
 )
 
 
