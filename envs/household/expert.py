@@ -131,7 +131,11 @@ def _skeletons(world: World) -> Iterator:
     targets = world.receptacles_of_type(rtype) if rtype else []
 
     if tt == "look_at_obj_in_light":
-        lamps = [o for o in world.spec.objects if o.otype in TOGGLEABLE]
+        here = world.current_location()
+        lamps = sorted(
+            (o for o in world.spec.objects if o.otype in TOGGLEABLE),
+            key=lambda o: world.location_of(o.name) != here,
+        )
         for lamp_first, obj, lamp in itertools.product((False, True), objs, lamps):
 
             def run(sim: _Sim, obj=obj, lamp=lamp.name, lamp_first=lamp_first) -> None:
@@ -171,7 +175,11 @@ def _skeletons(world: World) -> Iterator:
     drying: list[str | None] = [None]
     if process:
         verb, kinds = process
-        appliances = [r for r in world.receptacle_names if world.receptacle_type(r) in kinds]
+        # the appliance the agent stands at first: a competent agent does not walk away from a usable one
+        here = world.current_location()
+        appliances = sorted(
+            (r for r in world.receptacle_names if world.receptacle_type(r) in kinds), key=lambda r: r != here
+        )
         if verb == "clean":
             drying += [
                 r
