@@ -27,7 +27,7 @@ pytestmark = [
     pytest.mark.skipif(not textworld_available(), reason=INSTALL_HINT),
 ]
 
-SEEDS = range(4)
+SEEDS = range(3)
 MAX_WALK = 30
 
 
@@ -75,6 +75,16 @@ def _walk_and_compare(task_type: str, seed: int, tmp_path) -> tuple[int, bool]:
     return step + 1, won
 
 
+def _replay_expert_plan(task_type: str, tmp_path) -> None:
+    """The native expert's whole plan, replayed in TextWorld, wins there and only at its last command."""
+    spec = generate_game(SEEDS[0], task_type)
+    plan = expert_plan(World.from_spec(spec))
+    ref = TextWorldGame(tmp_path / f"{task_type}_{SEEDS[0]}.tw-pddl")  # exported by the first walk
+    ref.reset()
+    wins = [ref.step(cmd)[1] for cmd in plan]
+    assert wins[-1] and not any(wins[:-1]), f"{task_type}: won flags along the expert plan {wins}"
+
+
 @pytest.mark.parametrize("task_type", TASK_TYPES)
 def test_engines_agree_on_walks(task_type, tmp_path):
     results = [_walk_and_compare(task_type, seed, tmp_path) for seed in SEEDS]
@@ -82,15 +92,4 @@ def test_engines_agree_on_walks(task_type, tmp_path):
     assert sum(won for _, won in results) >= len(SEEDS) - 1, (
         f"{task_type}: too few walks reached the goal {results}"
     )
-
-
-def test_expert_plan_wins_in_textworld(tmp_path):
-    """The native expert's whole plan, replayed in TextWorld, wins there and only at its last command."""
-    for task_type in TASK_TYPES:
-        spec = generate_game(100, task_type)
-        world = World.from_spec(spec)
-        plan = expert_plan(world)
-        ref = TextWorldGame(export_game(spec, tmp_path / f"plan_{task_type}.tw-pddl"))
-        ref.reset()
-        wins = [ref.step(cmd)[1] for cmd in plan]
-        assert wins[-1] and not any(wins[:-1]), f"{task_type}: won flags along the expert plan {wins}"
+    _replay_expert_plan(task_type, tmp_path)
