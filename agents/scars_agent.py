@@ -13,6 +13,7 @@ whose validity scope no longer holds; their evidence stays in the ledger.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -277,10 +278,8 @@ class ScarsAgent(MemoryMechanism):
     def close(self) -> None:
         # drain: finish syntheses in flight so the ledger and statistics are complete
         for _, future in self.storm.in_flight():
-            try:
+            with contextlib.suppress(Exception):  # a crashed search is reported through poll below
                 future.result(timeout=120)
-            except Exception:  # noqa: BLE001 - reported through poll below
-                pass
         self._poll()
         if hasattr(self.executor, "shutdown"):
             self.executor.shutdown()
