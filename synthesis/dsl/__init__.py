@@ -1,4 +1,13 @@
-"""The patch DSL (paper §4.2): grammar, frozen AST, printer, canonical form, description length, semantics."""
+"""The patch DSL (paper §4.2, SPEC §2): grammar, frozen AST, printer, canonical form, description length, semantics.
+
+    rule = parse_rule('if pool_resource_level < 20 and tool_is("harvest") then forbid_tool_call("harvest")')
+    to_text(rule)              # prints back; parse_rule(to_text(rule)) == rule
+    canonical_text(rule)       # flattened, sorted, deduplicated: the rule's identity as text
+    description_length(rule)   # C = λ_tok·tokens + λ_ast·AST nodes + λ_pred·predicates (paper §3.3) = 21.0
+
+Bad text raises ``synthesis.errors.DSLSyntaxError`` (line, column, expected tokens); an AST built in code that the
+text form cannot express raises ``DSLValueError`` when printed.
+"""
 
 from synthesis.dsl.ast import (
     COMPARE_OPS,

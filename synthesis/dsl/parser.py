@@ -5,8 +5,8 @@ context-free lexer built from the grammar's own terminals (like Lark's basic lex
 context-free (not Lark's contextual lexer) is what makes keywords reserved: ``and``/``if``/``true``/… are
 always lexed as keywords, never as a feature name, whatever the parser state. The AST is built by callbacks that run
 during the LALR parse itself (no intermediate parse tree, no recursive tree walk), so parsing never recurses
-in Python; the nesting depth of the resulting guard is bounded by ``MAX_NESTING`` so that the printer,
-canonical form and hashing (which do recurse) are safe too.
+in Python. Parenthesis nesting is bounded by ``MAX_NESTING`` (checked before parsing), which bounds the depth
+of the resulting guard, so the printer, canonical form and hashing (which do recurse) are safe too.
 
 Every failure, for any input string, is a ``synthesis.errors.DSLSyntaxError`` with a 1-based line and column
 and the tokens the parser expected there, in words (``expected one of: 'and', 'or', 'then'``).
@@ -104,35 +104,32 @@ def _feature(token: Token) -> str:
 
 
 class _BuildAst(Transformer):
-    """LALR callbacks: each grammar rule becomes its AST node as soon as it is reduced.
-
-    Guards travel as ``(node, depth)`` pairs so the nesting bound is checked without a recursive walk.
-    """
+    """LALR callbacks: each grammar rule becomes its AST node as soon as it is reduced (no parse tree)."""
 
     def start_rule(self, children):
-        (guard, _depth), mask = children
+        guard, mask = children
         return Rule(guard, mask)
 
     def start_guard(self, children):
-        return children[0][0]
+        return children[0]
 
     def disjunction(self, children):
-        return Or(tuple(node for node, _ in children)), 1 + max(depth for _, depth in children)
+        return Or(tuple(children))
 
     def conjunction(self, children):
-        return And(tuple(node for node, _ in children)), 1 + max(depth for _, depth in children)
+        return And(tuple(children))
 
     def named(self, children):
         name, value = children
-        return Named(name.value, value), 1
+        return Named(name.value, value)
 
     def compare(self, children):
         feature, op, value = children
-        return Compare(_feature(feature), op.value, value), 1
+        return Compare(_feature(feature), op.value, value)
 
     def in_class(self, children):
         feature, class_name = children
-        return InClass(_feature(feature), _string(class_name)), 1
+        return InClass(_feature(feature), _string(class_name))
 
     def forbid_tool_call(self, children):
         return ForbidToolCall(_string(children[0]))
