@@ -446,7 +446,7 @@ def runs_table(outcomes: Iterable[RunOutcome]) -> pd.DataFrame:
 def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
     """Columns mixing types (e.g. a metric that is a number in one run and text in another) become text."""
     df = df.copy()
-    for col in df.select_dtypes(include="object").columns:
+    for col in [c for c in df.columns if pd.api.types.is_object_dtype(df[c].dtype)]:
         kind = pd.api.types.infer_dtype(df[col], skipna=True)
         if kind not in ("string", "boolean", "empty", "floating", "integer"):
             df[col] = df[col].map(lambda v: None if v is None else str(v))
