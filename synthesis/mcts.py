@@ -136,6 +136,7 @@ class SynthesisResult:
     evaluations: int
     wall_seconds: float
     trace: tuple[tuple[int, float, str, float], ...] = ()
+    cpu_seconds: float = 0.0  # CPU time of the search process(es), summed over trees
 
     def signature(self) -> tuple:
         """Everything but timings: equal for equal searches (used to compare executors)."""
@@ -401,7 +402,7 @@ def synthesize(
     """
     config = config or SearchConfig()
     current_rules, core_rules = tuple(current_rules), tuple(core_rules)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     rng = np.random.default_rng(seed)
     space = candidate_space(data, fragment, classes, config.max_or_values)
     evaluator = ObjectiveEvaluator(data, current_rules, core_rules, classes, config.weights)
@@ -468,7 +469,9 @@ def synthesize(
                 parent.child_open[index] = is_open
         root_open = is_open
 
-    return _result(scorer, current_rules, core_rules, data, classes, config, nodes, simulations, started)
+    return _result(
+        scorer, current_rules, core_rules, data, classes, config, nodes, simulations, started, cpu_started
+    )
 
 
 def exhaustive_search(
@@ -486,7 +489,7 @@ def exhaustive_search(
     """
     config = config or SearchConfig()
     current_rules, core_rules = tuple(current_rules), tuple(core_rules)
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     space = candidate_space(data, fragment, classes, config.max_or_values)
     evaluator = ObjectiveEvaluator(data, current_rules, core_rules, classes, config.weights)
     scorer = _Scorer(evaluator, space, started)
@@ -496,7 +499,9 @@ def exhaustive_search(
             for combo in itertools.combinations(range(len(space.predicates)), k):
                 count += 1
                 scorer(mask, combo, count)
-    return _result(scorer, current_rules, core_rules, data, classes, config, count, count, started)
+    return _result(
+        scorer, current_rules, core_rules, data, classes, config, count, count, started, cpu_started
+    )
 
 
 def _result(
@@ -509,6 +514,7 @@ def _result(
     nodes: int,
     simulations: int,
     started: float,
+    cpu_started: float,
 ) -> SynthesisResult:
     ranked = scorer.ranked(config.top_k)
     best = ranked[0]
@@ -527,6 +533,7 @@ def _result(
         evaluations=len(scorer.seen),
         wall_seconds=time.perf_counter() - started,
         trace=tuple(scorer.trace),
+        cpu_seconds=time.process_time() - cpu_started,
     )
 
 
@@ -561,4 +568,5 @@ def merge_results(
         evaluations=sum(r.evaluations for r in results),
         wall_seconds=max(r.wall_seconds for r in results) if wall_seconds is None else wall_seconds,
         trace=source.trace,
+        cpu_seconds=sum(r.cpu_seconds for r in results),
     )
