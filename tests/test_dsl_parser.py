@@ -228,3 +228,14 @@ def test_dsl_parse_is_memoised_and_returns_frozen_nodes():
     assert parse_rule(PAPER_EXPORT) is parse_rule(PAPER_EXPORT)
     with pytest.raises(AttributeError):
         parse_rule(PAPER_EXPORT).guard = None  # type: ignore[misc]
+
+
+def test_dsl_deep_asts_built_in_code_give_a_dsl_error_not_a_recursion_error():
+    from synthesis.dsl import canonical, description_length
+
+    guard = Compare("x", "==", 0)
+    for i in range(1, 5000):
+        guard = (And if i % 2 else Or)((Compare("x", "==", i), guard))
+    for operation in (to_text, canonical, description_length):
+        with pytest.raises(DSLValueError, match="nested too deeply"):
+            operation(guard)
