@@ -788,13 +788,15 @@ def _solve_mathopt(comp: _Component, eta: float, settings: SolverSettings, soft:
         else:
             model.add_linear_constraint(mathopt.fast_sum(resolvers[req]) >= 1)
     model.minimize(mathopt.fast_sum(terms))
+    # OR-Tools 9.15's MathOpt HiGHS interface rejects a thread count (InvalidArgument), so it gets none
+    highs = solver_type == mathopt.SolverType.HIGHS
     params = mathopt.SolveParameters(
         time_limit=_timedelta(settings.time_limit_seconds),
-        threads=settings.num_workers,
+        threads=None if highs else settings.num_workers,
         relative_gap_tolerance=0.0,
     )
     model_params = None
-    if settings.use_hint and solver_type != mathopt.SolverType.HIGHS:  # HiGHS through MathOpt rejects hints
+    if settings.use_hint and not highs:
         hint = mathopt.SolutionHint(
             variable_values={x[c.id]: 1.0 if c.incumbent else 0.0 for c in comp.candidates}
         )
