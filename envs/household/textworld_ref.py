@@ -361,7 +361,6 @@ class _Facts:
     clean: frozenset[str]
     hot: frozenset[str]
     cool: frozenset[str]
-    sliced: frozenset[str]
     contents: Mapping[str, tuple[str, ...]]
 
 
@@ -408,7 +407,7 @@ class TextWorldGame:
         at: dict[str, str] = {}  # location -> receptacle
         agent_loc = None
         held = None
-        opened, clean, hot, cool, sliced = set(), set(), set(), set(), set()
+        opened, clean, hot, cool = set(), set(), set(), set()
         contents: dict[str, list[str]] = {}
         for fact in self._state["facts"]:
             n = fact.name
@@ -427,8 +426,6 @@ class TextWorldGame:
                 hot.add(args[0])
             elif n == "iscool":
                 cool.add(args[0])
-            elif n == "issliced":
-                sliced.add(args[0])
             elif n == "inreceptacle":
                 contents.setdefault(args[1], []).append(args[0])
         return _Facts(
@@ -438,7 +435,6 @@ class TextWorldGame:
             clean=frozenset(clean),
             hot=frozenset(hot),
             cool=frozenset(cool),
-            sliced=frozenset(sliced),
             contents={k: tuple(sorted(v)) for k, v in contents.items()},
         )
 
