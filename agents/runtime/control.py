@@ -20,7 +20,10 @@ fast (a property test compares it with a linear scan of ``semantics.fires``).
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import math
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -40,7 +43,7 @@ from synthesis.dsl import (
     Or,
     Rule,
 )
-from synthesis.dsl.semantics import Classes, Context, compare, feature_value, mask_covers, mask_key
+from synthesis.dsl.semantics import Classes, Context, compare, mask_key
 from synthesis.errors import ConfigError, ScarsError
 
 Mode = Literal["hard", "soft"]
@@ -79,114 +82,293 @@ class Expired:
     scar_ids: tuple[str, ...]
 
 
-Check = Callable[[Context, Action], bool]
+Check = Callable[[Context, dict], bool]  # compiled guard part: (q, the action's arguments by name) -> holds
+Source = tuple[str, str]  # ("arg", argument name) or ("ctx", context key): where a feature is read
+Entry = tuple[str, Check | None, int | None]  # (rule id, residual check or None, step it stops applying at)
 
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    """One indexed (rule, disjunct) pair. ``check`` is the compiled whole guard or one top-level disjunct."""
-
-    rule_id: str
-    rule: Rule
-    check: Check  # guard (or disjunct) ∧ the mask's argument test; the bucket already fixed kind and name
-    until_step: int | None  # temporary masks: inactive from this step on
-    expires_at_step: int | None  # scars: Scope.expires_at_step
-
-
-_BUCKET_FEATURES = frozenset({"action.kind", "action.name", "action.tool", "action.verb"})
+_ABSENT = object()  # a feature the action or the context does not have (``semantics`` treats it alike)
+_BOOL = object()  # tags boolean index keys: True == 1 must not hold (``semantics.compare``)
+_NUMBER = (int, float)
+_ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _MAX_KEY_FEATURES = 2  # a composite key of up to two equality conjuncts (e.g. object type and receptacle)
 
 
-def _value_key(value: Any) -> tuple[str, Any]:
-    """Dict key matching ``semantics.compare(x, "==", v)``: booleans only equal booleans (True == 1 must not hold)."""
-    return ("bool", value) if isinstance(value, bool) else ("value", value)
+def _is_number(x: object) -> bool:
+    """``semantics._is_number``: an int or float, not a bool, not NaN."""
+    return isinstance(x, _NUMBER) and not isinstance(x, bool) and x == x
 
 
-def _compile(guard: Any, classes: Classes) -> Check:
-    """A closure with exactly the meaning of ``semantics.guard_holds(guard, q, a, classes)``, minus the
-    per-call dispatch on node types (the decision path evaluates candidates many times)."""
-    if isinstance(guard, Compare | Named):
-        feature = guard.feature if isinstance(guard, Compare) else NAMED_PREDICATES[guard.name]
-        op = guard.op if isinstance(guard, Compare) else "=="
-        value = guard.value
-        if op == "==" and isinstance(value, str):
-            # compare(x, "==", s) for a string s is plain equality (a missing feature never equals a string)
-            return lambda q, a: feature_value(feature, q, a) == value
-        return lambda q, a: compare(feature_value(feature, q, a), op, value)
-    if isinstance(guard, InClass):
-        members = classes.get(guard.class_name)
-        feature = guard.feature
+def _index_key(value: Any) -> Any:
+    """Dict key that matches exactly when ``semantics.compare(x, "==", value)`` holds (booleans only equal
+    booleans; 1 == 1.0 holds in both)."""
+    return (_BOOL, value) if value.__class__ is bool else value
+
+
+def _value_test(op: str, value: Any) -> Callable[[Any], bool]:
+    """``lambda x: semantics.compare(x, op, value)`` for a read x (``_ABSENT`` when missing), specialised."""
+    if op == "==":
+        if isinstance(value, bool):
+            return lambda x: x is value
+        if isinstance(value, str):
+            return lambda x: x == value  # neither _ABSENT nor a bool equals a string
+        if _is_number(value):
+            return lambda x: x.__class__ is not bool and x == value
+        return lambda x: x is not _ABSENT and compare(x, "==", value)
+    if op == "!=":
+        equal = _value_test("==", value)
+        return lambda x: not equal(x)
+    if op in _ORDER:
+        if not _is_number(value):
+            return lambda x: False
+        order = _ORDER[op]
+        # a NaN read fails every ordering comparison, as in ``compare``
+        return lambda x: isinstance(x, _NUMBER) and x.__class__ is not bool and order(x, value)
+    return lambda x: compare(x, op, value)  # raises the DSL's own error for an unknown operator
+
+
+@dataclass(frozen=True, slots=True)
+class _Atom:
+    """One conjunct of a disjunct, resolved inside a (kind, name) bucket: ``source`` is where its feature is read
+    (None when the bucket fixes it: action.kind/name/tool/verb), ``test`` the test of the read value."""
+
+    source: Source | None
+    constant: Any  # the fixed feature value when ``source`` is None
+    test: Callable[[Any], bool]
+    key_values: tuple | None  # equality-like: the values that make it hold (index keys), else None
+    threshold: tuple[str, float] | None  # numeric ``<``/``<=``/``>``/``>=`` with a number: (op, value)
+
+
+def _resolve(feature: str, kind: str, name: str) -> tuple[Source | None, Any]:
+    """Where ``semantics.feature_value(feature, q, a)`` reads for an action of this (kind, name)."""
+    if feature.startswith("action."):
+        part = feature[7:]
+        if part == "kind":
+            return None, kind
+        if part == "name":
+            return None, name
+        if part == "tool":
+            return None, name if kind == "tool" else _ABSENT
+        if part == "verb":
+            return None, name if kind == "env" else _ABSENT
+        return ("arg", part), None
+    return ("ctx", feature), None
+
+
+def _atom(conjunct: Any, kind: str, name: str, classes: Classes) -> _Atom | None:
+    """The atom of a predicate (None for a nested and/or, which is compiled as a whole)."""
+    if isinstance(conjunct, Compare | Named):
+        feature = conjunct.feature if isinstance(conjunct, Compare) else NAMED_PREDICATES[conjunct.name]
+        op = conjunct.op if isinstance(conjunct, Compare) else "=="
+        value = conjunct.value
+        source, constant = _resolve(feature, kind, name)
+        indexable = op == "==" and (not isinstance(value, float) or value == value)  # NaN equals nothing
+        threshold = (op, value) if op in _ORDER and _is_number(value) else None
+        return _Atom(source, constant, _value_test(op, value), (value,) if indexable else None, threshold)
+    if isinstance(conjunct, InClass):
+        members = classes.get(conjunct.class_name)
+        source, constant = _resolve(conjunct.feature, kind, name)
         if members is None:
-            return lambda q, a: False
-        return lambda q, a: feature_value(feature, q, a) in members  # the missing marker is never a member
+            return _Atom(source, constant, lambda x: False, None, None)
+        return _Atom(
+            source,
+            constant,
+            lambda x: x in members,  # _ABSENT is never a member
+            tuple(sorted(members, key=repr)),
+            None,
+        )
+    return None
+
+
+def _read(source: Source, test: Callable[[Any], bool]) -> Check:
+    where, key = source
+    if where == "arg":
+        return lambda q, args: test(args.get(key, _ABSENT))
+    return lambda q, args: test(q.get(key, _ABSENT))
+
+
+def _all(parts: list[Check]) -> Check | bool:
+    if not parts:
+        return True
+    if len(parts) == 1:
+        return parts[0]
+    if len(parts) == 2:
+        first, second = parts
+        return lambda q, args: first(q, args) and second(q, args)
+    return lambda q, args: all(p(q, args) for p in parts)
+
+
+def _any(parts: list[Check]) -> Check | bool:
+    if not parts:
+        return False
+    if len(parts) == 1:
+        return parts[0]
+    return lambda q, args: any(p(q, args) for p in parts)
+
+
+def _compile(guard: Any, kind: str, name: str, classes: Classes) -> Check | bool:
+    """``semantics.guard_holds`` for actions of one (kind, name), as a closure over (q, args) — or a constant
+    when the bucket already decides it (e.g. ``tool_is`` inside the bucket of that tool)."""
+    atom = _atom(guard, kind, name, classes)
+    if atom is not None:
+        return bool(atom.test(atom.constant)) if atom.source is None else _read(atom.source, atom.test)
     if isinstance(guard, And | Or):
-        parts = tuple(_compile(g, classes) for g in guard.operands)
+        parts = [_compile(g, kind, name, classes) for g in guard.operands]
         if isinstance(guard, And):
-            return lambda q, a: all(p(q, a) for p in parts)
-        return lambda q, a: any(p(q, a) for p in parts)
+            return False if False in parts else _all([p for p in parts if p is not True])
+        return True if True in parts else _any([p for p in parts if p is not False])
     raise TypeError(f"not a guard: {guard!r}")
 
 
-class _Bucket:
-    """The rules whose mask needs one (kind, name): unindexed entries, plus a table per tuple of discriminating
-    features mapping the tuple of their value keys to the entries filed there."""
+def _flatten(guard: Any) -> list[Any]:
+    if isinstance(guard, And):
+        return [c for g in guard.operands for c in _flatten(g)]
+    return [guard]
 
-    __slots__ = ("unindexed", "tables")
+
+class _Bucket:
+    """The rules whose mask needs one action (kind, name), filed so that an action meets only candidates:
+
+    - ``tables``: per tuple of discriminating sources, index key tuple → entries (equality / ``in_class`` /
+      the argument of ``forbid_tool_arg``); the key conjuncts are proved by the lookup and not re-checked;
+    - ``ranges``: per (source, op), entries sorted by a numeric threshold; a bisection finds those whose
+      threshold the read value passes;
+    - ``unindexed``: the rest (checked on every action of this (kind, name)).
+    """
+
+    __slots__ = ("unindexed", "tables", "ranges", "where", "_plan")
 
     def __init__(self) -> None:
-        self.unindexed: dict[tuple[str, int], _Entry] = {}
-        self.tables: dict[tuple[str, ...], dict[tuple, dict[tuple[str, int], _Entry]]] = {}
-
-    def add(
-        self, key: tuple[str, int], entry: _Entry, features: tuple[str, ...], values: list[tuple]
-    ) -> None:
-        if not features:
-            self.unindexed[key] = entry
-            return
-        table = self.tables.setdefault(features, {})
-        for value_tuple in values:
-            table.setdefault(tuple(_value_key(v) for v in value_tuple), {})[key] = entry
-
-    def remove(self, rule_id: str) -> None:
-        for key in [k for k in self.unindexed if k[0] == rule_id]:
-            del self.unindexed[key]
-        for features in list(self.tables):
-            table = self.tables[features]
-            for vkey in list(table):
-                entries = table[vkey]
-                for key in [k for k in entries if k[0] == rule_id]:
-                    del entries[key]
-                if not entries:
-                    del table[vkey]
-            if not table:
-                del self.tables[features]
+        self.unindexed: dict[tuple[str, int], Entry] = {}
+        self.tables: dict[tuple[Source, ...], dict[Any, dict[tuple[str, int], Entry]]] = {}
+        self.ranges: dict[tuple[Source, str], list[tuple[float, tuple[str, int], Entry]]] = {}
+        self.where: dict[str, list[tuple]] = {}  # rule id → where its entries are filed (for removal)
+        self._plan: tuple | None = None
 
     def __len__(self) -> int:
-        return len(self.unindexed) + sum(len(t) for t in self.tables.values())
+        return len(self.where)
 
-    def candidates(self, q: Context, a: Action) -> list[_Entry]:
-        found = list(self.unindexed.values())
-        if not self.tables:
-            return found
-        keys: dict[str, tuple[str, Any]] = {}  # each discriminating feature is read once per action
-        for features, table in self.tables.items():
+    def file(self, key: tuple[str, int], atoms: list[_Atom], rest: list[Check], stop: int | None) -> None:
+        """File one disjunct: pick its index (composite equality key, else a threshold, else none) and
+        compile what the index does not prove into the residual check."""
+        self._plan = None
+        keyed: dict[Source, _Atom] = {}
+        for atom in atoms:
+            if atom.source is not None and atom.key_values is not None:
+                best = keyed.get(atom.source)
+                if best is None or len(atom.key_values) < len(best.key_values):
+                    keyed[atom.source] = atom
+        chosen: list[_Atom] = []
+        if keyed:
+            width = min(_MAX_KEY_FEATURES, len(keyed))
+            # a source tuple the bucket already probes is preferred (each probed tuple costs one lookup per
+            # action); otherwise the most selective sources (fewest values)
+            existing = [c for c in itertools.combinations(sorted(keyed), width) if c in self.tables]
+            ranked = sorted(keyed, key=lambda s: (len(keyed[s].key_values), s))
+            sources = existing[0] if existing else tuple(sorted(ranked[:width]))
+            chosen = [keyed[s] for s in sources]
+        else:
+            thresholds = [a for a in atoms if a.source is not None and a.threshold is not None]
+            if thresholds:
+                probed = [a for a in thresholds if (a.source, a.threshold[0]) in self.ranges]
+                chosen = [(probed or thresholds)[0]]
+        proved = {id(a) for a in chosen}
+        residual = _all([_read(a.source, a.test) for a in atoms if id(a) not in proved] + rest)
+        if residual is False:
+            return
+        entry: Entry = (key[0], None if residual is True else residual, stop)
+        places = self.where.setdefault(key[0], [])
+        if chosen and chosen[0].key_values is not None:
+            sources = tuple(a.source for a in chosen)
+            table = self.tables.setdefault(sources, {})
+            for values in itertools.product(*(a.key_values for a in chosen)):
+                index_key = _index_key(values[0]) if len(values) == 1 else tuple(map(_index_key, values))
+                table.setdefault(index_key, {})[key] = entry
+                places.append(("table", sources, index_key, key))
+        elif chosen:
+            op, value = chosen[0].threshold
+            bisect.insort(self.ranges.setdefault((chosen[0].source, op), []), (value, key, entry))
+            places.append(("range", (chosen[0].source, op), key))
+        else:
+            self.unindexed[key] = entry
+            places.append(("unindexed", key))
+
+    def remove(self, rule_id: str) -> None:
+        self._plan = None
+        for place in self.where.pop(rule_id, ()):
+            if place[0] == "unindexed":
+                self.unindexed.pop(place[1], None)
+            elif place[0] == "table":
+                _, sources, index_key, key = place
+                table = self.tables[sources]
+                entries = table[index_key]
+                entries.pop(key, None)
+                if not entries:
+                    del table[index_key]
+                if not table:
+                    del self.tables[sources]
+            else:
+                _, range_key, key = place
+                items = [item for item in self.ranges[range_key] if item[1] != key]
+                if items:
+                    self.ranges[range_key] = items
+                else:
+                    del self.ranges[range_key]
+
+    def _build_plan(self) -> tuple:
+        """The decision-time layout: which sources to read once per action, and the probes that use them."""
+        sources = sorted({s for t in self.tables for s in t} | {s for s, _ in self.ranges})
+        slot = {s: i for i, s in enumerate(sources)}
+        reads = tuple((where == "arg", key) for where, key in sources)
+        probes = tuple(
+            (slot[t[0]], slot[t[1]] if len(t) > 1 else -1, table) for t, table in self.tables.items()
+        )
+        ranges = tuple(
+            (slot[s], op, [v for v, _, _ in items], [e for _, _, e in items])
+            for (s, op), items in self.ranges.items()
+        )
+        self._plan = (tuple(self.unindexed.values()), reads, probes, ranges)
+        return self._plan
+
+    def fire(self, q: Context, args: dict, step: int | None) -> list[str]:
+        """Ids of the rules filed here that fire on the action whose arguments are ``args``."""
+        unindexed, reads, probes, ranges = self._plan or self._build_plan()
+        # each discriminating feature is read once per action
+        values = [args.get(key, _ABSENT) if is_arg else q.get(key, _ABSENT) for is_arg, key in reads]
+        if bool in map(type, values):  # rare: tag booleans so that True does not find the key 1
+            values = [(_BOOL, v) if v.__class__ is bool else v for v in values]
+        candidates = list(unindexed)
+        for i, j, table in probes:
             try:
-                key = []
-                for f in features:
-                    k = keys.get(f)
-                    if k is None:
-                        k = keys[f] = _value_key(feature_value(f, q, a))
-                    key.append(k)
-                entries = table.get(tuple(key))
-            except TypeError:  # an unhashable context value cannot equal a DSL literal
+                found = table.get(values[i] if j < 0 else (values[i], values[j]))
+            except TypeError:  # an unhashable value cannot equal a DSL literal
                 continue
-            if entries:
-                found.extend(entries.values())
-        return found
+            if found:
+                candidates.extend(found.values())
+        for i, op, thresholds, entries in ranges:
+            x = values[i]
+            if not isinstance(x, _NUMBER) or x != x:  # booleans are tagged tuples here; NaN passes nothing
+                continue
+            if op == "<":
+                candidates.extend(entries[bisect.bisect_right(thresholds, x) :])
+            elif op == "<=":
+                candidates.extend(entries[bisect.bisect_left(thresholds, x) :])
+            elif op == ">":
+                candidates.extend(entries[: bisect.bisect_left(thresholds, x)])
+            else:
+                candidates.extend(entries[: bisect.bisect_right(thresholds, x)])
+        fired: list[str] = []
+        for rule_id, check, stop in candidates:
+            if stop is not None and step is not None and step >= stop:
+                continue
+            if rule_id not in fired and (check is None or check(q, args)):
+                fired.append(rule_id)
+        return fired
 
 
-def _conjuncts(guard: Any) -> tuple[Any, ...]:
-    return guard.operands if isinstance(guard, And) else (guard,)
+def _arguments(a: Action) -> dict:
+    """The action's arguments by name; the first of a repeated name wins, as in ``Action.arg``."""
+    args = dict(a.args)
+    return args if len(args) == len(a.args) else dict(reversed(a.args))
 
 
 class ControlPlane:
@@ -237,64 +419,47 @@ class ControlPlane:
             self.add(scar)
 
     # ----------------------------------------------------------------------------------------- the index
-    def _discriminator(self, bucket: _Bucket, rule: Rule, guard: Any) -> tuple[tuple[str, ...], list[tuple]]:
-        """Pick up to two equality-like conjuncts to file the entry under: (features, value tuples).
-
-        Candidates: ``==`` comparisons, named predicates, ``in_class`` (filed under every member) and the
-        argument of ``forbid_tool_arg``. A feature tuple the bucket already probes is preferred (each probed
-        tuple costs one lookup per decision); otherwise the most selective (fewest values) features.
-        """
-        options: dict[str, list[Any]] = {}
-        for conjunct in _conjuncts(guard):
-            if isinstance(conjunct, Compare) and conjunct.op == "==":
-                option = (conjunct.feature, [conjunct.value])
-            elif isinstance(conjunct, Named):
-                option = (NAMED_PREDICATES[conjunct.name], [conjunct.value])
-            elif isinstance(conjunct, InClass) and conjunct.class_name in self.classes:
-                option = (conjunct.feature, sorted(self.classes[conjunct.class_name], key=repr))
-            else:
-                continue
-            # within a (kind, name) bucket the action's own kind/name/tool/verb never discriminate
-            if option[0] not in _BUCKET_FEATURES and (
-                option[0] not in options or len(option[1]) < len(options[option[0]])
-            ):
-                options[option[0]] = option[1]
-        mask = rule.mask
-        if isinstance(mask, ForbidToolArg) and f"action.{mask.arg_name}" not in options:
-            options[f"action.{mask.arg_name}"] = [mask.value]
-        if not options:
-            return (), []
-        ranked = sorted(options, key=lambda f: (len(options[f]), f))
-        choices = [tuple(sorted(ranked[:k])) for k in range(min(_MAX_KEY_FEATURES, len(ranked)), 0, -1)]
-        existing = [c for c in itertools.combinations(sorted(options), min(_MAX_KEY_FEATURES, len(options)))]
-        features = next((c for c in existing if c in bucket.tables), choices[0])
-        return features, list(itertools.product(*(options[f] for f in features)))
-
     def _index(
         self, rule_id: str, rule: Rule, *, until_step: int | None, expires_at_step: int | None
     ) -> None:
-        bucket = self._buckets.setdefault(mask_key(rule.mask), _Bucket())
-        mask = rule.mask
+        kind, name = mask_key(rule.mask)
+        bucket = self._buckets.setdefault((kind, name), _Bucket())
+        stops = [s for s in (until_step, expires_at_step) if s is not None]
+        stop = min(stops) if stops else None
         disjuncts = rule.guard.operands if isinstance(rule.guard, Or) else (rule.guard,)
-        for i, guard in enumerate(disjuncts):
-            check = _compile(guard, self.classes)
-            if isinstance(
-                mask, ForbidToolArg
-            ):  # the bucket fixed kind and tool; the argument is still to test
-
-                def check(q, a, guard_check=check, mask=mask):
-                    return mask_covers(mask, a) and guard_check(q, a)
-
-            entry = _Entry(rule_id, rule, check, until_step, expires_at_step)
-            features, values = self._discriminator(bucket, rule, guard)
-            bucket.add((rule_id, i), entry, features, values)
+        for i, disjunct in enumerate(disjuncts):
+            atoms: list[_Atom] = []
+            rest: list[Check] = []
+            for conjunct in _flatten(disjunct):
+                atom = _atom(conjunct, kind, name, self.classes)
+                if atom is None:  # a nested or: compiled whole
+                    compiled = _compile(conjunct, kind, name, self.classes)
+                    if compiled is False:
+                        break
+                    if compiled is not True:
+                        rest.append(compiled)
+                elif atom.source is None:  # decided by the bucket's (kind, name)
+                    if not atom.test(atom.constant):
+                        break
+                else:
+                    atoms.append(atom)
+            else:
+                mask = rule.mask
+                if isinstance(mask, ForbidToolArg):  # the bucket fixed kind and tool; the argument is to test
+                    atoms.append(
+                        _Atom(
+                            ("arg", mask.arg_name), None, _value_test("==", mask.value), (mask.value,), None
+                        )
+                    )
+                bucket.file((rule_id, i), atoms, rest, stop)
 
     def _unindex(self, rule_id: str, rule: Rule) -> None:
         key = mask_key(rule.mask)
-        bucket = self._buckets[key]
-        bucket.remove(rule_id)
-        if not len(bucket):
-            del self._buckets[key]
+        bucket = self._buckets.get(key)
+        if bucket is not None:
+            bucket.remove(rule_id)
+            if not len(bucket):
+                del self._buckets[key]
 
     # ------------------------------------------------------------------------------------ the schema S_t
     @property
@@ -383,16 +548,7 @@ class ControlPlane:
         bucket = self._buckets.get((a.kind, a.name))
         if bucket is None:
             return ()
-        fired: list[str] = []
-        for entry in bucket.candidates(q, a):
-            if step is not None and (
-                (entry.until_step is not None and step >= entry.until_step)
-                or (entry.expires_at_step is not None and step >= entry.expires_at_step)
-            ):
-                continue
-            if entry.rule_id not in fired and entry.check(q, a):
-                fired.append(entry.rule_id)
-        return tuple(fired)
+        return tuple(bucket.fire(q, _arguments(a), step))
 
     def fired_rules(self, q: Context, a: Action, step: int | None = None) -> tuple[str, ...]:
         """The ids of every rule that fires on (q, a) (for audits and tests)."""
@@ -416,26 +572,38 @@ class ControlPlane:
             raise ControlPlaneError(
                 f"logits must have shape ({n},) to match the candidate actions, got {base.shape}"
             )
-        if not (base < np.inf).all():  # NaN compares false too
-            raise ControlPlaneError(f"base logits must be finite or -inf, got {base.tolist()}")
-        governed = base.copy()
-        masked = np.zeros(n, dtype=bool)
+        # Plain Python floats for the per-action work and the softmax (numpy calls cost microseconds each on
+        # vectors of ~10 actions); arrays are built once, at the end.
+        governed = base.tolist()
+        if not all(x < math.inf for x in governed):  # NaN compares false too
+            raise ControlPlaneError(f"base logits must be finite or -inf, got {governed}")
+        masked = [False] * n
         fired: list[tuple[int, tuple[str, ...]]] = []
         hard = self.mode == "hard"
-        control_left = False  # some control action keeps a finite governed logit
+        buckets = self._buckets
         any_control = False
+        control_left = False  # some control action keeps a finite governed logit
         for i, a in enumerate(actions):
-            ids = self._firing(q, a, step)
+            kind = a.kind
+            if kind != "env" and kind != "tool":  # A_ctrl only: text and fallback actions are never masked
+                continue
+            any_control = True
+            bucket = buckets.get((kind, a.name))
+            ids = bucket.fire(q, _arguments(a), step) if bucket is not None else None
             if ids:
                 masked[i] = True
-                fired.append((i, ids))
-                governed[i] = -np.inf if hard else governed[i] + self.soft_bias * len(ids)
-            if a.kind == "env" or a.kind == "tool":
-                any_control = True
-                control_left = control_left or governed[i] > -np.inf
-        finite = governed > -np.inf
+                fired.append((i, tuple(ids)))
+                governed[i] = -math.inf if hard else governed[i] + self.soft_bias * len(ids)
+            control_left = control_left or governed[i] > -math.inf
+        top = max(governed, default=-math.inf)
+        logits_out = np.array(governed, dtype=np.float64)
+        masked_out = np.array(masked, dtype=bool)
         # a⊥ with probability 1: every control action is masked (or no action is left at all)
-        if (hard and any_control and not control_left) or not finite.any():
-            return Governed(governed, np.zeros(n), masked, tuple(fired), Action("fallback", self.fallback))
-        shifted = np.exp(governed - governed.max())
-        return Governed(governed, shifted / shifted.sum(), masked, tuple(fired), None)
+        if (hard and any_control and not control_left) or top == -math.inf:
+            return Governed(
+                logits_out, np.zeros(n), masked_out, tuple(fired), Action("fallback", self.fallback)
+            )
+        shifted = [math.exp(x - top) for x in governed]  # exp(-inf) = 0.0: a masked action gets exactly 0
+        total = sum(shifted)
+        probs = np.array([x / total for x in shifted], dtype=np.float64)
+        return Governed(logits_out, probs, masked_out, tuple(fired), None)
