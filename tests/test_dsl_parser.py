@@ -136,8 +136,12 @@ def _error(text: str, parse=parse_rule) -> DSLSyntaxError:
 def test_dsl_error_names_line_column_and_expected_tokens():
     err = _error('if x == 1 1 then forbid_tool_call("t")')
     assert (err.line, err.column) == (1, 11)
-    assert "expected one of: ')', 'and', 'or', 'then'" in str(err)
-    assert str(err).startswith("line 1, column 11: unexpected '1'")
+    assert str(err) == "line 1, column 11: unexpected '1'; expected one of: 'and', 'or', 'then'"
+    assert err.expected == ("'and'", "'or'", "'then'")
+    # Exactly what fits at the error, not the LALR state's merged lookaheads:
+    assert _error('if (x == 1 1) then forbid_tool_call("t")').expected == ("')'", "'and'", "'or'")
+    assert _error("x == 1 1", parse_guard).expected == ("'and'", "'or'", "end of input")
+    assert _error('if x == 1 then forbid_tool_call("t") )').expected == ("end of input",)
 
     err = _error('if x == 1\n   and y = 2 then forbid_tool_call("t")')
     assert (err.line, err.column) == (2, 10)

@@ -242,19 +242,33 @@ def _line_column(text: str, pos: int) -> tuple[int, int]:
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
 
 
+def _acceptable(interactive, fallback, start: str) -> tuple[str, ...]:
+    """The terminals the parser accepts next, in words.
+
+    ``accepts()`` trial-feeds each candidate terminal into a copy of the parser, so it is exact; the LALR
+    state's own lookahead set (``fallback``) can include terminals that only fit elsewhere (``')'`` at the
+    top level, end of input inside a rule) because LALR merges states. Errors are rare; exactness wins.
+    """
+    if interactive is not None:
+        try:
+            return _words(interactive.accepts())
+        except (LarkError, _BadToken):  # a pending reduction hits a bad literal: use the state's set
+            pass
+    terminals = set(fallback)
+    if start == "start_rule" and len(terminals) > 1:
+        terminals.discard("$END")  # inside a rule the input may only end after the mask
+    return _words(terminals)
+
+
 def _expected_before(text: str, pos: int, start: str) -> tuple[str, ...]:
     """What the parser would accept after the well-formed prefix ``text[:pos]`` (for lexer errors)."""
     try:
         interactive = _PARSER.parse_interactive(text[:pos], start=start)
         interactive.exhaust_lexer()
-        # The terminals of the LALR state (as UnexpectedToken reports them), not accepts(): that one
-        # trial-feeds every terminal into a copy of the parser and costs ~20 parses.
-        choices = {name for name in interactive.choices() if name.isupper() or name == "$END"}
-        if start == "start_rule" and len(choices) > 1:
-            choices.discard("$END")
-        return _words(choices)
-    except LarkError:
+    except (LarkError, _BadToken):
         return ()
+    choices = {name for name in interactive.choices() if name.isupper() or name == "$END"}
+    return _acceptable(interactive, choices, start)
 
 
 def _describe(text: str, pos: int) -> str:
@@ -314,12 +328,7 @@ def _parse(text: str, start: str):
             expected=bad.expected,
         ) from None
     except UnexpectedToken as err:
-        terminals = set(err.expected)
-        if start == "start_rule" and len(terminals) > 1:
-            # The LALR states of a guard are shared by both start symbols; inside a rule, the input may
-            # only end after the mask, where nothing else is expected.
-            terminals.discard("$END")
-        expected = _words(terminals)
+        expected = _acceptable(getattr(err, "interactive_parser", None), err.expected, start)
         if err.token.type == "$END":
             pos = len(text)
             found = "unexpected end of input"
