@@ -233,3 +233,25 @@ def test_cli_help_lists_the_options():
         "--wandb",
     ):
         assert option in result.output
+
+
+def test_wandb_logs_each_run_offline_grouped_by_the_sweep_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    cfg = SweepConfig(
+        methods=("static_persona", "reflexion"),
+        seeds=(0,),
+        episodes=2,
+        schedule="smoke",
+        name="grp-7",
+        wandb=True,
+    )
+    result = run_sweep(cfg, tmp_path, console=quiet())
+    assert result.failed == ()
+    offline = sorted((tmp_path / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(offline) == 2
+    names = set()
+    for log in offline:
+        data = log.read_bytes()
+        assert b"grp-7" in data
+        names |= {n for n in result.ran if n.encode() in data}
+    assert names == set(result.ran)
