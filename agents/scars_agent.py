@@ -74,6 +74,10 @@ class ScarsAgentConfig:
     """inprocess (a background thread) or ray (root-parallel workers)."""
     workers: int = 2
     """Root-parallel trees (one per Ray worker)."""
+    synthesis_latency_steps: int = 3
+    """Steps the agent keeps acting while a synthesis runs in the background. The result is collected exactly this
+    many steps after submission (waiting for it if the search is slower), so a run is reproducible however fast
+    the machine is; the temporary mask protects the agent meanwhile (§4.2)."""
     history: int = 800
     """Recorded steps kept for building D_t (older steps only survive as ledger evidence)."""
     storm: StormConfig = field(
@@ -100,6 +104,8 @@ class ScarsAgentConfig:
             raise ConfigError(f"merge_mode = {self.merge_mode!r}; expected 'ilp' or 'append'")
         if self.executor not in ("inprocess", "ray"):
             raise ConfigError(f"executor = {self.executor!r}; expected 'inprocess' or 'ray'")
+        if self.synthesis_latency_steps < 0:
+            raise ConfigError(f"synthesis_latency_steps = {self.synthesis_latency_steps!r}; expected >= 0")
         if self.history < 10:
             raise ConfigError(f"history = {self.history!r}; expected at least 10 recorded steps")
 
@@ -291,14 +297,16 @@ class ScarsAgent(MemoryMechanism):
         current = tuple(s.rule for s in self.control.scars)
         seed = self.seeds.spawn(1)[0]
         if self.config.search == "direct":
-            return _Done(
+            handle = _Done(
                 direct_patch(
                     data, fragment, current, self.config.core, self.classes, self.config.search_config
                 )
             )
-        return self.executor.submit(
-            data, fragment, current, self.config.core, self.classes, self.config.search_config, seed=seed
-        )
+        else:
+            handle = self.executor.submit(
+                data, fragment, current, self.config.core, self.classes, self.config.search_config, seed=seed
+            )
+        return _AtStep(handle, self.t + self.config.synthesis_latency_steps, lambda: self.t)
 
     def _poll(self) -> None:
         for done in self.storm.poll(self.t):
@@ -484,6 +492,19 @@ class ScarsAgent(MemoryMechanism):
             "ledger_verified": self.ledger.verify().ok,
             "active_rules": [canonical_text(s.rule) for s in self.control.scars],
         }
+
+
+class _AtStep:
+    """A background synthesis whose result is collected at a fixed step (reproducible asynchrony)."""
+
+    def __init__(self, handle, ready_at: int, clock: Callable[[], int]):
+        self.handle, self.ready_at, self.clock = handle, ready_at, clock
+
+    def done(self) -> bool:
+        return self.clock() >= self.ready_at
+
+    def result(self, timeout=None):
+        return self.handle.result(None)  # collected at its step: wait for the search however long it takes
 
 
 class _Done:

@@ -113,10 +113,11 @@ def plot_complexity(steps: pd.DataFrame, path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
     for method, group in steps.groupby("method", sort=False):
         g = group.sort_values("t")
-        ax.plot(g["t"], g["memory_tokens"], label=method, linewidth=2.2 if method == "scars" else 1.2)
+        smooth = g["memory_tokens"].rolling(25, min_periods=1).mean()
+        ax.plot(g["t"], smooth, label=method, linewidth=2.2 if method == "scars" else 1.2)
     ax.set_xlabel("step t")
     ax.set_ylabel("tokens of active memory")
-    ax.set_title("Description complexity vs t")
+    ax.set_title("Description complexity vs t (rolling mean, 25 steps)")
     ax.legend(fontsize=8)
     return _save(fig, path)
 

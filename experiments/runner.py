@@ -116,20 +116,20 @@ def run_many(configs: Sequence[Tier1Config], out: Path, console: Console | None 
 
 
 def _print_summary(console: Console, summary: dict[str, dict]) -> None:
-    table = Table(title="Tier-1 comparison")
+    table = Table(title="Tier-1 comparison", min_width=100)
     cols = [
         ("success", "success_rate", "{:.2f}"),
         ("RVR", "rvr", "{:.3f}"),
         ("RVR cov.", "rvr_covered", "{:.3f}"),
         ("SVR", "svr", "{:.3f}"),
-        ("held-out 1st", "heldout_first_violation_rate", "{:.2f}"),
+        ("held-out", "heldout_first_violation_rate", "{:.2f}"),
         ("mem. tokens", "complexity_tokens_final", "{:.0f}"),
         ("Prop.1", "prop1_ok", "{}"),
         ("Prop.3", "prop3_ok", "{}"),
     ]
-    table.add_column("method")
+    table.add_column("method", no_wrap=True)
     for name, _, _ in cols:
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", no_wrap=True)
     for label, m in summary.items():
         cells = []
         for _, key, fmt in cols:

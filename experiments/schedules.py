@@ -90,7 +90,7 @@ class Tier1Schedule:
     """Rule id -> failure family, for RVR over equivalent failure states."""
     world_version_change: float | None = None
     """Fraction of the run after which the world version goes from 0 to 1 (retiring version-scoped rules)."""
-    exposure_share: float = 0.8
+    exposure_share: float = 0.6
 
     def rule_schedule(self, episodes: int) -> RuleSchedule:
         rules: list[SafetyRule] = []

@@ -282,6 +282,8 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
     # Prop. 1 (§5): governed mass on scar-covered failing actions is exactly 0 with hard masks; the soft ablation
     # reports the leak instead (it is expected to be > 0, so the check is about hard mode only).
     scars = cfg.method == "scars"
+    if not scars:  # no scar ever covers anything: the covered-RVR metric does not apply
+        summary["rvr_covered"] = None
     summary["prop1_ok"] = bool(summary["covered_mass_max"] == 0.0) if scars and hard else None
     summary["soft_leak_mass_max"] = summary["covered_mass_max"] if scars and not hard else None
     summary.update(agent_stats)

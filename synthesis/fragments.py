@@ -107,6 +107,10 @@ class Fragment:
     theta:        the attributed cause (a rule id or a verifier event name).
     causal_args:  the action arguments causally tied to the failure (e.g. ``obj_type``, ``recep_type``).
     source_steps: the step ids ``(episode, step)`` the fragment was cut from.
+    safe_counterfactuals: the verifier's answers to the extraction's what-if questions that came back *safe*:
+                  (q', a') pairs that differ from the failure in one causal variable or argument and that the
+                  verifier does not flag. They are evidence too: a scar that fires on one of them forbids behaviour
+                  the verifier certified as allowed (see ``ObjectiveEvaluator``).
     """
 
     q: Mapping[str, Value] = field(hash=False)
@@ -114,6 +118,9 @@ class Fragment:
     theta: str
     causal_args: frozenset[str] = frozenset()
     source_steps: tuple[tuple[int, int], ...] = ()
+    safe_counterfactuals: tuple[tuple[Mapping[str, Value], Action], ...] = field(
+        default=(), hash=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "q", freeze_context(self.q))
@@ -121,7 +128,17 @@ class Fragment:
             raise FragmentError("a fragment needs at least one failed action F")
 
     def __reduce__(self):
-        return (Fragment, (dict(self.q), self.F, self.theta, self.causal_args, self.source_steps))
+        return (
+            Fragment,
+            (
+                dict(self.q),
+                self.F,
+                self.theta,
+                self.causal_args,
+                self.source_steps,
+                tuple((dict(q), a) for q, a in self.safe_counterfactuals),
+            ),
+        )
 
 
 def _perturbations(value: Value, alternatives: Sequence[Value]) -> list[Value]:
@@ -227,7 +244,40 @@ def extract_fragment(
         if a != failed and a.kind == failed.kind and a.name == failed.name
     )
     q = {k: v for k, v in step.context.items() if k in variables}
-    return Fragment(q=q, F=(failed, *equivalent), theta=theta, causal_args=args, source_steps=(step.step_id,))
+    safe = safe_counterfactuals(step.context, failed, verifier, variables, args, alternatives)
+    return Fragment(
+        q=q,
+        F=(failed, *equivalent),
+        theta=theta,
+        causal_args=args,
+        source_steps=(step.step_id,),
+        safe_counterfactuals=safe,
+    )
+
+
+def safe_counterfactuals(
+    context: Mapping[str, Value],
+    action: Action,
+    verifier: Verifier,
+    variables: Iterable[str],
+    args: Iterable[str],
+    alternatives: Mapping[str, Sequence[Value]] | None = None,
+) -> tuple[tuple[Mapping[str, Value], Action], ...]:
+    """The one-variable changes of a failure (value changes, not drops) that the verifier certifies safe."""
+    alternatives = alternatives or {}
+    out: list[tuple[Mapping[str, Value], Action]] = []
+    for name in sorted(variables):
+        for other in _perturbations(context[name], alternatives.get(name, ())):
+            changed = {**context, name: other}
+            if not verifier(changed, action):
+                out.append((freeze_context(changed), action))
+    for name in sorted(args):
+        value = action.arg(name)
+        for other in _perturbations(value, alternatives.get(name, ())):
+            changed_action = _replace_arg(action, name, other)
+            if not verifier(context, changed_action):
+                out.append((freeze_context(context), changed_action))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -270,6 +320,9 @@ class SynthesisData:
     D_minus: tuple[FailureCase, ...]
     D_plus: tuple[SuccessCase, ...]
     Q_safe: tuple[RecordedStep, ...]
+    safe_counterfactuals: tuple[tuple[dict[str, Value], Action], ...] = field(default=(), compare=False)
+    """Verifier-certified safe one-variable changes of the failures (``Fragment.safe_counterfactuals``), as plain
+    dicts so the data pickles to Ray workers."""
 
     def __post_init__(self) -> None:
         if not self.D_minus:
@@ -318,4 +371,5 @@ def build_dataset(
             d_plus.append(SuccessCase(s))
             if not flagged_actions(s, verifier):
                 q_safe.append(s)
-    return SynthesisData(tuple(d_minus), tuple(d_plus), tuple(q_safe))
+    safe = () if fragment is None else tuple((dict(q), a) for q, a in fragment.safe_counterfactuals)
+    return SynthesisData(tuple(d_minus), tuple(d_plus), tuple(q_safe), safe)

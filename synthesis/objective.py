@@ -105,11 +105,13 @@ class Score:
     total: float
     replay_passed: bool  # ReplayPass(H ∪ S_t ∪ {ΔS}, D⁻) = 1 (Prop. 1)
     within_drift_budget: bool  # L_drift ≤ ε (Prop. 3)
+    counterfactual_safe: bool = True  # ΔS fires on no verifier-certified safe what-if of its failures
 
     @property
     def admissible(self) -> bool:
-        """Admission needs ReplayPass and the drift budget; a candidate failing either is reported, not admitted."""
-        return self.replay_passed and self.within_drift_budget
+        """Admission needs ReplayPass, the drift budget and respect for the verifier's certified-safe
+        counterfactuals; a candidate failing any of them is reported, not admitted."""
+        return self.replay_passed and self.within_drift_budget and self.counterfactual_safe
 
 
 @dataclass(frozen=True)
@@ -350,6 +352,9 @@ class ObjectiveEvaluator:
             total=float(total),
             replay_passed=replay_passed,
             within_drift_budget=l_drift <= w.drift_budget,
+            counterfactual_safe=not any(
+                fires(rule, q, a, self.classes) for q, a in self.data.safe_counterfactuals
+            ),
         )
 
     def _mean_kl(self, p: np.ndarray, fallback: np.ndarray, steps: np.ndarray) -> float:

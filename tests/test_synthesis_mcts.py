@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from test_synthesis_worlds import CLASSES, commons, household
 
@@ -80,9 +82,24 @@ def test_a_candidate_that_breaks_a_recorded_success_loses():
     # Shorter, but it masks the recorded "apple into the sink" success.
     assert broken.description_length < result.score.description_length
     assert broken.l_succ > result.score.l_succ + 1.0 and broken.total > result.score.total
-    # Without that success on record the shorter rule is the optimum: the success term made the difference.
+    # Without that success on record (and without the verifier's what-if answers, see below) the shorter rule is
+    # the optimum: the success term made the difference.
     data, fragment = prepare(*household(with_apple=False))
+    data = dataclasses.replace(data, safe_counterfactuals=())
     assert synthesize(data, fragment, classes=CLASSES, seed=0).text == canonical_text(whole_sink)
+
+
+def test_verifier_certified_safe_counterfactuals_forbid_dropping_a_causal_variable():
+    # No success on record, but extraction asked the verifier "and with another object?" and it said safe:
+    # a rule that no longer looks at the object would forbid that certified-safe move, so it is not admitted.
+    data, fragment = prepare(*household(with_apple=False))
+    assert data.safe_counterfactuals, "extraction records the verifier's safe what-if answers"
+    whole_sink = parse_rule('if action.recep_type == "sinkbasin" then forbid_env_action("move")')
+    score = score_rule(whole_sink, data, classes=CLASSES)
+    assert score.replay_passed and not score.counterfactual_safe and not score.admissible
+    result = synthesize(data, fragment, classes=CLASSES, seed=0)
+    assert result.admitted and result.score.counterfactual_safe
+    assert "obj_type" in result.text
 
 
 def test_govsim_example_is_found_from_a_commons_fragment():
