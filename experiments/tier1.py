@@ -288,4 +288,5 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
     summary["soft_leak_mass_max"] = summary["covered_mass_max"] if scars and not hard else None
     summary.update(agent_stats)
     summary.setdefault("prop3_ok", None)
-    return summary
+    # a metric that has nothing to measure (no held-out rule seen, no growth to fit) is None, not NaN
+    return {k: None if isinstance(v, float) and v != v else v for k, v in summary.items()}
