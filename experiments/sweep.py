@@ -375,8 +375,9 @@ def run_sweep(
     seeds, its Markdown and the ablation plot. A failed run is recorded (``error.txt``, ``status = failed``) and
     the sweep goes on; the failures are printed at the end and returned in ``SweepResult.failed``.
 
-    ``run_fn`` is the tier-1 entry point (:func:`experiments.tier1.run_tier1`); tests pass a wrapper to count
-    calls."""
+    ``run_fn(cfg, out, progress=None) -> RunResult`` is the tier-1 entry point (:func:`experiments.tier1.run_tier1`);
+    tests pass a wrapper to count calls. On Ray it is shipped to the workers with cloudpickle, so it must be
+    importable there (a module-level function of the project) or defined inside a function (shipped by value)."""
     console = console or Console()
     out.mkdir(parents=True, exist_ok=True)
     write_json(out / "sweep.json", cfg.to_dict())
