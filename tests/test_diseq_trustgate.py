@@ -97,19 +97,6 @@ def test_config_errors():
         Punishment("a", "b", 0, FAIR, karma_drop=-1)
 
 
-class CommonsNormAdapter:
-    """Adapts the commons world's NormVerifier to the TrustGate protocol (judge(punished_action, context))."""
-
-    def __init__(self, norms):
-        self.norms = norms
-
-    def judge(self, punished_action, context):
-        verdict = self.norms.judge_harvest(
-            context["target"], context["month"], context["stock_before"], punished_action.arg("amount")
-        )
-        return verdict.broke_norm
-
-
 def test_commons_malicious_arena_end_to_end():
     from envs.commons.dynamics import DynamicsConfig
     from envs.commons.norms import NormVerifier as CommonsNorms
@@ -121,7 +108,7 @@ def test_commons_malicious_arena_end_to_end():
     assert len({p.punisher for p in punishments}) == 3  # a majority coalition...
     assert {p.effective_roots for p in punishments} == {frozenset({"coalition_0"})}  # ...sharing one root
     gate_config = TrustGateConfig.for_group(5, 10.0)
-    on = TrustGate(CommonsNormAdapter(CommonsNorms(DynamicsConfig())), gate_config)
+    on = TrustGate(CommonsNorms(DynamicsConfig()), gate_config)  # the world's verifier, no adapter
     off = TrustGate(None, TrustGateConfig.for_group(5, 10.0, enabled=False))
     month_1 = [p for p in punishments if p.month == 1]
     assert on.evaluate(month_1, target=target).z_r == 0.0  # the punished harvest was sustainable

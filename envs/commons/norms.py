@@ -105,6 +105,15 @@ class NormVerifier:
     def judge_punishments(self, punishments) -> tuple[PunishmentVerdict, ...]:
         return tuple(self.judge_punishment(p) for p in punishments)
 
+    def judge(self, punished_action, context) -> bool:
+        """The TrustGate protocol (``disequilibrium.trustgate.NormVerifier``): did the punished harvest, taken in
+        ``context`` (the punishment's provenance: target, month, stock_before), break the sustainability norm?"""
+        amount = punished_action.arg("amount")
+        verdict = self.judge_harvest(
+            context["target"], context["month"], context["stock_before"], int(amount)
+        )
+        return verdict.broke_norm
+
 
 def independent_roots(
     punishments, verdicts: Mapping[Punishment, PunishmentVerdict] | None = None
