@@ -270,3 +270,101 @@ def test_indexed_enforcement_equals_a_linear_scan(rule_list, action_list, q):
         a.is_control and any(fires(r, q, a, plane.classes) for r in canonical_rules) for a in action_list
     ]
     assert plane.masked(q, action_list) == expected
+
+
+# The index proves equality keys without re-checking them, folds action.kind/name/tool/verb per bucket and
+# bisects numeric thresholds: a wider vocabulary (every operator, bool/int/float look-alikes, NaN, the bucket
+# features, a forbid_tool_arg on an argument called "name") checks each of those shortcuts against the scan,
+# rule by rule, with steps, scopes, temporary masks and removals.
+WIDE_FEATURES = FEATURES + ("karma", "action.kind", "action.name", "action.tool", "action.verb", "action.name")
+WIDE_VALUES = VALUES + (0, 1.0, 2.5, False, -1, "harvest", "move", "env", "tool")  # the DSL has no NaN
+wide_predicates = st.one_of(
+    st.builds(
+        Compare,
+        st.sampled_from(WIDE_FEATURES),
+        st.sampled_from(["==", "!=", "<", "<=", ">", ">="]),
+        st.sampled_from(WIDE_VALUES),
+    ),
+    st.builds(
+        Named,
+        st.sampled_from(["intent_is", "tool_is", "action_is", "data_scope_is"]),
+        st.sampled_from(("move", "harvest", "cup", 1)),
+    ),
+    st.builds(InClass, st.sampled_from(WIDE_FEATURES), st.sampled_from(["dishware", "unknown_class"])),
+)
+wide_guards = st.recursive(
+    wide_predicates,
+    lambda inner: st.one_of(
+        st.builds(lambda ops: And(tuple(ops)), st.lists(inner, min_size=2, max_size=3)),
+        st.builds(lambda ops: Or(tuple(ops)), st.lists(inner, min_size=2, max_size=3)),
+    ),
+    max_leaves=6,
+)
+wide_masks = st.one_of(
+    masks,
+    st.builds(ForbidToolArg, st.just("harvest"), st.just("name"), st.sampled_from(["x", 1, True])),
+    st.builds(ForbidToolArg, st.just("punish"), st.just("amount"), st.sampled_from([1, 1.0, False])),
+)
+wide_actions = st.one_of(
+    actions,
+    st.builds(
+        lambda tool, amount, name: Action.tool(tool, amount=amount, name=name),
+        st.sampled_from(["harvest", "punish"]),
+        st.sampled_from([0, 1, 2.5, False, True, float("nan"), "1"]),
+        st.sampled_from(["x", 1, True, 1.0]),
+    ),
+    st.builds(
+        lambda verb, t, r: Action.env(verb, obj_type=t, recep=r),
+        st.sampled_from(["move", "clean"]),
+        st.sampled_from(["cup", "mug", True, 1.0, 0]),
+        st.sampled_from(["sinkbasin 1", 2.5, float("nan")]),
+    ),
+)
+wide_contexts = st.fixed_dictionaries(
+    {},
+    optional={
+        "location": st.sampled_from(["kitchen", "garden", 1, True]),
+        "intent": st.sampled_from(["cup", "move", 1]),
+        "step": st.sampled_from([0, 1, 2, 2.5, 20, True, False, float("nan"), -1]),
+        "karma": st.sampled_from([0, 1, 1.0, 2.5, False, "1"]),
+        "data_scope": st.sampled_from(["move", 1]),
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.tuples(wide_guards, wide_masks, st.sampled_from([None, 1, 3])), min_size=1, max_size=14),
+    st.lists(wide_actions, min_size=1, max_size=8),
+    wide_contexts,
+    st.sampled_from([None, 0, 2, 5]),
+    st.integers(0, 3),
+)
+def test_index_shortcuts_fire_exactly_the_rules_a_scan_fires(specs, action_list, q, step, removed):
+    rules_and_scopes = [(Rule(g, m), expires) for g, m, expires in specs]
+    plane = ControlPlane(classes=CLASSES)
+    live: dict[str, Rule] = {}
+    stops: dict[str, int | None] = {}
+    for n, (rule, expires) in enumerate(rules_and_scopes):
+        if n % 3 == 2:  # every third rule as a temporary mask (its until_step plays the scope's role)
+            mask_id = plane.set_temporary_mask(rule, until_step=expires if expires is not None else 10**9)
+            live[mask_id], stops[mask_id] = rule, expires
+        else:
+            scar = Scar(rule, scope=Scope(expires_at_step=expires))
+            if plane.add(scar):
+                live[scar.id], stops[scar.id] = scar.rule, expires
+    for rule_id in list(live)[:removed]:  # removals must leave no trace in the index
+        if rule_id.startswith("tmp:"):
+            plane.lift_temporary_mask(rule_id)
+        else:
+            plane.remove(rule_id)
+        del live[rule_id]
+    for a in action_list:
+        expected = {
+            rule_id
+            for rule_id, rule in live.items()
+            if a.is_control
+            and (step is None or stops[rule_id] is None or step < stops[rule_id])
+            and fires(rule, q, a, plane.classes)
+        }
+        assert set(plane.fired_rules(q, a, step=step)) == expected

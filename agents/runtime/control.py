@@ -89,6 +89,7 @@ Entry = tuple[str, Check | None, int | None]  # (rule id, residual check or None
 _ABSENT = object()  # a feature the action or the context does not have (``semantics`` treats it alike)
 _BOOL = object()  # tags boolean index keys: True == 1 must not hold (``semantics.compare``)
 _NUMBER = (int, float)
+_ABSENTS = itertools.repeat(_ABSENT)  # the default of every read, for map(dict.get, keys, _ABSENTS)
 _ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _MAX_KEY_FEATURES = 2  # a composite key of up to two equality conjuncts (e.g. object type and receptacle)
 
@@ -102,6 +103,11 @@ def _index_key(value: Any) -> Any:
     """Dict key that matches exactly when ``semantics.compare(x, "==", value)`` holds (booleans only equal
     booleans; 1 == 1.0 holds in both)."""
     return (_BOOL, value) if value.__class__ is bool else value
+
+
+def _bool_hazard(value: Any) -> bool:
+    """Could a boolean read find this literal's index key? (It equals and hashes like 0 or 1.)"""
+    return value.__class__ is bool or (isinstance(value, _NUMBER) and (value == 0 or value == 1))
 
 
 def _value_test(op: str, value: Any) -> Callable[[Any], bool]:
@@ -235,13 +241,16 @@ class _Bucket:
     - ``unindexed``: the rest (checked on every action of this (kind, name)).
     """
 
-    __slots__ = ("unindexed", "tables", "ranges", "where", "_plan")
+    __slots__ = ("unindexed", "tables", "ranges", "where", "hazards", "_plan")
 
     def __init__(self) -> None:
         self.unindexed: dict[tuple[str, int], Entry] = {}
         self.tables: dict[tuple[Source, ...], dict[Any, dict[tuple[str, int], Entry]]] = {}
         self.ranges: dict[tuple[Source, str], list[tuple[float, tuple[str, int], Entry]]] = {}
         self.where: dict[str, list[tuple]] = {}  # rule id → where its entries are filed (for removal)
+        # index keys a boolean could wrongly find (True == 1 and hash(True) == hash(1)): while there are none,
+        # action values need no boolean tagging
+        self.hazards = 0
         self._plan: tuple | None = None
 
     def __len__(self) -> int:
@@ -283,7 +292,9 @@ class _Bucket:
             for values in itertools.product(*(a.key_values for a in chosen)):
                 index_key = _index_key(values[0]) if len(values) == 1 else tuple(map(_index_key, values))
                 table.setdefault(index_key, {})[key] = entry
-                places.append(("table", sources, index_key, key))
+                hazard = any(_bool_hazard(v) for v in values)
+                self.hazards += hazard
+                places.append(("table", sources, index_key, key, hazard))
         elif chosen:
             op, value = chosen[0].threshold
             bisect.insort(self.ranges.setdefault((chosen[0].source, op), []), (value, key, entry))
@@ -298,7 +309,8 @@ class _Bucket:
             if place[0] == "unindexed":
                 self.unindexed.pop(place[1], None)
             elif place[0] == "table":
-                _, sources, index_key, key = place
+                _, sources, index_key, key, hazard = place
+                self.hazards -= hazard
                 table = self.tables[sources]
                 entries = table[index_key]
                 entries.pop(key, None)
@@ -316,37 +328,53 @@ class _Bucket:
 
     def _build_plan(self) -> tuple:
         """The decision-time layout: which sources to read once per action, and the probes that use them."""
+        # the action's arguments take the first slots, the context's the next ones
         sources = sorted({s for t in self.tables for s in t} | {s for s, _ in self.ranges})
         slot = {s: i for i, s in enumerate(sources)}
-        reads = tuple((where == "arg", key) for where, key in sources)
-        probes = tuple(
-            (slot[t[0]], slot[t[1]] if len(t) > 1 else -1, table) for t, table in self.tables.items()
-        )
+        arg_keys = tuple(key for where, key in sources if where == "arg")
+        ctx_keys = tuple(key for where, key in sources if where == "ctx")
+        singles = tuple((slot[t[0]], table) for t, table in self.tables.items() if len(t) == 1)
+        pairs = tuple((slot[t[0]], slot[t[1]], table) for t, table in self.tables.items() if len(t) == 2)
         ranges = tuple(
             (slot[s], op, [v for v, _, _ in items], [e for _, _, e in items])
             for (s, op), items in self.ranges.items()
         )
-        self._plan = (tuple(self.unindexed.values()), reads, probes, ranges)
+        self._plan = (
+            tuple(self.unindexed.values()),
+            arg_keys,
+            ctx_keys,
+            singles,
+            pairs,
+            ranges,
+            self.hazards,
+        )
         return self._plan
 
     def fire(self, q: Context, args: dict, step: int | None) -> list[str]:
         """Ids of the rules filed here that fire on the action whose arguments are ``args``."""
-        unindexed, reads, probes, ranges = self._plan or self._build_plan()
+        unindexed, arg_keys, ctx_keys, singles, pairs, ranges, hazards = self._plan or self._build_plan()
         # each discriminating feature is read once per action
-        values = [args.get(key, _ABSENT) if is_arg else q.get(key, _ABSENT) for is_arg, key in reads]
-        if bool in map(type, values):  # rare: tag booleans so that True does not find the key 1
+        values = [*map(args.get, arg_keys, _ABSENTS), *map(q.get, ctx_keys, _ABSENTS)]
+        if hazards and bool in map(type, values):  # tag booleans so that True does not find the key 1
             values = [(_BOOL, v) if v.__class__ is bool else v for v in values]
         candidates = list(unindexed)
-        for i, j, table in probes:
+        for i, table in singles:
             try:
-                found = table.get(values[i] if j < 0 else (values[i], values[j]))
+                found = table.get(values[i])
             except TypeError:  # an unhashable value cannot equal a DSL literal
+                continue
+            if found:
+                candidates.extend(found.values())
+        for i, j, table in pairs:
+            try:
+                found = table.get((values[i], values[j]))
+            except TypeError:
                 continue
             if found:
                 candidates.extend(found.values())
         for i, op, thresholds, entries in ranges:
             x = values[i]
-            if not isinstance(x, _NUMBER) or x != x:  # booleans are tagged tuples here; NaN passes nothing
+            if x.__class__ is bool or not isinstance(x, _NUMBER) or x != x:  # NaN passes no threshold
                 continue
             if op == "<":
                 candidates.extend(entries[bisect.bisect_right(thresholds, x) :])
@@ -589,7 +617,11 @@ class ControlPlane:
                 continue
             any_control = True
             bucket = buckets.get((kind, a.name))
-            ids = bucket.fire(q, _arguments(a), step) if bucket is not None else None
+            if bucket is not None:
+                args = dict(a.args)  # _arguments(a), inlined on the hot path
+                ids = bucket.fire(q, args if len(args) == len(a.args) else _arguments(a), step)
+            else:
+                ids = None
             if ids:
                 masked[i] = True
                 fired.append((i, tuple(ids)))
