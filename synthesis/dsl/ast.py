@@ -33,7 +33,12 @@ NAMED_PREDICATES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+def value_identity(value: Value) -> tuple[str, Value]:
+    """A literal with its type: ``true``, ``1`` and ``1.0`` are different literals (Python says True == 1 == 1.0)."""
+    return (type(value).__name__, value)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Compare:
     """``feature op value``. Numeric ops are false (never an error) when the feature is missing or not a number."""
 
@@ -41,13 +46,34 @@ class Compare:
     op: CompareOp
     value: Value
 
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is Compare
+            and self.feature == other.feature
+            and self.op == other.op
+            and value_identity(self.value) == value_identity(other.value)
+        )
 
-@dataclass(frozen=True, slots=True)
+    def __hash__(self) -> int:
+        return hash(("Compare", self.feature, self.op, value_identity(self.value)))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Named:
     """One of the paper's named predicates, e.g. ``tool_is("send_data")`` (kept as written for printing)."""
 
     name: str  # a key of NAMED_PREDICATES
     value: Value
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is Named
+            and self.name == other.name
+            and value_identity(self.value) == value_identity(other.value)
+        )
+
+    def __hash__(self) -> int:
+        return hash(("Named", self.name, value_identity(self.value)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +103,21 @@ class ForbidToolCall:
     tool_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class ForbidToolArg:
     tool_id: str
     arg_name: str
     value: Value
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is ForbidToolArg
+            and (self.tool_id, self.arg_name) == (other.tool_id, other.arg_name)
+            and value_identity(self.value) == value_identity(other.value)
+        )
+
+    def __hash__(self) -> int:
+        return hash(("ForbidToolArg", self.tool_id, self.arg_name, value_identity(self.value)))
 
 
 @dataclass(frozen=True, slots=True)
