@@ -241,7 +241,7 @@ class _Bucket:
     - ``unindexed``: the rest (checked on every action of this (kind, name)).
     """
 
-    __slots__ = ("unindexed", "tables", "ranges", "where", "hazards", "_plan")
+    __slots__ = ("unindexed", "tables", "ranges", "where", "hazards", "seen", "_plan")
 
     def __init__(self) -> None:
         self.unindexed: dict[tuple[str, int], Entry] = {}
@@ -251,6 +251,7 @@ class _Bucket:
         # index keys a boolean could wrongly find (True == 1 and hash(True) == hash(1)): while there are none,
         # action values need no boolean tagging
         self.hazards = 0
+        self.seen: dict[Source, set] = {}  # source → literal values rules filed here name (key selectivity)
         self._plan: tuple | None = None
 
     def __len__(self) -> int:
@@ -268,13 +269,15 @@ class _Bucket:
                     keyed[atom.source] = atom
         chosen: list[_Atom] = []
         if keyed:
-            width = min(_MAX_KEY_FEATURES, len(keyed))
-            # a source tuple the bucket already probes is preferred (each probed tuple costs one lookup per
-            # action); otherwise the most selective sources (fewest values)
-            existing = [c for c in itertools.combinations(sorted(keyed), width) if c in self.tables]
-            ranked = sorted(keyed, key=lambda s: (len(keyed[s].key_values), s))
-            sources = existing[0] if existing else tuple(sorted(ranked[:width]))
-            chosen = [keyed[s] for s in sources]
+            for source, atom in keyed.items():
+                self.seen.setdefault(source, set()).update(map(_index_key, atom.key_values))
+            # the most selective sources: the smallest share of the values this bucket's rules name for the
+            # source (an object type out of ~75 beats one of 6 rooms), then the fewest key values
+            ranked = sorted(
+                keyed,
+                key=lambda s: (len(keyed[s].key_values) / len(self.seen[s]), len(keyed[s].key_values), s),
+            )
+            chosen = [keyed[s] for s in sorted(ranked[:_MAX_KEY_FEATURES])]
         else:
             thresholds = [a for a in atoms if a.source is not None and a.threshold is not None]
             if thresholds:
