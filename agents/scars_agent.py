@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from agents.equilibration import equilibrate
 from agents.memory.base import PERSONA, MemoryMechanism, StepOutcome
 from agents.policies.base import ContextItem
 from agents.runtime.control import ControlPlane, Governed
@@ -44,7 +45,6 @@ from synthesis import (
 from synthesis.dsl import Rule, canonical_text, description_length
 from synthesis.dsl.semantics import Classes
 from synthesis.errors import ConfigError
-from synthesis.merge import build_merge_problem, merge
 from synthesis.objective import ObjectiveWeights
 
 Verifier = Callable[[Mapping[str, Any], Any], bool]
@@ -371,57 +371,38 @@ class ScarsAgent(MemoryMechanism):
         )
 
     def _equilibrate(self, new: Scar) -> None:
-        """S_{t+1} = ILP-Merge(S_t ∪ {ΔS*}); every decision goes to the ledger; the plane is rebuilt from it."""
-        incumbents = {s.id: s for s in self.control.scars}
-        candidates = {**incumbents, new.id: new}
+        """S_{t+1} = ILP-Merge(S_t ∪ {ΔS*}); ``agents.equilibration`` writes every decision to the ledger and the
+        control plane is rebuilt from the ledger's projection."""
         # Coverage is owed to every recorded failure some in-scope candidate resolves — the whole run's failures,
         # not just the recent window: retiring a rule must not forget a failure (§4.5). Failures only resolved by
         # scars retired for scope have no candidate left and drop out with them.
-        failures = dict(self.failures)
-        contexts = [(step.context, step.actions) for step in self.history]
-        lambdas = self.config.search_config.weights.lambdas
-        problem = build_merge_problem(
-            [(sid, s.rule) for sid, s in candidates.items()],
-            {k: v for k, v in failures.items() if any(_fires_any(candidates.values(), v, self.classes))},
-            contexts,
+        candidates = [*self.control.scars, new]
+        failures = {k: v for k, v in self.failures.items() if any(_fires_any(candidates, v, self.classes))}
+        before = tuple(s.rule for s in self.control.scars)
+        report = equilibrate(
+            self.ledger,
+            [new],
+            failures,
+            [(step.context, step.actions) for step in self.history],
             self.classes,
-            previous_active=incumbents,
-            cost_fn=lambda rule: description_length(rule, lambdas),
+            self.config.search_config.weights.lambdas,
+            merge_mode=self.config.merge_mode,
         )
-        result = merge(problem, merge_mode=self.config.merge_mode)
+        result = report.result
         self.merge_log.append(
             {
                 "t": self.t,
-                "candidates": len(candidates),
+                "candidates": len(self.control.scars) + 1,
                 "active": len(result.active),
-                "retired": sorted(result.retired),
-                "rejected": sorted(result.rejected),
+                "retired": list(report.retired),
+                "refused_resurrection": list(report.refused_resurrection),
                 "optimal": result.optimal,
                 "seconds": result.wall_seconds,
                 "uncovered": len(result.uncovered),
             }
         )
-        self.ledger.record(
-            "merge_decision",
-            {
-                "candidates": sorted(candidates),
-                "active": sorted(result.active),
-                "retired": sorted(result.retired),
-                "rejected": sorted(result.rejected),
-                "objective": result.objective,
-                "optimal": result.optimal,
-                "solver": result.solver,
-                "uncovered": sorted(result.uncovered),
-            },
-        )
-        before = tuple(s.rule for s in self.control.scars)
-        if new.id in result.active and new.id not in incumbents:
-            self.ledger.admit(new, reason="ILP merge admitted the synthesised scar")
-        for sid in sorted(result.retired):
-            self.ledger.retire(sid, "ILP merge: subsumed or dominated by a cheaper active set")
         self._rebuild()
-        after = tuple(s.rule for s in self.control.scars)
-        self._check_prop3(before, after)
+        self._check_prop3(before, tuple(s.rule for s in self.control.scars))
 
     def _check_prop3(self, before: Sequence[Rule], after: Sequence[Rule]) -> None:
         """Prop. 3 on the recorded off-failure contexts: E TV(π', π) ≤ sqrt(L_drift / 2) with L_drift the KL."""
