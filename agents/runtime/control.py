@@ -9,13 +9,13 @@ taken with probability 1 (no division by zero). Text actions (A_text) are never 
 
 Indexing (why enforcement cost does not grow with the number of scars): every rule is filed under the
 (kind, name) its mask needs (``semantics.mask_key``), so an action only meets rules that could mask it. Inside
-that bucket a rule is filed under up to two discriminating equality conjuncts of its guard (a composite key
-such as object type and receptacle) — ``==`` comparisons, named predicates, ``in_class`` (filed under each
-member of the class) and the argument of ``forbid_tool_arg``. At decision time the action builds each key tuple
-the bucket uses once and fetches only the rules filed under it. Top-level ``or`` guards are split into one entry
-per disjunct. Guards are compiled once into closures with the meaning of ``semantics.guard_holds``. The index
-is a pre-filter only: every candidate is still checked in full, so it never changes what is masked, only how
-fast (a property test compares it with a linear scan of ``semantics.fires``).
+that bucket ``action.kind/name/tool/verb`` are constants and are folded away; each top-level ``or`` disjunct is
+filed under up to two equality-like conjuncts (``==``, named predicates, ``in_class`` — filed under each
+member — and the argument of ``forbid_tool_arg``), the most selective ones, or else under one numeric
+threshold (``<``, ``<=``, ``>``, ``>=``: sorted thresholds, found by bisection), or else left unindexed. The
+lookup proves the key conjuncts, so a candidate only checks the rest of its guard (a closure compiled once with
+the meaning of ``semantics.guard_holds``). A property test compares the fired rules with a linear scan of
+``semantics.fires``.
 """
 
 from __future__ import annotations
