@@ -276,7 +276,7 @@ def test_indexed_enforcement_equals_a_linear_scan(rule_list, action_list, q):
 # bisects numeric thresholds: a wider vocabulary (every operator, bool/int/float look-alikes, NaN, the bucket
 # features, a forbid_tool_arg on an argument called "name") checks each of those shortcuts against the scan,
 # rule by rule, with steps, scopes, temporary masks and removals.
-WIDE_FEATURES = FEATURES + ("karma", "action.kind", "action.name", "action.tool", "action.verb", "action.name")
+WIDE_FEATURES = FEATURES + ("karma", "action.kind", "action.name", "action.tool", "action.verb")
 WIDE_VALUES = VALUES + (0, 1.0, 2.5, False, -1, "harvest", "move", "env", "tool")  # the DSL has no NaN
 wide_predicates = st.one_of(
     st.builds(
