@@ -155,6 +155,8 @@ class ScarsAgent(MemoryMechanism):
         Path(ledger_path).parent.mkdir(parents=True, exist_ok=True)
         self.ledger = Ledger(ledger_path)
         self.control = self._control_plane()
+        # H alone: what governs the policy when synthesised rules only reach the prompt (Text-Reflection Scar)
+        self.core_plane = ControlPlane(core=config.core, classes=classes, fallback=config.fallback)
         self.monitor = DisequilibriumMonitor(
             DisequilibriumConfig(weights=config.weights, tau=config.tau), core=config.core, classes=classes
         )
@@ -168,7 +170,7 @@ class ScarsAgent(MemoryMechanism):
         self.synthesis_log: list[dict[str, Any]] = []
         self.merge_log: list[dict[str, Any]] = []
         self.prop3: list[dict[str, Any]] = []
-        self.complexity: list[tuple[int, float]] = []
+        self.complexity: list[tuple[int, float, int, float]] = []  # (t, C(S_t), K_t, C_max so far): Prop. 2
         self.failure_rules: set[str] = set()
         self.failures: dict[str, tuple[Mapping[str, Any], tuple]] = {}  # every verified failure: id -> (q, F)
 
@@ -202,19 +204,11 @@ class ScarsAgent(MemoryMechanism):
     def govern(self, context, actions, logits, step) -> Governed:
         self.t = step
         if not self.config.enforce:  # Text-Reflection Scar: only H is enforced; scars live in the prompt
-            return self._core_only.govern(context, actions, logits, step)
+            return self.core_plane.govern(context, actions, logits, step)
         return self.control.govern(context, actions, logits, step)
 
-    @property
-    def _core_only(self) -> ControlPlane:
-        if not hasattr(self, "_core_plane"):
-            self._core_plane = ControlPlane(
-                core=self.config.core, classes=self.classes, fallback=self.config.fallback
-            )
-        return self._core_plane
-
     def memory_texts(self, observation="", context=None) -> list[str]:
-        """The active control plane as text (scars and temporary masks); the prompt rules when not enforced."""
+        """The active scars as printed rules; the prompt's rule texts when they are not enforced."""
         if not self.config.enforce:
             return list(self.text_rules)
         texts = [canonical_text(s.rule) for s in self.control.scars]
@@ -436,7 +430,9 @@ class ScarsAgent(MemoryMechanism):
         for sid, scar in active.items():
             if sid not in plane:
                 plane.add(scar)
-        self.complexity.append((self.t, sum(description_length(s.rule) for s in plane.scars)))
+        costs = [description_length(s.rule) for s in plane.scars]
+        c_max = max([*costs, *(c for *_, c in self.complexity[-1:])], default=0.0)
+        self.complexity.append((self.t, sum(costs), len(self.failure_rules), c_max))
 
     # ------------------------------------------------------------------ statistics for the run summary
     def stats(self) -> dict[str, Any]:
@@ -444,10 +440,11 @@ class ScarsAgent(MemoryMechanism):
         seconds = [e["seconds"] for e in synth]
         nodes = [e["nodes"] for e in synth]
         storm = self.storm.stats()
-        costs = [c for _, c in self.complexity]
-        c_max = max((description_length(s.rule) for s in self.control.scars), default=0.0)
-        k = len(self.failure_rules)
-        prop2_ok = all(c <= k * max(c_max, 1e-9) + 1e-9 for c in costs[-1:]) if costs else None
+        costs = [c for _, c, _, _ in self.complexity]
+        # Prop. 2: at every change of S_t, C(S_t) ≤ K_t·C_max (K_t distinct failure patterns seen so far)
+        prop2_ok = (
+            all(c <= k * c_max + 1e-9 for _, c, k, c_max in self.complexity) if self.complexity else None
+        )
         return {
             "scars_active_final": len(self.control.active_ids),
             "scars_admitted": sum(1 for e in self.ledger.events() if e.type == "scar_admitted"),
@@ -466,7 +463,7 @@ class ScarsAgent(MemoryMechanism):
             "storm_max_queue": storm.max_queue_seen,
             "storm_dropped": storm.dropped,
             "complexity_mdl_final": costs[-1] if costs else 0.0,
-            "failure_patterns": k,
+            "failure_patterns": len(self.failure_rules),
             "prop2_ok": prop2_ok,
             "prop3_ok": all(p["ok"] for p in self.prop3) if self.prop3 else None,
             "prop3_max_tv": max((p["tv"] for p in self.prop3), default=None),

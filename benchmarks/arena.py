@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from envs.commons import commons_v0
-from envs.commons.dynamics import DynamicsConfig, harvest_month, sustainable_share
-from envs.commons.rollout import run_episode
+# benchmarks/synthesis.py would shadow the synthesis package: put the repository root first
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from envs.commons import commons_v0  # noqa: E402
+from envs.commons.dynamics import DynamicsConfig, harvest_month, sustainable_share  # noqa: E402
+from envs.commons.rollout import run_episode  # noqa: E402
 
 POPULATION = "coop:3,noisy:1,retaliator:1"  # survives the 12 months and exercises discussion and punishment
 BUDGET_S = 2.0
