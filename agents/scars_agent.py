@@ -148,8 +148,12 @@ class ScarsAgent(MemoryMechanism):
         classes: Classes | None = None,
         ledger_path: Path | str,
         seed: int = 0,
+        direct_synthesiser: Callable[..., SynthesisResult] | None = None,
     ):
+        """``direct_synthesiser``: what writes the rule in the LLM-only Patch ablation (``search="direct"``) — the
+        template ``direct_patch`` by default, ``agents.rule_writer.llm_patch(model.write_text)`` with a real model."""
         self.config = config
+        self.direct_synthesiser = direct_synthesiser or direct_patch
         self.verifier = verifier
         self.classes = classes
         Path(ledger_path).parent.mkdir(parents=True, exist_ok=True)
@@ -292,7 +296,7 @@ class ScarsAgent(MemoryMechanism):
         seed = self.seeds.spawn(1)[0]
         if self.config.search == "direct":
             handle = _Done(
-                direct_patch(
+                self.direct_synthesiser(
                     data, fragment, current, self.config.core, self.classes, self.config.search_config
                 )
             )

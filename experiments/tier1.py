@@ -85,10 +85,26 @@ def make_policy(cfg: Tier1Config):
     return OpenAICompatiblePolicy(cfg.server_url, cfg.server_model, mode=cfg.server_mode)
 
 
-def make_agent(cfg: Tier1Config, env: HouseholdEnv, out: Path, rng: np.random.Generator) -> MemoryMechanism:
+def make_agent(
+    cfg: Tier1Config, env: HouseholdEnv, out: Path, rng: np.random.Generator, policy=None
+) -> MemoryMechanism:
+    """The memory mechanism; with a real model (``policy.write_text``) the model writes Reflexion's reflections and
+    the LLM-only Patch ablation's rules, as the paper's baselines do; the embedded backend uses templates."""
+    write_text = getattr(policy, "write_text", None)
+    if cfg.method == "reflexion" and write_text is not None:
+        from agents.memory import Reflexion
+        from agents.rule_writer import llm_reflection
+
+        return Reflexion(reflect=llm_reflection(write_text))
     if cfg.method != "scars":
         return BASELINES[cfg.method]()
     from agents.scars_agent import ScarsAgent, ScarsAgentConfig
+
+    direct = None
+    if write_text is not None:
+        from agents.rule_writer import llm_patch
+
+        direct = llm_patch(write_text)
 
     def verifier(context, action) -> bool:
         return bool(env.verifier.check(context, action))
@@ -105,6 +121,7 @@ def make_agent(cfg: Tier1Config, env: HouseholdEnv, out: Path, rng: np.random.Ge
         classes=OBJECT_CLASSES,
         ledger_path=out / "ledger.sqlite",
         seed=int(rng.integers(2**31 - 1)),
+        direct_synthesiser=direct,
     )
 
 
@@ -123,8 +140,8 @@ def run_tier1(cfg: Tier1Config, out: Path, progress: Callable[[int, int], None] 
     root = np.random.SeedSequence([cfg.seed, 1])
     policy_rng, agent_rng = (np.random.default_rng(s) for s in root.spawn(2))
     env = HouseholdEnv(HouseholdConfig(schedule=rule_schedule, max_steps=cfg.max_steps))
-    agent = make_agent(cfg, env, out, agent_rng)
     policy = make_policy(cfg)
+    agent = make_agent(cfg, env, out, agent_rng, policy)
     governs = hasattr(agent, "scar_ids")
     rows: list[dict[str, Any]] = []
     episode_rows: list[dict[str, Any]] = []

@@ -46,7 +46,13 @@ class Handler(BaseHTTPRequestHandler):
             self._reply(200, {"choices": [{"text": text, "logprobs": logprobs}]})
         elif self.path == "/v1/chat/completions":
             choices = body.get("guided_choice") or []
-            answer = sorted(choices, key=len)[0] if choices else "nonsense"
+            content = body["messages"][-1]["content"]
+            if choices:
+                answer = sorted(choices, key=len)[0]
+            elif "Write ONE rule" in content:  # the LLM-only Patch prompt: answer with chatter around a rule
+                answer = 'Here is the rule:\nif action.recep == "microwave 1" then forbid_env_action("heat")\nDone.'
+            else:  # a reflection
+                answer = "I used the broken microwave. Next time I will heat with another microwave."
             self._reply(200, {"choices": [{"message": {"role": "assistant", "content": answer}}]})
         else:
             self._reply(404, {"error": "unknown path"})
@@ -93,3 +99,8 @@ def test_guided_choice_applies_the_mask_before_choice(server):
 def test_server_errors_are_named(server):
     with pytest.raises(ServerError, match="404"):
         OpenAICompatiblePolicy(server + "/nope", "toy")._post("/v1/completions", {})
+
+
+def test_free_text_for_reflections_and_patches(server):
+    policy = OpenAICompatiblePolicy(server, "toy")
+    assert "microwave" in policy.write_text("Reflect on your failure.")

@@ -114,6 +114,20 @@ class HFPolicy:
             scores[i] = float(logp[i, positions, torch.tensor(c)].sum())
         return scores
 
+    def write_text(self, prompt: str, *, max_new_tokens: int = 96) -> str:
+        """Free text from the model (greedy): reflections, skill descriptions, LLM-only patches."""
+        torch = self.torch
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"][-self.max_prompt_tokens :]
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=torch.tensor([ids]),
+                attention_mask=torch.ones((1, len(ids)), dtype=torch.long),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+        return self.tokenizer.decode(out[0, len(ids) :], skip_special_tokens=True).strip()
+
     def generate(self, inp: PolicyInput, masked: Sequence[bool], *, max_new_tokens: int = 24) -> Action:
         """Let the model write its action, under the scars mask as a logits processor. Greedy decoding."""
         torch, transformers = self.torch, _require_transformers()[1]

@@ -69,6 +69,19 @@ class OpenAICompatiblePolicy:
         except (urllib.error.URLError, TimeoutError, json.JSONDecodeError) as exc:
             raise ServerError(f"{self.base_url}{path} failed: {exc}") from exc
 
+    def write_text(self, prompt: str, *, max_tokens: int = 256) -> str:
+        """Free text from the model (reflections, skill descriptions, LLM-only patches)."""
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": prompt}],
+            "temperature": 0.0,
+            "max_tokens": max_tokens,
+        }
+        try:
+            return str(self._post("/v1/chat/completions", body)["choices"][0]["message"]["content"]).strip()
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ServerError(f"the server's chat completion has no message content ({exc})") from exc
+
     def _score(self, prompt: str, command: str) -> float:
         body = {
             "model": self.model,

@@ -1,0 +1,101 @@
+"""LLM-written text for the memory mechanisms, when a real model backs the agent (paper §6.1, §6.4).
+
+- ``llm_reflection``: Reflexion's reflection on a failed trial, written by the model instead of the template.
+- ``llm_patch``: the *LLM-only Patch* ablation with a real model — the model is shown the DSL's grammar and the
+  failure fragment and writes the rule itself (no search); the text is parsed, scored on the same objective and
+  replay-checked like an MCTS result, and its latency and node count (1) are reported next to MCTS's. A reply that
+  does not parse is reported as a rejected synthesis, never admitted.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+from agents.memory.base import StepOutcome, describe_failure
+from synthesis import SynthesisData, SynthesisResult, replay_pass, score_rule
+from synthesis.dsl import canonical_text, parse_rule
+from synthesis.errors import DSLSyntaxError
+
+GRAMMAR_CARD = """A rule has the form: if GUARD then MASK
+GUARD: predicates joined with "and" / "or", parentheses allowed. A predicate is
+  FEATURE OP VALUE   (OP one of == != < <= > >=; FEATURE a context name such as location or held_type, or a part of
+                      the candidate action such as action.obj_type, action.recep, action.recep_type, action.is_wet)
+  in_class(FEATURE, "CLASS")   (e.g. in_class(action.obj_type, "dishware"))
+  action_is("VERB") / tool_is("TOOL")
+MASK: forbid_env_action("VERB") | forbid_tool_call("TOOL") | forbid_tool_arg("TOOL", "ARG", VALUE)
+Strings are double-quoted. Example:
+if action.obj_type == "cup" and action.recep_type == "sinkbasin" then forbid_env_action("move")"""
+
+_RULE = re.compile(r"if\s.+?\sthen\s+forbid_[a-z_]+\([^)]*\)", re.DOTALL)
+
+
+def reflection_prompt(failures: list[StepOutcome], won: bool) -> str:
+    what = (
+        "\n".join(describe_failure(f) for f in failures) or "I ran out of steps without finishing the task."
+    )
+    return (
+        "You are an agent that just failed a trial of a household task.\n"
+        f"What happened:\n{what}\n"
+        "In two sentences, reflect on what went wrong and what you will do differently next time."
+    )
+
+
+def llm_reflection(write_text: Callable[[str], str]) -> Callable[[list[StepOutcome], bool], str]:
+    return lambda failures, won: write_text(reflection_prompt(failures, won))
+
+
+def patch_prompt(fragment) -> str:
+    failed = "\n".join(f"- {a.text or a.name} (arguments: {dict(a.args)})" for a in fragment.F)
+    context = ", ".join(f"{k} = {v!r}" for k, v in sorted(fragment.q.items())) or "(none)"
+    return (
+        "An agent's action broke a safety rule. Write ONE rule in this language that forbids such actions in such "
+        f"situations and nothing else.\n\n{GRAMMAR_CARD}\n\nFailed action(s):\n{failed}\n"
+        f"Context variables tied to the failure: {context}\nCause reported by the verifier: {fragment.theta}\n\n"
+        "Answer with the rule only."
+    )
+
+
+def llm_patch(write_text: Callable[[str], str]):
+    """A ``direct`` synthesiser: (data, fragment, current, core, classes, search_config) -> SynthesisResult."""
+
+    def synthesise(data: SynthesisData, fragment, current, core, classes, search_config) -> SynthesisResult:
+        start = time.perf_counter()
+        reply = write_text(patch_prompt(fragment))
+        match = _RULE.search(reply)
+        try:
+            rule = parse_rule(match.group(0) if match else reply)
+        except DSLSyntaxError:
+            rule = None
+        if rule is None:
+            return SynthesisResult(
+                rule=None,
+                text=None,
+                score=None,
+                replay=replay_pass((*core, *current), data.D_minus, classes),
+                admitted=False,
+                top_k=(),
+                rejected=(),
+                nodes_expanded=1,
+                simulations=1,
+                evaluations=0,
+                wall_seconds=time.perf_counter() - start,
+            )
+        score = score_rule(rule, data, current, core, classes, search_config.weights)
+        admitted = score.admissible
+        return SynthesisResult(
+            rule=rule if admitted else None,
+            text=canonical_text(rule) if admitted else None,
+            score=score if admitted else None,
+            replay=replay_pass((*core, *current, rule), data.D_minus, classes),
+            admitted=admitted,
+            top_k=(),
+            rejected=(),
+            nodes_expanded=1,
+            simulations=1,
+            evaluations=1,
+            wall_seconds=time.perf_counter() - start,
+        )
+
+    return synthesise

@@ -1,0 +1,108 @@
+"""Tier 1 driven by a real model server (a local OpenAI-compatible server the test starts) and the LLM-written
+parts of the baselines and ablations: Reflexion's reflections and the LLM-only Patch."""
+
+from __future__ import annotations
+
+import threading
+from http.server import ThreadingHTTPServer
+
+import pytest
+from test_policies_openai import Handler
+
+from agents.rule_writer import llm_patch, patch_prompt
+from experiments.config import Tier1Config
+from experiments.tier1 import run_tier1
+from synthesis import build_dataset, extract_fragment
+from synthesis.dsl import Action
+from synthesis.fragments import RecordedStep
+
+
+@pytest.fixture(scope="module")
+def server():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def _microwave_failure():
+    heat = Action.env(
+        "heat", "heat apple 1 with microwave 1", obj="apple 1", obj_type="apple", recep="microwave 1"
+    )
+    other = Action.env(
+        "heat", "heat apple 1 with microwave 2", obj="apple 1", obj_type="apple", recep="microwave 2"
+    )
+    step = RecordedStep(
+        {"location": "microwave 1", "world_version": 0}, (heat, other), (1.0, 0.5), 0, True, 0, 3
+    )
+
+    def verifier(q, a):
+        return a.name == "heat" and a.arg("recep") == "microwave 1" and q.get("world_version", 0) == 0
+
+    fragment = extract_fragment(step, verifier, theta="microwave_1_broken")
+    return build_dataset([step], verifier, fragment), fragment
+
+
+@pytest.mark.parametrize(
+    "reply, admitted",
+    [
+        (
+            'Sure.\nif action.recep == "microwave 1" and world_version == 0 then forbid_env_action("heat")\n',
+            True,
+        ),
+        ("I would rather not write rules.", False),
+    ],
+)
+def test_llm_only_patch_parses_scores_and_replay_checks_the_models_rule(reply, admitted):
+    data, fragment = _microwave_failure()
+    prompts = []
+    result = llm_patch(lambda p: prompts.append(p) or reply)(data, fragment, (), (), None, _search())
+    assert prompts == [patch_prompt(fragment)] and "forbid_env_action" in prompts[0]
+    assert result.admitted is admitted and result.nodes_expanded == 1
+    if admitted:
+        assert result.replay.passed and "microwave 1" in result.text
+
+
+def _search():
+    from synthesis import SearchConfig
+
+    return SearchConfig()
+
+
+def test_tier1_on_a_model_server_with_llm_written_reflections(tmp_path, server):
+    common = dict(
+        episodes=2, schedule="smoke", backend="openai", server_url=server, server_model="toy", max_steps=12
+    )
+    Handler.requests.clear()
+    result = run_tier1(Tier1Config(method="reflexion", **common), tmp_path / "r")
+    s = result.summary
+    assert s["steps"] > 0 and s["episodes"] == 2
+    scored = [b for path, b in Handler.requests if path == "/v1/completions"]
+    assert len(scored) >= s["steps"]  # every decision scored its admissible commands on the server
+    # the toy model cannot finish a task in 12 steps: each lost trial gets a reflection the model wrote
+    assert s["success_rate"] == 0.0
+    asked = [b for path, b in Handler.requests if path == "/v1/chat/completions"]
+    assert len([b for b in asked if "reflect" in b["messages"][-1]["content"]]) == 2
+    assert result.steps["memory_tokens"].iloc[-1] > 0
+
+
+def test_a_model_backend_writes_the_llm_only_patch(tmp_path):
+    import numpy as np
+
+    from agents.scars_agent import direct_patch
+    from envs.household.env import HouseholdEnv
+    from experiments.tier1 import make_agent
+
+    class Model:
+        def write_text(self, prompt):
+            return 'if action.recep == "microwave 1" then forbid_env_action("heat")'
+
+    cfg = Tier1Config(method="scars", ablation="llm_only_patch", schedule="smoke")
+    agent = make_agent(cfg, HouseholdEnv(), tmp_path, np.random.default_rng(0), Model())
+    data, fragment = _microwave_failure()
+    assert agent.direct_synthesiser is not direct_patch
+    assert agent.direct_synthesiser(data, fragment, (), (), None, _search()).nodes_expanded == 1
+    agent.close()
+    embedded = make_agent(cfg, HouseholdEnv(), tmp_path / "e", np.random.default_rng(0), object())
+    assert embedded.direct_synthesiser is direct_patch
+    embedded.close()
