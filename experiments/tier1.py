@@ -96,6 +96,10 @@ def make_agent(
         from agents.rule_writer import llm_reflection
 
         return Reflexion(reflect=llm_reflection(write_text))
+    if cfg.method in ("rag", "voyager"):
+        from agents.text import make_embedder
+
+        return BASELINES[cfg.method](embedder=make_embedder(cfg.embedder))
     if cfg.method != "scars":
         return BASELINES[cfg.method]()
     from agents.scars_agent import ScarsAgent, ScarsAgentConfig

@@ -11,7 +11,14 @@ import click
 from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, Tier1Config
 from synthesis.errors import ScarsError
 
-_CHOICES = {"method": METHODS, "backend": BACKENDS, "ablation": ABLATIONS, "executor": EXECUTORS}
+_CHOICES = {
+    "method": METHODS,
+    "backend": BACKENDS,
+    "ablation": ABLATIONS,
+    "executor": EXECUTORS,
+    "embedder": ("hashing", "minilm"),
+    "server_mode": ("logprobs", "guided_choice"),
+}
 
 
 def config_options(cls):
