@@ -368,3 +368,91 @@ def test_index_shortcuts_fire_exactly_the_rules_a_scan_fires(specs, action_list,
             and fires(rule, q, a, plane.classes)
         }
         assert set(plane.fired_rules(q, a, step=step)) == expected
+
+
+# Buckets memoise their result per (action arguments, values of the context keys their rules read); step-bound
+# stops are applied after the memo. Repeated decisions on a small pool of actions and contexts, interleaved with
+# additions, removals, temporary masks and expiry, would expose a stale or over-shared memo entry.
+# rules that often fire on the pools (so that a stale "fires" or "does not fire" is met), and others
+memo_guards = st.one_of(
+    st.builds(
+        Compare,
+        st.sampled_from(["action.obj_type", "action.amount", "location", "step"]),
+        st.sampled_from(["==", "!=", ">="]),
+        st.sampled_from(["cup", 1, "kitchen", 2]),
+    ),
+    guards,
+    wide_guards,
+)
+memo_ops = st.one_of(
+    st.tuples(st.just("decide"), st.integers(0, 3), st.integers(0, 1), st.sampled_from([None, 0, 2, 5])),
+    st.tuples(st.just("decide"), st.integers(0, 3), st.integers(0, 1), st.sampled_from([None, 0, 2, 5])),
+    st.tuples(st.just("add"), memo_guards, wide_masks, st.sampled_from([None, 1, 3])),
+    st.tuples(st.just("temp"), memo_guards, wide_masks, st.sampled_from([1, 3, 10**9])),
+    st.tuples(st.just("remove"), st.integers(0, 20)),
+    st.tuples(st.just("expire"), st.sampled_from([0, 2, 4])),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(actions, wide_actions), min_size=4, max_size=4),
+    st.lists(st.one_of(contexts, wide_contexts), min_size=2, max_size=2),
+    st.lists(memo_ops, min_size=10, max_size=50),
+)
+def test_memoised_decisions_stay_exact_across_schema_changes_and_steps(action_pool, context_pool, ops):
+    plane = ControlPlane(classes=CLASSES)
+    live: dict[str, Rule] = {}
+    stops: dict[str, int | None] = {}
+    for op in ops:
+        if op[0] == "decide":
+            _, i, j, step = op
+            q = context_pool[j]
+            expected = [
+                {
+                    rule_id
+                    for rule_id, rule in live.items()
+                    if a.is_control
+                    and (step is None or stops[rule_id] is None or step < stops[rule_id])
+                    and fires(rule, q, a, plane.classes)
+                }
+                for a in action_pool
+            ]
+            assert set(plane.fired_rules(q, action_pool[i], step=step)) == expected[i]
+            governed = plane.govern(q, action_pool, np.zeros(len(action_pool)), step=step)
+            assert governed.masked.tolist() == [bool(ids) for ids in expected]
+            assert {k: set(ids) for k, ids in governed.fired} == {
+                k: ids for k, ids in enumerate(expected) if ids
+            }
+        elif op[0] == "add":
+            scar = Scar(Rule(op[1], op[2]), scope=Scope(expires_at_step=op[3]))
+            if plane.add(scar):
+                live[scar.id], stops[scar.id] = scar.rule, op[3]
+        elif op[0] == "temp":
+            mask_id = plane.set_temporary_mask(Rule(op[1], op[2]), until_step=op[3])
+            live[mask_id], stops[mask_id] = Rule(op[1], op[2]), op[3]
+        elif op[0] == "remove" and live:
+            rule_id = list(live)[op[1] % len(live)]
+            if rule_id.startswith("tmp:"):
+                plane.lift_temporary_mask(rule_id)
+            else:
+                plane.remove(rule_id)
+            del live[rule_id], stops[rule_id]
+        elif op[0] == "expire":
+            expired = plane.expire(op[1])
+            for rule_id in expired.temp_mask_ids + expired.scar_ids:
+                assert stops[rule_id] is not None and stops[rule_id] <= op[1]
+                del live[rule_id], stops[rule_id]
+            assert all(stop is None or stop > op[1] for stop in stops.values())
+
+
+def test_memo_never_shares_a_result_between_look_alike_values_of_other_types():
+    # True == 1 == np.int64(1) and they hash alike, but only the int is a number for the DSL
+    plane = ControlPlane(scars=[Scar(parse_rule('if karma < 2 then forbid_tool_call("punish")'))])
+    punish = Action.tool("punish", target="agent_1")
+    for karma, fires_on_it in ((1, True), (True, False), (np.int64(1), False), (1.0, True), (False, False)):
+        for _ in range(2):  # the second decision may be answered from the memo
+            assert plane.masked({"karma": karma}, [punish]) == [fires_on_it]
+    plane = ControlPlane(scars=[Scar(parse_rule('if action.amount > 0 then forbid_tool_call("harvest")'))])
+    for amount, fires_on_it in ((1, True), (True, False), (np.int64(1), False), (1, True)):
+        assert plane.masked({}, [Action.tool("harvest", amount=amount)]) == [fires_on_it]
