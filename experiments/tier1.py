@@ -129,6 +129,16 @@ def make_agent(
     )
 
 
+def _set_aside_old_ledger(out: Path) -> None:
+    """A run starts from an empty ledger: a ledger left in ``out`` by an earlier run is renamed, never reused or
+    deleted (its audit trail stays readable next to the new one)."""
+    for suffix in ("", "-wal", "-shm"):
+        old = out / f"ledger.sqlite{suffix}"
+        if old.exists():
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(old.stat().st_mtime))
+            old.rename(out / f"ledger.{stamp}.sqlite{suffix}")
+
+
 @dataclass(frozen=True)
 class RunResult:
     summary: dict[str, Any]
@@ -145,6 +155,7 @@ def run_tier1(cfg: Tier1Config, out: Path, progress: Callable[[int, int], None] 
     policy_rng, agent_rng = (np.random.default_rng(s) for s in root.spawn(2))
     env = HouseholdEnv(HouseholdConfig(schedule=rule_schedule, max_steps=cfg.max_steps))
     policy = make_policy(cfg)
+    _set_aside_old_ledger(out)
     agent = make_agent(cfg, env, out, agent_rng, policy)
     governs = hasattr(agent, "scar_ids")
     rows: list[dict[str, Any]] = []

@@ -66,6 +66,17 @@ def test_scars_learns_and_the_guarantees_hold(tmp_path):
     assert scars["repeat_violations"] < persona["repeat_violations"]
 
 
+def test_a_rerun_into_the_same_directory_starts_from_an_empty_ledger(tmp_path):
+    first = run_tier1(_cfg("scars"), tmp_path).summary
+    second = run_tier1(_cfg("scars"), tmp_path).summary
+    assert {k: v for k, v in first.items() if k not in TIMING} == {
+        k: v for k, v in second.items() if k not in TIMING
+    }
+    assert (
+        len(list(tmp_path.glob("ledger.*.sqlite"))) == 1
+    )  # the first run's ledger was set aside, not deleted
+
+
 def test_same_seed_same_summary(tmp_path):
     a = run_tier1(_cfg("scars"), tmp_path / "a").summary
     b = run_tier1(_cfg("scars"), tmp_path / "b").summary
