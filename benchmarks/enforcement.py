@@ -180,30 +180,40 @@ def generate_rules(n: int, rng: np.random.Generator, contexts: int = 0) -> list[
     return list(seen.values())
 
 
-def generate_decisions(count: int, rng: np.random.Generator) -> list[tuple[dict, list[Action], np.ndarray]]:
-    """Contexts with ~10 admissible actions: 7 environment actions, 2 tool calls, 1 text action."""
+def generate_decisions(
+    count: int, rng: np.random.Generator, fresh_from: int | None = None
+) -> list[tuple[dict, list[Action], np.ndarray]]:
+    """Contexts with ~10 admissible actions: 7 environment actions, 2 tool calls, 1 text action.
+
+    With ``fresh_from`` (a serial number), every decision is one never seen before: ``step`` counts up from it
+    (as in an episode), object instances are numbered by it and tool calls carry it as ``call_id``, so no
+    (action, context) pair repeats — within the list or across lists with disjoint serial ranges."""
 
     def pick(options):
         return options[int(rng.integers(len(options)))]
 
     decisions = []
-    for _ in range(count):
+    for serial in range(count):
+        uid = None if fresh_from is None else fresh_from + serial
         ctx = {
             "task": "t0",
             "location": pick(LOCATIONS),
-            "step": int(rng.integers(0, 60)),
+            "step": int(rng.integers(0, 60)) if uid is None else uid,
             "intent": pick(INTENTS),
             "data_scope": pick(SCOPES),
             "pool_resource_level": int(rng.integers(0, 101)),
             "karma": int(rng.integers(0, 11)),
         }
         actions = [
-            Action.env(pick(VERBS), obj=f"{o} 1", obj_type=o, recep=pick(RECEPS))
+            Action.env(pick(VERBS), obj=f"{o} {1 if uid is None else uid}", obj_type=o, recep=pick(RECEPS))
             for o in (pick(OBJECTS) for _ in range(7))
         ]
-        actions.append(Action.tool("harvest", amount=int(rng.integers(1, 21))))
+        call = {} if uid is None else {"call_id": uid}
+        actions.append(Action.tool("harvest", amount=int(rng.integers(1, 21)), **call))
         actions.append(
-            Action.tool(pick(("send_data", "punish", "search")), target=f"agent_{int(rng.integers(0, 50))}")
+            Action.tool(
+                pick(("send_data", "punish", "search")), target=f"agent_{int(rng.integers(0, 50))}", **call
+            )
         )
         actions.append(Action("text", "say", text="thinking"))
         decisions.append((ctx, actions, rng.normal(0.0, 2.0, size=len(actions))))
@@ -223,14 +233,16 @@ def naive_govern(rules: list[Rule], classes, ctx, actions, logits) -> np.ndarray
     return shifted / shifted.sum()
 
 
-def time_per_decision(fns: dict, decisions, repeats: int) -> dict[str, float]:
+def time_per_decision(fns: dict, passes: list, repeats: int) -> dict[str, float]:
     """µs per decision of each function: the best of ``repeats`` passes, passes interleaved across functions so
-    that load from other processes on the machine hits all of them alike (one warm-up pass first)."""
+    that load from other processes on the machine hits all of them alike (one warm-up pass first, on
+    ``passes[0]``; pass k times ``passes[k]`` — the same list every time, or never-seen decisions)."""
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for fn in fns.values():
-        for ctx, actions, logits in decisions[:50]:
+        for ctx, actions, logits in passes[0][:50]:
             fn(ctx, actions, logits)
-    for _ in range(repeats):
+    for k in range(1, repeats + 1):
+        decisions = passes[k]
         for name, fn in fns.items():
             chosen = (
                 decisions if not name.startswith("naive_n") else decisions[: max(50, len(decisions) // 10)]
@@ -242,8 +254,9 @@ def time_per_decision(fns: dict, decisions, repeats: int) -> dict[str, float]:
     return {name: min(values) for name, values in samples.items()}
 
 
-def measure(rules: list[Rule], decisions, repeats: int) -> dict[str, float]:
-    """One scenario: check the index against the scan on every decision, then time the four variants."""
+def measure(rules: list[Rule], decisions, repeats: int, timed_passes: list | None = None) -> dict[str, float]:
+    """One scenario: check the index against the scan on every decision, then time the four variants (on
+    ``decisions`` again in every pass — contexts repeat, the memo answers — or on ``timed_passes``)."""
     scars = [Scar(r) for r in rules]
     large = ControlPlane(scars=scars, classes=CLASSES)
     small = ControlPlane(scars=scars[:1], classes=CLASSES)
@@ -266,7 +279,7 @@ def measure(rules: list[Rule], decisions, repeats: int) -> dict[str, float]:
             "naive_1": lambda c, a, lg: naive_govern(canonical_rules[:1], large.classes, c, a, lg),
             "naive_n": lambda c, a, lg: naive_govern(canonical_rules, large.classes, c, a, lg),
         },
-        decisions,
+        timed_passes if timed_passes is not None else [decisions] * (repeats + 1),
         repeats,
     )
     return {
@@ -300,8 +313,18 @@ def main() -> None:
         "decisions": len(decisions),
         "actions_per_decision": actions_per_decision,
     }
-    for scenario, scenario_rules in (("dense", rules), ("spread", spread_rules)):
-        m = measure(scenario_rules, decisions, args.repeats)
+    # fresh: the dense scars, but every decision (checked, warm-up, each timed pass) is one never seen before
+    fresh = [
+        generate_decisions(len(decisions), rng, fresh_from=k * len(decisions))
+        for k in range(args.repeats + 2)
+    ]
+    scenarios = (
+        ("dense", rules, decisions, None),
+        ("spread", spread_rules, decisions, None),
+        ("fresh", rules, fresh[0], fresh[1:]),
+    )
+    for scenario, scenario_rules, checked, timed_passes in scenarios:
+        m = measure(scenario_rules, checked, args.repeats, timed_passes)
         us_1, us_n, naive_1, naive_n = (m[k] for k in ("indexed_1", "indexed_n", "naive_1", "naive_n"))
         print(f"[{scenario}] {m['masked_per_decision']:.2f} masked actions and {m['firings_per_decision']:.2f} "
               "rule firings per decision")  # fmt: skip
@@ -311,7 +334,7 @@ def main() -> None:
         print(f"[{scenario}] naive:   {naive_1:8.1f} µs with 1 scar, {naive_n:8.1f} with {n} "
               f"(ratio {naive_n / naive_1:.2f}); indexed is {naive_n / us_n:.0f}x faster at {n} scars")  # fmt: skip
         # the dense scenario (the original workload) keeps the unprefixed keys
-        prefix = "" if scenario == "dense" else "spread_"
+        prefix = "" if scenario == "dense" else f"{scenario}_"
         result.update({
             f"{prefix}masked_per_decision": round(m["masked_per_decision"], 3),
             f"{prefix}firings_per_decision": round(m["firings_per_decision"], 3),

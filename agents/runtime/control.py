@@ -92,12 +92,6 @@ _NUMBER = (int, float)
 _ABSENTS = itertools.repeat(_ABSENT)  # the default of every read, for map(dict.get, keys, _ABSENTS)
 _ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _MAX_KEY_FEATURES = 2  # a composite key of up to two equality conjuncts (e.g. object type and receptacle)
-# Memo keys are only formed from values of these exact types: among them, values that are equal (and hash alike)
-# mean the same to every test (1 == 1.0 in ``compare`` too). bool (True == 1), numpy integers (== 5 but not
-# numbers for ``compare``), subclasses and anything else bypass the memo.
-_PLAIN = frozenset((str, int, float))
-_MEMO_SIZE = 4096  # memoised (action, context) results per bucket; the memo is cleared when full
-_second = operator.itemgetter(1)
 
 
 def _is_number(x: object) -> bool:
@@ -231,19 +225,6 @@ def _compile(guard: Any, kind: str, name: str, classes: Classes) -> Check | bool
     raise TypeError(f"not a guard: {guard!r}")
 
 
-def _context_reads(guard: Any) -> frozenset[str]:
-    """The context keys (``q[...]``, not ``action.*``) a guard reads: what the memo key of a bucket holds."""
-    if isinstance(guard, And | Or):
-        return frozenset().union(*(_context_reads(g) for g in guard.operands))
-    if isinstance(guard, Compare | InClass):
-        feature = guard.feature
-    elif isinstance(guard, Named):
-        feature = NAMED_PREDICATES[guard.name]
-    else:
-        raise TypeError(f"not a guard: {guard!r}")
-    return frozenset() if feature.startswith("action.") else frozenset((feature,))
-
-
 def _flatten(guard: Any) -> list[Any]:
     if isinstance(guard, And):
         return [c for g in guard.operands for c in _flatten(g)]
@@ -260,9 +241,7 @@ class _Bucket:
     - ``unindexed``: the rest (checked on every action of this (kind, name)).
     """
 
-    __slots__ = (
-        "unindexed", "tables", "ranges", "where", "hazards", "seen", "reads", "memo", "memo_keys", "_plan"
-    )  # fmt: skip
+    __slots__ = ("unindexed", "tables", "ranges", "where", "hazards", "seen", "_plan")
 
     def __init__(self) -> None:
         self.unindexed: dict[tuple[str, int], Entry] = {}
@@ -273,26 +252,15 @@ class _Bucket:
         # action values need no boolean tagging
         self.hazards = 0
         self.seen: dict[Source, set] = {}  # source → literal values rules filed here name (key selectivity)
-        self.reads: dict[str, frozenset[str]] = {}  # rule id → the context keys its guard reads
-        # (action arguments, values of the context keys the bucket's rules read) → (fired ids, their stops)
-        self.memo: dict[tuple, tuple[tuple[str, ...], tuple | None]] = {}
-        self.memo_keys: tuple[str, ...] = ()
         self._plan: tuple | None = None
 
     def __len__(self) -> int:
         return len(self.where)
 
-    def note_reads(self, rule_id: str, context_keys: frozenset[str]) -> None:
-        """Record the context keys a rule filed here reads: the memo key holds exactly their values."""
-        self._plan = None
-        self.memo.clear()
-        self.reads[rule_id] = context_keys
-
     def file(self, key: tuple[str, int], atoms: list[_Atom], rest: list[Check], stop: int | None) -> None:
         """File one disjunct: pick its index (composite equality key, else a threshold, else none) and
         compile what the index does not prove into the residual check."""
         self._plan = None
-        self.memo.clear()
         keyed: dict[Source, _Atom] = {}
         for atom in atoms:
             if atom.source is not None and atom.key_values is not None:
@@ -340,8 +308,6 @@ class _Bucket:
 
     def remove(self, rule_id: str) -> None:
         self._plan = None
-        self.memo.clear()
-        self.reads.pop(rule_id, None)
         for place in self.where.pop(rule_id, ()):
             if place[0] == "unindexed":
                 self.unindexed.pop(place[1], None)
@@ -376,7 +342,6 @@ class _Bucket:
             (slot[s], op, [v for v, _, _ in items], [e for _, _, e in items])
             for (s, op), items in self.ranges.items()
         )
-        self.memo_keys = tuple(sorted(frozenset().union(*self.reads.values())))
         self._plan = (
             tuple(self.unindexed.values()),
             arg_keys,
@@ -388,32 +353,8 @@ class _Bucket:
         )
         return self._plan
 
-    def decide(self, q: Context, a: Action, step: int | None, plain_context: bool) -> tuple[str, ...]:
-        """Ids of the rules filed here that fire on (q, a), memoised: the result depends only on a's arguments,
-        the values of the context keys the bucket's rules read (``memo_keys``) and, through the rules' stop
-        steps, on ``step`` — which is applied after the memo, so results are shared across steps.
-        ``plain_context``: every value of q has a ``_PLAIN`` type (checked once per decision by the caller)."""
-        if self._plan is None:
-            self._build_plan()
-        if plain_context and _PLAIN.issuperset(map(type, map(_second, a.args))):
-            key = (a.args, tuple(map(q.get, self.memo_keys, _ABSENTS)))
-            memo = self.memo
-            result = memo.get(key)
-            if result is None:
-                if len(memo) >= _MEMO_SIZE:
-                    memo.clear()
-                result = memo[key] = self.evaluate(q, _arguments(a))
-        else:
-            result = self.evaluate(q, _arguments(a))
-        ids, stops = result
-        if stops is None or step is None:
-            return ids
-        # a temporary mask applies for steps < until_step, a step-scoped scar before its expiry step
-        return tuple(rule_id for rule_id, stop in zip(ids, stops, strict=True) if stop is None or step < stop)
-
-    def evaluate(self, q: Context, args: dict) -> tuple[tuple[str, ...], tuple | None]:
-        """The rules filed here whose guard holds on the action whose arguments are ``args``, whatever the
-        step: (their ids, the step each stops applying at — or None when none of them ever stops)."""
+    def fire(self, q: Context, args: dict, step: int | None) -> list[str]:
+        """Ids of the rules filed here that fire on the action whose arguments are ``args``."""
         unindexed, arg_keys, ctx_keys, singles, pairs, ranges, hazards = self._plan or self._build_plan()
         # each discriminating feature is read once per action
         values = [*map(args.get, arg_keys, _ABSENTS), *map(q.get, ctx_keys, _ABSENTS)]
@@ -447,13 +388,12 @@ class _Bucket:
             else:
                 candidates.extend(entries[: bisect.bisect_right(thresholds, x)])
         fired: list[str] = []
-        stops: list[int | None] = []
         for rule_id, check, stop in candidates:
-            # every entry of a rule (one per disjunct) carries the rule's stop, so the first that holds decides
+            if stop is not None and step is not None and step >= stop:
+                continue
             if rule_id not in fired and (check is None or check(q, args)):
                 fired.append(rule_id)
-                stops.append(stop)
-        return tuple(fired), (tuple(stops) if stops.count(None) != len(stops) else None)
+        return fired
 
 
 def _arguments(a: Action) -> dict:
@@ -517,7 +457,6 @@ class ControlPlane:
         bucket = self._buckets.setdefault((kind, name), _Bucket())
         stops = [s for s in (until_step, expires_at_step) if s is not None]
         stop = min(stops) if stops else None
-        bucket.note_reads(rule_id, _context_reads(rule.guard))
         disjuncts = rule.guard.operands if isinstance(rule.guard, Or) else (rule.guard,)
         for i, disjunct in enumerate(disjuncts):
             atoms: list[_Atom] = []
@@ -640,7 +579,7 @@ class ControlPlane:
         bucket = self._buckets.get((a.kind, a.name))
         if bucket is None:
             return ()
-        return bucket.decide(q, a, step, _PLAIN.issuperset(map(type, q.values())))
+        return tuple(bucket.fire(q, _arguments(a), step))
 
     def fired_rules(self, q: Context, a: Action, step: int | None = None) -> tuple[str, ...]:
         """The ids of every rule that fires on (q, a) (for audits and tests)."""
@@ -675,7 +614,6 @@ class ControlPlane:
         buckets = self._buckets
         any_control = False
         control_left = False  # some control action keeps a finite governed logit
-        plain_context = None  # may the memo be used with q (see ``_PLAIN``)? Checked once, when first needed
         for i, a in enumerate(actions):
             kind = a.kind
             if kind != "env" and kind != "tool":  # A_ctrl only: text and fallback actions are never masked
@@ -683,9 +621,8 @@ class ControlPlane:
             any_control = True
             bucket = buckets.get((kind, a.name))
             if bucket is not None:
-                if plain_context is None:
-                    plain_context = _PLAIN.issuperset(map(type, q.values()))
-                ids = bucket.decide(q, a, step, plain_context)
+                args = dict(a.args)  # _arguments(a), inlined on the hot path
+                ids = bucket.fire(q, args if len(args) == len(a.args) else _arguments(a), step)
             else:
                 ids = None
             if ids:
