@@ -77,12 +77,27 @@ def test_a_rerun_into_the_same_directory_starts_from_an_empty_ledger(tmp_path):
     )  # the first run's ledger was set aside, not deleted
 
 
-def test_same_seed_same_summary(tmp_path):
-    a = run_tier1(_cfg("scars"), tmp_path / "a").summary
-    b = run_tier1(_cfg("scars"), tmp_path / "b").summary
-    assert {k: v for k, v in a.items() if k not in TIMING} == {k: v for k, v in b.items() if k not in TIMING}
-    c = run_tier1(_cfg("scars", seed=1), tmp_path / "c").summary
-    assert {k: v for k, v in a.items() if k not in TIMING} != {k: v for k, v in c.items() if k not in TIMING}
+def _summary_json(path):
+    return {
+        method: {k: v for k, v in m.items() if k not in TIMING}
+        for method, m in json.loads((path / "summary.json").read_text()).items()
+    }
+
+
+def test_same_seed_same_summary_json(tmp_path):
+    configs = [_cfg("scars"), _cfg("rag")]
+    run_many(configs, tmp_path / "a")
+    run_many(configs, tmp_path / "b")
+    assert _summary_json(tmp_path / "a") == _summary_json(tmp_path / "b")
+    run_many([_cfg("scars", seed=1), _cfg("rag", seed=1)], tmp_path / "c")
+    assert _summary_json(tmp_path / "a") != _summary_json(tmp_path / "c")
+
+
+def test_wandb_logs_offline_without_an_account(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run_many([_cfg("reflexion", episodes=2, wandb=True)], tmp_path)
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1 and any(runs[0].rglob("*.wandb"))
 
 
 @pytest.mark.parametrize("ablation", [a for a in ABLATIONS if a != "none"])
