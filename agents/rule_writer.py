@@ -1,4 +1,8 @@
-"""LLM-written text for the memory mechanisms, when a real model backs the agent (paper §6.1, §6.4).
+"""Search-free rule proposals and model-written text for the memory mechanisms (paper §6.1, §6.4).
+
+- ``direct_patch``: the *LLM-only Patch* ablation with the embedded backend — one rule written straight from the
+  fragment (the failed action's mask and an equality on every causal variable: what a model would write from the
+  failure report), no search.
 
 - ``llm_reflection``: Reflexion's reflection on a failed trial, written by the model instead of the template.
 - ``llm_patch``: the *LLM-only Patch* ablation with a real model — the model is shown the DSL's grammar and the
@@ -14,9 +18,10 @@ import time
 from collections.abc import Callable
 
 from agents.memory.base import StepOutcome, describe_failure
-from synthesis import SynthesisData, SynthesisResult, replay_pass, score_rule
-from synthesis.dsl import canonical_text, parse_rule
+from synthesis import SynthesisData, SynthesisResult, candidate_space, replay_pass, score_rule
+from synthesis.dsl import Compare, Rule, canonical_text, parse_rule
 from synthesis.errors import DSLSyntaxError
+from synthesis.mcts import build_rule
 
 GRAMMAR_CARD = """A rule has the form: if GUARD then MASK
 GUARD: predicates joined with "and" / "or", parentheses allowed. A predicate is
@@ -57,8 +62,55 @@ def patch_prompt(fragment) -> str:
     )
 
 
+def proposal_result(
+    rule: Rule | None, data: SynthesisData, current, core, classes, search_config, start: float
+):
+    """Score and replay-check one proposed rule like an MCTS result (one node); ``None`` (unparsable) is rejected."""
+    if rule is None:
+        return SynthesisResult(
+            rule=None,
+            text=None,
+            score=None,
+            replay=replay_pass((*core, *current), data.D_minus, classes),
+            admitted=False,
+            top_k=(),
+            rejected=(),
+            nodes_expanded=1,
+            simulations=1,
+            evaluations=0,
+            wall_seconds=time.perf_counter() - start,
+        )
+    score = score_rule(rule, data, current, core, classes, search_config.weights)
+    admitted = score.admissible
+    return SynthesisResult(
+        rule=rule if admitted else None,
+        text=canonical_text(rule) if admitted else None,
+        score=score if admitted else None,
+        replay=replay_pass((*core, *current, rule), data.D_minus, classes),
+        admitted=admitted,
+        top_k=(),
+        rejected=(),
+        nodes_expanded=1,
+        simulations=1,
+        evaluations=1,
+        wall_seconds=time.perf_counter() - start,
+    )
+
+
+def direct_patch(data: SynthesisData, fragment, current, core, classes, search_config) -> SynthesisResult:
+    """The template proposal (see the module docstring)."""
+    start = time.perf_counter()
+    space = candidate_space(data, fragment, classes)
+    preds = [
+        Compare(k, "==", v) for k, v in sorted(fragment.q.items()) if isinstance(v, str | int | float | bool)
+    ]
+    preds += [Compare(f"action.{k}", "==", v) for k, v in fragment.F[0].args if k in fragment.causal_args]
+    rule = build_rule(space.masks[0], preds or list(space.predicates[:1]))
+    return proposal_result(rule, data, current, core, classes, search_config, start)
+
+
 def llm_patch(write_text: Callable[[str], str]):
-    """A ``direct`` synthesiser: (data, fragment, current, core, classes, search_config) -> SynthesisResult."""
+    """A direct synthesiser whose rule the model writes: (data, fragment, current, core, classes, search_config)."""
 
     def synthesise(data: SynthesisData, fragment, current, core, classes, search_config) -> SynthesisResult:
         start = time.perf_counter()
@@ -68,34 +120,6 @@ def llm_patch(write_text: Callable[[str], str]):
             rule = parse_rule(match.group(0) if match else reply)
         except DSLSyntaxError:
             rule = None
-        if rule is None:
-            return SynthesisResult(
-                rule=None,
-                text=None,
-                score=None,
-                replay=replay_pass((*core, *current), data.D_minus, classes),
-                admitted=False,
-                top_k=(),
-                rejected=(),
-                nodes_expanded=1,
-                simulations=1,
-                evaluations=0,
-                wall_seconds=time.perf_counter() - start,
-            )
-        score = score_rule(rule, data, current, core, classes, search_config.weights)
-        admitted = score.admissible
-        return SynthesisResult(
-            rule=rule if admitted else None,
-            text=canonical_text(rule) if admitted else None,
-            score=score if admitted else None,
-            replay=replay_pass((*core, *current, rule), data.D_minus, classes),
-            admitted=admitted,
-            top_k=(),
-            rejected=(),
-            nodes_expanded=1,
-            simulations=1,
-            evaluations=1,
-            wall_seconds=time.perf_counter() - start,
-        )
+        return proposal_result(rule, data, current, core, classes, search_config, start)
 
     return synthesise

@@ -26,6 +26,7 @@ import numpy as np
 from agents.equilibration import equilibrate
 from agents.memory.base import PERSONA, MemoryMechanism, StepOutcome
 from agents.policies.base import ContextItem
+from agents.rule_writer import direct_patch
 from agents.runtime.control import ControlPlane, Governed
 from agents.runtime.ledger import Ledger
 from agents.runtime.scar import Provenance, Scar, Scope
@@ -39,7 +40,6 @@ from synthesis import (
     SynthesisResult,
     build_dataset,
     extract_fragment,
-    replay_pass,
     tv_drift,
 )
 from synthesis.dsl import Rule, canonical_text, description_length
@@ -521,40 +521,3 @@ def _mean_kl(before, after, q_safe, classes, mask_mode, soft_bias) -> float:
         keep = pa > 0
         total += float(np.sum(pa[keep] * (np.log(pa[keep]) - np.log(np.maximum(pb[keep], 1e-300)))))
     return total / len(q_safe)
-
-
-def direct_patch(data, fragment, current, core, classes, search_config) -> SynthesisResult:
-    """LLM-only Patch ablation with the embedded backend: one rule written straight from the fragment — the mask of
-    the failed action and an equality on every causal variable (what a model would write from the failure report),
-    scored and replay-checked, no search. Reports its latency and node count (1) like the MCTS result."""
-    from synthesis import candidate_space, score_rule
-    from synthesis.mcts import build_rule
-
-    start = time.perf_counter()
-    space = candidate_space(data, fragment, classes)
-    mask = space.masks[0]
-    from synthesis.dsl import Compare
-
-    preds = [
-        Compare(k, "==", v) for k, v in sorted(fragment.q.items()) if isinstance(v, str | int | float | bool)
-    ]
-    failed = fragment.F[0]
-    preds += [Compare(f"action.{k}", "==", v) for k, v in failed.args if k in fragment.causal_args]
-    rule = build_rule(mask, preds or list(space.predicates[:1]))
-    score = score_rule(rule, data, current, core, classes, search_config.weights)
-    report = replay_pass((*core, *current, rule), data.D_minus, classes)
-    text = canonical_text(rule)
-    admitted = score.admissible
-    return SynthesisResult(
-        rule=rule if admitted else None,
-        text=text if admitted else None,
-        score=score if admitted else None,
-        replay=report,
-        admitted=admitted,
-        top_k=(),
-        rejected=(),
-        nodes_expanded=1,
-        simulations=1,
-        evaluations=1,
-        wall_seconds=time.perf_counter() - start,
-    )

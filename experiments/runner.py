@@ -70,20 +70,7 @@ def run_many(configs: Sequence[Tier1Config], out: Path, console: Console | None 
             result = run_tier1(
                 cfg, method_dir, progress=lambda done, total, task=task: progress.update(task, completed=done)
             )
-            if tracker.enabled:
-                for row in result.episodes.itertuples():
-                    tracker.log(
-                        {
-                            "charts/won": float(row.won),
-                            "charts/violations": row.violations,
-                            "charts/memory_tokens": row.memory_tokens,
-                            "charts/svr": row.svr,
-                        },
-                        step=int(row.episode),
-                    )
-                tracker.summary(
-                    {k: v for k, v in result.summary.items() if isinstance(v, int | float | bool)}
-                )
+            tracker.log_run(result.episodes, result.summary)
             results[label] = (result, tracker)
     summary = {label: r.summary for label, (r, _) in results.items()}
     steps = pd.concat([r.steps for r, _ in results.values()], ignore_index=True)

@@ -293,17 +293,7 @@ def _track(cfg: Tier1Config, sweep: SweepConfig, out: Path, result: RunResult) -
     tracker = Tracker(
         True, project=sweep.wandb_project, name=cfg.run_name, config=cfg.to_dict(), out=out, group=sweep.name
     )
-    for row in result.episodes.itertuples():
-        tracker.log(
-            {
-                "charts/won": float(row.won),
-                "charts/violations": row.violations,
-                "charts/memory_tokens": row.memory_tokens,
-                "charts/svr": row.svr,
-            },
-            step=int(row.episode),
-        )
-    tracker.summary({k: v for k, v in result.summary.items() if isinstance(v, int | float | bool)})
+    tracker.log_run(result.episodes, result.summary)
     tracker.finish()
 
 

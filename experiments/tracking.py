@@ -51,6 +51,22 @@ class Tracker:
 
             self.run.log({k: wandb.Image(str(v)) for k, v in images.items()})
 
+    def log_run(self, episodes, summary: Mapping[str, Any]) -> None:
+        """A finished tier-1 run: per-episode charts (step = episode) and the numeric summary."""
+        if self.run is None:
+            return
+        for row in episodes.itertuples():
+            self.log(
+                {
+                    "charts/won": float(row.won),
+                    "charts/violations": row.violations,
+                    "charts/memory_tokens": row.memory_tokens,
+                    "charts/svr": row.svr,
+                },
+                step=int(row.episode),
+            )
+        self.summary({k: v for k, v in summary.items() if isinstance(v, int | float | bool)})
+
     def summary(self, values: Mapping[str, Any]) -> None:
         if self.run is not None:
             for k, v in values.items():
