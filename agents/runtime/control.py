@@ -23,7 +23,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -82,15 +81,15 @@ class Expired:
     scar_ids: tuple[str, ...]
 
 
-Check = Callable[[Context, dict], bool]  # compiled guard part: (q, the action's arguments by name) -> holds
 Source = tuple[str, str]  # ("arg", argument name) or ("ctx", context key): where a feature is read
-Entry = tuple[str, Check | None, int | None]  # (rule id, residual check or None, step it stops applying at)
+Decider = Callable[
+    [Context, tuple, "int | None"], list
+]  # (q, the action's args pairs, step) -> fired rule ids
 
 _ABSENT = object()  # a feature the action or the context does not have (``semantics`` treats it alike)
 _BOOL = object()  # tags boolean index keys: True == 1 must not hold (``semantics.compare``)
 _NUMBER = (int, float)
-_ABSENTS = itertools.repeat(_ABSENT)  # the default of every read, for map(dict.get, keys, _ABSENTS)
-_ORDER = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_ORDER = ("<", "<=", ">", ">=")
 _MAX_KEY_FEATURES = 2  # a composite key of up to two equality conjuncts (e.g. object type and receptacle)
 
 
@@ -110,38 +109,26 @@ def _bool_hazard(value: Any) -> bool:
     return value.__class__ is bool or (isinstance(value, _NUMBER) and (value == 0 or value == 1))
 
 
-def _value_test(op: str, value: Any) -> Callable[[Any], bool]:
-    """``lambda x: semantics.compare(x, op, value)`` for a read x (``_ABSENT`` when missing), specialised."""
-    if op == "==":
-        if isinstance(value, bool):
-            return lambda x: x is value
-        if isinstance(value, str):
-            return lambda x: x == value  # neither _ABSENT nor a bool equals a string
-        if _is_number(value):
-            return lambda x: x.__class__ is not bool and x == value
-        return lambda x: x is not _ABSENT and compare(x, "==", value)
-    if op == "!=":
-        equal = _value_test("==", value)
-        return lambda x: not equal(x)
-    if op in _ORDER:
-        if not _is_number(value):
-            return lambda x: False
-        order = _ORDER[op]
-        # a NaN read fails every ordering comparison, as in ``compare``
-        return lambda x: isinstance(x, _NUMBER) and x.__class__ is not bool and order(x, value)
-    return lambda x: compare(x, op, value)  # raises the DSL's own error for an unknown operator
-
-
 @dataclass(frozen=True, slots=True)
 class _Atom:
     """One conjunct of a disjunct, resolved inside a (kind, name) bucket: ``source`` is where its feature is read
-    (None when the bucket fixes it: action.kind/name/tool/verb), ``test`` the test of the read value."""
+    (None when the bucket fixes it: action.kind/name/tool/verb), ``op``/``value`` the test of the read value
+    (``op == "in"``: ``value`` is the class's members, None for an unknown class)."""
 
     source: Source | None
     constant: Any  # the fixed feature value when ``source`` is None
-    test: Callable[[Any], bool]
+    op: str
+    value: Any
     key_values: tuple | None  # equality-like: the values that make it hold (index keys), else None
     threshold: tuple[str, float] | None  # numeric ``<``/``<=``/``>``/``>=`` with a number: (op, value)
+
+    def holds_on(self, x: Any) -> bool:
+        """The test on a read value x (``_ABSENT`` when missing), as ``semantics`` means it."""
+        if self.op == "in":
+            return self.value is not None and x is not _ABSENT and x in self.value
+        if x is _ABSENT:
+            return self.op == "!="
+        return compare(x, self.op, self.value)
 
 
 def _resolve(feature: str, kind: str, name: str) -> tuple[Source | None, Any]:
@@ -169,66 +156,144 @@ def _atom(conjunct: Any, kind: str, name: str, classes: Classes) -> _Atom | None
         source, constant = _resolve(feature, kind, name)
         indexable = op == "==" and (not isinstance(value, float) or value == value)  # NaN equals nothing
         threshold = (op, value) if op in _ORDER and _is_number(value) else None
-        return _Atom(source, constant, _value_test(op, value), (value,) if indexable else None, threshold)
+        return _Atom(source, constant, op, value, (value,) if indexable else None, threshold)
     if isinstance(conjunct, InClass):
         members = classes.get(conjunct.class_name)
         source, constant = _resolve(conjunct.feature, kind, name)
-        if members is None:
-            return _Atom(source, constant, lambda x: False, None, None)
-        return _Atom(
-            source,
-            constant,
-            lambda x: x in members,  # _ABSENT is never a member
-            tuple(sorted(members, key=repr)),
-            None,
-        )
+        keys = None if members is None else tuple(sorted(members, key=repr))
+        return _Atom(source, constant, "in", members, keys, None)
     return None
-
-
-def _read(source: Source, test: Callable[[Any], bool]) -> Check:
-    where, key = source
-    if where == "arg":
-        return lambda q, args: test(args.get(key, _ABSENT))
-    return lambda q, args: test(q.get(key, _ABSENT))
-
-
-def _all(parts: list[Check]) -> Check | bool:
-    if not parts:
-        return True
-    if len(parts) == 1:
-        return parts[0]
-    if len(parts) == 2:
-        first, second = parts
-        return lambda q, args: first(q, args) and second(q, args)
-    return lambda q, args: all(p(q, args) for p in parts)
-
-
-def _any(parts: list[Check]) -> Check | bool:
-    if not parts:
-        return False
-    if len(parts) == 1:
-        return parts[0]
-    return lambda q, args: any(p(q, args) for p in parts)
-
-
-def _compile(guard: Any, kind: str, name: str, classes: Classes) -> Check | bool:
-    """``semantics.guard_holds`` for actions of one (kind, name), as a closure over (q, args) — or a constant
-    when the bucket already decides it (e.g. ``tool_is`` inside the bucket of that tool)."""
-    atom = _atom(guard, kind, name, classes)
-    if atom is not None:
-        return bool(atom.test(atom.constant)) if atom.source is None else _read(atom.source, atom.test)
-    if isinstance(guard, And | Or):
-        parts = [_compile(g, kind, name, classes) for g in guard.operands]
-        if isinstance(guard, And):
-            return False if False in parts else _all([p for p in parts if p is not True])
-        return True if True in parts else _any([p for p in parts if p is not False])
-    raise TypeError(f"not a guard: {guard!r}")
 
 
 def _flatten(guard: Any) -> list[Any]:
     if isinstance(guard, And):
         return [c for g in guard.operands for c in _flatten(g)]
     return [guard]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One filed disjunct: what its index key does not prove (``atoms`` and nested ``rest`` guards) and the
+    step at which it stops applying (None: never)."""
+
+    rule_id: str
+    atoms: tuple[_Atom, ...]
+    rest: tuple[Any, ...]
+    stop: int | None
+
+
+class _Source:
+    """Python source of one bucket's decider, with every literal kept out of the text: values, rule ids and
+    lookup tables are bound as globals ``c<n>`` of the compiled code (strings are never spliced into source)."""
+
+    def __init__(self, kind: str, name: str, classes: Classes) -> None:
+        self.kind, self.name, self.classes = kind, name, classes
+        self.names: dict[str, Any] = {
+            "_A": _ABSENT,
+            "_BOOL": _BOOL,
+            "_NUM": _NUMBER,
+            "_cmp": compare,
+            "_bisect_left": bisect.bisect_left,
+            "_bisect_right": bisect.bisect_right,
+        }
+        self._known: dict[tuple[type, Any], str] = {}
+
+    def const(self, value: Any) -> str:
+        """The global name bound to ``value`` (one name per (type, value): True, 1 and 1.0 stay apart)."""
+        try:
+            known = (value.__class__, value)
+            hash(known)
+        except TypeError:  # a lookup table or list: always its own name
+            known = None
+        if known is not None and known in self._known:
+            return self._known[known]
+        ref = f"c{len(self.names)}"
+        self.names[ref] = value
+        if known is not None:
+            self._known[known] = ref
+        return ref
+
+    def read(self, source: Source) -> str:
+        where, key = source
+        return f"{'d' if where == 'arg' else 'q'}.get({self.const(key)}, _A)"
+
+    def test(self, op: str, value: Any, x: str) -> str | bool:
+        """An expression for ``semantics.compare(<x>, op, value)`` (x reads ``_A`` when missing), or a bool."""
+        if op == "in":
+            return False if value is None else f"({x} in {self.const(value)})"  # _A is never a member
+        if op == "==":
+            c = self.const(value)
+            if isinstance(value, bool):
+                return f"({x} is {c})"
+            if isinstance(value, str):
+                return f"({x} == {c})"  # neither _A nor a bool equals a string
+            if _is_number(value):
+                return f"((x := {x}).__class__ is not bool and x == {c})"
+            return f"((x := {x}) is not _A and _cmp(x, '==', {c}))"
+        if op == "!=":
+            equal = self.test("==", value, x)
+            return not equal if isinstance(equal, bool) else f"(not {equal})"
+        if op in _ORDER:
+            if not _is_number(value):
+                return False
+            # a NaN read fails every ordering comparison, as in ``compare``; bools and numpy ints are no numbers
+            return (
+                f"((x := {x}).__class__ is not bool and isinstance(x, _NUM) and x {op} {self.const(value)})"
+            )
+        return f"((x := {x}) is not _A and _cmp(x, {self.const(op)}, {self.const(value)}))"
+
+    def atom(self, atom: _Atom) -> str | bool:
+        if atom.source is None:
+            return atom.holds_on(atom.constant)
+        return self.test(atom.op, atom.value, self.read(atom.source))
+
+    def guard(self, guard: Any) -> str | bool:
+        """``semantics.guard_holds`` inside this bucket, as an expression over (q, d), or a bool when the bucket's
+        (kind, name) already decides it."""
+        atom = _atom(guard, self.kind, self.name, self.classes)
+        if atom is not None:
+            return self.atom(atom)
+        if isinstance(guard, And | Or):
+            parts = [self.guard(g) for g in guard.operands]
+            absorbing, neutral = (False, True) if isinstance(guard, And) else (True, False)
+            if any(p is absorbing for p in parts):
+                return absorbing
+            parts = [p for p in parts if p is not neutral]
+            if not parts:
+                return neutral
+            return "(" + (" and " if isinstance(guard, And) else " or ").join(parts) + ")"
+        raise TypeError(f"not a guard: {guard!r}")
+
+    def condition(self, entry: _Entry) -> str | bool:
+        """When the entry fires, given that its index key matched."""
+        parts: list[str | bool] = [self.atom(a) for a in entry.atoms] + [self.guard(g) for g in entry.rest]
+        if entry.stop is not None:
+            parts.insert(0, f"(step is None or step < {self.const(entry.stop)})")
+        if any(p is False for p in parts):
+            return False
+        parts = [p for p in parts if p is not True]
+        return " and ".join(parts) if parts else True
+
+    def emit(self, entries: Iterable[_Entry], indent: str) -> list[str]:
+        lines = []
+        for entry in entries:
+            condition = self.condition(entry)
+            if condition is False:
+                continue
+            rule_id = self.const(entry.rule_id)
+            add = f"if {rule_id} not in fired: fired.append({rule_id})"  # an or fires once
+            if condition is True:
+                lines.append(indent + add)
+            else:
+                lines += [f"{indent}if {condition}:", f"{indent}    {add}"]
+        return lines
+
+    def group(self, entries: Iterable[_Entry], out: list[str]) -> str:
+        """A function appending the ids of ``entries`` that fire (one per index key); returns its name."""
+        ref = f"g{len(out)}"
+        body = self.emit(entries, "    ") or ["    return"]
+        out.append("\n".join([f"def {ref}(q, d, step, fired):", *body]))
+        return ref
 
 
 class _Bucket:
@@ -239,28 +304,44 @@ class _Bucket:
     - ``ranges``: per (source, op), entries sorted by a numeric threshold; a bisection finds those whose
       threshold the read value passes;
     - ``unindexed``: the rest (checked on every action of this (kind, name)).
+
+    Decisions do not walk these structures: ``decider()`` compiles them into one Python function (rebuilt after
+    any change) that reads each discriminating feature once into a local, probes each table with one dict
+    lookup and runs only the matched keys' residual tests, inlined as comparisons.
     """
 
-    __slots__ = ("unindexed", "tables", "ranges", "where", "hazards", "seen", "_plan")
+    __slots__ = (
+        "kind",
+        "name",
+        "classes",
+        "unindexed",
+        "tables",
+        "ranges",
+        "where",
+        "hazards",
+        "seen",
+        "_fn",
+    )
 
-    def __init__(self) -> None:
-        self.unindexed: dict[tuple[str, int], Entry] = {}
-        self.tables: dict[tuple[Source, ...], dict[Any, dict[tuple[str, int], Entry]]] = {}
-        self.ranges: dict[tuple[Source, str], list[tuple[float, tuple[str, int], Entry]]] = {}
+    def __init__(self, kind: str, name: str, classes: Classes) -> None:
+        self.kind, self.name, self.classes = kind, name, classes
+        self.unindexed: dict[tuple[str, int], _Entry] = {}
+        self.tables: dict[tuple[Source, ...], dict[Any, dict[tuple[str, int], _Entry]]] = {}
+        self.ranges: dict[tuple[Source, str], list[tuple[float, tuple[str, int], _Entry]]] = {}
         self.where: dict[str, list[tuple]] = {}  # rule id → where its entries are filed (for removal)
         # index keys a boolean could wrongly find (True == 1 and hash(True) == hash(1)): while there are none,
         # action values need no boolean tagging
         self.hazards = 0
         self.seen: dict[Source, set] = {}  # source → literal values rules filed here name (key selectivity)
-        self._plan: tuple | None = None
+        self._fn: Decider | None = None
 
     def __len__(self) -> int:
         return len(self.where)
 
-    def file(self, key: tuple[str, int], atoms: list[_Atom], rest: list[Check], stop: int | None) -> None:
-        """File one disjunct: pick its index (composite equality key, else a threshold, else none) and
-        compile what the index does not prove into the residual check."""
-        self._plan = None
+    def file(self, key: tuple[str, int], atoms: list[_Atom], rest: list[Any], stop: int | None) -> None:
+        """File one disjunct: pick its index (composite equality key, else a threshold, else none); what the
+        index does not prove stays in the entry, to be tested."""
+        self._fn = None
         keyed: dict[Source, _Atom] = {}
         for atom in atoms:
             if atom.source is not None and atom.key_values is not None:
@@ -284,10 +365,9 @@ class _Bucket:
                 probed = [a for a in thresholds if (a.source, a.threshold[0]) in self.ranges]
                 chosen = [(probed or thresholds)[0]]
         proved = {id(a) for a in chosen}
-        residual = _all([_read(a.source, a.test) for a in atoms if id(a) not in proved] + rest)
-        if residual is False:
-            return
-        entry: Entry = (key[0], None if residual is True else residual, stop)
+        entry = _Entry(key[0], tuple(a for a in atoms if id(a) not in proved), tuple(rest), stop)
+        if _Source(self.kind, self.name, self.classes).condition(entry) is False:
+            return  # can never fire in this bucket
         places = self.where.setdefault(key[0], [])
         if chosen and chosen[0].key_values is not None:
             sources = tuple(a.source for a in chosen)
@@ -307,7 +387,7 @@ class _Bucket:
             places.append(("unindexed", key))
 
     def remove(self, rule_id: str) -> None:
-        self._plan = None
+        self._fn = None
         for place in self.where.pop(rule_id, ()):
             if place[0] == "unindexed":
                 self.unindexed.pop(place[1], None)
@@ -329,77 +409,83 @@ class _Bucket:
                 else:
                     del self.ranges[range_key]
 
-    def _build_plan(self) -> tuple:
-        """The decision-time layout: which sources to read once per action, and the probes that use them."""
-        # the action's arguments take the first slots, the context's the next ones
+    def decider(self) -> Decider:
+        """The compiled decision function of the rules filed now (built once per change)."""
+        if self._fn is None:
+            self._fn = self._compile()
+        return self._fn
+
+    def _reads_args(self, entry: _Entry) -> bool:
+        def reads(guard: Any) -> bool:
+            atom = _atom(guard, self.kind, self.name, self.classes)
+            if atom is not None:
+                return atom.source is not None and atom.source[0] == "arg"
+            return any(map(reads, guard.operands))
+
+        return any(a.source is not None and a.source[0] == "arg" for a in entry.atoms) or any(
+            map(reads, entry.rest)
+        )
+
+    def _compile(self) -> Decider:
+        src = _Source(self.kind, self.name, self.classes)
+        groups: list[str] = []
         sources = sorted({s for t in self.tables for s in t} | {s for s, _ in self.ranges})
-        slot = {s: i for i, s in enumerate(sources)}
-        arg_keys = tuple(key for where, key in sources if where == "arg")
-        ctx_keys = tuple(key for where, key in sources if where == "ctx")
-        singles = tuple((slot[t[0]], table) for t, table in self.tables.items() if len(t) == 1)
-        pairs = tuple((slot[t[0]], slot[t[1]], table) for t, table in self.tables.items() if len(t) == 2)
-        ranges = tuple(
-            (slot[s], op, [v for v, _, _ in items], [e for _, _, e in items])
-            for (s, op), items in self.ranges.items()
-        )
-        self._plan = (
-            tuple(self.unindexed.values()),
-            arg_keys,
-            ctx_keys,
-            singles,
-            pairs,
-            ranges,
-            self.hazards,
-        )
-        return self._plan
-
-    def fire(self, q: Context, args: dict, step: int | None) -> list[str]:
-        """Ids of the rules filed here that fire on the action whose arguments are ``args``."""
-        unindexed, arg_keys, ctx_keys, singles, pairs, ranges, hazards = self._plan or self._build_plan()
-        # each discriminating feature is read once per action
-        values = [*map(args.get, arg_keys, _ABSENTS), *map(q.get, ctx_keys, _ABSENTS)]
-        if hazards and bool in map(type, values):  # tag booleans so that True does not find the key 1
-            values = [(_BOOL, v) if v.__class__ is bool else v for v in values]
-        candidates = list(unindexed)
-        for i, table in singles:
-            try:
-                found = table.get(values[i])
-            except TypeError:  # an unhashable value cannot equal a DSL literal
-                continue
-            if found:
-                candidates.extend(found.values())
-        for i, j, table in pairs:
-            try:
-                found = table.get((values[i], values[j]))
-            except TypeError:
-                continue
-            if found:
-                candidates.extend(found.values())
-        for i, op, thresholds, entries in ranges:
-            x = values[i]
-            if x.__class__ is bool or not isinstance(x, _NUMBER) or x != x:  # NaN passes no threshold
-                continue
-            if op == "<":
-                candidates.extend(entries[bisect.bisect_right(thresholds, x) :])
-            elif op == "<=":
-                candidates.extend(entries[bisect.bisect_left(thresholds, x) :])
-            elif op == ">":
-                candidates.extend(entries[: bisect.bisect_left(thresholds, x)])
-            else:
-                candidates.extend(entries[: bisect.bisect_right(thresholds, x)])
-        fired: list[str] = []
-        for rule_id, check, stop in candidates:
-            if stop is not None and step is not None and step >= stop:
-                continue
-            if rule_id not in fired and (check is None or check(q, args)):
-                fired.append(rule_id)
-        return fired
-
-
-def _arguments(a: Action) -> dict:
-    """The action's arguments by name; the first of a repeated name wins, as in ``Action.arg``."""
-    args = dict(a.args)
-    return args if len(args) == len(a.args) else dict(reversed(a.args))
+        entries = [
+            *self.unindexed.values(),
+            *(e for t in self.tables.values() for g in t.values() for e in g.values()),
+            *(e for items in self.ranges.values() for _, _, e in items),
+        ]
+        reads_args = any(where == "arg" for where, _ in sources) or any(map(self._reads_args, entries))
+        body = ["def fire(q, args, step):"]
+        if reads_args:  # the action's arguments by name; the first of a repeated name wins (``Action.arg``)
+            body += ["    d = dict(args)", "    if len(d) != len(args):", "        d = dict(reversed(args))"]
+        else:
+            body.append("    d = args")
+        body.append("    fired = []")
+        body += src.emit(self.unindexed.values(), "    ")
+        value = {s: f"v{i}" for i, s in enumerate(sources)}
+        key = dict(value)
+        for s in sources:  # each discriminating feature is read once per action
+            body.append(f"    {value[s]} = {src.read(s)}")
+        for s in {s for t in self.tables for s in t} if self.hazards else ():
+            key[s] = "k" + value[s][1:]  # a boolean must not find the key of 1 or 0
+            body.append(f"    {key[s]} = (_BOOL, {value[s]}) if {value[s]}.__class__ is bool else {value[s]}")
+        resolve: list[tuple[dict | list, Any]] = []  # group names to replace by the compiled functions
+        for t, table in self.tables.items():
+            lookup = {k: src.group(group.values(), groups) for k, group in table.items()}
+            resolve += [(lookup, k) for k in lookup]
+            probe = key[t[0]] if len(t) == 1 else "(" + ", ".join(key[s] for s in t) + ")"
+            body += [
+                "    try:",
+                f"        g = {src.const(lookup)}.get({probe})",
+                "    except TypeError:",  # an unhashable value cannot equal a DSL literal
+                "        g = None",
+                "    if g is not None:",
+                "        g(q, d, step, fired)",
+            ]
+        for (s, op), items in self.ranges.items():
+            thresholds = src.const([v for v, _, _ in items])
+            funcs = [src.group([e], groups) for _, _, e in items]
+            resolve += [(funcs, i) for i in range(len(funcs))]
+            cut = {
+                "<": f"[_bisect_right({thresholds}, x):]",
+                "<=": f"[_bisect_left({thresholds}, x):]",
+                ">": f"[:_bisect_left({thresholds}, x)]",
+                ">=": f"[:_bisect_right({thresholds}, x)]",
+            }[op]
+            body += [
+                f"    x = {value[s]}",  # a NaN passes no threshold
+                "    if x.__class__ is not bool and isinstance(x, _NUM) and x == x:",
+                f"        for g in {src.const(funcs)}{cut}:",
+                "            g(q, d, step, fired)",
+            ]
+        body.append("    return fired")
+        namespace = dict(src.names)
+        code = compile("\n\n".join([*groups, "\n".join(body)]), f"<decider {self.kind} {self.name}>", "exec")
+        exec(code, namespace)  # noqa: S102 - our own generated source; every literal is a bound global
+        for container, slot in resolve:
+            container[slot] = namespace[container[slot]]
+        return namespace["fire"]
 
 
 class ControlPlane:
@@ -434,6 +520,7 @@ class ControlPlane:
         self.fallback = fallback
         self.classes: Classes = {name: frozenset(members) for name, members in (classes or {}).items()}
         self._buckets: dict[tuple[str, str], _Bucket] = {}
+        self._deciders: dict[tuple[str, str], Decider] = {}  # (kind, name) → its bucket's compiled decider
         self._core: dict[str, Rule] = {}
         self._scars: dict[str, Scar] = {}
         self._temp: dict[str, tuple[Rule, int]] = {}
@@ -454,43 +541,58 @@ class ControlPlane:
         self, rule_id: str, rule: Rule, *, until_step: int | None, expires_at_step: int | None
     ) -> None:
         kind, name = mask_key(rule.mask)
-        bucket = self._buckets.setdefault((kind, name), _Bucket())
+        bucket = self._buckets.get((kind, name))
+        if bucket is None:
+            bucket = self._buckets[kind, name] = _Bucket(kind, name, self.classes)
+        folding = _Source(kind, name, self.classes)
         stops = [s for s in (until_step, expires_at_step) if s is not None]
         stop = min(stops) if stops else None
         disjuncts = rule.guard.operands if isinstance(rule.guard, Or) else (rule.guard,)
         for i, disjunct in enumerate(disjuncts):
             atoms: list[_Atom] = []
-            rest: list[Check] = []
+            rest: list[Any] = []
             for conjunct in _flatten(disjunct):
                 atom = _atom(conjunct, kind, name, self.classes)
-                if atom is None:  # a nested or: compiled whole
-                    compiled = _compile(conjunct, kind, name, self.classes)
-                    if compiled is False:
+                if atom is None:  # a nested or: tested whole (unless the bucket's (kind, name) decides it)
+                    folded = folding.guard(conjunct)
+                    if folded is False:
                         break
-                    if compiled is not True:
-                        rest.append(compiled)
+                    if folded is not True:
+                        rest.append(conjunct)
                 elif atom.source is None:  # decided by the bucket's (kind, name)
-                    if not atom.test(atom.constant):
+                    if not atom.holds_on(atom.constant):
                         break
                 else:
                     atoms.append(atom)
             else:
                 mask = rule.mask
                 if isinstance(mask, ForbidToolArg):  # the bucket fixed kind and tool; the argument is to test
-                    atoms.append(
-                        _Atom(
-                            ("arg", mask.arg_name), None, _value_test("==", mask.value), (mask.value,), None
-                        )
-                    )
+                    # read as an argument even when it is called "name" or "kind" (not action.name/kind)
+                    value = mask.value
+                    keys = (value,) if not isinstance(value, float) or value == value else None
+                    atoms.append(_Atom(("arg", mask.arg_name), None, "==", value, keys, None))
                 bucket.file((rule_id, i), atoms, rest, stop)
+        self._deciders[kind, name] = self._stale(kind, name)
 
     def _unindex(self, rule_id: str, rule: Rule) -> None:
         key = mask_key(rule.mask)
         bucket = self._buckets.get(key)
         if bucket is not None:
             bucket.remove(rule_id)
-            if not len(bucket):
-                del self._buckets[key]
+            if len(bucket):
+                self._deciders[key] = self._stale(*key)
+            else:
+                del self._buckets[key], self._deciders[key]
+
+    def _stale(self, kind: str, name: str) -> Decider:
+        """Stands in for a changed bucket's decider: compiles it on the next decision (a burst of additions
+        compiles once), installs it and answers."""
+
+        def compile_then_fire(q: Context, args: tuple, step: int | None) -> list:
+            fire = self._deciders[kind, name] = self._buckets[kind, name].decider()
+            return fire(q, args, step)
+
+        return compile_then_fire
 
     # ------------------------------------------------------------------------------------ the schema S_t
     @property
@@ -576,10 +678,8 @@ class ControlPlane:
         """Ids of the rules (H, scars, temporary masks) that fire on (q, a); empty for non-control actions."""
         if a.kind != "env" and a.kind != "tool":  # A_ctrl only: text and fallback actions are never masked
             return ()
-        bucket = self._buckets.get((a.kind, a.name))
-        if bucket is None:
-            return ()
-        return tuple(bucket.fire(q, _arguments(a), step))
+        fire = self._deciders.get((a.kind, a.name))
+        return () if fire is None else tuple(fire(q, a.args, step))
 
     def fired_rules(self, q: Context, a: Action, step: int | None = None) -> tuple[str, ...]:
         """The ids of every rule that fires on (q, a) (for audits and tests)."""
@@ -611,7 +711,7 @@ class ControlPlane:
         masked = [False] * n
         fired: list[tuple[int, tuple[str, ...]]] = []
         hard = self.mode == "hard"
-        buckets = self._buckets
+        deciders = self._deciders
         any_control = False
         control_left = False  # some control action keeps a finite governed logit
         for i, a in enumerate(actions):
@@ -619,12 +719,8 @@ class ControlPlane:
             if kind != "env" and kind != "tool":  # A_ctrl only: text and fallback actions are never masked
                 continue
             any_control = True
-            bucket = buckets.get((kind, a.name))
-            if bucket is not None:
-                args = dict(a.args)  # _arguments(a), inlined on the hot path
-                ids = bucket.fire(q, args if len(args) == len(a.args) else _arguments(a), step)
-            else:
-                ids = None
+            fire = deciders.get((kind, a.name))
+            ids = None if fire is None else fire(q, a.args, step)
             if ids:
                 masked[i] = True
                 fired.append((i, tuple(ids)))
