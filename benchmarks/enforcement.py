@@ -256,7 +256,7 @@ def time_per_decision(fns: dict, passes: list, repeats: int) -> dict[str, float]
 
 def measure(rules: list[Rule], decisions, repeats: int, timed_passes: list | None = None) -> dict[str, float]:
     """One scenario: check the index against the scan on every decision, then time the four variants (on
-    ``decisions`` again in every pass — contexts repeat, the memo answers — or on ``timed_passes``)."""
+    ``decisions`` again in every pass — contexts repeat — or on never-seen ``timed_passes``)."""
     scars = [Scar(r) for r in rules]
     large = ControlPlane(scars=scars, classes=CLASSES)
     small = ControlPlane(scars=scars[:1], classes=CLASSES)

@@ -13,9 +13,12 @@ that bucket ``action.kind/name/tool/verb`` are constants and are folded away; ea
 filed under up to two equality-like conjuncts (``==``, named predicates, ``in_class`` — filed under each
 member — and the argument of ``forbid_tool_arg``), the most selective ones, or else under one numeric
 threshold (``<``, ``<=``, ``>``, ``>=``: sorted thresholds, found by bisection), or else left unindexed. The
-lookup proves the key conjuncts, so a candidate only checks the rest of its guard (a closure compiled once with
-the meaning of ``semantics.guard_holds``). A property test compares the fired rules with a linear scan of
-``semantics.fires``.
+lookup proves the key conjuncts, so a candidate only checks the rest of its guard. Each bucket is compiled into
+one generated Python function (on the first decision after a change to it): it reads the discriminating features
+once, probes each table with one dict lookup and calls the matched key's function, whose residual tests are
+inlined comparisons with the meaning of ``semantics.guard_holds``. Every literal (values, rule ids, tables) is
+bound as a global of the compiled code, never spliced into its text. Property tests compare the fired rules with
+a linear scan of ``semantics.fires``.
 """
 
 from __future__ import annotations
