@@ -44,6 +44,10 @@ def _label(cfg: Tier1Config) -> str:
 def run_many(configs: Sequence[Tier1Config], out: Path, console: Console | None = None) -> dict[str, dict]:
     """Run each config in turn (with a progress bar), then write the combined outputs into ``out``."""
     console = console or Console()
+    if (
+        not console.is_terminal and console.width < 120
+    ):  # logs and pipes: do not squeeze the table into 80 columns
+        console = Console(width=120)
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, RunResult] = {}
     with Progress(
