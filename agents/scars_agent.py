@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.equilibration import equilibrate
+from agents.equilibration import equilibrate, prune
 from agents.memory.base import PERSONA, MemoryMechanism, StepOutcome
 from agents.policies.base import ContextItem
 from agents.rule_writer import direct_patch
@@ -267,13 +267,10 @@ class ScarsAgent(MemoryMechanism):
         self._poll()
 
     def on_world_version(self, version: int, *, step: int) -> None:
-        """Scope retirement (SPEC §5): scars valid only under another world version leave the control plane."""
+        """Scope retirement (SPEC §5): scars valid only under another world version leave the control plane; the
+        decision and its reasons go to the ledger through ``agents.equilibration.prune``."""
         self.world_version = version
-        for scar in self.control.scars:
-            if scar.scope.env_version is not None and scar.scope.env_version != str(version):
-                self.ledger.retire(
-                    scar.id, f"world version changed to {version}; scope was {scar.scope.env_version}"
-                )
+        prune(self.ledger, env_version=str(version), step=step, classes=self.classes)
         self._rebuild()
 
     def end_episode(self, won: bool) -> None:
