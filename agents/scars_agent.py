@@ -39,11 +39,11 @@ from synthesis import (
     SearchConfig,
     SynthesisResult,
     build_dataset,
+    drift_measures,
     extract_fragment,
-    tv_drift,
 )
 from synthesis.dsl import Rule, canonical_text, description_length
-from synthesis.dsl.semantics import Classes
+from synthesis.dsl.semantics import Classes, fires
 from synthesis.errors import ConfigError
 from synthesis.objective import ObjectiveWeights
 
@@ -409,8 +409,7 @@ class ScarsAgent(MemoryMechanism):
         if not q_safe:
             return
         weights = self.config.search_config.weights
-        tv = tv_drift(before, after, q_safe, self.classes, weights.mask_mode, weights.soft_bias)
-        kl = _mean_kl(before, after, q_safe, self.classes, weights.mask_mode, weights.soft_bias)
+        tv, kl = drift_measures(before, after, q_safe, self.classes, weights.mask_mode, weights.soft_bias)
         self.prop3.append(
             {
                 "t": self.t,
@@ -500,21 +499,5 @@ class _Done:
 
 
 def _fires_any(rules, failure, classes):
-    from synthesis.dsl.semantics import fires
-
     q, actions = failure
     return [any(fires(r.rule, q, a, classes) for r in rules) for a in actions]
-
-
-def _mean_kl(before, after, q_safe, classes, mask_mode, soft_bias) -> float:
-    from synthesis import policy_distribution
-
-    total = 0.0
-    for step in q_safe:
-        p_after, fb_after = policy_distribution(step, after, classes, mask_mode, soft_bias)
-        p_before, fb_before = policy_distribution(step, before, classes, mask_mode, soft_bias)
-        pa = np.append(p_after, fb_after)
-        pb = np.append(p_before, fb_before)
-        keep = pa > 0
-        total += float(np.sum(pa[keep] * (np.log(pa[keep]) - np.log(np.maximum(pb[keep], 1e-300)))))
-    return total / len(q_safe)

@@ -14,6 +14,7 @@ particular resources calls ``ray.init`` first.
 
 from __future__ import annotations
 
+import abc
 import concurrent.futures
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -91,15 +92,10 @@ class _FutureHandle:
             raise SynthesisTimeout(f"synthesis not finished after {timeout} s") from None
 
 
-class InProcessExecutor:
-    """Runs the root-parallel trees one after another on a background thread of this process.
+class _Executor(abc.ABC):
+    """What both executors share: build the request once, seed one tree per worker, dispatch."""
 
-    Same seed, same result as :class:`RayExecutor` with ``num_workers == num_trees``.
-    """
-
-    def __init__(self, num_trees: int = 1) -> None:
-        self.num_trees = _check_trees(num_trees)
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="synthesis")
+    num_trees: int
 
     def submit(
         self,
@@ -114,16 +110,32 @@ class InProcessExecutor:
         request = SynthesisRequest(
             data, fragment, tuple(current_rules), tuple(core_rules), classes, config or SearchConfig()
         )
-        seeds = tree_seeds(seed, self.num_trees)
+        return self._dispatch(request, tree_seeds(seed, self.num_trees))
 
-        def work() -> SynthesisResult:
-            return merge_results([run_tree(request, s) for s in seeds], request.config.top_k)
-
-        return _FutureHandle(self._pool.submit(work))
+    @abc.abstractmethod
+    def _dispatch(self, request: SynthesisRequest, seeds: list[np.random.SeedSequence]) -> SynthesisHandle:
+        """Start one search tree per seed where this executor runs them; return a handle on the merged result."""
 
     def run(self, *args, **kwargs) -> SynthesisResult:
         """``submit(...).result()``: the blocking form."""
         return self.submit(*args, **kwargs).result()
+
+
+class InProcessExecutor(_Executor):
+    """Runs the root-parallel trees one after another on a background thread of this process.
+
+    Same seed, same result as :class:`RayExecutor` with ``num_workers == num_trees``.
+    """
+
+    def __init__(self, num_trees: int = 1) -> None:
+        self.num_trees = _check_trees(num_trees)
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="synthesis")
+
+    def _dispatch(self, request: SynthesisRequest, seeds: list[np.random.SeedSequence]) -> SynthesisHandle:
+        def work() -> SynthesisResult:
+            return merge_results([run_tree(request, s) for s in seeds], request.config.top_k)
+
+        return _FutureHandle(self._pool.submit(work))
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True)
@@ -155,7 +167,7 @@ class _RayHandle:
         return self._result
 
 
-class RayExecutor:
+class RayExecutor(_Executor):
     """Root-parallel MCTS on Ray: one task per tree, one CPU each, merged deterministically.
 
     The request (data, fragment, rules) is put in the object store once and shared by every task.
@@ -164,28 +176,11 @@ class RayExecutor:
     def __init__(self, num_workers: int = 2) -> None:
         import ray
 
-        self.num_workers = _check_trees(num_workers)
+        self.num_workers = self.num_trees = _check_trees(num_workers)
         self._remote = ray.remote(num_cpus=1, max_retries=0)(run_tree)
 
-    def submit(
-        self,
-        data: SynthesisData,
-        fragment: Fragment,
-        current_rules: Iterable[Rule] = (),
-        core_rules: Iterable[Rule] = (),
-        classes: Classes | None = None,
-        config: SearchConfig | None = None,
-        seed: int | np.random.SeedSequence = 0,
-    ) -> SynthesisHandle:
+    def _dispatch(self, request: SynthesisRequest, seeds: list[np.random.SeedSequence]) -> SynthesisHandle:
         import ray
 
-        request = SynthesisRequest(
-            data, fragment, tuple(current_rules), tuple(core_rules), classes, config or SearchConfig()
-        )
-        shared = ray.put(request)
-        refs = [self._remote.remote(shared, s) for s in tree_seeds(seed, self.num_workers)]
-        return _RayHandle(refs, request.config.top_k)
-
-    def run(self, *args, **kwargs) -> SynthesisResult:
-        """``submit(...).result()``: the blocking form."""
-        return self.submit(*args, **kwargs).result()
+        shared = ray.put(request)  # in the object store once, shared by every tree's task
+        return _RayHandle([self._remote.remote(shared, s) for s in seeds], request.config.top_k)

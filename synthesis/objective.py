@@ -170,6 +170,30 @@ def policy_distribution(
     return p / p.sum(), 0.0
 
 
+def drift_measures(
+    rules_before: Iterable[Rule],
+    rules_after: Iterable[Rule],
+    Q_safe: Sequence[RecordedStep],
+    classes: Classes | None = None,
+    mask_mode: MaskMode = "hard",
+    soft_bias: float = -5.0,
+) -> tuple[float, float]:
+    """(E_{q∼Q_safe} TV(π_after, π_before), E_{q∼Q_safe} KL(π_after ‖ π_before)) in one pass — both sides of
+    Prop. 3 (TV ≤ sqrt(KL/2) by Pinsker). Outcomes are the step's actions and the fallback a⊥."""
+    rules_before, rules_after = tuple(rules_before), tuple(rules_after)
+    if not Q_safe:
+        return 0.0, 0.0
+    tv = kl = 0.0
+    for step in Q_safe:
+        p_after, fb_after = policy_distribution(step, rules_after, classes, mask_mode, soft_bias)
+        p_before, fb_before = policy_distribution(step, rules_before, classes, mask_mode, soft_bias)
+        pa, pb = np.append(p_after, fb_after), np.append(p_before, fb_before)
+        tv += 0.5 * float(np.abs(pa - pb).sum())
+        keep = pa > 0
+        kl += float(np.sum(pa[keep] * (np.log(pa[keep]) - np.log(np.maximum(pb[keep], 1e-300)))))
+    return tv / len(Q_safe), kl / len(Q_safe)
+
+
 def tv_drift(
     rules_before: Iterable[Rule],
     rules_after: Iterable[Rule],
@@ -179,15 +203,7 @@ def tv_drift(
     soft_bias: float = -5.0,
 ) -> float:
     """E_{q∼Q_safe} TV(π_after(·|q), π_before(·|q)) — the left side of Prop. 3 (≤ sqrt(ε/2) when L_drift ≤ ε)."""
-    rules_before, rules_after = tuple(rules_before), tuple(rules_after)
-    if not Q_safe:
-        return 0.0
-    total = 0.0
-    for step in Q_safe:
-        p_after, fb_after = policy_distribution(step, rules_after, classes, mask_mode, soft_bias)
-        p_before, fb_before = policy_distribution(step, rules_before, classes, mask_mode, soft_bias)
-        total += 0.5 * (np.abs(p_after - p_before).sum() + abs(fb_after - fb_before))
-    return total / len(Q_safe)
+    return drift_measures(rules_before, rules_after, Q_safe, classes, mask_mode, soft_bias)[0]
 
 
 class ObjectiveEvaluator:
