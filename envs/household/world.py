@@ -260,7 +260,8 @@ class World:
     nothing but the step counter) and returns ``(observation, won)``.
     """
 
-    __slots__ = (
+    # Built from the spec once and never changed: copies share them.
+    _SHARED = (
         "spec",
         "_rnames",
         "_rtypes",
@@ -271,16 +272,15 @@ class World:
         "_ridx",
         "_oidx",
         "_action_cache",
+    )
+    _FLAGS = ("opened", "clean", "hot", "cool", "wet", "toggled")  # per-object/receptacle state lists
+    __slots__ = (
+        *_SHARED,
         "loc",
         "held",
         "where",
         "contents",
-        "opened",
-        "clean",
-        "hot",
-        "cool",
-        "wet",
-        "toggled",
+        *_FLAGS,
         "steps",
         "_adm",
         "_adm_list",
@@ -341,24 +341,13 @@ class World:
     def copy(self) -> World:
         """An independent copy sharing the immutable spec (used by the expert to simulate plans)."""
         other = object.__new__(World)
-        for name in (
-            "spec",
-            "_rnames",
-            "_rtypes",
-            "_ropenable",
-            "_onames",
-            "_otypes",
-            "_goto_cmds",
-            "_ridx",
-            "_oidx",
-            "_action_cache",
-        ):
+        for name in World._SHARED:
             setattr(other, name, getattr(self, name))
         other.loc = self.loc
         other.held = self.held
         other.where = list(self.where)
         other.contents = [list(c) for c in self.contents]
-        for name in ("opened", "clean", "hot", "cool", "wet", "toggled"):
+        for name in World._FLAGS:
             setattr(other, name, list(getattr(self, name)))
         other.steps = self.steps
         other._adm = self._adm
