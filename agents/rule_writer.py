@@ -17,46 +17,55 @@ import re
 import time
 from collections.abc import Callable
 
-from agents.memory.base import StepOutcome, describe_failure
+from agents.memory.base import describe_failure
+from envs.api import Feedback, WorldCard
 from synthesis import SynthesisData, SynthesisResult, candidate_space, replay_pass, score_rule
 from synthesis.dsl import Compare, Rule, canonical_text, parse_rule
 from synthesis.errors import DSLSyntaxError
+from synthesis.failure import Failure
 from synthesis.mcts import build_rule
 
 GRAMMAR_CARD = """A rule has the form: if GUARD then MASK
 GUARD: predicates joined with "and" / "or", parentheses allowed. A predicate is
-  FEATURE OP VALUE   (OP one of == != < <= > >=; FEATURE a context name such as location or held_type, or a part of
-                      the candidate action such as action.obj_type, action.recep, action.recep_type, action.is_wet)
-  in_class(FEATURE, "CLASS")   (e.g. in_class(action.obj_type, "dishware"))
+  FEATURE OP VALUE   (OP one of == != < <= > >=; FEATURE a context name or a part of the candidate action,
+                      written action.ARG)
+  in_class(FEATURE, "CLASS")
   action_is("VERB") / tool_is("TOOL")
 MASK: forbid_env_action("VERB") | forbid_tool_call("TOOL") | forbid_tool_arg("TOOL", "ARG", VALUE)
-Strings are double-quoted. Example:
-if action.obj_type == "cup" and action.recep_type == "sinkbasin" then forbid_env_action("move")"""
+Strings are double-quoted."""
+
+
+def grammar_card(card: WorldCard) -> str:
+    """The DSL's grammar and the world's own features (``WorldCard.features``): what a model is shown."""
+    return f"{GRAMMAR_CARD}\nIn this world: {card.features}" if card.features else GRAMMAR_CARD
+
 
 _RULE = re.compile(r"if\s.+?\sthen\s+forbid_[a-z_]+\([^)]*\)", re.DOTALL)
 
 
-def reflection_prompt(failures: list[StepOutcome], won: bool) -> str:
+def reflection_prompt(failures: list[Feedback], won: bool, card: WorldCard) -> str:
     what = (
         "\n".join(describe_failure(f) for f in failures) or "I ran out of steps without finishing the task."
     )
     return (
-        "You are an agent that just failed a trial of a household task.\n"
+        f"{card.persona}\nYou just failed a trial.\n"
         f"What happened:\n{what}\n"
         "In two sentences, reflect on what went wrong and what you will do differently next time."
     )
 
 
-def llm_reflection(write_text: Callable[[str], str]) -> Callable[[list[StepOutcome], bool], str]:
-    return lambda failures, won: write_text(reflection_prompt(failures, won))
+def llm_reflection(
+    write_text: Callable[[str], str], card: WorldCard
+) -> Callable[[list[Feedback], bool], str]:
+    return lambda failures, won: write_text(reflection_prompt(failures, won, card))
 
 
-def patch_prompt(fragment) -> str:
+def patch_prompt(fragment: Failure, card: WorldCard) -> str:
     failed = "\n".join(f"- {a.text or a.name} (arguments: {dict(a.args)})" for a in fragment.F)
     context = ", ".join(f"{k} = {v!r}" for k, v in sorted(fragment.q.items())) or "(none)"
     return (
         "An agent's action broke a safety rule. Write ONE rule in this language that forbids such actions in such "
-        f"situations and nothing else.\n\n{GRAMMAR_CARD}\n\nFailed action(s):\n{failed}\n"
+        f"situations and nothing else.\n\n{grammar_card(card)}\n\nFailed action(s):\n{failed}\n"
         f"Context variables tied to the failure: {context}\nCause reported by the verifier: {fragment.theta}\n\n"
         "Answer with the rule only."
     )
@@ -109,12 +118,12 @@ def direct_patch(data: SynthesisData, fragment, current, core, classes, search_c
     return proposal_result(rule, data, current, core, classes, search_config, start)
 
 
-def llm_patch(write_text: Callable[[str], str]):
+def llm_patch(write_text: Callable[[str], str], card: WorldCard):
     """A direct synthesiser whose rule the model writes: (data, fragment, current, core, classes, search_config)."""
 
     def synthesise(data: SynthesisData, fragment, current, core, classes, search_config) -> SynthesisResult:
         start = time.perf_counter()
-        reply = write_text(patch_prompt(fragment))
+        reply = write_text(patch_prompt(fragment, card))
         match = _RULE.search(reply)
         try:
             rule = parse_rule(match.group(0) if match else reply)

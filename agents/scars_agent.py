@@ -1,14 +1,16 @@
-"""The scars agent: the Piagetian loop of paper §3–§4 around any base policy.
+"""The scars agent: the Piagetian loop of paper §3–§4 around any base policy, in any world.
 
-Assimilation: act under π_S(a|q,H) ∝ π_0(a|q,H)·exp(Φ_S(q,a)) — the control plane (core schema H ∪ active scars S_t ∪
-temporary masks) governs the base logits. Disequilibrium: after each step the monitor computes d_t = sigmoid(wᵀz)
-from the verifier's events (and, in the social arena, the TrustGate-filtered punishments). Accommodation: when d_t > τ
-on a verified failure, the failure is cut to a fragment E = (q, F, θ) by counterfactual checks, storm control masks
-the offending action at once and queues an MCTS synthesis (in-process thread or Ray workers) on the recorded
-steps D_t. Equilibration: a finished synthesis that passes ReplayPass is merged with S_t by the OR-Tools integer
-program; every admission, retirement and decision is appended to the audit ledger, the control plane is rebuilt
-from the ledger's projection, and the temporary mask is lifted (hot swap). World-version changes retire the scars
-whose validity scope no longer holds; their evidence stays in the ledger.
+Assimilation: act under π_S(a|q,H) ∝ π_0(a|q,H)·exp(Φ_S(q,a)) — the schema store's control plane (core schema H ∪
+active scars S_t ∪ temporary masks) governs the base logits. Disequilibrium: after each step the monitor computes
+d_t = sigmoid(wᵀz) from the world's verdicts (z_V), the TrustGate-filtered punishments (z_R), the base policy's
+proposals against H (z_C) and the drift of the agent's own utterances from its first ones (z_I). Accommodation:
+when d_t > τ on a verified failure — or on a punishment the TrustGate lets through — the failure is cut to a
+fragment by counterfactual checks, storm control masks the offending action at once and queues an MCTS synthesis
+(in-process thread or Ray workers) on the recorded steps D_t. Equilibration: a finished synthesis that passes
+ReplayPass is merged with S_t by the OR-Tools integer program; the schema store writes every decision to the
+ledger and applies it to the plane; the temporary mask is lifted (hot swap). World-version changes retire the scars
+whose validity scope no longer holds; verified successes a scar would have blocked, recorded after its admission,
+revoke it. Everything world-specific comes from the world adapter (``envs.api``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -24,14 +26,17 @@ from typing import Any
 import numpy as np
 
 from agents.equilibration import equilibrate, prune
-from agents.memory.base import PERSONA, MemoryMechanism, StepOutcome
 from agents.policies.base import ContextItem
+from agents.registry import MethodSpec, register_method
 from agents.rule_writer import direct_patch
 from agents.runtime.control import ControlPlane, Governed
-from agents.runtime.ledger import Ledger
 from agents.runtime.scar import Provenance, Scar, Scope
-from agents.storm import StormConfig, StormController
-from disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor, StepRecord
+from agents.runtime.store import SchemaStore
+from agents.storm import StormConfig, StormController, StormRequests
+from disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor, Reading, StepRecord
+from disequilibrium.trustgate import TrustGate, TrustGateConfig
+from disequilibrium.verifier import HybridVerifier
+from envs.api import Decision, Feedback, WorldAdapter
 from synthesis import (
     FragmentError,
     InProcessExecutor,
@@ -42,22 +47,32 @@ from synthesis import (
     drift_measures,
     extract_fragment,
 )
-from synthesis.dsl import Rule, canonical_text, description_length
-from synthesis.dsl.semantics import Classes, fires
+from synthesis.dsl import canonical_text, description_length
+from synthesis.dsl.semantics import fires
 from synthesis.errors import ConfigError
+from synthesis.failure import Failure, FailureSource
 from synthesis.objective import ObjectiveWeights
+from synthesis.retirement import VerifiedSuccess, decide_retirement, scoped
 
-Verifier = Callable[[Mapping[str, Any], Any], bool]
+ABLATIONS: tuple[str, ...] = (
+    "none",
+    "no_mdl",
+    "no_drift_loss",
+    "no_ilp_merge",
+    "text_reflection_scar",
+    "llm_only_patch",
+    "soft_bias_only",
+)
 
 
 @dataclass(frozen=True)
 class ScarsAgentConfig:
     """Every knob of the scars agent; each §6.4 ablation is one setting (``for_ablation``)."""
 
-    tau: float = 0.55
-    """Disequilibrium threshold (paper's d_t ∈ [0.5, 0.731))."""
-    weights: tuple[float, float, float, float] = (0.25, 0.25, 0.25, 0.25)
-    """[α, β, γ, δ] for [z_V, z_R, z_C, z_I]."""
+    signal: DisequilibriumConfig = field(default_factory=DisequilibriumConfig)
+    """Weights w = [α, β, γ, δ], threshold τ (and the optional gain/bias) of d_t; ``scars calibrate`` fits them."""
+    trust: TrustGateConfig = field(default_factory=TrustGateConfig)
+    """The TrustGate of z_R (norm check and source independence; ``enabled=False`` is the anti-collusion ablation)."""
     mask_mode: str = "hard"
     """hard (φ = −∞) or soft (Soft Bias Only ablation: a finite penalty)."""
     soft_bias: float = -5.0
@@ -88,12 +103,8 @@ class ScarsAgentConfig:
     """Storm control: temporary masks, bounded queue, rate limit."""
     fallback: str = "no_op"
     """a⊥ when every control action is masked."""
-    core: tuple[Rule, ...] = ()
-    """The read-only core schema H."""
-    bookkeeping: tuple[str, ...] = ("episode", "game_seed", "rule_set_version")
-    """Context keys that name the run, not the world (episode counter, game id, a hash of the hidden rule set).
-    The verifier may depend on them (a rule switched on "from episode k"), so counterfactual attribution finds them
-    causal; a scar conditioned on them would only restate *when* it was learned, so they are cut from fragments."""
+    min_counter_evidence: int = 1
+    """Verified successes a scar must have blocked (recorded after its admission) before it is revoked (§4.5)."""
 
     def __post_init__(self) -> None:
         if self.mask_mode not in ("hard", "soft"):
@@ -108,6 +119,8 @@ class ScarsAgentConfig:
             raise ConfigError(f"synthesis_latency_steps = {self.synthesis_latency_steps!r}; expected >= 0")
         if self.history < 10:
             raise ConfigError(f"history = {self.history!r}; expected at least 10 recorded steps")
+        if self.min_counter_evidence < 1:
+            raise ConfigError(f"min_counter_evidence = {self.min_counter_evidence!r}; expected >= 1")
 
     @classmethod
     def for_ablation(
@@ -130,13 +143,13 @@ class ScarsAgentConfig:
             settings["mask_mode"] = "soft"
             weights = replace(weights, mask_mode="soft")
         elif ablation != "none":
-            raise ConfigError(f"unknown ablation {ablation!r}")
+            raise ConfigError(f"unknown ablation {ablation!r}; known: {', '.join(ABLATIONS)}")
         search = SearchConfig(num_simulations=search_iterations, weights=weights)
         return cls(search_config=search, **settings, **overrides)
 
 
-class ScarsAgent(MemoryMechanism):
-    """Memory mechanism that governs the base policy's logits with synthesised scars (paper §3.1)."""
+class ScarsAgent:
+    """The ``agents.api.Agent`` that governs the base policy's logits with synthesised scars (paper §3.1)."""
 
     name = "scars"
 
@@ -144,136 +157,151 @@ class ScarsAgent(MemoryMechanism):
         self,
         config: ScarsAgentConfig,
         *,
-        verifier: Verifier,
-        classes: Classes | None = None,
+        world: WorldAdapter,
         ledger_path: Path | str,
         seed: int = 0,
+        agent_id: str | None = None,
         direct_synthesiser: Callable[..., SynthesisResult] | None = None,
     ):
         """``direct_synthesiser``: what writes the rule in the LLM-only Patch ablation (``search="direct"``) — the
-        template ``direct_patch`` by default, ``agents.rule_writer.llm_patch(model.write_text)`` with a real model."""
+        template ``direct_patch`` by default, ``agents.rule_writer.llm_patch(model.write_text, card)`` with a real
+        model. ``agent_id``: this agent's name in a multi-agent world (whose punishments it reads)."""
         self.config = config
+        self.world = world
+        self.card = card = world.card
+        self.seed = seed
         self.direct_synthesiser = direct_synthesiser or direct_patch
-        self.verifier = verifier
-        self.classes = classes
-        Path(ledger_path).parent.mkdir(parents=True, exist_ok=True)
-        self.ledger = Ledger(ledger_path)
-        self.control = self._control_plane()
-        # H alone: what governs the policy when synthesised rules only reach the prompt (Text-Reflection Scar)
-        self.core_plane = ControlPlane(core=config.core, classes=classes, fallback=config.fallback)
-        self.monitor = DisequilibriumMonitor(
-            DisequilibriumConfig(weights=config.weights, tau=config.tau), core=config.core, classes=classes
+        self.store = SchemaStore(
+            ledger_path,
+            core=card.core,
+            classes=card.classes,
+            mode=config.mask_mode,
+            soft_bias=config.soft_bias,
+            fallback=config.fallback,
         )
-        self.executor = self._make_executor()
-        self.storm = StormController(self.control, self._submit, config.storm, ledger=self.ledger)
+        # H alone: what governs the policy when synthesised rules only reach the prompt (Text-Reflection Scar)
+        self.core_plane = ControlPlane(core=card.core, classes=card.classes, fallback=config.fallback)
+        norm = world.norm_verifier
+        trust_gate = None
+        if norm is not None or not (config.trust.enabled and config.trust.verify_norms):
+            trust_gate = TrustGate(norm, config.trust)
+        self.monitor = DisequilibriumMonitor(
+            config.signal,
+            agent_id=agent_id,
+            verifier=HybridVerifier(judge=world.judge),
+            trust_gate=trust_gate,
+            core=card.core,
+            classes=card.classes,
+        )
+        self.executor = (
+            _ray_executor(config.workers)
+            if config.executor == "ray"
+            else InProcessExecutor(num_trees=config.workers)
+        )
+        self.storm = StormController(config.storm, classes=card.classes)
         self.seeds = np.random.SeedSequence(seed)
         self.history: deque[RecordedStep] = deque(maxlen=config.history)
         self.text_rules: list[str] = []  # Text-Reflection Scar: synthesised rules shown as text
         self.t = 0
-        self.world_version = 0
+        self.failures: list[Failure] = []  # every verified failure of the run (the merge keeps them covered)
+        self.successes: list[tuple[int, VerifiedSuccess]] = []  # (t, success) since the last revocation check
+        self.admitted_at: dict[
+            str, int
+        ] = {}  # scar id -> t of its admission (counter-evidence must be newer)
         self.synthesis_log: list[dict[str, Any]] = []
         self.merge_log: list[dict[str, Any]] = []
         self.prop3: list[dict[str, Any]] = []
         self.complexity: list[tuple[int, float, int, float]] = []  # (t, C(S_t), K_t, C_max so far): Prop. 2
         self.failure_rules: set[str] = set()
-        self.failures: dict[str, tuple[Mapping[str, Any], tuple]] = {}  # every verified failure: id -> (q, F)
+        self.accommodations = {"verdict": 0, "punishment": 0}
 
-    # ------------------------------------------------------------------ construction
-    def _control_plane(self) -> ControlPlane:
-        return self.ledger.control_plane(
-            core=self.config.core,
-            classes=self.classes,
-            mode=self.config.mask_mode,
-            soft_bias=self.config.soft_bias,
-            fallback=self.config.fallback,
-        )
+    # ---------------------------------------------------------------------------------- the Agent protocol
+    def begin_episode(self, decision: Decision) -> None:
+        """Nothing to reset: the self-schema persists across episodes."""
 
-    def _make_executor(self):
-        if self.config.executor == "ray":
-            from synthesis import RayExecutor
-
-            return RayExecutor(num_workers=self.config.workers)
-        return InProcessExecutor(num_trees=self.config.workers)
-
-    # ------------------------------------------------------------------ the MemoryMechanism interface
-    def window(self, observation, context):
+    def window(self, decision: Decision) -> tuple[ContextItem, ...]:
         return (
-            ContextItem("persona", PERSONA),
+            ContextItem("persona", self.card.persona),
             *(ContextItem("rule", f"Learned rule: {text}", polarity=-1) for text in self.text_rules),
         )
 
     def scar_ids(self) -> tuple[str, ...]:
-        return self.control.active_ids
+        return self.store.plane.active_ids if self.config.enforce else ()
 
-    def govern(self, context, actions, logits, step) -> Governed:
-        self.t = step
-        if not self.config.enforce:  # Text-Reflection Scar: only H is enforced; scars live in the prompt
-            return self.core_plane.govern(context, actions, logits, step)
-        return self.control.govern(context, actions, logits, step)
+    def govern(self, decision: Decision, logits: np.ndarray) -> Governed:
+        self.t = decision.t
+        plane = (
+            self.store.plane if self.config.enforce else self.core_plane
+        )  # Text-Reflection: only H enforced
+        return plane.govern(decision.context, decision.actions, logits, decision.t)
 
-    def memory_texts(self, observation="", context=None) -> list[str]:
+    def memory_texts(self, decision: Decision) -> list[str]:
         """The active scars as printed rules; the prompt's rule texts when they are not enforced."""
         if not self.config.enforce:
             return list(self.text_rules)
-        texts = [canonical_text(s.rule) for s in self.control.scars]
-        return texts
+        return [canonical_text(s.rule) for s in self.store.scars]
 
-    def observe(self, outcome: StepOutcome) -> None:
-        if outcome.chosen < 0 or not outcome.actions:
-            self._poll()
-            return
-        violated = bool(outcome.violations)
-        record = RecordedStep(
-            outcome.context,
-            outcome.actions,
-            outcome.logits,
-            outcome.chosen,
-            violated,
-            outcome.episode,
-            outcome.step,
-        )
-        self.history.append(record)
-        events = tuple({"type": "rule_violation", "rule": v.rule_id} for v in outcome.violations)
-        reading = self.monitor.observe(
-            StepRecord(step=self.t, context=outcome.context, action=outcome.action, events=events)
-        )
-        if violated:
-            self.failure_rules.update(v.rule_id for v in outcome.violations)
-            if outcome.action.is_control:
-                self.failures[f"{outcome.episode}:{outcome.step}"] = (record.context, (outcome.action,))
-            self.ledger.observe_failure(
-                {
-                    "episode": outcome.episode,
-                    "step": outcome.step,
-                    "t": self.t,
-                    "action": outcome.action.to_dict(),
-                    "rules": [v.rule_id for v in outcome.violations],
-                    "d_t": reading.d,
-                }
+    def observe(self, feedback: Feedback) -> Reading:
+        d = feedback.decision
+        self.t = d.t
+        action = feedback.action
+        record = None
+        if feedback.chosen >= 0:
+            record = RecordedStep(
+                d.context, d.actions, feedback.logits, feedback.chosen, feedback.violated, d.episode, d.step
             )
-        if violated and reading.crossed and outcome.action.is_control:
-            try:
-                fragment = extract_fragment(
-                    record, self.verifier, self.classes, theta=outcome.violations[0].rule_id
+            self.history.append(record)
+        base = np.asarray(feedback.logits, dtype=np.float64)
+        probs = np.exp(base - base.max()) if len(base) else base
+        proposal = tuple(zip(d.actions, (probs / probs.sum()).tolist(), strict=True)) if len(base) else ()
+        reading = self.monitor.observe(
+            StepRecord(
+                step=d.t,
+                context=d.context,
+                action=action,
+                output=feedback.utterance,
+                events=tuple({"type": "rule_violation", "rule": v.rule_id} for v in feedback.verdicts),
+                punishments=feedback.punishments,
+                proposal=proposal,
+            )
+        )
+        source = FailureSource(self.card.id, d.episode, d.step, self.card.verifier_id)
+        if feedback.violated and action.is_control:
+            self.failure_rules.update(v.rule_id for v in feedback.verdicts)
+            failure = Failure(d.context, (action,), feedback.verdicts[0].rule_id, source)
+            self.failures.append(failure)
+            self.store.record_failure(failure, d_t=reading.d, z=list(reading.z.as_tuple()))
+            if reading.crossed and record is not None:
+                self._accommodate(record, failure, "verdict")
+        elif record is not None and action.is_control:
+            version = d.context.get("world_version")
+            self.successes.append(
+                (
+                    d.t,
+                    VerifiedSuccess(
+                        d.context,
+                        action,
+                        True,
+                        self.card.verifier_id,
+                        f"{d.episode}:{d.step}",
+                        None if version is None else str(version),
+                    ),
                 )
-            except FragmentError:
-                fragment = None
-            if fragment is not None:
-                fragment = replace(
-                    fragment, q={k: v for k, v in fragment.q.items() if k not in self.config.bookkeeping}
-                )
-            if fragment is not None:
-                self.storm.on_disequilibrium(self.t, outcome.action, outcome.context, fragment)
+            )
+        if reading.crossed and reading.trust is not None and reading.trust.counted_drop > 0:
+            self._accommodate_punishment(feedback, reading)
         self._poll()
+        return reading
 
-    def on_world_version(self, version: int, *, step: int) -> None:
+    def on_world_version(self, version: str, *, t: int) -> None:
         """Scope retirement (SPEC §5): scars valid only under another world version leave the control plane; the
-        decision and its reasons go to the ledger through ``agents.equilibration.prune``."""
-        self.world_version = version
-        prune(self.ledger, env_version=str(version), step=step, classes=self.classes)
-        self._rebuild()
+        decision and its reasons go to the ledger through the schema store."""
+        self.t = t
+        prune(self.store, env_version=str(version), step=t, classes=self.card.classes)
+        self._measure_complexity()
 
     def end_episode(self, won: bool) -> None:
+        self._revoke_refuted()
         self._poll()
 
     def close(self) -> None:
@@ -282,112 +310,195 @@ class ScarsAgent(MemoryMechanism):
             with contextlib.suppress(Exception):  # a crashed search is reported through poll below
                 future.result(timeout=120)
         self._poll()
-        if hasattr(self.executor, "shutdown"):
-            self.executor.shutdown()
-        self.ledger.close()
+        shutdown = getattr(self.executor, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+        self.store.close()
 
-    # ------------------------------------------------------------------ accommodation
-    def _submit(self, fragment):
-        data = build_dataset(self.history, self.verifier, fragment)
-        current = tuple(s.rule for s in self.control.scars)
-        seed = self.seeds.spawn(1)[0]
-        if self.config.search == "direct":
-            handle = _Done(
-                self.direct_synthesiser(
-                    data, fragment, current, self.config.core, self.classes, self.config.search_config
+    # ---------------------------------------------------------------------------------- accommodation
+    def _verifier(self, context: Mapping[str, Any], action) -> bool:
+        return bool(self.world.check(context, action))
+
+    def _accommodate(self, record: RecordedStep, failure: Failure, trigger: str) -> None:
+        try:
+            fragment = extract_fragment(
+                record,
+                self._verifier,
+                self.card.classes,
+                theta=failure.theta,
+                source=failure.source,
+                ignore=frozenset(self.card.bookkeeping),
+            )
+        except FragmentError:
+            return
+        self.accommodations[trigger] += 1
+        decision = self.storm.on_disequilibrium(self.t, fragment, context=record.context)
+        self._carry_out(decision.requests)
+
+    def _accommodate_punishment(self, feedback: Feedback, reading: Reading) -> None:
+        """Punishment alone can trigger accommodation (§3.2, §6.2): the punished action, in the context it was
+        taken in, becomes the failure when d_t crosses τ and the TrustGate counted the punishment. The agent's
+        recorded step of that action (if still in its history) joins D⁻ so the synthesis can mask it."""
+        counted = [p for cluster in reading.trust.clusters for p in cluster]  # type: ignore[union-attr]
+        by_action: dict[tuple, list] = {}
+        for p in counted:  # several punishers of one action: one failure
+            if p.punished_action.is_control:
+                a = p.punished_action
+                by_action.setdefault((a.kind, a.name, a.args), []).append(p)
+        d = feedback.decision
+        for (kind, name, args), group in by_action.items():
+            p = group[0]
+            q = {k: v for k, v in p.context.items() if k not in self.card.bookkeeping}
+            punishers = "+".join(sorted({x.punisher for x in group}))
+            source = FailureSource(self.card.id, d.episode, d.step, f"punished_by:{punishers}")
+            failure = Failure(q, (p.punished_action,), f"punished:{punishers}", source)
+            for i in range(len(self.history) - 1, -1, -1):
+                step = self.history[i]
+                taken = step.chosen_action
+                if (taken.kind, taken.name, taken.args) == (kind, name, args):
+                    if not step.violated:
+                        self.history[i] = replace(step, violated=True)
+                    break
+            else:  # no longer in the history: the punished action alone stands for its step
+                self.history.append(
+                    RecordedStep(p.context, (p.punished_action,), (0.0,), 0, True, d.episode, d.step)
                 )
+            self.failures.append(failure)
+            self.store.record_failure(failure, d_t=reading.d, z=list(reading.z.as_tuple()))
+            self.accommodations["punishment"] += 1
+            decision = self.storm.on_disequilibrium(self.t, failure, context=p.context)
+            self._carry_out(decision.requests)
+
+    def _carry_out(self, requests: StormRequests) -> None:
+        """Storm control's requests, executed: masks through the store, syntheses on the executor."""
+        for mask in requests.masks:
+            self.store.mask_temporarily(
+                mask.mask_id, mask.rule, until_step=mask.until_step, reason=mask.reason
             )
+        for lift in requests.lifts:
+            self.store.lift_mask(lift.mask_id, reason=lift.reason)
+        for submit in requests.submits:
+            self.storm.started(submit.ticket, self._submit(submit.failure))
+
+    def _submit(self, fragment: Failure):
+        data = build_dataset(self.history, self._verifier, fragment)
+        current = tuple(s.rule for s in self.store.scars)
+        seed = self.seeds.spawn(1)[0]
+        core, classes, search = self.card.core, self.card.classes, self.config.search_config
+        if self.config.search == "direct":
+            handle = _Done(self.direct_synthesiser(data, fragment, current, core, classes, search))
         else:
-            handle = self.executor.submit(
-                data, fragment, current, self.config.core, self.classes, self.config.search_config, seed=seed
-            )
-        return _AtStep(handle, self.t + self.config.synthesis_latency_steps, lambda: self.t)
+            handle = self.executor.submit(data, fragment, current, core, classes, search, seed=seed)
+        return _AtStep(handle, self.t + self.config.synthesis_latency_steps, lambda: self.t, seed, data)
 
     def _poll(self) -> None:
-        for done in self.storm.poll(self.t):
+        completed, requests = self.storm.poll(self.t)
+        self._carry_out(requests)
+        for done in completed:
             result: SynthesisResult | None = done.result
-            entry = {
-                "t": self.t,
-                "ticket": done.ticket,
-                "error": repr(done.error) if done.error else None,
-                "admitted": bool(result and result.admitted),
-                "rule": result.text if result else None,
-                "nodes": result.nodes_expanded if result else 0,
-                "seconds": result.wall_seconds if result else 0.0,
-            }
-            self.synthesis_log.append(entry)
+            self.synthesis_log.append(
+                {
+                    "t": self.t,
+                    "ticket": done.ticket,
+                    "error": repr(done.error) if done.error else None,
+                    "admitted": bool(result and result.admitted),
+                    "rule": result.text if result else None,
+                    "nodes": result.nodes_expanded if result else 0,
+                    "seconds": result.wall_seconds if result else 0.0,
+                }
+            )
             if result is None or not result.admitted or result.rule is None:
                 self.storm.on_synthesis_rejected(done.ticket)
                 continue
-            scar = self._scar_from(result, done)
             if not self.config.enforce:
                 self.text_rules.append(result.text)
                 self.storm.on_synthesis_rejected(
                     done.ticket
                 )  # nothing enforced: the temporary mask lapses too
                 continue
+            handle = done.future if isinstance(done.future, _AtStep) else None
+            scar = self._scar_from(result, done.failure, handle)
             self._equilibrate(scar)
-            if scar.id in self.control:
-                self.storm.on_scar_admitted(scar, step=self.t, ticket=done.ticket)
+            if scar.id in self.store.plane:
+                self._carry_out(
+                    self.storm.on_scar_admitted(scar.rule, step=self.t, ticket=done.ticket, scar_id=scar.id)
+                )
             else:
                 self.storm.on_synthesis_rejected(done.ticket)
 
-    def _scar_from(self, result: SynthesisResult, done) -> Scar:
-        fragment = done.fragment
-        q = dict(fragment.q)
-        version = q.get("world_version")
-        failed = fragment.F[0]
+    def _scar_from(self, result: SynthesisResult, fragment: Failure, handle: _AtStep | None) -> Scar:
+        version = fragment.q.get("world_version")
+        seed = None if handle is None else int(handle.seed.generate_state(1)[0])
+        covered, blocked = 0, 0
+        if handle is not None:
+            covered = sum(
+                1
+                for case in handle.data.D_minus
+                for a in case.F
+                if fires(result.rule, case.q, a, self.card.classes)
+            )
+            blocked = sum(
+                1 for case in handle.data.D_plus if fires(result.rule, case.q, case.a_star, self.card.classes)
+            )
+        search = self.config.search_config
         return Scar(
             rule=result.rule,
-            evidence=(
-                {
-                    "theta": fragment.theta,
-                    "q": {k: v for k, v in q.items()},
-                    "F": [a.to_dict() for a in fragment.F],
-                    "source_steps": [list(s) for s in fragment.source_steps],
-                    "failed": failed.text,
-                },
-            ),
+            evidence=(fragment.to_json(),),
             provenance=Provenance(
-                source_episode=fragment.source_steps[0][0] if fragment.source_steps else None,
-                source_step=fragment.source_steps[0][1] if fragment.source_steps else None,
-                verifier_id="household.Verifier",
+                source_episode=fragment.source.episode,
+                source_step=fragment.source.step,
+                verifier_id=fragment.source.verifier_id or self.card.verifier_id,
                 synthesiser="mcts" if self.config.search == "mcts" else "direct",
                 synthesiser_settings=(
-                    ("num_simulations", self.config.search_config.num_simulations),
-                    ("workers", self.config.workers),
+                    ("executor", self.config.executor),
+                    ("max_predicates", search.max_predicates),
                     ("merge_mode", self.config.merge_mode),
+                    ("num_simulations", search.num_simulations),
+                    ("run_seed", self.seed),
+                    ("workers", self.config.workers),
+                    ("world", self.card.id),
                 ),
-                seed=None,
+                seed=seed,
                 synthesised_at_us=time.time_ns() // 1000,
             ),
-            # the scope is the world version only when the counterfactual checks found it causal (§4.1)
-            scope=Scope(env_version=None if version is None else str(version)),
+            # the scope is the world version only when the counterfactual checks found it causal (§4.1);
+            # confidence: Laplace's rule of succession over the recorded failures the rule masks (k) and the
+            # recorded successes it would have blocked (m): (k + 1) / (k + m + 2)
+            scope=Scope(
+                env_version=None if version is None else str(version),
+                confidence=(covered + 1) / (covered + blocked + 2),
+            ),
         )
 
     def _equilibrate(self, new: Scar) -> None:
-        """S_{t+1} = ILP-Merge(S_t ∪ {ΔS*}); ``agents.equilibration`` writes every decision to the ledger and the
-        control plane is rebuilt from the ledger's projection."""
+        """S_{t+1} = ILP-Merge(S_t ∪ {ΔS*}), written through the schema store."""
         # Coverage is owed to every recorded failure some in-scope candidate resolves — the whole run's failures,
         # not just the recent window: retiring a rule must not forget a failure (§4.5). Failures only resolved by
         # scars retired for scope have no candidate left and drop out with them.
-        candidates = [*self.control.scars, new]
-        failures = {k: v for k, v in self.failures.items() if any(_fires_any(candidates, v, self.classes))}
-        before = tuple(s.rule for s in self.control.scars)
+        candidates = [*self.store.scars, new]
+        classes = self.card.classes
+        # one failure per id (a step's verdict and a punishment of that step's action are the same failed action)
+        unique = {f.id: f for f in reversed(self.failures)}
+        failures = [
+            f for f in unique.values() if any(fires(c.rule, f.q, a, classes) for c in candidates for a in f.F)
+        ]
+        before = tuple(s.rule for s in self.store.scars)
         report = equilibrate(
-            self.ledger,
+            self.store,
             [new],
             failures,
             [(step.context, step.actions) for step in self.history],
-            self.classes,
+            classes,
             self.config.search_config.weights.lambdas,
             merge_mode=self.config.merge_mode,
         )
+        for sid in report.admitted:
+            self.admitted_at[sid] = self.t
         result = report.result
         self.merge_log.append(
             {
                 "t": self.t,
-                "candidates": len(self.control.scars) + 1,
+                "candidates": len(before) + 1,
                 "active": len(result.active),
                 "retired": list(report.retired),
                 "refused_resurrection": list(report.refused_resurrection),
@@ -396,20 +507,45 @@ class ScarsAgent(MemoryMechanism):
                 "uncovered": len(result.uncovered),
             }
         )
-        self._rebuild()
-        self._check_prop3(before, tuple(s.rule for s in self.control.scars))
+        self._measure_complexity()
+        self._check_prop3(before, tuple(s.rule for s in self.store.scars))
 
-    def _check_prop3(self, before: Sequence[Rule], after: Sequence[Rule]) -> None:
+    def _revoke_refuted(self) -> None:
+        """Revocation by counter-evidence (§4.5): a verified success recorded *after* a scar's admission that the
+        scar would have blocked refutes it (it can only happen where the mask leaked: soft mode, text rules, or a
+        success the agent reached another way). Earlier successes are history from before the rule changed, not
+        counter-evidence. A revoked id never returns without new evidence (the ledger's no-resurrection check),
+        which is what keeps admission and revocation from oscillating."""
+        if not self.successes:
+            return
+        for scar in self.store.scars:
+            since = self.admitted_at.get(scar.id, -1)
+            newer = [s for t, s in self.successes if t > since]
+            if newer:
+                decision = decide_retirement(
+                    [scoped(scar)],
+                    successes=newer,
+                    classes=self.card.classes,
+                    min_counter_evidence=self.config.min_counter_evidence,
+                )
+                if decision.revoke:
+                    self.store.apply_retirement(decision)
+        self.successes.clear()
+        self._measure_complexity()
+
+    def _check_prop3(self, before, after) -> None:
         """Prop. 3 on the recorded off-failure contexts: E TV(π', π) ≤ sqrt(L_drift / 2) with L_drift the KL."""
         q_safe = [
             s
             for s in self.history
-            if not s.violated and not any(self.verifier(s.context, a) for a in s.actions)
+            if not s.violated and not any(self._verifier(s.context, a) for a in s.actions)
         ]
         if not q_safe:
             return
         weights = self.config.search_config.weights
-        tv, kl = drift_measures(before, after, q_safe, self.classes, weights.mask_mode, weights.soft_bias)
+        tv, kl = drift_measures(
+            before, after, q_safe, self.card.classes, weights.mask_mode, weights.soft_bias
+        )
         self.prop3.append(
             {
                 "t": self.t,
@@ -420,21 +556,12 @@ class ScarsAgent(MemoryMechanism):
             }
         )
 
-    def _rebuild(self) -> None:
-        """Reload the control plane from the ledger projection, keeping the temporary masks in force."""
-        plane = self.control
-        active = {s.id: s for s in self.ledger.active_scars()}
-        for sid in list(plane.active_ids):
-            if sid not in active:
-                plane.remove(sid)
-        for sid, scar in active.items():
-            if sid not in plane:
-                plane.add(scar)
-        costs = [description_length(s.rule) for s in plane.scars]
+    def _measure_complexity(self) -> None:
+        costs = [description_length(s.rule) for s in self.store.scars]
         c_max = max([*costs, *(c for *_, c in self.complexity[-1:])], default=0.0)
         self.complexity.append((self.t, sum(costs), len(self.failure_rules), c_max))
 
-    # ------------------------------------------------------------------ statistics for the run summary
+    # ---------------------------------------------------------------------------------- statistics
     def stats(self) -> dict[str, Any]:
         synth = [e for e in self.synthesis_log if e["error"] is None]
         seconds = [e["seconds"] for e in synth]
@@ -445,14 +572,17 @@ class ScarsAgent(MemoryMechanism):
         prop2_ok = (
             all(c <= k * c_max + 1e-9 for _, c, k, c_max in self.complexity) if self.complexity else None
         )
+        events = self.store.ledger.events()
+        count, head = self.store.head()
         return {
-            "scars_active_final": len(self.control.active_ids),
-            "scars_admitted": sum(1 for e in self.ledger.events() if e.type == "scar_admitted"),
-            "scars_retired": sum(
-                1 for e in self.ledger.events() if e.type in ("scar_retired", "scar_revoked")
-            ),
+            "scars_active_final": len(self.store.scars),
+            "scars_admitted": sum(1 for e in events if e.type == "scar_admitted"),
+            "scars_retired": sum(1 for e in events if e.type == "scar_retired"),
+            "scars_revoked": sum(1 for e in events if e.type == "scar_revoked"),
             "syntheses": len(self.synthesis_log),
             "syntheses_admitted": sum(e["admitted"] for e in self.synthesis_log),
+            "accommodations_by_verdict": self.accommodations["verdict"],
+            "accommodations_by_punishment": self.accommodations["punishment"],
             "synthesis_median_seconds": float(np.median(seconds)) if seconds else None,
             "synthesis_median_nodes": float(np.median(nodes)) if nodes else None,
             "merge_median_seconds": float(np.median([m["seconds"] for m in self.merge_log]))
@@ -467,16 +597,19 @@ class ScarsAgent(MemoryMechanism):
             "prop2_ok": prop2_ok,
             "prop3_ok": all(p["ok"] for p in self.prop3) if self.prop3 else None,
             "prop3_max_tv": max((p["tv"] for p in self.prop3), default=None),
-            "ledger_verified": self.ledger.verify().ok,
-            "active_rules": [canonical_text(s.rule) for s in self.control.scars],
+            "ledger_verified": self.store.verify(),
+            "ledger_head": {"count": count, "hash": head},
+            "active_rules": [canonical_text(s.rule) for s in self.store.scars],
         }
 
 
 class _AtStep:
-    """A background synthesis whose result is collected at a fixed step (reproducible asynchrony)."""
+    """A background synthesis whose result is collected at a fixed step (reproducible asynchrony); it keeps its
+    seed and data set for the scar's provenance and confidence."""
 
-    def __init__(self, handle, ready_at: int, clock: Callable[[], int]):
+    def __init__(self, handle, ready_at: int, clock: Callable[[], int], seed, data):
         self.handle, self.ready_at, self.clock = handle, ready_at, clock
+        self.seed, self.data = seed, data
 
     def done(self) -> bool:
         return self.clock() >= self.ready_at
@@ -498,6 +631,35 @@ class _Done:
         return self._result
 
 
-def _fires_any(rules, failure, classes):
-    q, actions = failure
-    return [any(fires(r.rule, q, a, classes) for r in rules) for a in actions]
+def _ray_executor(workers: int):
+    from synthesis import RayExecutor
+
+    return RayExecutor(num_workers=workers)
+
+
+@register_method("scars")
+def make_scars(spec: MethodSpec) -> ScarsAgent:
+    """The scars agent with the run's ablation and settings; with a real model, the model writes the LLM-only
+    Patch ablation's rule."""
+    s = spec.settings
+    direct = None
+    if spec.policy.writes_text:
+        from agents.rule_writer import llm_patch
+
+        direct = llm_patch(spec.policy.write_text, spec.world.card)
+    signal = s.get("signal") or DisequilibriumConfig(tau=s.get("tau", 0.55))
+    config = ScarsAgentConfig.for_ablation(
+        s.get("ablation", "none"),
+        signal=signal,
+        executor=s.get("executor", "inprocess"),
+        workers=s.get("workers", 2),
+        search_iterations=s.get("search_iterations", 400),
+    )
+    return ScarsAgent(
+        config,
+        world=spec.world,
+        ledger_path=spec.run_dir / "ledger.sqlite",
+        seed=spec.seed,
+        agent_id=s.get("agent_id"),
+        direct_synthesiser=direct,
+    )

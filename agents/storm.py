@@ -3,9 +3,14 @@
 A burst of failures in a short time (e.g. frequent adversarial injections) would pile up MCTS searches — a
 "disequilibrium storm". The ``StormController`` keeps the agent safe and the synthesis pipeline stable:
 
-1. **Temporary mask, one shot.** When d_t crosses τ, the offending action gets a temporary mask in the control
-   plane *immediately* (``ControlPlane.set_temporary_mask``), so its governed probability is exactly 0 from the next
-   decision on, while synthesis runs in the background. A failure signature gets its mask once; a repeat of the
+Storm control is pure bookkeeping: it decides and returns requests (``StormRequests``: temporary masks to set and
+to lift, syntheses to start); the agent carries them out through the schema store and the executor, and reports
+back (``started``, ``on_synthesis_rejected``, ``on_scar_admitted``). It never calls into the agent, the control
+plane or the ledger.
+
+1. **Temporary mask, one shot.** When d_t crosses τ, the offending action gets a temporary mask *immediately* (a
+   ``SetMask`` request), so its governed probability is exactly 0 from the next decision on, while synthesis runs
+   in the background. A failure signature gets its mask once; a repeat of the
    same signature while it is pending is deduplicated (and counted in ``repeats_while_masked`` — with hard masks and
    the step passed to ``govern`` it cannot happen; the counter makes that checkable). By default the mask is the
    exact offending action in any context (``mask_scope="action"``); ``"action_in_context"`` also requires the
@@ -17,12 +22,12 @@ A burst of failures in a short time (e.g. frequent adversarial injections) would
    the eventual scar does not cover are re-queued when that scar is admitted; ``"drop"`` discards it (its temporary
    mask still protects the agent until the TTL). Every merge and drop is counted.
 3. **Rate-limited submission.** At most ``max_in_flight`` syntheses run at once, and two submissions are at least
-   ``cooldown_steps`` steps apart; ``submit(fragment) -> future`` (anything with ``done()`` and ``result()``, e.g.
-   ``synthesis.executors``' handles or ``concurrent.futures.Future``) is the only link to the synthesiser.
+   ``cooldown_steps`` steps apart; a ``Submit`` request names the failure to synthesise from, and the caller hands
+   back the running search's handle (anything with ``done()`` and ``result()``) with ``started``.
 4. **Hot swap.** ``poll(step)`` hands finished syntheses to the caller (ReplayPass and the ILP merge decide
-   admission). When a scar is admitted to the control plane, ``on_scar_admitted`` lifts exactly the temporary masks
-   of the failures that scar covers (checked with ``synthesis.dsl.semantics.fires`` on each recorded (q, a)), in
-   the same call, so there is no step at which neither the temporary mask nor the scar is in force.
+   admission). When a scar has been admitted, ``on_scar_admitted`` returns the lifts of exactly the temporary masks
+   of the failures that scar covers (checked with ``synthesis.dsl.semantics.fires`` on each recorded (q, a)); the
+   caller applies them right after the admission, so there is no step at which neither is in force.
 """
 
 from __future__ import annotations
@@ -32,9 +37,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from agents.runtime.control import ControlPlane
-from agents.runtime.ledger import Ledger
-from agents.runtime.scar import Scar
+from agents.runtime.scar import scar_id_of
 from synthesis.dsl.ast import (
     Action,
     And,
@@ -47,20 +50,17 @@ from synthesis.dsl.ast import (
 )
 from synthesis.dsl.semantics import Classes, fires
 from synthesis.errors import ConfigError, ScarsError
+from synthesis.failure import Failure
 
 
 class StormControlError(ScarsError, ValueError):
-    """A storm-control call got an action or a scar it cannot handle."""
+    """A storm-control call got an action or a ticket it cannot handle."""
 
 
 class SynthesisFuture(Protocol):
     def done(self) -> bool: ...
 
     def result(self, timeout: float | None = None) -> Any: ...
-
-
-Submit = Callable[[Any], SynthesisFuture]
-"""``submit(fragment)`` starts a background synthesis and returns a future-like handle."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,17 +91,63 @@ class StormConfig:
             raise ConfigError(f"mask_scope must be 'action' or 'action_in_context', got {self.mask_scope!r}")
 
 
+# ----------------------------------------------------------------------------------------------- requests
 @dataclass(frozen=True, slots=True)
-class FailureRecord:
-    """One distinct failure under storm control, with the temporary mask guarding it."""
+class SetMask:
+    """Set temporary mask ``mask_id`` = ``rule`` until ``until_step``."""
+
+    mask_id: str
+    rule: Rule
+    until_step: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LiftMask:
+    """Lift temporary mask ``mask_id``."""
+
+    mask_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Submit:
+    """Start a synthesis for ``failure`` and report its handle with ``StormController.started(ticket, handle)``."""
+
+    ticket: int
+    failure: Failure
+
+
+@dataclass(frozen=True, slots=True)
+class StormRequests:
+    """What storm control asks its caller to do, in this order: set masks, lift masks, start syntheses."""
+
+    masks: tuple[SetMask, ...] = ()
+    lifts: tuple[LiftMask, ...] = ()
+    submits: tuple[Submit, ...] = ()
+
+    def __add__(self, other: StormRequests) -> StormRequests:
+        return StormRequests(self.masks + other.masks, self.lifts + other.lifts, self.submits + other.submits)
+
+    def __bool__(self) -> bool:
+        return bool(self.masks or self.lifts or self.submits)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingFailure:
+    """A failure under storm control: the ``Failure``, the full context it happened in, its temporary mask."""
 
     signature: Hashable
+    failure: Failure
     context: Mapping[str, Any] = field(hash=False)
-    action: Action
-    fragment: Any = field(hash=False, compare=False)
     step: int
     mask_id: str
+    mask_rule: Rule
     until_step: int
+
+    @property
+    def action(self) -> Action:
+        return self.failure.action
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,18 +159,20 @@ class StormDecision:
     signature: Hashable
     mask_id: str | None
     ticket: int | None
-    submitted: tuple[int, ...]
+    requests: StormRequests
 
 
 @dataclass(frozen=True, slots=True)
 class CompletedSynthesis:
-    """A finished background synthesis: ``result`` is what the future returned, ``error`` what it raised."""
+    """A finished background synthesis: ``result`` is what the future returned, ``error`` what it raised;
+    ``future`` is the handle the caller passed to ``started``."""
 
     ticket: int
-    fragment: Any
-    failures: tuple[FailureRecord, ...]
+    failure: Failure
+    pending: tuple[PendingFailure, ...]
     result: Any
     error: BaseException | None
+    future: SynthesisFuture | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,19 +200,19 @@ class StormStats:
 @dataclass
 class _Entry:
     ticket: int
-    failures: list[FailureRecord]
-    status: Literal["queued", "in_flight", "awaiting_admission", "failed"] = "queued"
+    failures: list[PendingFailure]
+    status: Literal["queued", "submitting", "in_flight", "awaiting_admission", "failed"] = "queued"
     future: SynthesisFuture | None = None
 
     @property
-    def fragment(self) -> Any:
-        return self.failures[0].fragment
+    def failure(self) -> Failure:
+        return self.failures[0].failure
 
 
-def failure_signature(action: Action, fragment: Any = None) -> Hashable:
-    """Dedupe key: the offending action's identity plus the fragment's causal context (``fragment.q``) if any."""
-    q = getattr(fragment, "q", None) or {}
-    return (action.kind, action.name, action.args, tuple(sorted((k, q[k]) for k in q)))
+def failure_signature(failure: Failure) -> Hashable:
+    """Dedupe key: the offending action's identity plus the failure's (causal) context."""
+    a, q = failure.action, failure.q
+    return (a.kind, a.name, a.args, tuple(sorted((k, q[k]) for k in q)))
 
 
 def temporary_mask_rule(action: Action, context: Mapping[str, Any] | None = None) -> Rule:
@@ -193,21 +241,16 @@ class StormController:
 
     def __init__(
         self,
-        plane: ControlPlane,
-        submit: Submit,
         config: StormConfig = StormConfig(),
         *,
         classes: Classes | None = None,
-        ledger: Ledger | None = None,
-        signature: Callable[[Action, Any], Hashable] = failure_signature,
+        signature: Callable[[Failure], Hashable] = failure_signature,
     ) -> None:
-        self.plane = plane
-        self.submit = submit
         self.config = config
-        self.classes = classes if classes is not None else plane.classes
-        self.ledger = ledger
+        self.classes = classes
         self.signature = signature
         self._tickets = itertools.count(1)
+        self._mask_numbers = itertools.count(1)
         self._entries: dict[int, _Entry] = {}  # live entries, in creation order
         self._by_signature: dict[Hashable, int] = {}
         self._last_submit_step: int | None = None
@@ -230,53 +273,54 @@ class StormController:
             0,
         )
         self._max_queue_seen = 0
-        self._active_masks: dict[str, FailureRecord] = {}
+        self._active_masks: dict[str, PendingFailure] = {}
         self._sig_mask: dict[Hashable, str] = {}
 
     # --------------------------------------------------------------------------------------- triggers
     def on_disequilibrium(
-        self, step: int, offending: Action, context: Mapping[str, Any], fragment: Any
+        self, step: int, failure: Failure, *, context: Mapping[str, Any] | None = None
     ) -> StormDecision:
-        """d_t crossed τ at ``step`` because of ``offending`` in ``context``: mask it now, queue its synthesis."""
+        """d_t crossed τ at ``step`` because of ``failure`` (taken in the full ``context``, default ``failure.q``):
+        mask it now, queue its synthesis."""
         self._counts["triggers"] += 1
-        self._expire(step)
-        sig = self.signature(offending, fragment)
+        context = dict(failure.q if context is None else context)
+        lifts = self._expire(step)
+        sig = self.signature(failure)
         ticket = self._by_signature.get(sig)
         mask_id = self._sig_mask.get(sig)
         if ticket is not None or mask_id is not None:
             # One shot: a pending signature keeps its single temporary mask and its single queue entry.
             self._counts["deduplicated"] += 1
-            first = self._active_masks[mask_id].step if mask_id is not None else step
-            if step > first and self.plane.masked(context, [offending], step=step)[0]:
-                # A later step took an action that was masked (a duplicate report of the same step is not).
-                self._counts["repeats_while_masked"] += 1
-            return StormDecision("deduplicated", sig, mask_id, ticket, self._dispatch(step))
+            if mask_id is not None:
+                record = self._active_masks[mask_id]
+                if step > record.step and fires(record.mask_rule, context, failure.action, self.classes):
+                    # A later step took an action that was masked (a duplicate report of the same step is not).
+                    self._counts["repeats_while_masked"] += 1
+            requests = StormRequests(lifts=lifts) + self._dispatch(step)
+            return StormDecision("deduplicated", sig, mask_id, ticket, requests)
 
-        record = self._mask(step, sig, offending, context, fragment)
+        record, mask = self._mask(step, sig, failure, context)
         outcome, ticket = self._enqueue(record)
-        return StormDecision(outcome, sig, record.mask_id, ticket, self._dispatch(step))
+        requests = StormRequests(masks=(mask,), lifts=lifts) + self._dispatch(step)
+        return StormDecision(outcome, sig, record.mask_id, ticket, requests)
 
     def _mask(
-        self, step: int, sig: Hashable, offending: Action, context: Mapping[str, Any], fragment: Any
-    ) -> FailureRecord:
-        causal = getattr(fragment, "q", None) if self.config.mask_scope == "action_in_context" else None
-        rule = temporary_mask_rule(offending, causal)
+        self, step: int, sig: Hashable, failure: Failure, context: Mapping[str, Any]
+    ) -> tuple[PendingFailure, SetMask]:
+        causal = failure.q if self.config.mask_scope == "action_in_context" else None
+        rule = temporary_mask_rule(failure.action, causal)
         until = step + self.config.temp_mask_ttl
-        mask_id = self.plane.set_temporary_mask(rule, until_step=until)
-        if self.ledger is not None:
-            self.ledger.set_temp_mask(
-                rule, until_step=until, mask_id=mask_id, reason="storm control: d_t > tau"
-            )
+        mask_id = f"tmp:{next(self._mask_numbers)}:{scar_id_of(rule)}"
         self._counts["temp_masks_set"] += 1
-        record = FailureRecord(sig, dict(context), offending, fragment, step, mask_id, until)
+        record = PendingFailure(sig, failure, context, step, mask_id, rule, until)
         self._active_masks[mask_id] = record
         self._sig_mask[sig] = mask_id
-        return record
+        return record, SetMask(mask_id, rule, until, "storm control: d_t > tau")
 
     def _queued(self) -> list[_Entry]:
         return [e for e in self._entries.values() if e.status == "queued"]
 
-    def _enqueue(self, record: FailureRecord) -> tuple[Literal["queued", "merged", "dropped"], int | None]:
+    def _enqueue(self, record: PendingFailure) -> tuple[Literal["queued", "merged", "dropped"], int | None]:
         queued = self._queued()
         if len(queued) < self.config.max_queue:
             entry = _Entry(next(self._tickets), [record])
@@ -298,11 +342,11 @@ class StormController:
         return "dropped", None
 
     # --------------------------------------------------------------------------------------- the pump
-    def _dispatch(self, step: int) -> tuple[int, ...]:
-        submitted: list[int] = []
+    def _dispatch(self, step: int) -> StormRequests:
+        submits: list[Submit] = []
         for entry in self._queued():
-            in_flight = sum(e.status == "in_flight" for e in self._entries.values())
-            if in_flight >= self.config.max_in_flight:
+            running = sum(e.status in ("in_flight", "submitting") for e in self._entries.values())
+            if running >= self.config.max_in_flight:
                 break
             if (
                 self._last_submit_step is not None
@@ -310,17 +354,23 @@ class StormController:
             ):
                 self._counts["deferred_by_cooldown"] += 1
                 break
-            entry.future = self.submit(entry.fragment)
-            entry.status = "in_flight"
+            entry.status = "submitting"
             self._last_submit_step = step
             self._counts["submitted"] += 1
-            submitted.append(entry.ticket)
-        return tuple(submitted)
+            submits.append(Submit(entry.ticket, entry.failure))
+        return StormRequests(submits=tuple(submits))
 
-    def poll(self, step: int) -> tuple[CompletedSynthesis, ...]:
-        """Collect finished syntheses (for ReplayPass + ILP merge by the caller), expire lapsed masks, and submit
-        waiting entries the rate limit allows."""
-        self._expire(step)
+    def started(self, ticket: int, future: SynthesisFuture) -> None:
+        """The caller started the synthesis a ``Submit`` request asked for; ``future`` is its handle."""
+        entry = self._entries.get(ticket)
+        if entry is None or entry.status != "submitting":
+            raise StormControlError(f"no synthesis waiting to start with ticket {ticket}")
+        entry.future, entry.status = future, "in_flight"
+
+    def poll(self, step: int) -> tuple[tuple[CompletedSynthesis, ...], StormRequests]:
+        """Collect finished syntheses (for ReplayPass + ILP merge by the caller); return the lifts of lapsed masks
+        and the submissions the rate limit allows."""
+        lifts = self._expire(step)
         done: list[CompletedSynthesis] = []
         for entry in list(self._entries.values()):
             if entry.status != "in_flight" or entry.future is None or not entry.future.done():
@@ -332,10 +382,11 @@ class StormController:
             entry.status = "awaiting_admission" if error is None else "failed"
             self._counts["completed" if error is None else "failed"] += 1
             done.append(
-                CompletedSynthesis(entry.ticket, entry.fragment, tuple(entry.failures), result, error)
+                CompletedSynthesis(
+                    entry.ticket, entry.failure, tuple(entry.failures), result, error, entry.future
+                )
             )
-        self._dispatch(step)
-        return tuple(done)
+        return tuple(done), StormRequests(lifts=lifts) + self._dispatch(step)
 
     def on_synthesis_rejected(self, ticket: int) -> None:
         """The caller's ReplayPass / ILP merge refused the candidate: the entry fails; its temporary masks stay
@@ -347,26 +398,20 @@ class StormController:
         self._counts["failed"] += 1
 
     # -------------------------------------------------------------------------------------- hot swap
-    def on_scar_admitted(self, scar: Scar | Rule, *, step: int, ticket: int | None = None) -> tuple[str, ...]:
-        """Hot swap: lift the temporary masks of every failure the admitted scar covers. Call it right after the
-        scar became active in the control plane. ``ticket``: the synthesis that produced the scar, if any — that
-        entry is finished, and its failures the scar does not cover (merged piggybacks) are re-queued."""
-        if isinstance(scar, Scar):
-            if scar.id not in self.plane:
-                raise StormControlError(
-                    f"scar {scar.id} is not active in the control plane; add it before lifting temporary masks "
-                    "(otherwise the covered failures would be unprotected in between)"
-                )
-            rule, reason = scar.rule, f"hot swap: scar {scar.id} admitted"
-        elif isinstance(scar, Rule):
-            rule, reason = scar, "hot swap: scar admitted"
-        else:
-            raise StormControlError(f"on_scar_admitted takes a Scar or a Rule, got {type(scar).__name__}")
-        lifted: list[str] = []
+    def on_scar_admitted(
+        self, rule: Rule, *, step: int, ticket: int | None = None, scar_id: str = ""
+    ) -> StormRequests:
+        """Hot swap: the lifts of the temporary masks of every failure the admitted scar's ``rule`` covers (the
+        caller admitted it first). ``ticket``: the synthesis that produced it, if any — that entry is finished,
+        and its failures the scar does not cover (merged piggybacks) are re-queued."""
+        if not isinstance(rule, Rule):
+            raise StormControlError(f"on_scar_admitted takes the scar's Rule, got {type(rule).__name__}")
+        reason = f"hot swap: scar {scar_id} admitted" if scar_id else "hot swap: scar admitted"
+        lifts: list[LiftMask] = []
         # Every active temporary mask whose failure the scar covers — including failures dropped from a full queue.
         for record in list(self._active_masks.values()):
             if fires(rule, record.context, record.action, self.classes):
-                lifted.extend(self._lift(record, reason))
+                lifts.extend(self._lift(record, reason))
         for entry in list(self._entries.values()):
             covered = [f for f in entry.failures if fires(rule, f.context, f.action, self.classes)]
             for record in covered:
@@ -379,10 +424,9 @@ class StormController:
                 del self._entries[entry.ticket]
                 self._counts["resolved"] += 1
                 self._requeue(entry.failures)
-        self._dispatch(step)
-        return tuple(lifted)
+        return StormRequests(lifts=tuple(lifts)) + self._dispatch(step)
 
-    def _requeue(self, failures: list[FailureRecord]) -> None:
+    def _requeue(self, failures: list[PendingFailure]) -> None:
         for i, record in enumerate(failures):
             outcome, ticket = self._enqueue(record)
             self._counts["requeued"] += 1
@@ -396,21 +440,18 @@ class StormController:
                     self._by_signature[other.signature] = entry.ticket
                 return
 
-    def _lift(self, record: FailureRecord, reason: str) -> list[str]:
+    def _lift(self, record: PendingFailure, reason: str) -> list[LiftMask]:
         if self._active_masks.pop(record.mask_id, None) is None:
             return []
         if self._sig_mask.get(record.signature) == record.mask_id:
             del self._sig_mask[record.signature]
-        if record.mask_id in self.plane.temporary_mask_ids:  # the caller may have expired it already
-            self.plane.lift_temporary_mask(record.mask_id)
-        if self.ledger is not None:
-            self.ledger.lift_temp_mask(record.mask_id, reason=reason)
         self._counts["temp_masks_lifted"] += 1
-        return [record.mask_id]
+        return [LiftMask(record.mask_id, reason)]
 
-    def _expire(self, step: int) -> None:
+    def _expire(self, step: int) -> tuple[LiftMask, ...]:
+        lifts: list[LiftMask] = []
         for record in [r for r in self._active_masks.values() if r.until_step <= step]:
-            self._lift(record, "temporary mask TTL elapsed")
+            lifts.extend(self._lift(record, "temporary mask TTL elapsed"))
             ticket = self._by_signature.get(record.signature)
             entry = self._entries.get(ticket) if ticket is not None else None
             if entry is not None and entry.status == "failed":
@@ -418,13 +459,14 @@ class StormController:
                 self._by_signature.pop(record.signature, None)
                 if not entry.failures:
                     del self._entries[entry.ticket]
+        return tuple(lifts)
 
     # ------------------------------------------------------------------------------------------ stats
     def stats(self) -> StormStats:
         status = [e.status for e in self._entries.values()]
         return StormStats(
             queued=status.count("queued"),
-            in_flight=status.count("in_flight"),
+            in_flight=status.count("in_flight") + status.count("submitting"),
             awaiting_admission=status.count("awaiting_admission"),
             max_queue_seen=self._max_queue_seen,
             temp_masks_active=len(self._active_masks),
@@ -432,7 +474,7 @@ class StormController:
         )
 
     def in_flight(self) -> tuple[tuple[int, SynthesisFuture], ...]:
-        """(ticket, handle) of every synthesis running now, e.g. to wait on one at the end of an episode."""
+        """(ticket, handle) of every synthesis running now, e.g. to wait on one at the end of a run."""
         return tuple(
             (e.ticket, e.future)
             for e in self._entries.values()

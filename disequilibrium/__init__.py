@@ -37,8 +37,8 @@ from disequilibrium.verifier import (
     KeywordJudge,
     RuleViolationHandler,
     SemanticJudge,
-    Verdict,
     VerifiableStep,
+    VerifierScore,
 )
 
 __all__ = [
@@ -66,7 +66,7 @@ __all__ = [
     "TrustGateConfig",
     "TrustGateResult",
     "VerifiableStep",
-    "Verdict",
+    "VerifierScore",
     "attainable_range",
     "calibrate",
     "composite",

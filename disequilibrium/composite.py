@@ -25,8 +25,9 @@ import numpy as np
 
 from disequilibrium.contradiction import DEFAULT_CONTRADICTION_WINDOW, ContradictionWindow
 from disequilibrium.style import STYLE_SMOOTHING, identity_drift
-from disequilibrium.trustgate import Punishment, TrustGate, TrustGateResult
-from disequilibrium.verifier import HybridVerifier, Verdict, VerifiableStep
+from disequilibrium.trustgate import TrustGate, TrustGateResult
+from disequilibrium.verifier import HybridVerifier, VerifiableStep, VerifierScore
+from envs.api import Punishment
 from synthesis.dsl.ast import Action, Rule
 from synthesis.dsl.semantics import Classes
 from synthesis.errors import ConfigError
@@ -158,6 +159,8 @@ class StepRecord:
     context: the context q; action: the action taken (``None`` if none); output: the agent's text output;
     events / exception: what the environment and tool layer raised (read by the hybrid verifier);
     punishments: provenance records of punishments the agent received at this step (read by the TrustGate).
+    proposal: the base policy's π_0 over the admissible actions, before any mask (read by z_C); empty: z_C reads
+        the executed action instead.
     """
 
     step: int
@@ -167,6 +170,7 @@ class StepRecord:
     events: tuple[Mapping[str, Any], ...] = ()
     exception: BaseException | str | None = None
     punishments: tuple[Punishment, ...] = ()
+    proposal: tuple[tuple[Action, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +183,7 @@ class Reading:
     tau: float
     crossed: bool
     onset: bool
-    verdict: Verdict
+    verdict: VerifierScore
     trust: TrustGateResult | None
 
     def as_row(self) -> dict[str, Any]:
@@ -230,7 +234,10 @@ class DisequilibriumMonitor:
         verdict = self.verifier.verify(
             VerifiableStep(record.events, record.exception, record.output, record.context)
         )
-        z_c = self._contradiction.push(record.context, record.action)
+        if record.proposal:
+            z_c = self._contradiction.push_proposal(record.context, record.proposal)
+        else:
+            z_c = self._contradiction.push(record.context, record.action)
         trust = None
         self._punishments.append(record.punishments)
         if self.trust_gate is not None:

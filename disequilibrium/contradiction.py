@@ -6,8 +6,15 @@ fires on — i.e. that H would have masked, evaluated with ``synthesis.dsl.seman
 
     z_C = |{(q, a) ∈ W : a ∈ A_ctrl, ∃ h ∈ H fires on (q, a)}| / |{(q, a) ∈ W : a ∈ A_ctrl}|     (0 when W has none)
 
-W is a sliding window over the last ``DEFAULT_CONTRADICTION_WINDOW`` = 10 control actions (the current step
-included). A window rather than the single current step keeps z_C a graded "how much the agent's recent conduct
+W is a sliding window over the last ``DEFAULT_CONTRADICTION_WINDOW`` = 10 control decisions (the current step
+included). When the base policy's proposal is known — π_0 over the admissible actions, *before* any mask — a
+decision contributes the share of π_0's control mass that H forbids,
+
+    c_t = Σ_{a ∈ A_ctrl(q), H fires on (q, a)} π_0(a|q) / Σ_{a ∈ A_ctrl(q)} π_0(a|q),
+
+so z_C measures what the agent's own policy wants to do against H even though H's masks keep it from doing it
+(the contradiction between the base policy and the core schema that §3.2 asks for); otherwise the executed action
+contributes 1 or 0. A window rather than the single current step keeps z_C a graded "how much the agent's recent conduct
 contradicts H" in [0, 1] instead of a second copy of z_V; ten steps is a fifth of an ALFWorld episode (50 steps).
 """
 
@@ -49,11 +56,21 @@ class ContradictionWindow:
             raise ConfigError(f"contradiction window must be ≥ 1 control action, got {window}")
         self.core = tuple(core)
         self.classes = classes
-        self._flags: deque[bool] = deque(maxlen=window)
+        self._flags: deque[float] = deque(maxlen=window)
 
     def push(self, q: Mapping[str, Any], a: Action | None) -> float:
+        """Add an executed action (1 if H forbids it, else 0); non-control actions are skipped."""
         if a is not None and a.is_control:
-            self._flags.append(contradicts_core(self.core, q, a, self.classes))
+            self._flags.append(float(contradicts_core(self.core, q, a, self.classes)))
+        return self.value
+
+    def push_proposal(self, q: Mapping[str, Any], proposal: Sequence[tuple[Action, float]]) -> float:
+        """Add a decision by the base policy's proposal: the share of its control mass H forbids (docstring)."""
+        control = [(a, p) for a, p in proposal if a.is_control]
+        mass = sum(p for _, p in control)
+        if mass > 0:
+            forbidden = sum(p for a, p in control if contradicts_core(self.core, q, a, self.classes))
+            self._flags.append(forbidden / mass)
         return self.value
 
     @property

@@ -20,91 +20,12 @@ raw drop — every punishment, justified or not, from any source — is normalis
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from synthesis.dsl.ast import Action
+from envs.api import NormVerifier, Punishment
 from synthesis.errors import ConfigError
-
-
-@runtime_checkable
-class NormVerifier(Protocol):
-    """Did ``punished_action``, taken in ``context``, break a norm? (``envs/commons/norms.py`` provides one.)"""
-
-    def judge(self, punished_action: Action, context: Mapping[str, Any]) -> bool: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Punishment:
-    """The provenance record of one punishment, as the arena reports it.
-
-    roots: the sources this punishment traces back to. Empty by default; ``effective_roots`` then uses the
-    coalition id (``"coalition:<id>"``) if the punisher was scripted into a colluding group, else the punisher
-    (``"agent:<id>"``).
-    """
-
-    punisher: str
-    target: str
-    month: int
-    punished_action: Action
-    context: Mapping[str, Any] = field(default_factory=dict)
-    karma_drop: float = 1.0
-    coalition: str | None = None
-    roots: frozenset[str] = frozenset()
-
-    def __post_init__(self) -> None:
-        if not self.karma_drop >= 0:
-            raise ConfigError(f"karma_drop must be ≥ 0 (a drop, not a gain), got {self.karma_drop!r}")
-
-    @property
-    def effective_roots(self) -> frozenset[str]:
-        if self.roots:
-            return self.roots
-        if self.coalition is not None:
-            return frozenset({f"coalition:{self.coalition}"})
-        return frozenset({f"agent:{self.punisher}"})
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Punishment:
-        """Read a plain provenance record. Two forms are accepted:
-
-        * generic: ``punisher``, ``target``, ``month``, ``punished_action`` (an ``Action`` or its dict form),
-          optional ``context``, ``karma_drop`` (or ``amount``), ``coalition``, ``roots``;
-        * the commons arena's (``envs.commons`` ``Punishment.to_dict``): ``target_action`` and ``target_request``
-          become ``Action.tool(target_action, amount=target_request)``; ``stock_before`` and ``month`` go into the
-          context (``stock_before`` and ``pool_resource_level``, the DSL's name for the stock); ``punisher_root``
-          is the single root.
-        """
-        if "punished_action" in d:
-            action = d["punished_action"]
-            if not isinstance(action, Action):
-                action = Action.from_dict(action)
-            context = dict(d.get("context", {}))
-        elif "target_action" in d:
-            action = Action.tool(str(d["target_action"]), amount=d["target_request"])
-            context = {"month": d["month"], "target": d["target"]}
-            if "stock_before" in d:
-                context |= {"stock_before": d["stock_before"], "pool_resource_level": d["stock_before"]}
-            context |= dict(d.get("context", {}))
-        else:
-            raise ConfigError(
-                f"a punishment record needs 'punished_action' or 'target_action'/'target_request'; got keys {sorted(d)}"
-            )
-        roots = {str(r) for r in d.get("roots", ())}
-        if "punisher_root" in d:
-            roots.add(str(d["punisher_root"]))
-        coalition = d.get("coalition")
-        return cls(
-            punisher=str(d["punisher"]),
-            target=str(d["target"]),
-            month=int(d["month"]),
-            punished_action=action,
-            context=context,
-            karma_drop=float(d.get("karma_drop", d.get("amount", 1.0))),
-            coalition=None if coalition is None else str(coalition),
-            roots=frozenset(roots),
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol
 
+from envs.api import JudgeVerdict, SemanticJudge
 from synthesis.errors import ConfigError
 
 VerdictSource = Literal["deterministic", "semantic", "default"]
@@ -45,7 +46,7 @@ class VerifiableStep:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class VerifierScore:
     """V_t with where it came from. ``handler`` names the handler or judge that decided."""
 
     passed: bool
@@ -64,27 +65,12 @@ class Verdict:
         return float(1 - self.score)
 
 
-@dataclass(frozen=True, slots=True)
-class JudgeVerdict:
-    passed: bool
-    reason: str = ""
-
-
 class DeterministicHandler(Protocol):
     """Decides a step from hard evidence, or returns ``None`` when it has nothing to say."""
 
     name: str
 
-    def __call__(self, step: VerifiableStep) -> Verdict | None: ...
-
-
-@runtime_checkable
-class SemanticJudge(Protocol):
-    """Where meaning is needed. An LLM judge plugs in here: ``judge`` returns a verdict or ``None`` to abstain."""
-
-    name: str
-
-    def judge(self, output: str, context: Mapping[str, Any]) -> JudgeVerdict | None: ...
+    def __call__(self, step: VerifiableStep) -> VerifierScore | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +80,11 @@ class RuleViolationHandler:
     event_types: tuple[str, ...] = ("rule_violation", "violation", "norm_violation")
     name: str = "rule_violation"
 
-    def __call__(self, step: VerifiableStep) -> Verdict | None:
+    def __call__(self, step: VerifiableStep) -> VerifierScore | None:
         for event in step.events:
             if event.get("type") in self.event_types:
                 detail = event.get("rule") or event.get("message") or event.get("type")
-                return Verdict(False, "deterministic", self.name, f"environment raised {detail}")
+                return VerifierScore(False, "deterministic", self.name, f"environment raised {detail}")
         return None
 
 
@@ -111,7 +97,7 @@ class ApiErrorHandler:
     ok_codes: tuple[object, ...] = (0, "ok", "OK", 200, 201, 202, 204)
     name: str = "api_error"
 
-    def __call__(self, step: VerifiableStep) -> Verdict | None:
+    def __call__(self, step: VerifiableStep) -> VerifierScore | None:
         for event in step.events:
             if event.get("type") != "api_error":
                 continue
@@ -120,7 +106,7 @@ class ApiErrorHandler:
                 continue
             if isinstance(code, int) and not isinstance(code, bool) and 0 < code < self.min_error_code:
                 continue  # 1xx–3xx: informational / success / redirect
-            return Verdict(False, "deterministic", self.name, f"API error code {code!r}")
+            return VerifierScore(False, "deterministic", self.name, f"API error code {code!r}")
         return None
 
 
@@ -130,12 +116,12 @@ class CrashHandler:
 
     name: str = "crash"
 
-    def __call__(self, step: VerifiableStep) -> Verdict | None:
+    def __call__(self, step: VerifiableStep) -> VerifierScore | None:
         if step.exception is not None:
-            return Verdict(False, "deterministic", self.name, f"step raised {step.exception!r}")
+            return VerifierScore(False, "deterministic", self.name, f"step raised {step.exception!r}")
         for event in step.events:
             if event.get("type") in ("crash", "exception"):
-                return Verdict(
+                return VerifierScore(
                     False, "deterministic", self.name, str(event.get("message", event.get("type")))
                 )
         return None
@@ -209,7 +195,7 @@ class HybridVerifier:
     def __init__(
         self,
         handlers: Sequence[
-            DeterministicHandler | Callable[[VerifiableStep], Verdict | None]
+            DeterministicHandler | Callable[[VerifiableStep], VerifierScore | None]
         ] = DEFAULT_HANDLERS,
         judge: SemanticJudge | None = None,
     ) -> None:
@@ -220,7 +206,7 @@ class HybridVerifier:
         self.handlers = tuple(handlers)
         self.judge = judge
 
-    def verify(self, step: VerifiableStep) -> Verdict:
+    def verify(self, step: VerifiableStep) -> VerifierScore:
         for handler in self.handlers:
             verdict = handler(step)
             if verdict is not None:
@@ -228,5 +214,5 @@ class HybridVerifier:
         if self.judge is not None and step.output:
             judged = self.judge.judge(step.output, step.context)
             if judged is not None:
-                return Verdict(judged.passed, "semantic", self.judge.name, judged.reason)
-        return Verdict(True, "default", "none", "no handler or judge found a failure")
+                return VerifierScore(judged.passed, "semantic", self.judge.name, judged.reason)
+        return VerifierScore(True, "default", "none", "no handler or judge found a failure")

@@ -9,6 +9,7 @@ import click
 # (module under experiments.commands, attribute holding the click command or group)
 COMMAND_MODULES: tuple[tuple[str, str], ...] = (
     ("arena", "arena"),
+    ("calibrate", "calibrate"),
     ("dsl", "dsl"),
     ("ledger", "ledger"),
     ("world", "world"),

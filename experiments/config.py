@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 from synthesis.errors import ConfigError
 
 METHODS: tuple[str, ...] = ("scars", "static_persona", "rag", "reflexion", "scg_mem", "voyager")
+"""The six methods of the paper's comparison (``scars demo``); any name in ``agents.registry.METHODS`` can run."""
 BACKENDS: tuple[str, ...] = ("embedded", "hf", "openai")
+"""The built-in backends; any name in ``agents.registry.BACKENDS`` can run."""
 ABLATIONS: tuple[str, ...] = (
     "none",
     "no_mdl",  # drop the description-length term C from the objective
@@ -25,7 +28,7 @@ class Tier1Config:
     """One tier-1 run: a method on the household world with dynamic safety rules (SPEC §7 tier 1)."""
 
     method: str = "scars"
-    """Memory mechanism: scars or one of the five baselines."""
+    """Memory method: scars, one of the five baselines, or any method registered in ``agents.registry``."""
     episodes: int = 36
     """Episodes in the run (one generated game each, task types in rotation)."""
     seed: int = 0
@@ -35,7 +38,8 @@ class Tier1Config:
     max_steps: int = 30
     """Steps per episode before truncation (ALFWorld uses 50; the expert needs at most ~12)."""
     backend: str = "embedded"
-    """Base policy: the embedded simulated LM, a HuggingFace model (``model_path``) or an OpenAI-compatible server."""
+    """Base policy: the embedded simulated LM, a HuggingFace model (``model_path``), an OpenAI-compatible server, or
+    any backend registered in ``agents.registry``."""
     model_path: str = ""
     """Local HuggingFace model directory (backend=hf)."""
     server_url: str = "http://127.0.0.1:8000"
@@ -55,6 +59,8 @@ class Tier1Config:
     """One of the six ablations of §6.4 (scars only)."""
     tau: float = 0.55
     """Disequilibrium threshold τ; with the paper's d_t = sigmoid(wᵀz), Σw = 1, it must lie in [0.5, 0.731)."""
+    signal_config: str = ""
+    """A JSON file written by ``scars calibrate`` (weights w, τ, gain, bias of d_t); it overrides ``tau``."""
     executor: str = "inprocess"
     """Where MCTS runs: in-process (a background thread) or on Ray (root-parallel workers)."""
     workers: int = 2
@@ -67,11 +73,14 @@ class Tier1Config:
     """W&B project name."""
 
     def __post_init__(self) -> None:
+        import agents.builtin  # noqa: F401  (registers the built-in methods and backends)
+        from agents.registry import BACKENDS as BACKEND_REGISTRY
+        from agents.registry import METHODS as METHOD_REGISTRY
         from experiments.schedules import SCHEDULES
 
+        METHOD_REGISTRY.get(self.method)  # a ConfigError naming the known methods
+        BACKEND_REGISTRY.get(self.backend)
         choices = {
-            "method": METHODS,
-            "backend": BACKENDS,
             "ablation": ABLATIONS,
             "executor": EXECUTORS,
             "schedule": tuple(SCHEDULES),
@@ -86,6 +95,10 @@ class Tier1Config:
                 raise ConfigError(f"{name} = {getattr(self, name)!r} must be >= 1")
         if self.seed < 0:
             raise ConfigError(f"seed = {self.seed!r} must be >= 0")
+        if self.signal_config and not Path(self.signal_config).is_file():
+            raise ConfigError(
+                f"signal_config = {self.signal_config!r} is not a file (write one with `scars calibrate`)"
+            )
         if self.ablation != "none" and self.method != "scars":
             raise ConfigError(
                 f"ablation {self.ablation!r} applies to method 'scars' only, not {self.method!r}"

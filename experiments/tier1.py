@@ -1,30 +1,38 @@
-"""The tier-1 experiment (paper §6.1; SPEC §7 tier 1): a memory mechanism on the household world whose safety
-rules change during the run. Read top to bottom: config → world and games → agent and policy → the loop → metrics.
+"""The tier-1 experiment (paper §6.1; SPEC §7 tier 1): a memory method on the household world whose safety rules
+change during the run. Read top to bottom: config → world and games → policy and agent → the loop → metrics.
 
-Per decision the loop (1) asks the environment for the admissible actions and the context q, (2) computes the
-simulated LM's task prior from the world's expert (real backends ignore it), (3) lets the memory mechanism build
-the context window, (4) gets base logits π_0 from the policy, (5) lets the mechanism govern them (scars mask at the
-controller; text baselines pass them through), (6) samples the action (or takes the safe fallback a⊥), (7) steps
-the world, and (8) reports what happened — the verifier's events included — back to the mechanism.
-Exposure is measured by running the deterministic verifier on every admissible action (cheap in the native world).
+Per decision the loop (1) reads the world adapter's ``Decision`` (context q, admissible actions, observation), (2)
+computes the simulated LM's task prior from the world's expert (real backends ignore it), (3) lets the agent build
+the context window, (4) gets base logits π_0 from the policy, (5) lets the agent govern them (every controller
+enforces the core schema H; scars add S_t), (6) samples the action (or takes the safe fallback a⊥) and asks the
+policy for its utterance, (7) steps the world, and (8) reports the ``Feedback`` — the verifier's verdicts on the
+executed action — back to the agent, recording its disequilibrium reading. Exposure is measured by the experiment
+(not the agent) by running the deterministic verifier on every admissible action (cheap in the native world).
+A world-version change is a ``reset(options={"world_version": v})`` of the environment.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from agents.memory import BASELINES, MemoryMechanism, StepOutcome, Violation
-from agents.policies import PolicyInput, SimulatedLM, SimulatedLMConfig, sample_action
+import agents.builtin  # noqa: F401  (registers the built-in methods and backends)
+from agents.api import Agent
+from agents.memory.base import memory_tokens
+from agents.policies import PolicyInput, sample_action
+from agents.registry import BACKENDS, METHODS, MethodSpec
+from disequilibrium.composite import SIGNAL_NAMES
+from envs.api import Feedback
+from envs.household.adapter import HouseholdAdapter
 from envs.household.env import HouseholdConfig, HouseholdEnv
 from envs.household.expert import NoCompliantPlan, expert_next_command
-from envs.household.world import OBJECT_CLASSES, World
+from envs.household.world import World
 from experiments.config import Tier1Config
 from experiments.metrics import (
     first_exposure_violation_rate,
@@ -33,15 +41,13 @@ from experiments.metrics import (
     svr,
     svr_by_episode,
 )
-from experiments.schedules import SCHEDULES, episode_games, lookup_rule
+from experiments.schedules import SCHEDULES, episode_games
 from synthesis.dsl import Action, And, Compare, ForbidEnvAction, Rule
 
 HABIT_PRIOR = 1.0
 """Task prior of the habitual next step (the unconstrained expert's): what a model of ordinary text would do."""
 ALTERNATIVE_PRIOR = 0.6
 """Task prior of the next step of the best route that avoids the habitual step (the compliant alternative)."""
-NO_OP_COMMAND = "look"
-"""The world command a⊥ maps to: the agent refuses to act this step (it observes instead)."""
 
 
 def exact_action_rule(action: Action) -> Rule:
@@ -73,62 +79,6 @@ def task_prior(world: World, actions: tuple[Action, ...], excluded: tuple[Action
     return prior
 
 
-def make_policy(cfg: Tier1Config):
-    if cfg.backend == "embedded":
-        return SimulatedLM(SimulatedLMConfig(compliance=cfg.compliance, temperature=cfg.temperature))
-    if cfg.backend == "hf":
-        from agents.policies.hf import HFPolicy
-
-        return HFPolicy.from_pretrained(cfg.model_path)
-    from agents.policies.openai_server import OpenAICompatiblePolicy
-
-    return OpenAICompatiblePolicy(cfg.server_url, cfg.server_model, mode=cfg.server_mode)
-
-
-def make_agent(
-    cfg: Tier1Config, env: HouseholdEnv, out: Path, rng: np.random.Generator, policy=None
-) -> MemoryMechanism:
-    """The memory mechanism; with a real model (``policy.write_text``) the model writes Reflexion's reflections and
-    the LLM-only Patch ablation's rules, as the paper's baselines do; the embedded backend uses templates."""
-    write_text = getattr(policy, "write_text", None)
-    if cfg.method == "reflexion" and write_text is not None:
-        from agents.memory import Reflexion
-        from agents.rule_writer import llm_reflection
-
-        return Reflexion(reflect=llm_reflection(write_text))
-    if cfg.method in ("rag", "voyager"):
-        from agents.text import make_embedder
-
-        return BASELINES[cfg.method](embedder=make_embedder(cfg.embedder))
-    if cfg.method != "scars":
-        return BASELINES[cfg.method]()
-    from agents.scars_agent import ScarsAgent, ScarsAgentConfig
-
-    direct = None
-    if write_text is not None:
-        from agents.rule_writer import llm_patch
-
-        direct = llm_patch(write_text)
-
-    def verifier(context, action) -> bool:
-        return bool(env.verifier.check(context, action))
-
-    return ScarsAgent(
-        ScarsAgentConfig.for_ablation(
-            cfg.ablation,
-            tau=cfg.tau,
-            executor=cfg.executor,
-            workers=cfg.workers,
-            search_iterations=cfg.search_iterations,
-        ),
-        verifier=verifier,
-        classes=OBJECT_CLASSES,
-        ledger_path=out / "ledger.sqlite",
-        seed=int(rng.integers(2**31 - 1)),
-        direct_synthesiser=direct,
-    )
-
-
 def _set_aside_old_ledger(out: Path) -> None:
     """A run starts from an empty ledger: a ledger left in ``out`` by an earlier run is renamed, never reused or
     deleted (its audit trail stays readable next to the new one)."""
@@ -146,18 +96,38 @@ class RunResult:
     episodes: pd.DataFrame
 
 
-def run_tier1(cfg: Tier1Config, out: Path, progress: Callable[[int, int], None] | None = None) -> RunResult:
-    """Run one method; returns its summary and per-step / per-episode tables (written by the caller)."""
+def method_label(cfg: Tier1Config) -> str:
+    """The method's name in tables: the method, or ``scars:<ablation>``."""
+    return cfg.method if cfg.ablation == "none" else f"{cfg.method}:{cfg.ablation}"
+
+
+def run_tier1(
+    cfg: Tier1Config,
+    out: Path,
+    progress: Callable[[int, int], None] | None = None,
+    on_step: Callable[[Agent, dict[str, Any]], None] | None = None,
+) -> RunResult:
+    """Run one method; returns its summary and per-step / per-episode tables (written by the caller).
+
+    ``on_step(agent, row)`` is called after every step (tests use it to audit the agent as the run goes)."""
     schedule = SCHEDULES[cfg.schedule]
     rule_schedule = schedule.rule_schedule(cfg.episodes)
     games = episode_games(cfg.schedule, cfg.episodes, cfg.seed)
     root = np.random.SeedSequence([cfg.seed, 1])
     policy_rng, agent_rng = (np.random.default_rng(s) for s in root.spawn(2))
     env = HouseholdEnv(HouseholdConfig(schedule=rule_schedule, max_steps=cfg.max_steps))
-    policy = make_policy(cfg)
+    world = HouseholdAdapter(env)
+    settings = cfg.to_dict()
+    policy = BACKENDS.get(cfg.backend)(settings)
     _set_aside_old_ledger(out)
-    agent = make_agent(cfg, env, out, agent_rng, policy)
-    governs = hasattr(agent, "scar_ids")
+    out.mkdir(parents=True, exist_ok=True)
+    if cfg.signal_config:
+        from experiments.calibrate import load_signal_config
+
+        settings["signal"] = load_signal_config(Path(cfg.signal_config))
+    spec = MethodSpec(world, policy, out, int(agent_rng.integers(2**31 - 1)), settings)
+    agent = METHODS.get(cfg.method)(spec)
+    label = method_label(cfg)
     rows: list[dict[str, Any]] = []
     episode_rows: list[dict[str, Any]] = []
     t = 0
@@ -165,105 +135,108 @@ def run_tier1(cfg: Tier1Config, out: Path, progress: Callable[[int, int], None] 
     try:
         for episode, game in enumerate(games):
             version = schedule.world_version(episode, cfg.episodes)
-            if version != env.config.world_version:
-                env.config = replace(env.config, world_version=version)
-                env.verifier = type(env.verifier)(rule_schedule)
-                if hasattr(agent, "on_world_version"):
-                    agent.on_world_version(version, step=t)
-            obs, info = env.reset(seed=cfg.seed if episode == 0 else None, options={"game": game})
-            active_text = [lookup_rule(r).description for r in info["active_rules"]]
-            agent.begin_episode(episode, info["goal"], game.task.task_type, active_text)
+            options: dict[str, Any] = {"game": game}
+            changed = version != env.config.world_version
+            if changed:
+                options["world_version"] = version
+            obs, info = env.reset(seed=cfg.seed if episode == 0 else None, options=options)
+            if changed:
+                agent.on_world_version(str(version), t=t)
+            decision = world.decision(obs, info, t=t)
+            agent.begin_episode(decision)
             won, violations_in_episode = False, 0
             for step in range(cfg.max_steps):
-                q = info["context"]
-                actions = tuple(Action.from_dict(d) for d in info["admissible_actions"])
-                flagged = [[v.rule_id for v in env.verifier.check(q, a)] for a in actions]
-                if hasattr(agent, "set_candidates"):
-                    agent.set_candidates(actions)
-                window = agent.window(obs, q)
+                q, actions = decision.context, decision.actions
+                flagged = [[v.rule_id for v in world.check(q, a)] for a in actions]
+                window = agent.window(decision)
                 prior = task_prior(env.world, actions)
-                inp = PolicyInput(obs, info["goal"], q, actions, window, prior)
+                inp = PolicyInput(obs, decision.task, q, actions, window, prior)
                 logits = policy.logits(inp, policy_rng)
-                governed = agent.govern(q, actions, logits, t)
+                governed = agent.govern(decision, logits)
                 blocked = tuple(a for a, m in zip(actions, governed.masked, strict=True) if m)
                 if governed.fallback is None and blocked and prior.any() and governed.masked[prior > 0].all():
                     # the controller blocked every route the model had in mind: it re-plans around the blocked set
                     inp = PolicyInput(
-                        obs, info["goal"], q, actions, window, task_prior(env.world, actions, blocked)
+                        obs, decision.task, q, actions, window, task_prior(env.world, actions, blocked)
                     )
                     logits = policy.logits(inp, policy_rng)
-                    governed = agent.govern(q, actions, logits, t)
+                    governed = agent.govern(decision, logits)
                 if governed.fallback is not None:
-                    chosen, command = -1, NO_OP_COMMAND
+                    chosen, action = -1, governed.fallback
                 else:
                     chosen = sample_action(governed.probs, policy_rng)
-                    command = actions[chosen].text
-                scar_ids = set(agent.scar_ids()) if governs else set()
-                masked_by_scar = [
-                    any(i == idx and set(ids) & scar_ids for idx, ids in governed.fired)
-                    for i in range(len(actions))
-                ]
+                    action = actions[chosen]
+                utterance = policy.utter(inp, action, blocked)
+                scar_ids = set(agent.scar_ids())
+                masked_by_scar = [False] * len(actions)
+                for i, ids in governed.fired:
+                    masked_by_scar[i] = bool(set(ids) & scar_ids)
                 exposed = sorted({r for rs in flagged for r in rs})
                 covered = sorted(
                     r for r in exposed if all(masked_by_scar[i] for i, rs in enumerate(flagged) if r in rs)
                 )
                 covered_mass = float(sum(governed.probs[i] for i in range(len(actions)) if masked_by_scar[i]))
-                obs, reward, terminated, truncated, info = env.step(command)
-                violations = tuple(
-                    Violation(v["rule_id"], lookup_rule(v["rule_id"]).description, step)
-                    for v in info["violations"]
-                )
-                violations_in_episode += len(violations)
+                tokens = memory_tokens(agent, decision)
+                obs, reward, terminated, truncated, info = env.step(world.command(decision, action))
+                verdicts = world.verdicts(info)
+                violations_in_episode += len(verdicts)
                 won = bool(info["won"])
-                action = actions[chosen] if chosen >= 0 else Action("fallback", governed.fallback.name)
-                agent.observe(
-                    StepOutcome(
-                        episode,
-                        step,
-                        info["goal"],
-                        game.task.task_type,
-                        q,
+                reading = agent.observe(
+                    Feedback(
+                        decision,
                         action,
+                        chosen,
+                        tuple(float(x) for x in logits),
                         obs,
                         reward,
-                        violations,
+                        verdicts,
+                        world.punishments(info),
                         won,
-                        actions,
-                        tuple(float(x) for x in logits),
-                        chosen,
+                        utterance,
                     )
                 )
-                rows.append(
-                    {
-                        "method": cfg.method if cfg.ablation == "none" else f"scars:{cfg.ablation}",
-                        "seed": cfg.seed,
-                        "episode": episode,
-                        "step": step,
-                        "t": t,
-                        "task_type": game.task.task_type,
-                        "command": command,
-                        "fallback": chosen < 0,
-                        "violated_rules": ",".join(v.rule_id for v in violations),
-                        "exposed_rules": ",".join(exposed),
-                        "covered_rules": ",".join(covered),
-                        "n_masked": int(np.sum(governed.masked)),
-                        "covered_mass": covered_mass,
-                        "memory_tokens": agent.memory_tokens(obs, q),
-                        "reward": reward,
-                        "won": won,
-                        "world_version": version,
-                    }
+                z = (
+                    dict.fromkeys(SIGNAL_NAMES)
+                    if reading is None
+                    else dict(zip(SIGNAL_NAMES, reading.z.as_tuple(), strict=True))
                 )
+                row = {
+                    "method": label,
+                    "seed": cfg.seed,
+                    "episode": episode,
+                    "step": step,
+                    "t": t,
+                    "task_type": decision.task_type,
+                    "command": world.command(decision, action),
+                    "fallback": chosen < 0,
+                    "violated_rules": ",".join(v.rule_id for v in verdicts),
+                    "exposed_rules": ",".join(exposed),
+                    "covered_rules": ",".join(covered),
+                    "n_masked": int(np.sum(governed.masked)),
+                    "covered_mass": covered_mass,
+                    "memory_tokens": tokens,
+                    "reward": reward,
+                    "won": won,
+                    "world_version": version,
+                    "utterance": utterance,
+                    **z,
+                    "d_t": None if reading is None else reading.d,
+                    "crossed": None if reading is None else reading.crossed,
+                }
+                rows.append(row)
+                if on_step is not None:
+                    on_step(agent, row)
                 t += 1
                 if terminated or truncated:
                     break
+                decision = world.decision(obs, info, t=t)
             agent.end_episode(won)
             episode_rows.append(
                 {
-                    "method": rows[-1]["method"],
+                    "method": label,
                     "seed": cfg.seed,
                     "episode": episode,
-                    "task_type": game.task.task_type,
+                    "task_type": decision.task_type,
                     "won": won,
                     "steps": step + 1,
                     "violations": violations_in_episode,
@@ -272,10 +245,9 @@ def run_tier1(cfg: Tier1Config, out: Path, progress: Callable[[int, int], None] 
             )
             if progress is not None:
                 progress(episode + 1, cfg.episodes)
-        agent_stats = agent.stats() if hasattr(agent, "stats") else {}
+        agent_stats = agent.stats()
     finally:
-        if hasattr(agent, "close"):
-            agent.close()
+        agent.close()
     steps = pd.DataFrame(rows)
     episodes = pd.DataFrame(episode_rows)
     episodes["svr"] = episodes["episode"].map(svr_by_episode(steps))
@@ -310,10 +282,11 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
         "fallback_steps": int(steps["fallback"].sum()),
         "steps": len(steps),
         "episodes": len(episodes),
+        "signal": signal_summary(steps),
     }
     # Prop. 1 (§5): governed mass on scar-covered failing actions is exactly 0 with hard masks; the soft ablation
     # reports the leak instead (it is expected to be > 0, so the check is about hard mode only).
-    scars = cfg.method == "scars"
+    scars = "scars_admitted" in agent_stats
     if not scars:  # no scar ever covers anything: the covered-RVR metric does not apply
         summary["rvr_covered"] = None
     summary["prop1_ok"] = bool(summary["covered_mass_max"] == 0.0) if scars and hard else None
@@ -322,3 +295,20 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
     summary.setdefault("prop3_ok", None)
     # a metric that has nothing to measure (no held-out rule seen, no growth to fit) is None, not NaN
     return {k: None if isinstance(v, float) and v != v else v for k, v in summary.items()}
+
+
+def signal_summary(steps: pd.DataFrame) -> dict[str, Any] | None:
+    """Per term of d_t (z_V, z_R, z_C, z_I, d_t): mean, max and the number of steps it was nonzero (n = steps with a
+    reading). None for methods without a disequilibrium monitor."""
+    if "d_t" not in steps or steps["d_t"].isna().all():
+        return None
+    out: dict[str, Any] = {"n": int(steps["d_t"].notna().sum())}
+    for name in (*SIGNAL_NAMES, "d_t"):
+        col = steps[name].astype(float)
+        out[name] = {
+            "mean": float(col.mean()),
+            "max": float(col.max()),
+            "nonzero_steps": int((col > 0).sum()),
+        }
+    out["crossings"] = int(steps["crossed"].fillna(False).astype(bool).sum())
+    return out

@@ -12,9 +12,9 @@ from synthesis.executors import (
     SynthesisTimeout,
     tree_seeds,
 )
+from synthesis.failure import Failure, FailureSource
 from synthesis.fragments import (
     FailureCase,
-    Fragment,
     FragmentError,
     RecordedStep,
     SuccessCase,
@@ -51,7 +51,8 @@ __all__ = [
     "Candidate",
     "CandidateSpace",
     "FailureCase",
-    "Fragment",
+    "Failure",
+    "FailureSource",
     "FragmentError",
     "InProcessExecutor",
     "ObjectiveEvaluator",

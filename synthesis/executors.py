@@ -25,7 +25,8 @@ import numpy as np
 from synthesis.dsl.ast import Rule
 from synthesis.dsl.semantics import Classes
 from synthesis.errors import ConfigError, ScarsError
-from synthesis.fragments import Fragment, SynthesisData
+from synthesis.failure import Failure
+from synthesis.fragments import SynthesisData
 from synthesis.mcts import SearchConfig, SynthesisResult, merge_results, synthesize
 
 
@@ -38,7 +39,7 @@ class SynthesisRequest:
     """Everything one synthesis needs; shipped once to every worker."""
 
     data: SynthesisData
-    fragment: Fragment
+    fragment: Failure
     current_rules: tuple[Rule, ...] = ()
     core_rules: tuple[Rule, ...] = ()
     classes: Classes | None = None
@@ -100,7 +101,7 @@ class _Executor(abc.ABC):
     def submit(
         self,
         data: SynthesisData,
-        fragment: Fragment,
+        fragment: Failure,
         current_rules: Iterable[Rule] = (),
         core_rules: Iterable[Rule] = (),
         classes: Classes | None = None,

@@ -14,11 +14,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from synthesis.dsl.ast import Action, Value
 from synthesis.dsl.semantics import Classes
 from synthesis.errors import ScarsError
+from synthesis.failure import Failure, FailureSource, freeze_context
 
 Verifier = Callable[[Mapping[str, Value], Action], bool]
 """A deterministic verifier: ``verifier(context, action)`` is True when taking ``action`` in ``context`` violates a rule."""
@@ -29,11 +29,6 @@ COUNTERFACTUAL_SENTINEL = "__counterfactual__"
 
 class FragmentError(ScarsError, ValueError):
     """A recorded step or data set that cannot yield a failure fragment (e.g. the verifier does not flag it)."""
-
-
-def freeze_context(context: Mapping[str, Value]) -> Mapping[str, Value]:
-    """A read-only copy of a context, so frozen records cannot be changed through a shared dict."""
-    return MappingProxyType(dict(context))
 
 
 @dataclass(frozen=True)
@@ -96,49 +91,6 @@ class RecordedStep:
     @property
     def chosen_action(self) -> Action:
         return self.actions[self.chosen]
-
-
-@dataclass(frozen=True)
-class Fragment:
-    """A failure fragment E = (q, F, θ) (paper §4.1).
-
-    q:            only the context variables causally tied to the failure.
-    F:            the failed action and the equivalent admissible actions the verifier also flags in this context.
-    theta:        the attributed cause (a rule id or a verifier event name).
-    causal_args:  the action arguments causally tied to the failure (e.g. ``obj_type``, ``recep_type``).
-    source_steps: the step ids ``(episode, step)`` the fragment was cut from.
-    safe_counterfactuals: the verifier's answers to the extraction's what-if questions that came back *safe*:
-                  (q', a') pairs that differ from the failure in one causal variable or argument and that the
-                  verifier does not flag. They are evidence too: a scar that fires on one of them forbids behaviour
-                  the verifier certified as allowed (see ``ObjectiveEvaluator``).
-    """
-
-    q: Mapping[str, Value] = field(hash=False)
-    F: tuple[Action, ...]
-    theta: str
-    causal_args: frozenset[str] = frozenset()
-    source_steps: tuple[tuple[int, int], ...] = ()
-    safe_counterfactuals: tuple[tuple[Mapping[str, Value], Action], ...] = field(
-        default=(), hash=False, compare=False
-    )
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "q", freeze_context(self.q))
-        if not self.F:
-            raise FragmentError("a fragment needs at least one failed action F")
-
-    def __reduce__(self):
-        return (
-            Fragment,
-            (
-                dict(self.q),
-                self.F,
-                self.theta,
-                self.causal_args,
-                self.source_steps,
-                tuple((dict(q), a) for q, a in self.safe_counterfactuals),
-            ),
-        )
 
 
 def _perturbations(value: Value, alternatives: Sequence[Value]) -> list[Value]:
@@ -215,7 +167,9 @@ def extract_fragment(
     *,
     theta: str = "verifier",
     alternatives: Mapping[str, Sequence[Value]] | None = None,
-) -> Fragment:
+    source: FailureSource | None = None,
+    ignore: frozenset[str] = frozenset(),
+) -> Failure:
     """Cut a violating step to E = (q, F, θ) by counterfactual checks against the verifier (paper §4.1).
 
     q keeps the context variables whose drop or change makes the chosen action stop violating; F is the chosen
@@ -223,6 +177,9 @@ def extract_fragment(
     flags in this context. ``alternatives`` (variable → values seen elsewhere, e.g. from other recorded steps) adds
     realistic counterfactual values to the generic ones. ``classes`` is accepted so that callers pass the same
     equivalence table everywhere; extraction itself never generalises (the synthesiser does, with ``in_class``).
+    ``source`` names where the step happened (default: episode and step of the recorded step); ``ignore`` lists
+    context keys that are bookkeeping of the run (an episode counter, a game id): the verifier may depend on them,
+    but a scar conditioned on them would only restate when it was learned, so they never enter q.
     """
     del classes  # generalisation over classes happens in the search, not in the fragment
     failed = step.chosen_action
@@ -243,14 +200,15 @@ def extract_fragment(
         for a in flagged_actions(step, verifier)
         if a != failed and a.kind == failed.kind and a.name == failed.name
     )
+    variables = variables - ignore
     q = {k: v for k, v in step.context.items() if k in variables}
     safe = safe_counterfactuals(step.context, failed, verifier, variables, args, alternatives)
-    return Fragment(
+    return Failure(
         q=q,
         F=(failed, *equivalent),
         theta=theta,
+        source=source or FailureSource(episode=step.episode, step=step.step),
         causal_args=args,
-        source_steps=(step.step_id,),
         safe_counterfactuals=safe,
     )
 
@@ -321,7 +279,7 @@ class SynthesisData:
     D_plus: tuple[SuccessCase, ...]
     Q_safe: tuple[RecordedStep, ...]
     safe_counterfactuals: tuple[tuple[dict[str, Value], Action], ...] = field(default=(), compare=False)
-    """Verifier-certified safe one-variable changes of the failures (``Fragment.safe_counterfactuals``), as plain
+    """Verifier-certified safe one-variable changes of the failures (``Failure.safe_counterfactuals``), as plain
     dicts so the data pickles to Ray workers."""
 
     def __post_init__(self) -> None:
@@ -344,7 +302,7 @@ class SynthesisData:
 def build_dataset(
     steps: Iterable[RecordedStep],
     verifier: Verifier,
-    fragment: Fragment | None = None,
+    fragment: Failure | None = None,
 ) -> SynthesisData:
     """Build D⁻, D⁺ and Q_safe from recorded steps (paper §3.3).
 

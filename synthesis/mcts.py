@@ -44,7 +44,8 @@ from synthesis.dsl.ast import (
 )
 from synthesis.dsl.semantics import Classes
 from synthesis.errors import ConfigError
-from synthesis.fragments import Fragment, SynthesisData
+from synthesis.failure import Failure
+from synthesis.fragments import SynthesisData
 from synthesis.objective import ObjectiveEvaluator, ObjectiveWeights, ReplayReport, Score, replay_pass
 
 # feature → named predicate (the paper's spelling is kept where the paper has one)
@@ -209,7 +210,7 @@ def _feature_predicates(
 
 
 def candidate_space(
-    data: SynthesisData, fragment: Fragment, classes: Classes | None = None, max_or_values: int = 4
+    data: SynthesisData, fragment: Failure, classes: Classes | None = None, max_or_values: int = 4
 ) -> CandidateSpace:
     """Masks and guard predicates for the fragment's failure pattern (paper §4.2 derivation moves).
 
@@ -388,7 +389,7 @@ def _select(node: _Node, lo: float, hi: float, exploration: float) -> int:
 
 def synthesize(
     data: SynthesisData,
-    fragment: Fragment,
+    fragment: Failure,
     current_rules: Iterable[Rule] = (),
     core_rules: Iterable[Rule] = (),
     classes: Classes | None = None,
@@ -476,7 +477,7 @@ def synthesize(
 
 def exhaustive_search(
     data: SynthesisData,
-    fragment: Fragment,
+    fragment: Failure,
     current_rules: Iterable[Rule] = (),
     core_rules: Iterable[Rule] = (),
     classes: Classes | None = None,

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, TypeAlias
 
@@ -64,6 +64,7 @@ from synthesis.dsl.ast import (
 from synthesis.dsl.cost import DEFAULT_LAMBDAS, Lambdas, description_length
 from synthesis.dsl.semantics import Classes, Context, fires, mask_key
 from synthesis.errors import ConfigError
+from synthesis.failure import Failure
 
 MergeMode: TypeAlias = Literal["ilp", "append"]
 Backend: TypeAlias = Literal[
@@ -218,7 +219,6 @@ class SolverSettings:
 # Building the problem from DSL rules and recorded evidence
 # ---------------------------------------------------------------------------------------------------------------
 
-FailureRecords: TypeAlias = Mapping[str, tuple[Context, Sequence[Action]]]
 RecordedContexts: TypeAlias = Iterable[tuple[Context, Sequence[Action]]]
 
 
@@ -231,7 +231,7 @@ def requirement_ids(failure_id: str, failed_actions: Sequence[Action]) -> tuple[
 
 def build_merge_problem(
     rules_with_ids: Iterable[tuple[str, Rule]],
-    failures: FailureRecords,
+    failures: Iterable[Failure],
     contexts: RecordedContexts = (),
     classes: Classes | None = None,
     lambdas: Lambdas | None = None,
@@ -244,7 +244,7 @@ def build_merge_problem(
     """Turn S_t ∪ {ΔS*} and the recorded evidence into a ``MergeProblem`` (SPEC §5; definitions in the module doc).
 
     rules_with_ids:   (scar id, rule) for every incumbent and every new candidate.
-    failures:         failure id → (q, F), the recorded failures D⁻ that must stay covered.
+    failures:         the recorded failures D⁻ that must stay covered (each ``Failure`` by its ``id``).
     contexts:         recorded (q, admissible actions) pairs (D⁺ contexts, Q_safe, failure contexts): the pairs on
                       which Overlap and contradictions are measured.
     lambdas:          (λ_tok, λ_ast, λ_pred) of C(σ) (SPEC §2); None = the DSL's defaults.
@@ -274,10 +274,10 @@ def build_merge_problem(
         by_key[(a.kind, a.name)].append(index)
         return index
 
-    for fid, (q, failed) in failures.items():
-        failed = tuple(failed)
-        if not failed:
-            raise ConfigError(f"failure {fid!r} lists no failed actions; a failure needs F ≠ ∅")
+    for failure in failures:
+        fid, q, failed = failure.id, failure.q, failure.F
+        if any(req in requirement_pair for req in requirement_ids(fid, failed)):
+            raise ConfigError(f"failure id {fid!r} appears twice; every recorded failure needs a distinct id")
         for req, a in zip(requirement_ids(fid, failed), failed, strict=True):
             if not a.is_control:
                 raise ConfigError(

@@ -72,20 +72,26 @@ def test_same_punisher_twice_is_one_source_and_other_targets_are_ignored():
     assert result.n_punishments == 2 and result.n_independent == 1
 
 
-def test_from_dict_reads_arena_provenance():
-    p = Punishment.from_dict(
+def test_the_commons_adapter_reads_arena_provenance():
+    from envs.commons.adapter import punishment_from_record
+
+    p = punishment_from_record(
         {
             "punisher": "agent_1",
             "target": "agent_0",
             "month": 4,
-            "punished_action": {"kind": "tool", "name": "harvest", "args": {"amount": 12}},
-            "context": CTX,
-            "amount": 2,
-            "coalition": "cabal",
+            "target_action": "harvest",
+            "target_request": 12,
+            "target_catch": 12,
+            "stock_before": 60,
+            "punisher_root": "cabal",
+            "karma_drop": 2.0,
+            "cost": 0.0,
         }
     )
     assert p.punished_action == Action.tool("harvest", amount=12)
-    assert p.effective_roots == frozenset({"coalition:cabal"}) and p.karma_drop == 2.0
+    assert p.effective_roots == frozenset({"cabal"}) and p.karma_drop == 2.0
+    assert p.context["pool_resource_level"] == 60 and p.when == 4
 
 
 def test_config_errors():
@@ -103,14 +109,16 @@ def test_commons_malicious_arena_end_to_end():
     from envs.commons.rollout import run_episode
 
     record = run_episode(arena="malicious", seed=0)
-    punishments = [Punishment.from_dict(p.to_dict()) for m in record.months for p in m.punishments]
+    from envs.commons.adapter import punishment_from_record
+
+    punishments = [punishment_from_record(p.to_dict()) for m in record.months for p in m.punishments]
     target = punishments[0].target
     assert len({p.punisher for p in punishments}) == 3  # a majority coalition...
     assert {p.effective_roots for p in punishments} == {frozenset({"coalition_0"})}  # ...sharing one root
     gate_config = TrustGateConfig.for_group(5, 10.0)
     on = TrustGate(CommonsNorms(DynamicsConfig()), gate_config)  # the world's verifier, no adapter
     off = TrustGate(None, TrustGateConfig.for_group(5, 10.0, enabled=False))
-    month_1 = [p for p in punishments if p.month == 1]
+    month_1 = [p for p in punishments if p.when == 1]
     assert on.evaluate(month_1, target=target).z_r == 0.0  # the punished harvest was sustainable
     assert off.evaluate(month_1, target=target).z_r == pytest.approx(len(month_1) * 10.0 / 40.0)
     with pytest.raises(ConfigError, match="for_group"):

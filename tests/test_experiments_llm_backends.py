@@ -10,6 +10,7 @@ import pytest
 from test_policies_openai import Handler
 
 from agents.rule_writer import llm_patch, patch_prompt
+from envs.household.adapter import household_card
 from experiments.config import Tier1Config
 from experiments.tier1 import run_tier1
 from synthesis import build_dataset, extract_fragment
@@ -56,8 +57,10 @@ def _microwave_failure():
 def test_llm_only_patch_parses_scores_and_replay_checks_the_models_rule(reply, admitted):
     data, fragment = _microwave_failure()
     prompts = []
-    result = llm_patch(lambda p: prompts.append(p) or reply)(data, fragment, (), (), None, _search())
-    assert prompts == [patch_prompt(fragment)] and "forbid_env_action" in prompts[0]
+    card = household_card()
+    result = llm_patch(lambda p: prompts.append(p) or reply, card)(data, fragment, (), (), None, _search())
+    assert prompts == [patch_prompt(fragment, card)] and "forbid_env_action" in prompts[0]
+    assert "action.recep_type" in prompts[0]  # the world's own features come from its card
     assert result.admitted is admitted and result.nodes_expanded == 1
     if admitted:
         assert result.replay.passed and "microwave 1" in result.text
@@ -87,22 +90,27 @@ def test_tier1_on_a_model_server_with_llm_written_reflections(tmp_path, server):
 
 
 def test_a_model_backend_writes_the_llm_only_patch(tmp_path):
-    import numpy as np
-
-    from agents.scars_agent import direct_patch
+    from agents.registry import METHODS, MethodSpec
+    from agents.rule_writer import direct_patch
+    from envs.household.adapter import HouseholdAdapter
     from envs.household.env import HouseholdEnv
-    from experiments.tier1 import make_agent
 
     class Model:
+        name, writes_text = "toy", True
+
         def write_text(self, prompt):
             return 'if action.recep == "microwave 1" then forbid_env_action("heat")'
 
-    cfg = Tier1Config(method="scars", ablation="llm_only_patch", schedule="smoke")
-    agent = make_agent(cfg, HouseholdEnv(), tmp_path, np.random.default_rng(0), Model())
+    class NoText(Model):
+        writes_text = False
+
+    world = HouseholdAdapter(HouseholdEnv())
+    settings = {"ablation": "llm_only_patch"}
+    agent = METHODS.get("scars")(MethodSpec(world, Model(), tmp_path, 0, settings))
     data, fragment = _microwave_failure()
     assert agent.direct_synthesiser is not direct_patch
     assert agent.direct_synthesiser(data, fragment, (), (), None, _search()).nodes_expanded == 1
     agent.close()
-    embedded = make_agent(cfg, HouseholdEnv(), tmp_path / "e", np.random.default_rng(0), object())
+    embedded = METHODS.get("scars")(MethodSpec(world, NoText(), tmp_path / "e", 0, settings))
     assert embedded.direct_synthesiser is direct_patch
     embedded.close()

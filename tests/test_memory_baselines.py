@@ -1,8 +1,9 @@
 import numpy as np
 
-from agents.memory import RAGMemory, Reflexion, SCGMemory, SkillLibrary, StaticPersona, StepOutcome, Violation
+from agents.memory import RAGMemory, Reflexion, SCGMemory, SkillLibrary, StaticPersona
 from agents.policies import PolicyInput, SimulatedLM, render_window
-from synthesis.dsl import Action
+from envs.api import Decision, Feedback, Verdict, WorldCard
+from synthesis.dsl import Action, parse_rule
 
 SINK = Action.env(
     "clean", "clean cup 1 with sinkbasin 1", obj="cup 1", obj_type="cup", recep_type="sinkbasin"
@@ -12,17 +13,32 @@ TUB = Action.env(
 )
 GO = Action.env("go", "go to fridge 1", recep="fridge 1", recep_type="fridge")
 CTX = {"location": "sinkbasin 1", "held_object": "cup 1"}
-VIOLATION = Violation("no_cup_in_sink", "no washing cups in the sink", 3)
+VERDICT = Verdict("no_cup_in_sink", "no washing cups in the sink", "test.verifier")
+CARD = WorldCard(
+    name="kitchen",
+    version="v0",
+    persona="You are a careful robot.",
+    verifier_id="test.verifier",
+    salient_keys=("location", "held_object"),
+    schema_args=("obj_type", "recep_type"),
+    passive_actions=("look",),
+)
 
 
-def _outcome(action, violations=(), episode=0, step=3, won=False):
-    return StepOutcome(
-        episode, step, "clean a cup", "pick_clean", CTX, action, "You clean the cup.", 0.0, violations, won
+def _decision(episode=0, step=3, rules=()):
+    return Decision(
+        "You are at sinkbasin 1.", "clean a cup", "pick_clean", CTX, (SINK, TUB, GO), 0, episode, step, rules
+    )
+
+
+def _feedback(action, verdicts=(), episode=0, step=3, won=False):
+    return Feedback(
+        _decision(episode, step), action, 0, (0.0, 0.0, 0.0), "You clean the cup.", 0.0, verdicts, (), won
     )
 
 
 def _p_sink(mechanism):
-    window = mechanism.window("You are at sinkbasin 1.", CTX)
+    window = mechanism.window(_decision())
     inp = PolicyInput(
         "You are at sinkbasin 1.", "clean a cup", CTX, (SINK, TUB, GO), window, np.array([1, 0.6, 0])
     )
@@ -32,55 +48,73 @@ def _p_sink(mechanism):
 
 
 def _after_failure(mechanism, won=False):
-    mechanism.begin_episode(0, "clean a cup", "pick_clean", ())
+    mechanism.begin_episode(_decision(0))
     base = _p_sink(mechanism)
-    mechanism.observe(_outcome(SINK, (VIOLATION,)))
+    mechanism.observe(_feedback(SINK, (VERDICT,)))
     mechanism.end_episode(won)
-    mechanism.begin_episode(1, "clean a cup", "pick_clean", ())
+    mechanism.begin_episode(_decision(1))
     return base, _p_sink(mechanism)
 
 
 def test_static_persona_declares_the_rules_in_force_and_learns_nothing():
-    m = StaticPersona()
-    m.begin_episode(0, "clean a cup", "pick_clean", ["wash cups in the sinkbasin"])
-    assert "Never wash cups in the sinkbasin" in render_window(m.window("", CTX))
-    m.begin_episode(1, "clean a cup", "pick_clean", [])
-    m.observe(_outcome(SINK, (VIOLATION,)))
-    assert m.memory_texts() == []
+    m = StaticPersona(CARD)
+    m.begin_episode(_decision(0))
+    assert "Never wash cups in the sinkbasin" in render_window(
+        m.window(_decision(rules=("wash cups in the sinkbasin",)))
+    )
+    m.observe(_feedback(SINK, (VERDICT,)))
+    assert m.memory_texts(_decision()) == []
 
 
 def test_reflexion_keeps_the_last_three_reflections():
-    m = Reflexion()
+    m = Reflexion(CARD)
     for ep in range(5):
-        m.begin_episode(ep, "clean a cup", "pick_clean", ())
-        m.observe(_outcome(SINK, (Violation("r", f"rule {ep}", 1),), episode=ep))
+        m.begin_episode(_decision(ep))
+        m.observe(_feedback(SINK, (Verdict("r", f"rule {ep}", "v"),), episode=ep))
         m.end_episode(False)
-    texts = m.memory_texts()
+    texts = m.memory_texts(_decision())
     assert len(texts) == 3 and "rule 4" in texts[-1] and "rule 1" not in " ".join(texts)
 
 
 def test_each_learning_baseline_lowers_the_failed_action_after_one_failure():
-    for mechanism in (RAGMemory(), Reflexion(), SCGMemory()):
-        if isinstance(mechanism, SCGMemory):
-            mechanism.set_candidates((SINK, TUB, GO))
+    for mechanism in (RAGMemory(CARD), Reflexion(CARD), SCGMemory(CARD)):
         before, after = _after_failure(mechanism)
         assert after < before, mechanism.name
 
 
 def test_scg_memory_deduplicates_on_its_schema_key():
-    m = SCGMemory()
-    m.begin_episode(0, "t", "pick_clean", ())
+    m = SCGMemory(CARD)
+    m.begin_episode(_decision())
     for _ in range(10):
-        m.observe(_outcome(SINK, (VIOLATION,)))
-    m.set_candidates((SINK, GO))
-    assert len(m.memory_texts()) == 1
+        m.observe(_feedback(SINK, (VERDICT,)))
+    assert len(m.memory_texts(_decision())) == 1
+    assert "obj_type=cup; recep_type=sinkbasin" in m.memory_texts(_decision())[0]
 
 
 def test_skill_library_grows_additively_from_won_episodes_only():
-    m = SkillLibrary()
+    m = SkillLibrary(CARD)
     for ep, won in enumerate([True, False, True]):
-        m.begin_episode(ep, "clean a cup", "pick_clean", ())
-        m.observe(_outcome(SINK, won=won))
+        m.begin_episode(_decision(ep))
+        m.observe(_feedback(SINK, won=won))
         m.end_episode(won)
     assert len(m.skills) == 2
-    assert _p_sink(m) > _p_sink(SkillLibrary())  # the skill pulls towards its (habitual) route
+    assert _p_sink(m) > _p_sink(SkillLibrary(CARD))  # the skill pulls towards its (habitual) route
+
+
+def test_every_baseline_controller_enforces_the_worlds_core_schema():
+    card = WorldCard(
+        "kitchen",
+        "v0",
+        "p",
+        "v",
+        core=(parse_rule('if action.recep_type == "sinkbasin" then forbid_env_action("clean")'),),
+    )
+    for mechanism in (
+        StaticPersona(card),
+        RAGMemory(card),
+        Reflexion(card),
+        SCGMemory(card),
+        SkillLibrary(card),
+    ):
+        governed = mechanism.govern(_decision(), np.zeros(3))
+        assert governed.probs[0] == 0.0 and governed.probs[1] > 0, mechanism.name

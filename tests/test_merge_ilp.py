@@ -9,6 +9,7 @@ import pytest
 
 from synthesis.dsl import Action, parse_rule
 from synthesis.errors import ConfigError
+from synthesis.failure import Failure, FailureSource
 from synthesis.merge import (
     BACKENDS,
     MergeCandidate,
@@ -33,7 +34,22 @@ DISHWARE = parse_rule(
 CLEAN_CUP = Action.env("clean", obj_type="cup", recep="sinkbasin")
 CLEAN_PLATE = Action.env("clean", obj_type="plate", recep="sinkbasin")
 GO_SINK = Action.env("go", recep="sinkbasin")
-FAILURES = {"f_cup": ({"step": 3}, [CLEAN_CUP]), "f_plate": ({"step": 7}, [CLEAN_PLATE])}
+
+
+def _failures(records: dict) -> list[Failure]:
+    """Failures named ``name`` (world), so that ``failure.id`` is ``ID(name)``."""
+    return [
+        Failure(q, tuple(actions), "test", FailureSource(world=name))
+        for name, (q, actions) in records.items()
+    ]
+
+
+def ID(name: str) -> str:  # noqa: N802
+    return f"{name}:0:0"
+
+
+FAILURE_RECORDS = {"f_cup": ({"step": 3}, [CLEAN_CUP]), "f_plate": ({"step": 7}, [CLEAN_PLATE])}
+FAILURES = _failures(FAILURE_RECORDS)
 CONTEXTS = [({"step": 1}, [CLEAN_CUP, CLEAN_PLATE, GO_SINK])]
 
 
@@ -51,9 +67,9 @@ def _dishware_problem(**kwargs) -> MergeProblem:
 def test_build_resolves_overlap_and_costs():
     p = _dishware_problem()
     by_id = {c.id: c for c in p.candidates}
-    assert by_id["cup"].resolves == {"f_cup"}
-    assert by_id["plate"].resolves == {"f_plate"}
-    assert by_id["dishware"].resolves == {"f_cup", "f_plate"}
+    assert by_id["cup"].resolves == {ID("f_cup")}
+    assert by_id["plate"].resolves == {ID("f_plate")}
+    assert by_id["dishware"].resolves == {ID("f_cup"), ID("f_plate")}
     assert by_id["cup"].incumbent and not by_id["dishware"].incumbent
     # the class rule costs more than one instance rule, less than two
     assert by_id["cup"].cost < by_id["dishware"].cost < by_id["cup"].cost + by_id["plate"].cost
@@ -61,7 +77,7 @@ def test_build_resolves_overlap_and_costs():
     # cup fires on 2 recorded pairs, dishware on 4, both on the same 2: Jaccard 2/4
     assert overlaps[("cup", "dishware")] == pytest.approx(0.5)
     assert ("cup", "plate") not in overlaps  # they never co-fire: no pairwise term
-    assert p.failures == ("f_cup", "f_plate")
+    assert p.failures == (ID("f_cup"), ID("f_plate"))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -97,13 +113,15 @@ def test_append_mode_keeps_everything():
 
 
 def test_unresolvable_failure_is_reported_not_dropped():
-    failures = {
-        **FAILURES,
-        "f_knife": ({"step": 9}, [Action.env("clean", obj_type="knife", recep="sinkbasin")]),
-    }
+    failures = _failures(
+        {
+            **FAILURE_RECORDS,
+            "f_knife": ({"step": 9}, [Action.env("clean", obj_type="knife", recep="sinkbasin")]),
+        }
+    )
     p = build_merge_problem([("cup", CUP), ("plate", PLATE)], failures, CONTEXTS, CLASSES)
     r = merge(p)
-    assert r.uncovered == {"f_knife"}
+    assert r.uncovered == {ID("f_knife")}
     assert not r.feasible
     assert r.active == {"cup", "plate"}  # the rest stays covered
 
@@ -132,7 +150,7 @@ def test_contradictory_masks_detected_on_recorded_context():
     clean = parse_rule('if holding == "cup" then forbid_env_action("clean")')
     q = {"holding": "cup"}
     a_move, a_clean = Action.env("move", obj_type="cup"), Action.env("clean", obj_type="cup")
-    failures = {"f_move": (q, [a_move]), "f_clean": (q, [a_clean])}
+    failures = _failures({"f_move": (q, [a_move]), "f_clean": (q, [a_clean])})
     p = build_merge_problem([("m", move), ("c", clean)], failures, [(q, [a_move, a_clean])])
     assert p.conflicts == (("c", "m"),)
     r = merge(p)
@@ -141,8 +159,8 @@ def test_contradictory_masks_detected_on_recorded_context():
 
 def test_multi_action_failure_needs_every_action_masked():
     """ReplayPass per failed action: F = {clean cup, clean plate} needs both masked."""
-    failures = {"f": ({"step": 1}, [CLEAN_CUP, CLEAN_PLATE])}
-    assert requirement_ids("f", failures["f"][1]) == ("f[0]", "f[1]")
+    failures = _failures({"f": ({"step": 1}, [CLEAN_CUP, CLEAN_PLATE])})
+    assert requirement_ids("f", failures[0].F) == ("f[0]", "f[1]")
     p = build_merge_problem([("cup", CUP), ("plate", PLATE)], failures, (), CLASSES)
     assert merge(p).active == {"cup", "plate"}
 
@@ -187,7 +205,7 @@ def test_every_measured_overlap_passes_the_structural_test():
         )
         for s in range(20)
     ]
-    p = build_merge_problem(rules, {}, contexts, CLASSES)
+    p = build_merge_problem(rules, [], contexts, CLASSES)
     rule_of = dict(rules)
     assert p.overlaps
     for (i, j), value in p.overlaps:
@@ -285,5 +303,7 @@ def test_bad_inputs_name_the_value():
         )
     with pytest.raises(ConfigError, match="cost"):
         MergeProblem((MergeCandidate("a", None, -1.0, frozenset()),), ())
-    with pytest.raises(ConfigError, match="F ≠ ∅"):
-        build_merge_problem([("cup", CUP)], {"f": ({}, [])})
+    with pytest.raises(ConfigError, match="at least one failed action"):
+        Failure({}, (), "test")
+    with pytest.raises(ConfigError, match="appears twice"):
+        build_merge_problem([("cup", CUP)], FAILURES + FAILURES)

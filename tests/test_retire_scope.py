@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from agents.equilibration import (
-    admissible_new,
-    apply_retirement,
-    equilibrate,
-    lifecycle_of,
-    prune,
-    rebuild_control_plane,
-    scar_evidence,
-)
+from agents.equilibration import equilibrate, prune
 from agents.runtime.ledger import Ledger
 from agents.runtime.scar import Scar, Scope
+from agents.runtime.store import SchemaStore
 from synthesis.dsl import Action, parse_rule
 from synthesis.errors import ConfigError
+from synthesis.failure import Failure, FailureSource
 from synthesis.retirement import (
     ScopedRule,
     VerifiedSuccess,
@@ -37,7 +31,14 @@ DISHWARE = parse_rule(
 )
 CLEAN_CUP = Action.env("clean", obj_type="cup", recep="sinkbasin")
 CLEAN_PLATE = Action.env("clean", obj_type="plate", recep="sinkbasin")
-FAILURES = {"f_cup": ({"step": 3}, [CLEAN_CUP]), "f_plate": ({"step": 7}, [CLEAN_PLATE])}
+
+
+def _failure(fid: str, q, actions) -> Failure:
+    return Failure(q, tuple(actions), "test", FailureSource(world=fid, episode=0, step=0))
+
+
+F_CUP, F_PLATE = _failure("f_cup", {"step": 3}, [CLEAN_CUP]), _failure("f_plate", {"step": 7}, [CLEAN_PLATE])
+FAILURES = [F_CUP, F_PLATE]
 CONTEXTS = [({"step": 1}, [CLEAN_CUP, CLEAN_PLATE, Action.env("go", recep="sinkbasin")])]
 
 
@@ -56,9 +57,25 @@ def _clock():
 
 
 @pytest.fixture
-def ledger(tmp_path):
-    with Ledger(tmp_path / "agent.db", clock=_clock()) as led:
-        yield led
+def store(tmp_path):
+    with SchemaStore(tmp_path / "agent.db") as st:
+        st.ledger._clock = _clock()
+        yield st
+
+
+def _evidence(ledger: Ledger, scar_id: str) -> tuple:
+    """Every evidence item ever admitted for a scar: the audit plane outlives the control plane."""
+    return tuple(
+        item
+        for e in ledger.events()
+        if e.type == "scar_admitted" and e.subject == scar_id
+        for item in Scar.from_json(e.payload).evidence
+    )
+
+
+def _admit(store: SchemaStore, *scars: Scar) -> None:
+    """Admit scars through the store (an append-mode merge with no failures to cover)."""
+    equilibrate(store, scars, [], merge_mode="append")
 
 
 # ------------------------------------------------------------------------------------------- pure decisions
@@ -119,17 +136,17 @@ def test_decision_inputs_validated():
 # ---------------------------------------------------------------------------------------- the ledger edge
 
 
-def test_merge_admits_class_rule_retires_instance_rules_in_ledger(ledger):
+def test_merge_admits_class_rule_retires_instance_rules_in_ledger(store):
     cup, plate = _scar(CUP, "cup"), _scar(PLATE, "plate")
-    ledger.admit(cup)
-    ledger.admit(plate)
+    _admit(store, cup, plate)
     dish = _scar(DISHWARE, "dish")
-    report = equilibrate(ledger, [dish], FAILURES, CONTEXTS, CLASSES)
+    report = equilibrate(store, [dish], FAILURES, CONTEXTS, CLASSES)
     assert report.result.active == {dish.id}
     assert set(report.retired) == {cup.id, plate.id}
     assert report.admitted == (dish.id,)
-    types = [e.type for e in ledger.events()]
+    types = [e.type for e in store.ledger.events()]
     assert types == [
+        "merge_decision",
         "scar_admitted",
         "scar_admitted",
         "merge_decision",
@@ -137,81 +154,77 @@ def test_merge_admits_class_rule_retires_instance_rules_in_ledger(ledger):
         "scar_retired",
         "scar_retired",
     ]
-    decision = next(e for e in ledger.events() if e.type == "merge_decision")
+    decision = [e for e in store.ledger.events() if e.type == "merge_decision"][-1]
     assert decision.payload["active"] == [dish.id] and decision.payload["optimal"] is True
-    plane = rebuild_control_plane(ledger, classes=CLASSES)
-    assert plane.active_ids == (dish.id,)
+    plane = store.ledger.control_plane(classes=CLASSES)
+    assert plane.active_ids == (dish.id,) == store.plane.active_ids
     assert plane.masked({"step": 9}, [CLEAN_CUP, CLEAN_PLATE]) == [True, True]  # coverage kept
-    assert scar_evidence(ledger, cup.id) == ({"failure": "cup"},)  # retired, not forgotten
-    assert ledger.verify().ok
+    assert _evidence(store.ledger, cup.id) == ({"failure": "cup"},)  # retired, not forgotten
+    assert store.ledger.verify().ok and store.consistent()
 
 
-def test_append_mode_admits_without_garbage_collection(ledger):
-    cup, plate = _scar(CUP, "cup"), _scar(PLATE, "plate")
-    ledger.admit(cup)
-    ledger.admit(plate)
-    report = equilibrate(ledger, [_scar(DISHWARE, "dish")], FAILURES, CONTEXTS, CLASSES, merge_mode="append")
+def test_append_mode_admits_without_garbage_collection(store):
+    _admit(store, _scar(CUP, "cup"), _scar(PLATE, "plate"))
+    report = equilibrate(store, [_scar(DISHWARE, "dish")], FAILURES, CONTEXTS, CLASSES, merge_mode="append")
     assert report.retired == ()
-    assert len(rebuild_control_plane(ledger, classes=CLASSES).active_ids) == 3
+    assert len(store.plane.active_ids) == 3 and store.consistent()
 
 
-def test_uncovered_failure_recorded_in_decision(ledger):
+def test_uncovered_failure_recorded_in_decision(store):
     knife = Action.env("clean", obj_type="knife", recep="sinkbasin")
-    failures = {**FAILURES, "f_knife": ({"step": 8}, [knife])}
-    report = equilibrate(ledger, [_scar(CUP, "cup"), _scar(PLATE, "plate")], failures, CONTEXTS, CLASSES)
-    assert report.result.uncovered == {"f_knife"}
-    decision = next(e for e in ledger.events() if e.type == "merge_decision")
-    assert decision.payload["uncovered"] == ["f_knife"]
+    failures = [*FAILURES, _failure("f_knife", {"step": 8}, [knife])]
+    report = equilibrate(store, [_scar(CUP, "cup"), _scar(PLATE, "plate")], failures, CONTEXTS, CLASSES)
+    assert report.result.uncovered == {"f_knife:0:0"}
+    decision = next(e for e in store.ledger.events() if e.type == "merge_decision")
+    assert decision.payload["uncovered"] == ["f_knife:0:0"]
 
 
-def test_world_version_change_retires_and_unmasks_but_keeps_evidence(ledger):
+def test_world_version_change_retires_and_unmasks_but_keeps_evidence(store):
     v1 = _scar(CUP, "cup-v1", env_version="1")
     anywhere = _scar(PLATE, "plate")
-    ledger.admit(v1)
-    ledger.admit(anywhere)
-    plane = rebuild_control_plane(ledger)
-    assert plane.masked({}, [CLEAN_CUP, CLEAN_PLATE]) == [True, True]
-    decision = prune(ledger, env_version="2")
+    _admit(store, v1, anywhere)
+    assert store.plane.masked({}, [CLEAN_CUP, CLEAN_PLATE]) == [True, True]
+    decision = prune(store, env_version="2")
     assert decision.retire_ids == {v1.id} and decision.retire[0].kind == "env_version"
-    plane = rebuild_control_plane(ledger)
-    assert plane.active_ids == (anywhere.id,)
-    assert plane.masked({}, [CLEAN_CUP, CLEAN_PLATE]) == [False, True]  # the control plane stops masking it
-    assert scar_evidence(ledger, v1.id) == ({"failure": "cup-v1"},)  # the ledger still holds its evidence
-    assert lifecycle_of(ledger, [v1.id, anywhere.id]) == {v1.id: "scar_retired", anywhere.id: "scar_admitted"}
-    retired = next(e for e in ledger.events() if e.type == "scar_retired")
-    assert "version" in retired.payload["reason"]
-    assert ledger.verify().ok
+    assert store.plane.active_ids == (anywhere.id,)
+    assert store.plane.masked({}, [CLEAN_CUP, CLEAN_PLATE]) == [
+        False,
+        True,
+    ]  # the control plane stops masking it
+    assert _evidence(store.ledger, v1.id) == ({"failure": "cup-v1"},)  # the ledger still holds its evidence
+    retired = next(e for e in store.ledger.events() if e.type == "scar_retired")
+    assert "version" in retired.payload["reason"] and retired.subject == v1.id
+    assert store.ledger.verify().ok and store.consistent()
 
 
-def test_revocation_written_with_counter_evidence(ledger):
+def test_revocation_written_with_counter_evidence(store):
     cup = _scar(CUP, "cup")
-    ledger.admit(cup)
+    _admit(store, cup)
     success = VerifiedSuccess(
         {"step": 12}, CLEAN_CUP, safe=True, verifier_id="household", evidence_id="ep2/12"
     )
-    decision = prune(ledger, successes=[success])
+    decision = prune(store, successes=[success])
     assert decision.revoke_ids == {cup.id}
-    revoked = next(e for e in ledger.events() if e.type == "scar_revoked")
+    revoked = next(e for e in store.ledger.events() if e.type == "scar_revoked")
     assert revoked.payload["counter_evidence"][0]["evidence_id"] == "ep2/12"
-    assert rebuild_control_plane(ledger).active_ids == ()
-    assert apply_retirement(ledger, decision) == ()  # already revoked: a stale decision writes nothing
+    assert store.plane.active_ids == () and store.consistent()
+    assert store.apply_retirement(decision) == ()  # already revoked: a stale decision writes nothing
 
 
-def test_no_resurrection_by_a_later_merge(ledger):
+def test_no_resurrection_by_a_later_merge(store):
     """A retired scar is not re-activated by a later merge unless re-admitted with new evidence."""
     v1 = _scar(CUP, "cup-v1", env_version="1")
-    ledger.admit(v1)
-    prune(ledger, env_version="2")
+    _admit(store, v1)
+    prune(store, env_version="2")
     same = _scar(CUP, "cup-v1", env_version="1")  # same id, same evidence
-    allowed, refused = admissible_new(ledger, [same])
-    assert allowed == [] and refused == [same.id]
-    report = equilibrate(ledger, [same], {"f_cup": FAILURES["f_cup"]}, CONTEXTS, CLASSES)
+    assert store.may_admit(same)[0] is False
+    report = equilibrate(store, [same], [F_CUP], CONTEXTS, CLASSES)
     assert report.refused_resurrection == (same.id,)
-    assert report.result.uncovered == {"f_cup"}  # reported, not silently satisfied by a dead scar
-    assert rebuild_control_plane(ledger).active_ids == ()
+    assert report.result.uncovered == {F_CUP.id}  # reported, not silently satisfied by a dead scar
+    assert store.plane.active_ids == ()
     # new evidence (a new failure under the new version) may bring it back
     fresh = Scar(rule=CUP, evidence=({"failure": "cup-v2"},), scope=Scope(env_version="2"))
-    report = equilibrate(ledger, [fresh], {"f_cup": FAILURES["f_cup"]}, CONTEXTS, CLASSES)
+    report = equilibrate(store, [fresh], [F_CUP], CONTEXTS, CLASSES)
     assert report.admitted == (fresh.id,)
-    assert rebuild_control_plane(ledger).active_ids == (fresh.id,)
-    assert len(scar_evidence(ledger, fresh.id)) == 2  # both evidence items, old and new
+    assert store.plane.active_ids == (fresh.id,) and store.consistent()
+    assert len(_evidence(store.ledger, fresh.id)) == 2  # both evidence items, old and new

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.runtime.control import ControlPlane
+from agents.equilibration import equilibrate
 from agents.runtime.scar import Scar
-from agents.storm import StormConfig, StormController
+from agents.runtime.store import SchemaStore
+from agents.storm import StormConfig, StormController, StormRequests
 from disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor, StepRecord
 from synthesis.dsl.ast import Action
 from synthesis.executors import InProcessExecutor
@@ -24,15 +25,23 @@ def violates(q, a) -> bool:
     return a.kind == "tool" and a.name == "harvest" and isinstance(pool, int | float) and pool < 20
 
 
-def test_storm_pipeline_with_real_synthesis():
-    plane = ControlPlane()
+def test_storm_pipeline_with_real_synthesis(tmp_path):
+    store = SchemaStore(tmp_path / "ledger.sqlite")
+    plane = store.plane
     executor = InProcessExecutor()
     recorded: list[RecordedStep] = []
+    storm = StormController(StormConfig(max_queue=4, cooldown_steps=0))
 
-    def submit(fragment):
-        return executor.submit(build_dataset(list(recorded), violates, fragment), fragment, seed=0)
+    def carry(requests: StormRequests) -> StormRequests:
+        for m in requests.masks:
+            store.mask_temporarily(m.mask_id, m.rule, until_step=m.until_step, reason=m.reason)
+        for lift in requests.lifts:
+            store.lift_mask(lift.mask_id, reason=lift.reason)
+        for sub in requests.submits:
+            data = build_dataset(list(recorded), violates, sub.failure)
+            storm.started(sub.ticket, executor.submit(data, sub.failure, seed=0))
+        return requests
 
-    storm = StormController(plane, submit, StormConfig(max_queue=4, cooldown_steps=0))
     monitor = DisequilibriumMonitor(DisequilibriumConfig(weights=(1.0, 0.0, 0.0, 0.0), tau=0.6))
     pools = [100, 60, 40, 30, 15, 8]
     failures: list[tuple[int, Action]] = []
@@ -46,8 +55,8 @@ def test_storm_pipeline_with_real_synthesis():
         if monitor.observe(StepRecord(month, q, ACTIONS[chosen], events=events)).crossed:
             failures.append((month, ACTIONS[chosen]))
             fragment = extract_fragment(recorded[-1], violates)
-            storm.on_disequilibrium(month, ACTIONS[chosen], q, fragment)
-        storm.poll(month)
+            carry(storm.on_disequilibrium(month, fragment, context=q).requests)
+        carry(storm.poll(month)[1])
 
     # Harvest 10 failed at 15 tons; its temporary mask made the agent try harvest 5 at 8 tons (a different action).
     assert failures == [(4, ACTIONS[1]), (5, ACTIONS[0])]
@@ -60,12 +69,13 @@ def test_storm_pipeline_with_real_synthesis():
 
     ((ticket, handle),) = storm.in_flight()  # one search runs; the harvest-5 failure waits in the queue
     handle.result(timeout=60)
-    completed = storm.poll(6)
+    completed, requests = storm.poll(6)
+    carry(requests)
     assert [c.ticket for c in completed] == [ticket] and completed[0].result.admitted
     scar = Scar(completed[0].result.rule)
     assert len(plane.temporary_mask_ids) == 2  # nothing lifted before admission
-    plane.add(scar)
-    lifted = storm.on_scar_admitted(scar, step=6, ticket=completed[0].ticket)
+    equilibrate(store, [scar], [], merge_mode="append")
+    lifted = carry(storm.on_scar_admitted(scar.rule, step=6, ticket=completed[0].ticket)).lifts
     assert len(lifted) == 2 and plane.temporary_mask_ids == ()  # the scar covers both failures
     assert storm.stats().queued == 0 and storm.stats().resolved == 2
 
@@ -74,4 +84,6 @@ def test_storm_pipeline_with_real_synthesis():
     high = plane.govern({"pool_resource_level": 100}, ACTIONS, LOGITS, step=7)
     assert low.probs[0] == low.probs[1] == 0.0 and low.probs[2] == 1.0
     assert high.probs[0] > 0 and high.probs[1] > 0
+    assert store.consistent()
     executor.shutdown()
+    store.close()

@@ -8,8 +8,8 @@ import pytest
 from test_synthesis_worlds import CLASSES, commons, household, household_step, sink_verifier
 
 from synthesis.dsl import Action
+from synthesis.failure import Failure, FailureSource
 from synthesis.fragments import (
-    Fragment,
     FragmentError,
     RecordedStep,
     build_dataset,
@@ -26,7 +26,7 @@ def test_household_fragment_keeps_only_the_causal_action_arguments():
     assert dict(fragment.q) == {}
     assert list(fragment.F) == [steps[0].chosen_action]
     assert fragment.theta == "no_cup_in_sink"
-    assert fragment.source_steps == ((0, 1),)
+    assert fragment.source == FailureSource(episode=0, step=1)
 
 
 def test_commons_fragment_keeps_the_pool_level_and_drops_month_karma_and_amount():
@@ -134,4 +134,4 @@ def test_records_are_read_only_and_pickle():
     fragment = extract_fragment(steps[0], verifier)
     assert pickle.loads(pickle.dumps(step)) == step
     again = pickle.loads(pickle.dumps(fragment))
-    assert isinstance(again, Fragment) and again == fragment and dict(again.q) == dict(fragment.q)
+    assert isinstance(again, Failure) and again == fragment and dict(again.q) == dict(fragment.q)

@@ -1,29 +1,58 @@
-"""Memory mechanisms: the five text baselines of paper §6.1 (the scars agent lives in ``agents.scars_agent``)."""
+"""Memory mechanisms: the five text baselines of paper §6.1 (the scars agent lives in ``agents.scars_agent``).
 
-from agents.memory.base import Governed, MemoryMechanism, StepOutcome, Violation
+Each registers a factory in ``agents.registry.METHODS`` under its name.
+"""
+
+from agents.memory.base import MemoryMechanism
 from agents.memory.rag import RAGMemory
 from agents.memory.reflexion import Reflexion
 from agents.memory.scg_mem import SCGMemory
 from agents.memory.static_persona import StaticPersona
 from agents.memory.voyager import SkillLibrary
+from agents.registry import MethodSpec, register_method
 
-BASELINES = {
-    "static_persona": StaticPersona,
-    "rag": RAGMemory,
-    "reflexion": Reflexion,
-    "scg_mem": SCGMemory,
-    "voyager": SkillLibrary,
-}
+
+def _embedder(spec: MethodSpec):
+    from agents.text import make_embedder
+
+    return make_embedder(spec.settings.get("embedder", "hashing"))
+
+
+@register_method("static_persona")
+def make_static_persona(spec: MethodSpec) -> StaticPersona:
+    return StaticPersona(spec.world.card)
+
+
+@register_method("rag")
+def make_rag(spec: MethodSpec) -> RAGMemory:
+    return RAGMemory(spec.world.card, embedder=_embedder(spec))
+
+
+@register_method("reflexion")
+def make_reflexion(spec: MethodSpec) -> Reflexion:
+    """With a real model the model writes the reflections, as in the paper; the embedded backend uses a template."""
+    if spec.policy.writes_text:
+        from agents.rule_writer import llm_reflection
+
+        return Reflexion(spec.world.card, reflect=llm_reflection(spec.policy.write_text, spec.world.card))
+    return Reflexion(spec.world.card)
+
+
+@register_method("scg_mem")
+def make_scg_mem(spec: MethodSpec) -> SCGMemory:
+    return SCGMemory(spec.world.card)
+
+
+@register_method("voyager")
+def make_voyager(spec: MethodSpec) -> SkillLibrary:
+    return SkillLibrary(spec.world.card, embedder=_embedder(spec))
+
 
 __all__ = [
-    "BASELINES",
-    "Governed",
     "MemoryMechanism",
     "RAGMemory",
     "Reflexion",
     "SCGMemory",
     "SkillLibrary",
     "StaticPersona",
-    "StepOutcome",
-    "Violation",
 ]

@@ -1,6 +1,6 @@
 """RAG Memory baseline (paper §6.1): past actions and their outcomes, embedded and retrieved top-k by similarity.
 
-Every step is stored as "I did '<command>' at <location>: <outcome>". At each decision the k memories most similar
+Every step is stored as "I did '<command>' at <where>: <outcome>" (<where>: the world's first salient context key). At each decision the k memories most similar
 (cosine, under the configured embedder) to the current task, location and observation enter the context; a memory
 of a violation carries polarity −1, of a step in a won episode +1, others 0 (neutral text that still takes context).
 """
@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.memory.base import PERSONA, MemoryMechanism, context_query, describe_failure
+from agents.memory.base import MemoryMechanism, context_query, describe_failure
 from agents.policies.base import ContextItem
 from agents.text import HashingEmbedder
+from envs.api import WorldCard
 from synthesis.errors import ConfigError
 
 
 class RAGMemory(MemoryMechanism):
     name = "rag"
 
-    def __init__(self, k: int = 5, embedder=None, max_memories: int = 20_000):
+    def __init__(self, card: WorldCard, k: int = 5, embedder=None, max_memories: int = 20_000):
+        super().__init__(card)
         if k < 1:
             raise ConfigError(f"RAG top-k = {k!r} must be >= 1")
         self.k = k
@@ -29,8 +31,8 @@ class RAGMemory(MemoryMechanism):
         self.vectors: list[np.ndarray] = []
         self._episode_rows: list[int] = []
 
-    def begin_episode(self, episode, task, task_type, rules_in_force):
-        super().begin_episode(episode, task, task_type, rules_in_force)
+    def begin_episode(self, decision):
+        super().begin_episode(decision)
         self._episode_rows = []
 
     def _store(self, text: str, polarity: int) -> None:
@@ -41,12 +43,14 @@ class RAGMemory(MemoryMechanism):
         self.polarity.append(polarity)
         self.vectors.append(self.embedder.embed(text))
 
-    def observe(self, outcome):
-        where = outcome.context.get("location", "")
-        if outcome.violations:
-            self._store(describe_failure(outcome), -1)
+    def observe(self, feedback):
+        q = feedback.decision.context
+        where = " ".join(str(q[k]) for k in self.card.salient_keys[:1] if k in q)
+        if feedback.violated:
+            self._store(describe_failure(feedback), -1)
         else:
-            self._store(f"I did '{outcome.action.text}' at {where}: {outcome.observation[:80]}", 0)
+            what = feedback.action.text or feedback.action.name
+            self._store(f"I did '{what}' at {where}: {feedback.observation[:80]}", 0)
             self._episode_rows.append(len(self.texts) - 1)
 
     def end_episode(self, won):
@@ -54,10 +58,10 @@ class RAGMemory(MemoryMechanism):
             for row in self._episode_rows:
                 self.polarity[row] = 1
 
-    def window(self, observation, context):
-        items = [ContextItem("persona", PERSONA)]
+    def window(self, decision):
+        items = [self.persona()]
         if self.texts:
-            query = self.embedder.embed(context_query(observation, context, self.task))
+            query = self.embedder.embed(context_query(decision, self.card))
             sims = np.stack(self.vectors) @ query
             top = np.argsort(-sims, kind="stable")[: self.k]
             items += [ContextItem("memory", self.texts[i], polarity=self.polarity[i]) for i in top]

@@ -10,38 +10,46 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agents.memory.base import PERSONA, MemoryMechanism, StepOutcome, describe_failure
+from agents.memory.base import MemoryMechanism, describe_failure
 from agents.policies.base import ContextItem
+from envs.api import Feedback, WorldCard
 
 
-def template_reflection(failures: list[StepOutcome], won: bool) -> str:
+def template_reflection(failures: list[Feedback], won: bool) -> str:
     if failures:
         first = failures[0]
-        return f"{describe_failure(first)} Next time I must not do '{first.action.text}' or anything like it."
+        what = first.action.text or first.action.name
+        return f"{describe_failure(first)} Next time I must not do '{what}' or anything like it."
     return "I ran out of steps without finishing the task. Next time I should follow the task more directly."
 
 
 class Reflexion(MemoryMechanism):
     name = "reflexion"
 
-    def __init__(self, window_size: int = 3, reflect: Callable[[list[StepOutcome], bool], str] | None = None):
+    def __init__(
+        self,
+        card: WorldCard,
+        window_size: int = 3,
+        reflect: Callable[[list[Feedback], bool], str] | None = None,
+    ):
+        super().__init__(card)
         self.window_size = window_size
         self.reflect = reflect or template_reflection
         self.reflections: list[str] = []
-        self._failures: list[StepOutcome] = []
+        self._failures: list[Feedback] = []
 
-    def begin_episode(self, episode, task, task_type, rules_in_force):
-        super().begin_episode(episode, task, task_type, rules_in_force)
+    def begin_episode(self, decision):
+        super().begin_episode(decision)
         self._failures = []
 
-    def observe(self, outcome):
-        if outcome.violations:
-            self._failures.append(outcome)
+    def observe(self, feedback):
+        if feedback.violated:
+            self._failures.append(feedback)
 
     def end_episode(self, won):
         if self._failures or not won:
             self.reflections.append(self.reflect(self._failures, won))
 
-    def window(self, observation, context):
+    def window(self, decision):
         recent = self.reflections[-self.window_size :]
-        return (ContextItem("persona", PERSONA), *(ContextItem("reflection", r, polarity=-1) for r in recent))
+        return (self.persona(), *(ContextItem("reflection", r, polarity=-1) for r in recent))

@@ -1,20 +1,21 @@
 """Static Persona baseline (paper §6.1): the rules in force are declared in the system prompt, nothing is learned.
 
 The most generous reading: the prompt is refreshed whenever the rule set changes, so it always lists exactly the
-rules in force (as the environment's rule descriptions). It never learns from its own failures.
+rules in force (as the world's rule descriptions, ``Decision.rules_in_force``). It never learns from its own
+failures.
 """
 
 from __future__ import annotations
 
-from agents.memory.base import PERSONA, MemoryMechanism
+from agents.memory.base import MemoryMechanism
 from agents.policies.base import ContextItem
 
 
 class StaticPersona(MemoryMechanism):
     name = "static_persona"
 
-    def window(self, observation, context):
+    def window(self, decision):
         return (
-            ContextItem("persona", PERSONA),
-            *(ContextItem("rule", f"Never {text}", polarity=-1) for text in self.rules_in_force),
+            self.persona(),
+            *(ContextItem("rule", f"Never {text}", polarity=-1) for text in decision.rules_in_force),
         )

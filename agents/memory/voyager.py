@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.memory.base import PERSONA, MemoryMechanism
+from agents.memory.base import MemoryMechanism
 from agents.policies.base import ContextItem
 from agents.text import HashingEmbedder
+from envs.api import WorldCard
 
 
 class SkillLibrary(MemoryMechanism):
     name = "voyager"
 
-    def __init__(self, k: int = 2, embedder=None, max_steps_per_skill: int = 12):
+    def __init__(self, card: WorldCard, k: int = 2, embedder=None, max_steps_per_skill: int = 12):
+        super().__init__(card)
         self.k = k
         self.embedder = embedder or HashingEmbedder()
         self.max_steps_per_skill = max_steps_per_skill
@@ -27,13 +29,14 @@ class SkillLibrary(MemoryMechanism):
         self._vectors: list[np.ndarray] = []
         self._trace: list[str] = []
 
-    def begin_episode(self, episode, task, task_type, rules_in_force):
-        super().begin_episode(episode, task, task_type, rules_in_force)
+    def begin_episode(self, decision):
+        super().begin_episode(decision)
         self._trace = []
 
-    def observe(self, outcome):
-        if outcome.action.kind == "env" and outcome.action.name not in ("look", "inventory", "examine"):
-            self._trace.append(outcome.action.text)
+    def observe(self, feedback):
+        action = feedback.action
+        if action.is_control and action.name not in self.card.passive_actions:
+            self._trace.append(action.text or action.name)
 
     def end_episode(self, won):
         if won and self._trace:
@@ -41,8 +44,8 @@ class SkillLibrary(MemoryMechanism):
             self.skills.append((self.task, body))
             self._vectors.append(self.embedder.embed(self.task))
 
-    def window(self, observation, context):
-        items = [ContextItem("persona", PERSONA)]
+    def window(self, decision):
+        items = [self.persona()]
         if self.skills:
             sims = np.stack(self._vectors) @ self.embedder.embed(self.task)
             for i in np.argsort(-sims, kind="stable")[: self.k]:

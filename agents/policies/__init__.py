@@ -1,7 +1,40 @@
-"""Policy backends behind one interface: the embedded simulated LM (default), HuggingFace, OpenAI-compatible."""
+"""Policy backends behind one interface: the embedded simulated LM (default), HuggingFace, OpenAI-compatible.
+
+Each registers a factory in ``agents.registry.BACKENDS``; a factory reads the run's settings by name.
+"""
+
+from collections.abc import Mapping
+from typing import Any
 
 from agents.policies.base import ContextItem, Policy, PolicyInput, build_prompt, render_window, sample_action
 from agents.policies.embedded import SimulatedLM, SimulatedLMConfig
+from agents.registry import register_backend
+
+
+@register_backend("embedded")
+def make_embedded(settings: Mapping[str, Any]) -> SimulatedLM:
+    return SimulatedLM(
+        SimulatedLMConfig(
+            compliance=settings.get("compliance", 1.0), temperature=settings.get("temperature", 0.7)
+        )
+    )
+
+
+@register_backend("hf")
+def make_hf(settings: Mapping[str, Any]) -> Policy:
+    from agents.policies.hf import HFPolicy
+
+    return HFPolicy.from_pretrained(settings["model_path"])
+
+
+@register_backend("openai")
+def make_openai(settings: Mapping[str, Any]) -> Policy:
+    from agents.policies.openai_server import OpenAICompatiblePolicy
+
+    return OpenAICompatiblePolicy(
+        settings["server_url"], settings["server_model"], mode=settings.get("server_mode", "logprobs")
+    )
+
 
 __all__ = [
     "ContextItem",

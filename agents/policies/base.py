@@ -64,11 +64,37 @@ class PolicyInput:
 
 @runtime_checkable
 class Policy(Protocol):
-    """Base policy π_0: returns one finite logit per admissible action, in the order of ``inp.actions``."""
+    """Base policy π_0: one finite logit per admissible action, in the order of ``inp.actions``; the agent's short
+    utterance about what it does (its text output y_t, which identity drift z_I reads, §3.2); and free text when it
+    is a real model (``writes_text``: reflections and model-written rules; the embedded model uses templates)."""
 
     name: str
+    writes_text: bool
 
     def logits(self, inp: PolicyInput, rng: np.random.Generator) -> np.ndarray: ...
+
+    def utter(self, inp: PolicyInput, action: Action, blocked: Sequence[Action]) -> str: ...
+
+    def write_text(self, prompt: str) -> str: ...
+
+
+def template_utterance(inp: PolicyInput, action: Action, blocked: Sequence[Action]) -> str:
+    """The embedded model's utterance: one templated sentence about what it does and what shaped it — the rules
+    or memories it heeds, the actions its controller blocked, a refusal when nothing safe is left. Its style
+    changes as the agent's memory and controller start to shape its conduct (what z_I measures)."""
+    if action.kind == "fallback":
+        return "No action is safe for me here, so I will wait and look around."
+    command = action.text or action.name
+    if blocked:
+        return f"I must not {blocked[0].text or blocked[0].name}; I will {command} instead."
+    if any(item.polarity < 0 for item in inp.window):
+        return f"Remembering what I must avoid, I will {command}."
+    return f"I will {command}."
+
+
+def utterance_prompt(inp: PolicyInput, action: Action) -> str:
+    """What a real model is asked for its utterance (one short sentence about its chosen action)."""
+    return f"{build_prompt(inp)} {action.text or action.name}\nIn one short sentence, say what you are doing and why:"
 
 
 def render_window(window: Sequence[ContextItem]) -> str:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.policies.base import PolicyInput
+from agents.policies.base import PolicyInput, template_utterance
 from agents.text import HashingEmbedder, count_tokens
 from synthesis.dsl import Action
 from synthesis.errors import ConfigError
@@ -85,6 +85,7 @@ class SimulatedLM:
     """The embedded default policy (see module docstring). Deterministic given its input and rng."""
 
     name = "embedded"
+    writes_text = False
 
     def __init__(
         self, config: SimulatedLMConfig = SimulatedLMConfig(), embedder: HashingEmbedder | None = None
@@ -111,6 +112,14 @@ class SimulatedLM:
         rel = np.clip((cos - floor) / (1.0 - cfg.relevance_threshold), 0.0, None)
         polarity = np.array([it.polarity for it in signed], dtype=np.float64)
         return cfg.compliance * cfg.influence_gain * dilution * (rel @ polarity)
+
+    def utter(self, inp: PolicyInput, action: Action, blocked) -> str:
+        return template_utterance(inp, action, blocked)
+
+    def write_text(self, prompt: str) -> str:
+        raise ConfigError(
+            "the embedded simulated LM writes no free text (writes_text is False): use a template"
+        )
 
     def logits(self, inp: PolicyInput, rng: np.random.Generator) -> np.ndarray:
         cfg = self.config

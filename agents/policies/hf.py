@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from agents.policies.base import PolicyInput, build_prompt
+from agents.policies.base import PolicyInput, build_prompt, utterance_prompt
 from synthesis.dsl import Action
 from synthesis.errors import ConfigError
 
@@ -70,6 +70,7 @@ class HFPolicy:
     """A causal LM scoring admissible commands by log-likelihood; generation governed by a logits processor."""
 
     name = "hf"
+    writes_text = True
 
     def __init__(self, model, tokenizer, *, max_prompt_tokens: int = 1024):
         self.torch, _ = _require_transformers()
@@ -113,6 +114,10 @@ class HFPolicy:
             positions = torch.arange(start - 1, start - 1 + len(c))
             scores[i] = float(logp[i, positions, torch.tensor(c)].sum())
         return scores
+
+    def utter(self, inp: PolicyInput, action: Action, blocked) -> str:
+        """The model's own short sentence about its chosen action (its text output, read by z_I)."""
+        return self.write_text(utterance_prompt(inp, action), max_new_tokens=24)
 
     def write_text(self, prompt: str, *, max_new_tokens: int = 96) -> str:
         """Free text from the model (greedy): reflections, skill descriptions, LLM-only patches."""

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from agents.policies.base import PolicyInput, build_prompt
+from agents.policies.base import PolicyInput, build_prompt, utterance_prompt
+from synthesis.dsl import Action
 from synthesis.errors import ConfigError, ScarsError
 
 MODES = ("logprobs", "guided_choice")
@@ -33,6 +34,7 @@ class ServerError(ScarsError):
 
 class OpenAICompatiblePolicy:
     name = "openai"
+    writes_text = True
 
     def __init__(
         self,
@@ -68,6 +70,10 @@ class OpenAICompatiblePolicy:
             ) from exc
         except (urllib.error.URLError, TimeoutError, json.JSONDecodeError) as exc:
             raise ServerError(f"{self.base_url}{path} failed: {exc}") from exc
+
+    def utter(self, inp: PolicyInput, action: Action, blocked) -> str:
+        """The model's own short sentence about its chosen action (its text output, read by z_I)."""
+        return self.write_text(utterance_prompt(inp, action), max_tokens=24)
 
     def write_text(self, prompt: str, *, max_tokens: int = 256) -> str:
         """Free text from the model (reflections, skill descriptions, LLM-only patches)."""

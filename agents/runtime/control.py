@@ -615,6 +615,11 @@ class ControlPlane:
     def temporary_mask_ids(self) -> tuple[str, ...]:
         return tuple(self._temp)
 
+    @property
+    def temporary_masks(self) -> dict[str, tuple[Rule, int]]:
+        """mask id → (rule, until_step) of every temporary mask in force (a copy)."""
+        return dict(self._temp)
+
     def __len__(self) -> int:
         return len(self._scars)
 

@@ -171,6 +171,26 @@ def _check_time(name: str, value: Any) -> None:
         raise ConfigError(f"{name} must be an int (µs on the caller's timeline) or None, got {value!r}")
 
 
+def _admission_refusal(scar: Scar, history: list[Event]) -> LedgerError | None:
+    """Why admitting ``scar`` after its own ``history`` is refused, or None: an active id needs new evidence (the
+    admission then adds it to the audit plane); a retired or revoked id needs evidence never seen for that id."""
+    new_hashes = scar.evidence_hashes
+    seen = {h for e in history if e.type == SCAR_ADMITTED for h in e.payload.get("evidence_hashes", ())}
+    fresh = [h for h in new_hashes if h not in seen]
+    lifecycle = [e for e in history if e.type in (SCAR_ADMITTED, SCAR_RETIRED, SCAR_REVOKED)]
+    if not lifecycle or fresh:
+        return None
+    last = lifecycle[-1]
+    if last.type == SCAR_ADMITTED:
+        return LifecycleError(
+            f"scar {scar.id} is already active (admitted at seq {last.seq}) and this admission carries no new evidence"
+        )
+    return ResurrectionRefused(
+        f"scar {scar.id} was {last.type.removeprefix('scar_')} at seq {last.seq}; re-admission needs "
+        f"evidence never seen for this id (got {len(new_hashes)} item(s), all already recorded)"
+    )
+
+
 def _now_us() -> int:
     return time.time_ns() // 1000
 
@@ -314,24 +334,9 @@ class Ledger:
         new_hashes = scar.evidence_hashes
 
         def precondition(history: list[Event]) -> None:
-            seen = {
-                h for e in history if e.type == SCAR_ADMITTED for h in e.payload.get("evidence_hashes", ())
-            }
-            fresh = [h for h in new_hashes if h not in seen]
-            lifecycle = [e for e in history if e.type in (SCAR_ADMITTED, SCAR_RETIRED, SCAR_REVOKED)]
-            if not lifecycle:
-                return
-            last = lifecycle[-1]
-            if last.type == SCAR_ADMITTED and not fresh:
-                raise LifecycleError(
-                    f"scar {scar.id} is already active (admitted at seq {last.seq}) and this admission carries "
-                    "no new evidence"
-                )
-            if last.type != SCAR_ADMITTED and not fresh:
-                raise ResurrectionRefused(
-                    f"scar {scar.id} was {last.type.removeprefix('scar_')} at seq {last.seq}; re-admission needs "
-                    f"evidence never seen for this id (got {len(new_hashes)} item(s), all already recorded)"
-                )
+            refusal = _admission_refusal(scar, history)
+            if refusal is not None:
+                raise refusal
 
         payload = {**scar.to_json(), "evidence_hashes": list(new_hashes), "reason": reason}
         return self._append(
@@ -342,6 +347,12 @@ class Ledger:
             valid_to=valid_to,
             precondition=precondition,
         )
+
+    def may_admit(self, scar: Scar) -> tuple[bool, str]:
+        """Would ``admit(scar)`` be accepted now? (ok, reason): the one no-resurrection check (seed 000 §3.4),
+        shared with ``admit``'s precondition. Reads only this scar's own events."""
+        refusal = _admission_refusal(scar, self._subject_events(scar.id))
+        return (True, "") if refusal is None else (False, str(refusal))
 
     def _require_active_scar(self, scar_id: str, action: str) -> Callable[[list[Event]], None]:
         def precondition(history: list[Event]) -> None:
@@ -579,8 +590,8 @@ class Ledger:
         return tuple(masks.values())
 
     def control_plane(self, **kwargs: Any) -> ControlPlane:
-        """A ``ControlPlane`` holding the projected scars and temporary masks (kwargs go to ControlPlane)."""
-        plane = ControlPlane(scars=self.active_scars(), **kwargs)
-        for mask in self.temporary_masks():
-            plane.set_temporary_mask(mask.rule, until_step=mask.until_step, mask_id=mask.mask_id)
-        return plane
+        """A ``ControlPlane`` that is the fold of the verified events (``agents.runtime.store.replay``; kwargs go
+        to ControlPlane). Fails closed like ``active_scars``."""
+        from agents.runtime.store import replay  # the store owns the one transition function; it imports us
+
+        return replay(self._verified_events(None), **kwargs)

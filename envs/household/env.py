@@ -31,7 +31,8 @@ Terminated when the goal holds; truncated after ``max_steps`` (50, as in ALFWorl
 ## Arguments
 ``HouseholdEnv(config=HouseholdConfig(...))`` or keyword overrides of its fields. ``reset(seed=…)`` draws the
 game from the seed unless ``options={"game": GameSpec}`` or ``options={"game_seed": n}`` or a fixed
-``config.game_seed`` says otherwise. ``context["episode"]`` counts resets since the last seeded reset (a seeded
+``config.game_seed`` says otherwise; ``options={"world_version": v}`` switches the world to version v from this
+episode on (rules scoped to other versions stop applying). ``context["episode"]`` counts resets since the last seeded reset (a seeded
 reset starts a new run at episode 0), which is what ``Activation.from_episode`` reads.
 
 ## Version history
@@ -156,6 +157,13 @@ class HouseholdEnv(gym.Env[str, str]):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         super().reset(seed=seed)
         options = options or {}
+        if (
+            "world_version" in options
+        ):  # a new world version starts with this episode (its rules apply from now)
+            version = options["world_version"]
+            if isinstance(version, bool) or not isinstance(version, int):
+                raise WorldError(f"options['world_version'] must be an integer, got {version!r}")
+            self.config = replace(self.config, world_version=version)
         if "game" in options:
             spec = options["game"]
             if not isinstance(spec, GameSpec):

@@ -2,6 +2,7 @@
 
     scars ledger admit PATH RULE [--scope JSON] [--evidence JSON] [--reason TEXT]
     scars ledger retire PATH ID --reason TEXT
+    scars ledger revoke PATH ID --evidence JSON --reason TEXT
     scars ledger show PATH
     scars ledger verify PATH
 
@@ -21,7 +22,9 @@ from rich.console import Console
 from rich.table import Table
 
 from agents.runtime import Ledger, Provenance, Scar, Scope
-from synthesis.dsl import parse_rule
+from agents.runtime.store import SchemaStore
+from synthesis.dsl import Action, parse_rule
+from synthesis.dsl.semantics import fires
 from synthesis.errors import ConfigError, DSLSyntaxError, LedgerError
 
 
@@ -39,12 +42,6 @@ def _json_option(text: str | None, name: str) -> Any:
         _fail(f"--{name} is not valid JSON ({exc}): {text!r}", 2)
 
 
-def _require_intact(led: Ledger) -> None:
-    report = led.verify()
-    if not report.ok:
-        _fail(f"{led.path} failed verification at event {report.first_bad_seq}: {report.reason}", 1)
-
-
 def _time(us: int | None) -> str:
     if us is None:
         return "-"
@@ -53,7 +50,8 @@ def _time(us: int | None) -> str:
 
 @click.group("ledger")
 def ledger() -> None:
-    """The append-only, hash-chained audit ledger of scars (admit, retire, show, verify)."""
+    """The append-only, hash-chained audit ledger of scars (admit, retire, revoke, show, verify). Writes go
+    through the schema store, which verifies the chain on open and fails closed."""
 
 
 @ledger.command("admit")
@@ -87,9 +85,8 @@ def admit(path: Path, rule: str, scope_json: str | None, evidence_json: str | No
     except ConfigError as exc:
         _fail(str(exc), 2)
     try:
-        with Ledger(path) as led:
-            _require_intact(led)
-            event = led.admit(scar, reason=reason)
+        with SchemaStore(path) as store:
+            event = store.admit(scar, reason=reason)
     except LedgerError as exc:
         _fail(str(exc), 1)
     click.echo(f"admitted {scar.id} (event {event.seq}): {scar.control_text}")
@@ -102,12 +99,60 @@ def admit(path: Path, rule: str, scope_json: str | None, evidence_json: str | No
 def retire(path: Path, scar_id: str, reason: str) -> None:
     """Retire the active scar SCAR_ID (its evidence stays in the ledger)."""
     try:
-        with Ledger(path) as led:
-            _require_intact(led)
-            event = led.retire(scar_id, reason)
+        with SchemaStore(path) as store:
+            event = store.retire(scar_id, reason=reason)
     except LedgerError as exc:
         _fail(str(exc), 1)
     click.echo(f"retired {scar_id} (event {event.seq}): {reason}")
+
+
+@ledger.command("revoke")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("scar_id")
+@click.option(
+    "--evidence",
+    "evidence_json",
+    required=True,
+    help='Counter-evidence: a verified success the scar blocks, as JSON {"q": {context}, "a": {action}, '
+    '"verifier_id": …, "evidence_id": …} (or a list of them). Each must be an action the scar fires on.',
+)
+@click.option("--reason", required=True, help="Why the scar is refuted.")
+def revoke(path: Path, scar_id: str, evidence_json: str, reason: str) -> None:
+    """Revoke the active scar SCAR_ID by counter-evidence: verified-safe actions it would have blocked (§4.5)."""
+    evidence = _json_option(evidence_json, "evidence")
+    items = evidence if isinstance(evidence, list) else [evidence]
+    try:
+        with SchemaStore(path) as store:
+            scar = next((s for s in store.scars if s.id == scar_id), None)
+            if scar is None:
+                raise ConfigError(
+                    f"no active scar {scar_id!r}; active: {', '.join(s.id for s in store.scars) or 'none'}"
+                )
+            for item in items:
+                if (
+                    not isinstance(item, dict)
+                    or not isinstance(item.get("q"), dict)
+                    or not isinstance(item.get("a"), dict)
+                ):
+                    raise ConfigError(
+                        f"counter-evidence must be a JSON object with 'q' and 'a' objects, got {item!r:.200}"
+                    )
+                try:
+                    action = Action.from_dict(item["a"])
+                except (KeyError, TypeError) as exc:
+                    raise ConfigError(
+                        f"counter-evidence 'a' is not an action ({exc}): {item['a']!r:.200}"
+                    ) from exc
+                if not fires(scar.rule, item["q"], action):
+                    raise ConfigError(
+                        f"scar {scar_id} does not fire on {item['a']!r:.200} in that context: not counter-evidence"
+                    )
+            event = store.revoke(scar_id, items, reason=reason)
+    except ConfigError as exc:
+        _fail(str(exc), 2)
+    except LedgerError as exc:
+        _fail(str(exc), 1)
+    click.echo(f"revoked {scar_id} (event {event.seq}): {reason}")
 
 
 @ledger.command("show")

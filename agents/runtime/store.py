@@ -1,0 +1,231 @@
+"""The self-schema S_t, event-sourced: the one owner of the audit ledger and the control plane (paper §3.1, §4).
+
+``SchemaStore`` holds a ``Ledger`` and the live ``ControlPlane``. Every change is a typed command —
+``record_failure``, ``mask_temporarily``, ``lift_mask``, ``apply_merge``, ``apply_retirement``, ``revoke`` — that
+appends its ledger event(s) and passes each appended event through one function, :func:`apply`. So the live plane
+is always the fold of the ledger's events: ``replay(ledger.events()) == store.plane`` (``plane_state`` compares
+them; a test checks it after every step of a run). No other module writes to either (a lint test checks that too).
+
+Opening verifies the whole hash chain once and fails closed (``SchemaIntegrityError``) when it does not verify —
+no silent repair. After that the chain is extended incrementally: every append checks the stored tail against the
+head inside its transaction (``Ledger._append``); nothing re-reads or re-verifies the chain per accommodation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agents.runtime.control import ControlPlane, Mode
+from agents.runtime.ledger import (
+    FAILURE_OBSERVED,
+    MERGE_DECISION,
+    SCAR_ADMITTED,
+    SCAR_RETIRED,
+    SCAR_REVOKED,
+    TEMP_MASK_LIFTED,
+    TEMP_MASK_SET,
+    Event,
+    Ledger,
+)
+from agents.runtime.scar import Scar
+from synthesis.dsl import Rule, canonical_text, parse_rule
+from synthesis.dsl.semantics import Classes
+from synthesis.errors import LedgerError
+from synthesis.failure import Failure
+from synthesis.merge import MergeResult
+from synthesis.retirement import RetirementDecision
+
+
+class SchemaIntegrityError(LedgerError):
+    """The ledger behind a self-schema does not verify: the agent refuses to load it (fail closed)."""
+
+
+def apply(plane: ControlPlane, event: Event) -> None:
+    """The one transition of the control plane: the effect of one ledger event (non-lifecycle events: none)."""
+    t, p = event.type, event.payload
+    if t == SCAR_ADMITTED:
+        plane.add(Scar.from_json(p))  # a re-admission with new evidence refreshes the audit plane
+    elif t in (SCAR_RETIRED, SCAR_REVOKED) and event.subject in plane:
+        plane.remove(event.subject)
+    elif t == TEMP_MASK_SET:
+        plane.set_temporary_mask(parse_rule(p["rule"]), until_step=p["until_step"], mask_id=p["mask_id"])
+    elif t == TEMP_MASK_LIFTED and p["mask_id"] in plane.temporary_mask_ids:
+        plane.lift_temporary_mask(p["mask_id"])
+
+
+def replay(events: Iterable[Event], **plane_kwargs: Any) -> ControlPlane:
+    """The control plane as the fold of ``events`` (``plane_kwargs`` go to ``ControlPlane``: core, classes, mode…)."""
+    plane = ControlPlane(**plane_kwargs)
+    for event in events:
+        apply(plane, event)
+    return plane
+
+
+def plane_state(plane: ControlPlane) -> tuple:
+    """What a control plane enforces, comparable across instances: H, the active scars (with their audit plane),
+    the temporary masks (rule and expiry), the mode."""
+    return (
+        plane.mode,
+        plane.soft_bias,
+        plane.fallback,
+        plane.core_ids,
+        tuple((s.id, s.to_json()) for s in plane.scars),
+        tuple(
+            (mask_id, canonical_text(rule), until) for mask_id, (rule, until) in plane.temporary_masks.items()
+        ),
+    )
+
+
+class SchemaStore:
+    """S_t and its audit trail (module docstring). Use as a context manager or ``close()``.
+
+    Args:
+        path:      the ledger file (created if absent; an existing one must verify).
+        core:      the read-only core schema H.
+        classes, mode, soft_bias, fallback: the control plane's settings (``ControlPlane``).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        core: Sequence[Rule] = (),
+        classes: Classes | None = None,
+        mode: Mode = "hard",
+        soft_bias: float = -5.0,
+        fallback: str = "safe_refusal",
+    ) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.ledger = Ledger(self.path)
+        report = self.ledger.verify()
+        if not report.ok:
+            self.ledger.close()
+            raise SchemaIntegrityError(
+                f"{self.path}: the ledger fails verification at event {report.first_bad_seq} ({report.reason}); "
+                "refusing to load its self-schema (fail closed — restore the file or start from a new ledger)"
+            )
+        self._plane_kwargs: dict[str, Any] = dict(
+            core=tuple(core), classes=classes, mode=mode, soft_bias=soft_bias, fallback=fallback
+        )
+        self._plane = replay(self.ledger.events(), **self._plane_kwargs)
+
+    # ---------------------------------------------------------------------------------------------- reads
+    @property
+    def plane(self) -> ControlPlane:
+        """The live control plane (read it; change it only through this store's commands)."""
+        return self._plane
+
+    @property
+    def scars(self) -> tuple[Scar, ...]:
+        """S_t: the active scars, in admission order."""
+        return self._plane.scars
+
+    def may_admit(self, scar: Scar) -> tuple[bool, str]:
+        """The ledger's no-resurrection check for a candidate (``Ledger.may_admit``)."""
+        return self.ledger.may_admit(scar)
+
+    def consistent(self) -> bool:
+        """Does the live plane equal the fold of the ledger's events? (Reads the whole ledger: for tests/audits.)"""
+        return plane_state(replay(self.ledger.events(), **self._plane_kwargs)) == plane_state(self._plane)
+
+    def verify(self) -> bool:
+        return self.ledger.verify().ok
+
+    def head(self) -> tuple[int, str]:
+        return self.ledger.head()
+
+    # ------------------------------------------------------------------------------------------- commands
+    def _applied(self, event: Event) -> Event:
+        apply(self._plane, event)
+        return event
+
+    def record_failure(self, failure: Failure, **extra: Any) -> Event:
+        """``failure_observed``: a verified failure as the agent saw it (``extra``: e.g. the reading d_t)."""
+        return self._applied(
+            self.ledger.record(FAILURE_OBSERVED, {**failure.to_json(), **extra}, subject=None)
+        )
+
+    def mask_temporarily(self, mask_id: str, rule: Rule, *, until_step: int, reason: str) -> Event:
+        """Storm control (§4.2): mask ``rule`` at once, until ``until_step``."""
+        return self._applied(
+            self.ledger.set_temp_mask(rule, until_step=until_step, mask_id=mask_id, reason=reason)
+        )
+
+    def lift_mask(self, mask_id: str, *, reason: str) -> Event | None:
+        """Hot swap or TTL: lift a temporary mask (None if it is not set)."""
+        if mask_id not in self._plane.temporary_mask_ids:
+            return None
+        return self._applied(self.ledger.lift_temp_mask(mask_id, reason=reason))
+
+    def apply_merge(
+        self, result: MergeResult, new: Mapping[str, Scar], *, refused: Sequence[str] = ()
+    ) -> tuple[Event, ...]:
+        """S_{t+1} = ILP-Merge(S_t ∪ {ΔS*}) written down: one ``merge_decision``, then ``scar_admitted`` for each
+        new scar the merge keeps and ``scar_retired`` for each incumbent it drops."""
+        decision = self._applied(
+            self.ledger.record(
+                MERGE_DECISION,
+                {
+                    "mode": result.mode,
+                    "candidates": sorted({*(s.id for s in self.scars), *new}),
+                    "active": sorted(result.active),
+                    "retired": sorted(result.retired),
+                    "rejected": sorted(result.rejected),
+                    "refused_resurrection": sorted(refused),
+                    "objective": result.objective,
+                    "optimal": result.optimal,
+                    "solver": result.solver,
+                    "wall_seconds": result.wall_seconds,
+                    "uncovered": sorted(result.uncovered),
+                },
+            )
+        )
+        events = [decision]
+        for sid in sorted(set(new) & set(result.active)):
+            if sid not in self._plane:
+                reason = f"ILP merge admitted it (merge_decision seq {decision.seq})"
+                events.append(self._applied(self.ledger.admit(new[sid], reason=reason)))
+        for sid in sorted(result.retired):
+            if sid in self._plane:
+                reason = f"ILP merge dropped it from the active set (merge_decision seq {decision.seq})"
+                events.append(self._applied(self.ledger.retire(sid, reason)))
+        return tuple(events)
+
+    def apply_retirement(self, decision: RetirementDecision) -> tuple[Event, ...]:
+        """Scope pruning and revocation (§4.5): ``scar_retired`` for scope, ``scar_revoked`` with the
+        counter-evidence. Nothing is deleted: a retired scar's evidence stays in its ``scar_admitted`` event."""
+        events = []
+        for item in decision.retire:
+            if item.scar_id in self._plane:
+                events.append(
+                    self._applied(self.ledger.retire(item.scar_id, f"scope ({item.kind}): {item.reason}"))
+                )
+        for item in decision.revoke:
+            if item.scar_id in self._plane:
+                evidence = [s.to_json() for s in item.counter_evidence]
+                events.append(self._applied(self.ledger.revoke(item.scar_id, evidence, reason=item.reason)))
+        return tuple(events)
+
+    def revoke(self, scar_id: str, counter_evidence: Sequence[Mapping[str, Any]], *, reason: str) -> Event:
+        """Revoke an active scar by hand (``scars ledger revoke``), with the counter-evidence that refutes it."""
+        return self._applied(self.ledger.revoke(scar_id, counter_evidence, reason=reason))
+
+    def admit(self, scar: Scar, *, reason: str) -> Event:
+        """Admit a scar by hand (``scars ledger admit``: a human operator, outside any merge)."""
+        return self._applied(self.ledger.admit(scar, reason=reason))
+
+    def retire(self, scar_id: str, *, reason: str) -> Event:
+        """Retire an active scar by hand (``scars ledger retire``); its evidence stays in the ledger."""
+        return self._applied(self.ledger.retire(scar_id, reason))
+
+    def close(self) -> None:
+        self.ledger.close()
+
+    def __enter__(self) -> SchemaStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,215 @@
+"""The world interface: what a world hands an agent, one shape for every world (paper §3; SPEC §1, §3, §7).
+
+A world (a Gymnasium or PettingZoo environment) is made agent-facing by a ``WorldAdapter``. The adapter turns the
+environment's observation and ``info`` into a :class:`Decision` (the DSL context q, the admissible control actions
+as DSL ``Action`` s, the text observation, the task) and reads back what happened to the executed action: the
+:class:`Verdict` s of the world's deterministic verifier and the reputation events (:class:`Punishment` s with
+their provenance). Its :class:`WorldCard` says everything else an agent may know about the world — its name and
+version (for provenance), the persona an agent is given, the read-only core schema H, the object/action classes used
+for generalisation, which context keys are run bookkeeping, and which keys describe a situation to a text memory.
+
+Nothing under ``agents/`` names a world's concepts: persona text, context keys, verifier ids and grammar hints come
+from here. Worlds depend on ``synthesis.dsl`` only; ``disequilibrium`` and ``agents`` depend on this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from synthesis.dsl import parse_rule
+from synthesis.dsl.ast import Action, Rule, Value
+from synthesis.dsl.semantics import Classes
+from synthesis.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The world's verifier on the executed action: it broke ``rule_id`` (a deterministic handler's event, §3.2).
+
+    One type for every world; a step with no verdicts passed the verifier.
+    """
+
+    rule_id: str
+    message: str
+    verifier_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Punishment:
+    """A reputation event: ``punisher`` punished ``target`` for ``punished_action`` taken in ``context`` (§6.2).
+
+    ``roots`` are the provenance roots the punishment traces back to (seed 002: corroboration needs independent
+    roots); when empty, the punisher's ``coalition`` (if scripted into a colluding group) or the punisher itself is
+    the root.
+    """
+
+    punisher: str
+    target: str
+    when: int
+    punished_action: Action
+    context: Mapping[str, Value] = field(default_factory=dict)
+    karma_drop: float = 1.0
+    coalition: str | None = None
+    roots: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not self.karma_drop >= 0:
+            raise ConfigError(f"karma_drop must be ≥ 0 (a drop, not a gain), got {self.karma_drop!r}")
+
+    @property
+    def effective_roots(self) -> frozenset[str]:
+        if self.roots:
+            return self.roots
+        if self.coalition is not None:
+            return frozenset({f"coalition:{self.coalition}"})
+        return frozenset({f"agent:{self.punisher}"})
+
+
+@runtime_checkable
+class NormVerifier(Protocol):
+    """Did ``punished_action``, taken in ``context``, break a norm of the world? (TrustGate's norm check, §3.2.)"""
+
+    def judge(self, punished_action: Action, context: Mapping[str, Any]) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeVerdict:
+    passed: bool
+    reason: str = ""
+
+
+@runtime_checkable
+class SemanticJudge(Protocol):
+    """Where meaning is needed (the hybrid verifier's second stage, §3.2): an LLM judge plugs in here; ``judge``
+    returns a verdict on the agent's text output, or ``None`` to abstain."""
+
+    name: str
+
+    def judge(self, output: str, context: Mapping[str, Any]) -> JudgeVerdict | None: ...
+
+
+@dataclass(frozen=True)
+class WorldCard:
+    """What an agent may know about a world besides its observations (module docstring).
+
+    name, version:   the world's identity for provenance (e.g. ``household`` / ``v0``).
+    persona:         the system text every method's agent is given in this world.
+    verifier_id:     the id of the world's deterministic verifier (recorded in every failure and scar).
+    core:            the read-only core schema H: human-written rules of the patch DSL.
+    classes:         equivalence classes of values (``in_class``) used for generalisation.
+    salient_keys:    context keys that describe the situation (what a text memory files an experience under).
+    schema_args:     action arguments that identify what an action is about (a schema memory's key fields).
+    passive_actions: names of actions that only observe (they change nothing; skill libraries skip them).
+    bookkeeping:     context keys that name the run, not the world (episode counter, game id, …): never causal.
+    features:        a one-line description of the DSL features of this world (for model-written rules).
+    """
+
+    name: str
+    version: str
+    persona: str
+    verifier_id: str
+    core: tuple[Rule, ...] = ()
+    classes: Classes = field(default_factory=dict)
+    salient_keys: tuple[str, ...] = ()
+    schema_args: tuple[str, ...] = ()
+    passive_actions: tuple[str, ...] = ()
+    bookkeeping: tuple[str, ...] = ()
+    features: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}-{self.version}"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision point of one agent: what every method sees (the information protocol's input side).
+
+    ``rules_in_force`` is the world's own text of the rules in force — given only to methods that are told the
+    rules by design (Static Persona); ``task_prior`` is the simulated LM's competence oracle (real backends ignore
+    it). ``t`` counts the agent's decisions over the whole run.
+    """
+
+    observation: str
+    task: str
+    task_type: str
+    context: Mapping[str, Value]
+    actions: tuple[Action, ...]
+    t: int
+    episode: int
+    step: int
+    rules_in_force: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """What happened after a decision: one type for every world and every method.
+
+    ``chosen`` indexes ``decision.actions`` (−1: the safe fallback a⊥ was taken); ``logits`` are the base policy's
+    π_0 over ``decision.actions`` (before governance); ``utterance`` is the agent's own text output at this step.
+    """
+
+    decision: Decision
+    action: Action
+    chosen: int
+    logits: tuple[float, ...]
+    observation: str
+    reward: float
+    verdicts: tuple[Verdict, ...] = ()
+    punishments: tuple[Punishment, ...] = ()
+    won: bool = False
+    utterance: str = ""
+
+    @property
+    def violated(self) -> bool:
+        return bool(self.verdicts)
+
+
+@runtime_checkable
+class WorldAdapter(Protocol):
+    """A world as agents see it (module docstring). The household world and the commons arena implement it."""
+
+    card: WorldCard
+
+    def decision(self, observation: Any, info: Mapping[str, Any], *, t: int) -> Decision:
+        """The decision the environment's latest observation and ``info`` pose (``t``: the run's decision count)."""
+        ...
+
+    def command(self, decision: Decision, action: Action) -> Any:
+        """The environment action that executes ``action`` (an admissible action or the fallback a⊥)."""
+        ...
+
+    def verdicts(self, info: Mapping[str, Any]) -> tuple[Verdict, ...]:
+        """The verifier's verdicts on the action just executed, read from the step's ``info``."""
+        ...
+
+    def punishments(self, info: Mapping[str, Any]) -> tuple[Punishment, ...]:
+        """The punishments this agent received at the step just taken, with provenance."""
+        ...
+
+    def check(self, context: Mapping[str, Value], action: Action) -> tuple[Verdict, ...]:
+        """The world's deterministic verifier on (q, a): the rules taking ``action`` in ``context`` breaks."""
+        ...
+
+    @property
+    def norm_verifier(self) -> NormVerifier | None:
+        """The world's norm verifier for punishments (None for a world without reputation)."""
+        ...
+
+    @property
+    def judge(self) -> SemanticJudge | None:
+        """The world's semantic judge of text outputs (None: deterministic handlers only)."""
+        ...
+
+
+def read_rules(path: Path) -> tuple[Rule, ...]:
+    """A core schema file: rules of the patch DSL, one per line; blank lines and ``#`` comments are skipped."""
+    rules = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text = line.strip()
+        if text and not text.startswith("#"):
+            rules.append(parse_rule(text))
+    return tuple(rules)

@@ -1,0 +1,150 @@
+"""The commons arena as one agent sees it: ``CommonsAdapter`` implements ``envs.api.WorldAdapter`` (tier 2).
+
+One adapter per seat of the PettingZoo ``ParallelEnv``: it reads that agent's ``info`` into a ``Decision`` (the flat
+DSL context, the phase's admissible actions as DSL ``Action`` s, a text observation), maps a DSL action back to the
+env's action space, and reports the punishments this agent received with their provenance (punisher, month, the
+punished harvest and the punisher's root) as ``envs.api.Punishment`` s, each once. The world's verifier is the
+sustainability norm (``envs.commons.norms.NormVerifier``): ``check`` asks it about a harvest, and it is also the norm
+verifier TrustGate consults. The arena itself raises one deterministic verdict: the pool collapsed in a month whose
+harvest this agent over-requested.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from envs.api import Decision, NormVerifier, Punishment, SemanticJudge, Verdict, WorldCard, read_rules
+from envs.commons.commons_v0 import CommonsParallelEnv, context_of
+from envs.commons.norms import NormVerifier as SustainabilityNorm
+from synthesis.dsl import Action, Value
+
+CORE_SCHEMA_FILE = Path(__file__).with_name("core_schema.dsl")
+CLASSES: Mapping[str, frozenset[str]] = {
+    "extraction": frozenset({"harvest"}),
+    "sanction": frozenset({"punish"}),
+}
+"""The abstract classes of the arena's tools (a scar learned with ``in_class`` can travel to another arena)."""
+
+
+def punishment_from_record(record: Mapping[str, Any]) -> Punishment:
+    """An arena punishment record (``envs.commons.norms.Punishment.to_dict``) as the agent-facing type: the punished
+    action is the target's harvest request, its context the month, the target and the stock it was taken at."""
+    stock = record["stock_before"]
+    return Punishment(
+        punisher=str(record["punisher"]),
+        target=str(record["target"]),
+        when=int(record["month"]),
+        punished_action=Action.tool(str(record["target_action"]), amount=record["target_request"]),
+        context={
+            "month": record["month"],
+            "target": record["target"],
+            "stock_before": stock,
+            "pool_resource_level": stock,
+        },
+        karma_drop=float(record["karma_drop"]),
+        roots=frozenset({str(record["punisher_root"])}),
+    )
+
+
+class CommonsAdapter:
+    """``WorldAdapter`` for one seat ``agent`` of a commons ``ParallelEnv`` (module docstring)."""
+
+    def __init__(self, env: CommonsParallelEnv, agent: str) -> None:
+        if agent not in env.possible_agents:
+            raise ValueError(f"agent {agent!r} is not a seat of this arena; seats: {env.possible_agents}")
+        self.env, self.agent = env, agent
+        self.norms = SustainabilityNorm(env.config.dynamics)
+        scenario = env.config.scenario
+        self.card = WorldCard(
+            name="commons",
+            version=f"v0-{scenario}",
+            persona=(
+                f"You are one of {env.config.dynamics.num_agents} agents sharing a renewable resource. Harvest "
+                "enough to live on, keep the resource alive, and treat the others fairly."
+            ),
+            verifier_id=self.norms.verifier_id,
+            core=read_rules(CORE_SCHEMA_FILE),
+            classes=CLASSES,
+            salient_keys=("phase", "pool_resource_level", "month"),
+            schema_args=("amount", "target"),
+            passive_actions=("rest", "no_punish", "say"),
+            bookkeeping=("episode", "month", "num_months", "scenario", "arena", "resource"),
+            features=(
+                "FEATURE is a context name such as pool_resource_level, sustainable_share, karma or agreed_limit, "
+                'or a part of the tool call such as action.amount or action.target. Example: if tool_is("harvest") '
+                'and pool_resource_level < 20 then forbid_tool_call("harvest")'
+            ),
+        )
+        self._seen: set[tuple[str, str, int]] = set()
+        self._stock_at_harvest: int | None = None
+
+    @property
+    def norm_verifier(self) -> NormVerifier | None:
+        return self.norms
+
+    @property
+    def judge(self) -> SemanticJudge | None:
+        return None
+
+    def decision(self, observation: Any, info: Mapping[str, Any], *, t: int) -> Decision:
+        q = context_of(info)
+        if q["phase"] == "harvest":
+            self._stock_at_harvest = int(q["pool_resource_level"])
+        text = (
+            f"Month {q['month']}, {q['phase']} phase. The pool holds {q['pool_resource_level']} of "
+            f"{q['pool_capacity']}; the sustainable share per agent is {q['sustainable_share']:g}."
+        )
+        return Decision(
+            observation=text,
+            task="Harvest sustainably from the shared pool.",
+            task_type=str(q["phase"]),
+            context=q,
+            actions=tuple(Action.from_dict(d) for d in info["admissible_actions"]),
+            t=t,
+            episode=int(q.get("episode", 0)),
+            step=t,
+        )
+
+    def command(self, decision: Decision, action: Action) -> dict[str, Any]:
+        return self.env.to_env_action(action.to_dict())
+
+    def verdicts(self, info: Mapping[str, Any]) -> tuple[Verdict, ...]:
+        q = context_of(info)
+        stock = self._stock_at_harvest
+        collapsed_here = q.get("collapsed") and q.get("phase") == "discussion" and stock is not None
+        if collapsed_here and int(q.get("own_request", 0)) > self.norms.share(stock):
+            return (
+                Verdict(
+                    "resource_collapse",
+                    "the pool collapsed after an over-harvest",
+                    self.norms.verifier_id,
+                ),
+            )
+        return ()
+
+    def punishments(self, info: Mapping[str, Any]) -> tuple[Punishment, ...]:
+        out = []
+        for record in info.get("punishments", ()):
+            key = (str(record["punisher"]), str(record["target"]), int(record["month"]))
+            if record["target"] == self.agent and key not in self._seen:
+                self._seen.add(key)
+                out.append(punishment_from_record(record))
+        return tuple(out)
+
+    def check(self, context: Mapping[str, Value], action: Action) -> tuple[Verdict, ...]:
+        """The sustainability norm on a harvest request at the context's pool level."""
+        if action.kind != "tool" or action.name != "harvest" or "pool_resource_level" not in context:
+            return ()
+        stock = context["pool_resource_level"]
+        amount = action.arg("amount")
+        if not isinstance(stock, int | float) or not isinstance(amount, int | float):
+            return ()
+        if amount > self.norms.share(int(stock)):
+            return (
+                Verdict(
+                    "over_harvest", "a request above the sustainable share f(t)/n", self.norms.verifier_id
+                ),
+            )
+        return ()
