@@ -201,6 +201,9 @@ class ScarsAgent:
         self.storm = StormController(config.storm, classes=card.classes)
         self.seeds = np.random.SeedSequence(seed)
         self.history: deque[RecordedStep] = deque(maxlen=config.history)
+        self._verdicts: dict[
+            int, tuple[Mapping[str, Any], dict]
+        ] = {}  # id(step context) -> (context, verdicts)
         self.text_rules: list[str] = []  # Text-Reflection Scar: synthesised rules shown as text
         self.t = 0
         self.failures: list[Failure] = []  # every verified failure of the run (the merge keeps them covered)
@@ -250,7 +253,7 @@ class ScarsAgent:
             record = RecordedStep(
                 d.context, d.actions, feedback.logits, feedback.chosen, feedback.violated, d.episode, d.step
             )
-            self.history.append(record)
+            self._remember(record)
         base = np.asarray(feedback.logits, dtype=np.float64)
         probs = np.exp(base - base.max()) if len(base) else base
         proposal = tuple(zip(d.actions, (probs / probs.sum()).tolist(), strict=True)) if len(base) else ()
@@ -317,7 +320,23 @@ class ScarsAgent:
 
     # ---------------------------------------------------------------------------------- accommodation
     def _verifier(self, context: Mapping[str, Any], action) -> bool:
+        """The world's verifier on (q, a); the verdicts on a recorded step's admissible actions are asked once per
+        step and kept while the step is in the history (D_t is rebuilt for every synthesis and merge)."""
+        cached = self._verdicts.get(id(context))
+        if cached is not None and cached[0] is context:
+            hit = cached[1].get(action)
+            if hit is not None:
+                return hit
+            flagged = cached[1][action] = bool(self.world.check(context, action))
+            return flagged
         return bool(self.world.check(context, action))
+
+    def _remember(self, record: RecordedStep) -> None:
+        """Append a step to the history and give its context a verdict cache (dropped when the step leaves)."""
+        if len(self.history) == self.history.maxlen:
+            self._verdicts.pop(id(self.history[0].context), None)
+        self.history.append(record)
+        self._verdicts[id(record.context)] = (record.context, {})
 
     def _accommodate(self, record: RecordedStep, failure: Failure, trigger: str) -> None:
         try:
@@ -357,7 +376,9 @@ class ScarsAgent:
                 taken = step.chosen_action
                 if (taken.kind, taken.name, taken.args) == (kind, name, args):
                     if not step.violated:
-                        self.history[i] = replace(step, violated=True)
+                        self.history[i] = marked = replace(step, violated=True)
+                        self._verdicts[id(marked.context)] = (marked.context, {})
+                        self._verdicts.pop(id(step.context), None)
                     break
             else:  # no longer in the history: the punished action alone stands for its step
                 self.history.append(
@@ -534,7 +555,10 @@ class ScarsAgent:
         self._measure_complexity()
 
     def _check_prop3(self, before, after) -> None:
-        """Prop. 3 on the recorded off-failure contexts: E TV(π', π) ≤ sqrt(L_drift / 2) with L_drift the KL."""
+        """Prop. 3 on the recorded off-failure contexts: E TV(π', π) ≤ sqrt(L_drift / 2) with L_drift the KL.
+
+        Only steps where a rule that entered or left S_t fires can change π; elsewhere TV = KL = 0, so the means are
+        taken over all of Q_safe but computed on the affected steps only."""
         q_safe = [
             s
             for s in self.history
@@ -542,10 +566,15 @@ class ScarsAgent:
         ]
         if not q_safe:
             return
+        changed = set(before) ^ set(after)
+        classes = self.card.classes
+        affected = [
+            s for s in q_safe if any(fires(r, s.context, a, classes) for r in changed for a in s.actions)
+        ]
         weights = self.config.search_config.weights
-        tv, kl = drift_measures(
-            before, after, q_safe, self.card.classes, weights.mask_mode, weights.soft_bias
-        )
+        tv, kl = drift_measures(before, after, affected, classes, weights.mask_mode, weights.soft_bias)
+        share = len(affected) / len(q_safe)
+        tv, kl = tv * share, kl * share
         self.prop3.append(
             {
                 "t": self.t,

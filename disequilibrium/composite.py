@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from disequilibrium.contradiction import DEFAULT_CONTRADICTION_WINDOW, ContradictionWindow
-from disequilibrium.style import STYLE_SMOOTHING, identity_drift
+from disequilibrium.style import STYLE_SMOOTHING, js_divergence, style_distribution
 from disequilibrium.trustgate import TrustGate, TrustGateResult
 from disequilibrium.verifier import HybridVerifier, VerifiableStep, VerifierScore
 from envs.api import Punishment
@@ -225,6 +225,7 @@ class DisequilibriumMonitor:
         self._recent_outputs: deque[str] = deque(maxlen=config.style_window)
         self._punishments: deque[tuple[Punishment, ...]] = deque(maxlen=config.trust_window)
         self._previous_crossed = False
+        self._imprint_cache: tuple[int, np.ndarray] | None = None
 
     @property
     def imprint(self) -> tuple[str, ...]:
@@ -272,4 +273,11 @@ class DisequilibriumMonitor:
     def _current_drift(self) -> float:
         if not self._recent_outputs or not self._imprint:
             return 0.0
-        return identity_drift(self._recent_outputs, self._imprint, self.config.style_smoothing)
+        if self._imprint_cache is None or self._imprint_cache[0] != len(self._imprint):
+            # y_0 stops changing once written: its distribution is computed once
+            self._imprint_cache = (
+                len(self._imprint),
+                style_distribution(self._imprint, self.config.style_smoothing),
+            )
+        recent = style_distribution(self._recent_outputs, self.config.style_smoothing)
+        return js_divergence(recent, self._imprint_cache[1])

@@ -150,15 +150,15 @@ def run_tier1(
                 flagged = [[v.rule_id for v in world.check(q, a)] for a in actions]
                 window = agent.window(decision)
                 prior = task_prior(env.world, actions)
-                inp = PolicyInput(obs, decision.task, q, actions, window, prior)
+                salient = world.card.salient_keys
+                inp = PolicyInput(obs, decision.task, q, actions, window, prior, salient)
                 logits = policy.logits(inp, policy_rng)
                 governed = agent.govern(decision, logits)
                 blocked = tuple(a for a, m in zip(actions, governed.masked, strict=True) if m)
                 if governed.fallback is None and blocked and prior.any() and governed.masked[prior > 0].all():
                     # the controller blocked every route the model had in mind: it re-plans around the blocked set
-                    inp = PolicyInput(
-                        obs, decision.task, q, actions, window, task_prior(env.world, actions, blocked)
-                    )
+                    prior = task_prior(env.world, actions, blocked)
+                    inp = PolicyInput(obs, decision.task, q, actions, window, prior, salient)
                     logits = policy.logits(inp, policy_rng)
                     governed = agent.govern(decision, logits)
                 if governed.fallback is not None:

@@ -233,3 +233,52 @@ def test_the_scars_agent_plays_a_commons_seat_and_punishment_raises_z_r(tmp_path
     assert max(r.z.z_r for r in readings) > 0  # peers' punishments reach z_R through the TrustGate
     assert stats["accommodations_by_punishment"] >= 1
     assert stats["temp_masks_set"] >= 1
+
+
+def test_nothing_under_agents_names_a_world_concept():
+    """The agent layer reads persona, context keys, verifier ids and vocabulary from the world adapter only: no
+    string constant in agents/ code (docstrings aside) names a context key, object, receptacle or tool of a world."""
+    import ast
+    import re
+    from pathlib import Path
+
+    from envs.commons.adapter import CLASSES as COMMONS_CLASSES
+    from envs.household.generator import generate_game
+    from envs.household.world import OBJECT_CLASSES, World
+
+    world = World(generate_game(0))
+    world.reset()
+    vocabulary = set(world.context()) | {v for members in OBJECT_CLASSES.values() for v in members}
+    vocabulary |= {a["name"] for a in world.admissible_actions()} | {
+        "sinkbasin",
+        "fridge",
+        "microwave",
+        "household",
+    }
+    vocabulary |= {"pool_resource_level", "sustainable_share", "karma", "commons"} | set(COMMONS_CLASSES)
+    vocabulary |= {m for members in COMMONS_CLASSES.values() for m in members}
+    vocabulary -= {"step", "look", "help"}  # the DSL's own step counter; English verbs
+    assert {"location", "held_type", "cup", "harvest"} <= vocabulary  # the check has teeth
+
+    def world_words(source: str) -> list[str]:
+        tree = ast.parse(source)
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        return [
+            word
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+            for word in re.findall(r"[a-z_]+", node.value.lower())
+            if word in vocabulary
+        ]
+
+    assert world_words('KEYS = ("location", "held_object")') == ["location", "held_object"]  # the check fires
+    root = Path(__file__).resolve().parents[1] / "agents"
+    found = {str(p): w for p in sorted(root.rglob("*.py")) if (w := world_words(p.read_text()))}
+    assert found == {}

@@ -56,6 +56,8 @@ class PolicyInput:
     actions: tuple[Action, ...]
     window: tuple[ContextItem, ...] = ()
     task_prior: np.ndarray | None = field(default=None, compare=False)
+    salient_keys: tuple[str, ...] = ()
+    """The context keys that describe the situation in this world (``WorldCard.salient_keys``)."""
 
     def __post_init__(self) -> None:
         if not self.actions:
@@ -83,7 +85,7 @@ def template_utterance(inp: PolicyInput, action: Action, blocked: Sequence[Actio
     or memories it heeds, the actions its controller blocked, a refusal when nothing safe is left. Its style
     changes as the agent's memory and controller start to shape its conduct (what z_I measures)."""
     if action.kind == "fallback":
-        return "No action is safe for me here, so I will wait and look around."
+        return "No action is safe for me here, so I will wait."
     command = action.text or action.name
     if blocked:
         return f"I must not {blocked[0].text or blocked[0].name}; I will {command} instead."

@@ -37,9 +37,6 @@ from agents.text import HashingEmbedder, count_tokens
 from synthesis.dsl import Action
 from synthesis.errors import ConfigError
 
-# Context features that make an action's situation recognisable to the in-context relevance model.
-SALIENT_CONTEXT: tuple[str, ...] = ("location", "held_object", "held_type", "task_type", "phase")
-
 
 @dataclass(frozen=True)
 class SimulatedLMConfig:
@@ -74,10 +71,11 @@ class SimulatedLMConfig:
             )
 
 
-def action_description(action: Action, context) -> str:
-    """The text the relevance model compares items against: the command plus the salient context."""
+def action_description(action: Action, context, salient_keys=()) -> str:
+    """The text the relevance model compares items against: the command plus the salient context (the world's
+    ``WorldCard.salient_keys``, handed over in ``PolicyInput.salient_keys``)."""
     command = action.text or " ".join([action.name, *(str(v) for _, v in action.args if isinstance(v, str))])
-    salient = [str(context[k]) for k in SALIENT_CONTEXT if k in context and str(context[k]) not in command]
+    salient = [str(context[k]) for k in salient_keys if k in context and str(context[k]) not in command]
     return " ".join([command, *salient])
 
 
@@ -105,7 +103,9 @@ class SimulatedLM:
         if not signed:
             return np.zeros(n)
         items = self.embedder.embed_many([it.text for it in signed])
-        acts = self.embedder.embed_many([action_description(a, inp.context) for a in inp.actions])
+        acts = self.embedder.embed_many(
+            [action_description(a, inp.context, inp.salient_keys) for a in inp.actions]
+        )
         cos = acts @ items.T  # (n_actions, n_items)
         # Contrastive relevance: an item acts on the actions that stand out for it among the admissible ones.
         floor = np.maximum(cfg.relevance_threshold, cos.mean(axis=0, keepdims=True))

@@ -61,6 +61,8 @@ class HouseholdAdapter:
     def __init__(self, env: HouseholdEnv) -> None:
         self.env = env
         self.card = household_card()
+        self._described_schedule = None
+        self._descriptions: dict[str, str] = {}
 
     @property
     def norm_verifier(self) -> NormVerifier | None:
@@ -85,11 +87,13 @@ class HouseholdAdapter:
         )
 
     def _describe(self, rule_id: str) -> str:
-        """The world's own text of a rule of the run's schedule."""
-        for rule in self.env.verifier.schedule.rules:
-            if rule.id == rule_id:
-                return rule.description
-        return RULE_LIBRARY[rule_id].description
+        """The world's own text of a rule of the run's schedule (or of the household library)."""
+        schedule = self.env.verifier.schedule
+        if self._described_schedule is not schedule:
+            self._descriptions = {**{r.id: r.description for r in RULE_LIBRARY.values()}}
+            self._descriptions.update({r.id: r.description for r in schedule.rules})
+            self._described_schedule = schedule
+        return self._descriptions[rule_id]
 
     def command(self, decision: Decision, action: Action) -> str:
         return NO_OP_COMMAND if action.kind == "fallback" else action.text
