@@ -134,6 +134,39 @@ def plot_svr(episodes: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
+def plot_signal(steps: pd.DataFrame, path: Path, tau: float | None = None) -> Path | None:
+    """The composite signal over time for every method with a disequilibrium monitor: z_V, z_R, z_C, z_I (left axis)
+    and d_t with τ (right axis), one panel per method, world-version changes marked. None when no method has one."""
+    if "d_t" not in steps or steps["d_t"].isna().all():
+        return None
+    methods = [m for m, g in steps.groupby("method", sort=False) if g["d_t"].notna().any()]
+    fig, axes = plt.subplots(
+        len(methods), 1, figsize=(8, 2.6 * len(methods)), squeeze=False, constrained_layout=True
+    )
+    for ax, method in zip(axes[:, 0], methods, strict=True):
+        g = steps[steps["method"] == method].sort_values("t")
+        for name, colour in (("z_V", "#c0392b"), ("z_R", "#8e44ad"), ("z_C", "#2980b9"), ("z_I", "#27ae60")):
+            ax.plot(g["t"], g[name].astype(float), label=name, color=colour, linewidth=1.0)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("step t")
+        ax.set_ylabel("signal z ∈ [0, 1]")
+        right = ax.twinx()
+        right.plot(g["t"], g["d_t"].astype(float), color="black", linewidth=0.8, label="d_t")
+        if tau is not None:
+            right.axhline(tau, color="black", linestyle="--", linewidth=0.8, label=f"τ = {tau:g}")
+        right.set_ylabel("d_t")
+        for t in g.loc[g["world_version"].diff().fillna(0) != 0, "t"]:
+            ax.axvline(t, color="grey", linestyle=":", linewidth=1.0)
+        n = int(g["d_t"].notna().sum())
+        ax.set_title(
+            f"{method}: the terms of d_t = σ(wᵀz) per decision (n = {n} decisions; dotted: world version)"
+        )
+        lines = ax.get_legend_handles_labels()
+        extra = right.get_legend_handles_labels()
+        ax.legend(lines[0] + extra[0], lines[1] + extra[1], fontsize=7, ncol=6, loc="upper right")
+    return _save(fig, path)
+
+
 def _save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")

@@ -7,7 +7,7 @@ Output layout of ``DIR``::
     steps.parquet/.csv    one row per decision (all methods)
     episodes.parquet/.csv one row per episode (all methods)
     results.md            the comparison table
-    rvr_success.png, complexity.png, svr.png
+    rvr_success.png, complexity.png, svr.png, signal.png (the terms of d_t per decision, methods with a monitor)
     config.json           every method's frozen config
     <method>/ledger.sqlite   the scars agent's audit ledger (scars methods only)
 """
@@ -29,6 +29,7 @@ from experiments.report import (
     markdown_table,
     plot_complexity,
     plot_rvr_success,
+    plot_signal,
     plot_svr,
     write_json,
     write_table,
@@ -91,6 +92,9 @@ def run_many(configs: Sequence[Tier1Config], out: Path, console: Console | None 
         "complexity": plot_complexity(steps, out / "complexity.png"),
         "svr": plot_svr(episodes, out / "svr.png"),
     }
+    signal = plot_signal(steps, out / "signal.png", tau=configs[0].tau if configs else None)
+    if signal is not None:
+        plots["signal"] = signal
     for _, tracker in results.values():
         tracker.log_images(plots)
         tracker.finish()
