@@ -171,9 +171,13 @@ def run_tier1(
                 masked_by_scar = [False] * len(actions)
                 for i, ids in governed.fired:
                     masked_by_scar[i] = bool(set(ids) & scar_ids)
-                exposed = sorted({r for rs in flagged for r in rs})
+                # exposure: some admissible action the base policy could take (π_0 > 0) would break the rule
+                p0 = np.exp(np.asarray(logits, dtype=np.float64) - np.max(logits))
+                exposed = sorted({r for i, rs in enumerate(flagged) if p0[i] > 0 for r in rs})
                 covered = sorted(
-                    r for r in exposed if all(masked_by_scar[i] for i, rs in enumerate(flagged) if r in rs)
+                    r
+                    for r in exposed
+                    if all(masked_by_scar[i] for i, rs in enumerate(flagged) if r in rs and p0[i] > 0)
                 )
                 covered_mass = float(sum(governed.probs[i] for i in range(len(actions)) if masked_by_scar[i]))
                 tokens = memory_tokens(agent, decision)
@@ -258,8 +262,8 @@ def run_tier1(
 
 def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[str, Any]:
     """The paper's metrics for one run, from its tables (and the scars agent's own statistics)."""
-    rvr = repeat_violation_rate(steps)
-    rvr_equiv = repeat_violation_rate(steps, dict(equivalence))
+    rvr = repeat_violation_rate(steps, dict(equivalence))
+    per_rule = repeat_violation_rate(steps)
     heldout_rate, heldout_seen = first_exposure_violation_rate(steps, heldout)
     growth = growth_fit(steps["t"].to_numpy() + 1, steps["memory_tokens"].to_numpy())
     hard = cfg.ablation != "soft_bias_only"
@@ -267,10 +271,14 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
         "method": steps["method"].iloc[0],
         "success_rate": float(episodes["won"].mean()),
         "rvr": rvr["rvr"],
-        "rvr_covered": rvr["rvr_covered"],
-        "rvr_equivalent": rvr_equiv["rvr"],
         "repeat_violations": rvr["repeat_violations"],
         "reexposures": rvr["reexposures"],
+        "rvr_episode": rvr["rvr_episode"],
+        "repeat_episodes": rvr["repeat_episodes"],
+        "reexposed_episodes": rvr["reexposed_episodes"],
+        "rvr_covered": rvr["rvr_covered"],
+        "reexposures_covered": rvr["reexposures_covered"],
+        "rvr_per_rule": per_rule["rvr"],
         "svr": svr(steps),
         "violations": int((steps["violated_rules"] != "").sum()),
         "heldout_first_violation_rate": heldout_rate,
