@@ -13,7 +13,7 @@ from agents.equilibration import (
     rebuild_control_plane,
     scar_evidence,
 )
-from agents.runtime.ledger import Ledger
+from agents.runtime.ledger import Ledger, verdict_evidence
 from agents.runtime.scar import Scar, Scope
 from synthesis.dsl import Action, parse_rule
 from synthesis.errors import ConfigError
@@ -209,8 +209,9 @@ def test_no_resurrection_by_a_later_merge(ledger):
     assert report.refused_resurrection == (same.id,)
     assert report.result.uncovered == {"f_cup"}  # reported, not silently satisfied by a dead scar
     assert rebuild_control_plane(ledger).active_ids == ()
-    # new evidence (a new failure under the new version) may bring it back
-    fresh = Scar(rule=CUP, evidence=({"failure": "cup-v2"},), scope=Scope(env_version="2"))
+    # fresh verifier-backed evidence (a failure recorded under the new version) may bring it back (issue 13)
+    verdict = ledger.observe_failure({"failure": "cup-v2"})
+    fresh = Scar(rule=CUP, evidence=(verdict_evidence(verdict),), scope=Scope(env_version="2"))
     report = equilibrate(ledger, [fresh], {"f_cup": FAILURES["f_cup"]}, CONTEXTS, CLASSES)
     assert report.admitted == (fresh.id,)
     assert rebuild_control_plane(ledger).active_ids == (fresh.id,)

@@ -309,6 +309,12 @@ def verdict_evidence(event: Event, **extra: Any) -> dict[str, Any]:
     return {"verdict_event": {"seq": event.seq, "hash": event.hash, "type": event.type}, **extra}
 
 
+def _decode_text(raw: bytes) -> str:
+    """SQLite TEXT -> str. Everything the ledger writes is valid UTF-8; bytes that are not (a damaged or edited
+    row) decode with U+FFFD, so the row fails its hash check and is named, instead of failing the whole read."""
+    return raw.decode("utf-8", "replace")
+
+
 def _mac(key: bytes, domain: str, message: str) -> str:
     return hmac.new(key, f"scars-ledger/{domain}\n{message}".encode(), hashlib.sha256).hexdigest()
 
@@ -433,6 +439,7 @@ class Ledger:
         uri = f"file:{uri_path}?{'immutable=1' if immutable else 'mode=ro'}"
         try:
             self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
+            self._conn.text_factory = _decode_text
             problem = self._schema_problem()
         except sqlite3.DatabaseError as exc:
             self.close()
@@ -449,6 +456,7 @@ class Ledger:
             self._set_aside_orphaned_head_file()
         try:
             self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0)
+            self._conn.text_factory = _decode_text
             tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
             self.close()
