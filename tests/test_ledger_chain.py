@@ -168,7 +168,7 @@ def test_bitemporal_queries(ledger):
 def test_not_a_ledger_file_is_a_ledger_error(tmp_path):
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite at all" * 100)
-    with pytest.raises(LedgerError, match="not a usable ledger"):
+    with pytest.raises(LedgerError, match="not a scars ledger"):
         Ledger(path)
 
 

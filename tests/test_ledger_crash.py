@@ -13,8 +13,8 @@ import signal
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest

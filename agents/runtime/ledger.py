@@ -371,6 +371,7 @@ class Ledger:
         explicit = key_file is not None or bool(os.environ.get(KEY_FILE_ENV))
         self.key_file = Path(key_file or os.environ.get(KEY_FILE_ENV) or default_key_file(self.path))
         self._key: bytes | None = None
+        self._immutable = False
         self._format = FORMAT_VERSION
         self._claims_keyed = False
         if self.read_only:
@@ -434,12 +435,8 @@ class Ledger:
         # No -wal file means no writer is active and the main file is complete: open it immutable, so SQLite
         # creates nothing next to it. Otherwise read-only, so the -wal content (a live or killed writer's commits)
         # is seen; SQLite may then create its -shm index, but never writes the ledger.
-        uri_path = urllib.parse.quote(str(self.path.resolve()))
-        immutable = not Path(f"{self.path}-wal").exists()
-        uri = f"file:{uri_path}?{'immutable=1' if immutable else 'mode=ro'}"
         try:
-            self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
-            self._conn.text_factory = _decode_text
+            self._connect_read_only()
             problem = self._schema_problem()
         except sqlite3.DatabaseError as exc:
             self.close()
@@ -448,6 +445,16 @@ class Ledger:
             self.close()
             raise self._not_a_ledger(problem)
         self._load_key(explicit)
+
+    def _connect_read_only(self) -> None:
+        """(Re)connect read-only: immutable while no ``-wal`` file exists (nothing is created next to the ledger),
+        plain read-only once one does (a writer is or was active: its commits live in the ``-wal`` file)."""
+        self.close()
+        self._immutable = not Path(f"{self.path}-wal").exists()
+        uri_path = urllib.parse.quote(str(self.path.resolve()))
+        uri = f"file:{uri_path}?{'immutable=1' if self._immutable else 'mode=ro'}"
+        self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
+        self._conn.text_factory = _decode_text
 
     def _open_for_writing(self, explicit: bool, keyed: bool) -> None:
         if self.path.exists() and not self.path.is_file():
@@ -460,9 +467,14 @@ class Ledger:
             tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
             self.close()
-            raise LedgerError(f"{self.path} is not a usable ledger file: {exc}") from None
+            raise self._not_a_ledger(f"{exc} (not an SQLite database)") from None
         try:
             with self._file_lock(exclusive=True):
+                if not tables:  # again under the lock: another process may have created it meanwhile
+                    tables = {
+                        r[0]
+                        for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                    }
                 if tables:
                     problem = self._schema_problem()
                     if problem is not None:
@@ -670,11 +682,16 @@ class Ledger:
         _fsync_dir(self.head_file.parent)
 
     def _head_file_check(
-        self, count: int, digest: str, hash_at: Callable[[int], str | None]
+        self,
+        count: int,
+        digest: str,
+        hash_at: Callable[[int], str | None],
+        side_read: tuple[dict[str, Any] | None, str | None] | None = None,
     ) -> tuple[int, str] | None:
         """Compare the chain (``count`` events ending in ``digest``) with the head file: None when consistent, else
-        (first bad seq, reason). ``hash_at(n)`` is the stored hash of event n (None if absent)."""
-        side, problem = self._read_head_file()
+        (first bad seq, reason). ``hash_at(n)`` is the stored hash of event n (None if absent); ``side_read`` is
+        the head file as read under the same lock as the chain (read now when None)."""
+        side, problem = side_read if side_read is not None else self._read_head_file()
         if problem is not None:
             return max(count, 1), f"the head file {self.head_file} {problem}"
         if side is None:
@@ -1112,22 +1129,46 @@ class Ledger:
         anchors = [a for a in (self._anchor, self._check_anchor(anchor)) if a is not None]
         key = self._key
         try:
-            with self._file_lock(exclusive=False), self._transaction(""):
-                head_columns = {r[1] for r in self._db.execute("PRAGMA table_info(head)")}
-                has_mac = "mac" in head_columns
-                head = self._db.execute(
-                    f"SELECT count, last_hash, {'mac' if has_mac else 'NULL'} FROM head WHERE singleton = 1"
-                ).fetchone()
-                rows = self._db.execute(
-                    f"SELECT {_COLUMNS}, {'mac' if has_mac else 'NULL'} FROM events ORDER BY seq"
-                ).fetchall()
-                hashes = {r[0]: r[8] for r in rows}
-                side_check = self._head_file_check
+            with self._file_lock(exclusive=False):
+                if self.read_only and self._immutable and Path(f"{self.path}-wal").exists():
+                    self._connect_read_only()  # a writer appeared since: read its -wal file too
+                self._db.execute("BEGIN")
+                try:
+                    head, rows, hashes, side_read = self._snapshot()
+                finally:
+                    self._db.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             return VerifyReport(False, None, f"the ledger tables cannot be read: {exc}", 0, "")
         except LedgerError as exc:
             return VerifyReport(False, None, str(exc), 0, "")
+        return self._verify_snapshot(head, rows, hashes, side_read, anchors, key)
 
+    def _snapshot(self) -> tuple[Any, list, dict[int, Any], tuple[dict[str, Any] | None, str | None]]:
+        head_columns = {r[1] for r in self._db.execute("PRAGMA table_info(head)")}
+        has_mac = "mac" in head_columns
+        head = self._db.execute(
+            f"SELECT count, last_hash, {'mac' if has_mac else 'NULL'} FROM head WHERE singleton = 1"
+        ).fetchone()
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS}, {'mac' if has_mac else 'NULL'} FROM events ORDER BY seq"
+        ).fetchall()
+        hashes = {r[0]: r[8] for r in rows}
+        return (
+            head,
+            rows,
+            hashes,
+            self._read_head_file(),
+        )  # the head file under the same lock: one consistent view
+
+    def _verify_snapshot(
+        self,
+        head: Any,
+        rows: list,
+        hashes: dict[int, Any],
+        side_read: tuple[dict[str, Any] | None, str | None],
+        anchors: list[tuple[int, str]],
+        key: bytes | None,
+    ) -> VerifyReport:
         macs_present = (
             self._claims_keyed or any(r[9] is not None for r in rows) or (head and head[2] is not None)
         )
@@ -1207,11 +1248,11 @@ class Ledger:
                 n,
                 prev_hash,
             )
-        if key is not None and not _same(head_mac, _mac(key, "head", f"{count}:{last_hash}")):
-            return bad(n or None, "the head record has no valid MAC: edited without the key", n, prev_hash)
-        mismatch = side_check(n, prev_hash, hashes.get)
+        mismatch = self._head_file_check(n, prev_hash, hashes.get, side_read)
         if mismatch is not None:
             return bad(mismatch[0], mismatch[1], n, prev_hash)
+        if key is not None and not _same(head_mac, _mac(key, "head", f"{count}:{last_hash}")):
+            return bad(n or None, "the head record has no valid MAC: edited without the key", n, prev_hash)
         for count_, _ in anchors:
             if count_ > n:
                 return bad(n + 1, f"truncated below the external anchor ({count_} events)", n, prev_hash)
