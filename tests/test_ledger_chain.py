@@ -113,7 +113,8 @@ def test_no_resurrection_without_new_evidence(ledger):
         ledger.admit(renewed)
     with pytest.raises(ResurrectionRefused):
         ledger.admit(Scar(cup.rule, evidence=({"fragment": "e1"},)))  # the first evidence is not new either
-    with pytest.raises(ResurrectionRefused, match="counter-evidence that revoked"):  # its own counter-evidence
+    # nor its own counter-evidence
+    with pytest.raises(ResurrectionRefused, match="counter-evidence that revoked"):
         ledger.admit(Scar(cup.rule, evidence=(counter,)))
 
 
