@@ -459,6 +459,8 @@ class Ledger:
     def _open_for_writing(self, explicit: bool, keyed: bool) -> None:
         if self.path.exists() and not self.path.is_file():
             raise LedgerError(f"{self.path} is not a regular file; a ledger is one SQLite file")
+        if not self.path.parent.is_dir():
+            raise LedgerError(f"cannot create a ledger at {self.path}: {self.path.parent} is not a folder")
         if not self.path.exists() and self.head_file.exists():
             self._set_aside_orphaned_head_file()
         try:
