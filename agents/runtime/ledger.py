@@ -716,13 +716,12 @@ class Ledger:
                 f"truncated: the head file commits {c} events, the database holds {count} (deleted events, a dropped "
                 "-wal file, or a rolled-back copy)"
             )
-        if hash_at(c) != h if c > 0 else False:
-            return c, f"event {c} differs from the head file's commitment: rewritten"
-        if count > c:
-            return c + 1, f"injected: {count - c} event(s) after the head file's commitment ({c} events)"
-        return max(
-            count, 1
-        ), "the chain does not end where the head file says"  # pragma: no cover - c == count, h ≠
+        if count == c or (c > 0 and hash_at(c) != h):
+            return max(c, 1), (
+                f"the head file commits event {c} with hash {h[:12]}…, the database holds "
+                f"{(hash_at(c) or digest)[:12]}…: rewritten"
+            )
+        return c + 1, f"injected: {count - c} event(s) after the head file's commitment ({c} events)"
 
     # -------------------------------------------------------------------------------------- appending
     def head(self) -> tuple[int, str]:
@@ -1129,7 +1128,11 @@ class Ledger:
         must still carry that hash.
         """
         anchors = [a for a in (self._anchor, self._check_anchor(anchor)) if a is not None]
-        key = self._key
+        return self._verify_rows(anchors)[0]
+
+    def _verify_rows(self, anchors: list[tuple[int, str]]) -> tuple[VerifyReport, list]:
+        """Read the database and the head file under one shared lock and verify that snapshot; returns the
+        report and the rows it judged (so a projection uses exactly what was verified)."""
         try:
             with self._file_lock(exclusive=False):
                 if self.read_only and self._immutable and Path(f"{self.path}-wal").exists():
@@ -1140,10 +1143,10 @@ class Ledger:
                 finally:
                     self._db.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
-            return VerifyReport(False, None, f"the ledger tables cannot be read: {exc}", 0, "")
+            return VerifyReport(False, None, f"the ledger tables cannot be read: {exc}", 0, ""), []
         except LedgerError as exc:
-            return VerifyReport(False, None, str(exc), 0, "")
-        return self._verify_snapshot(head, rows, hashes, side_read, anchors, key)
+            return VerifyReport(False, None, str(exc), 0, ""), []
+        return self._verify_snapshot(head, rows, hashes, side_read, anchors, self._key), rows
 
     def _snapshot(self) -> tuple[Any, list, dict[int, Any], tuple[dict[str, Any] | None, str | None]]:
         head_columns = {r[1] for r in self._db.execute("PRAGMA table_info(head)")}
@@ -1155,12 +1158,7 @@ class Ledger:
             f"SELECT {_COLUMNS}, {'mac' if has_mac else 'NULL'} FROM events ORDER BY seq"
         ).fetchall()
         hashes = {r[0]: r[8] for r in rows}
-        return (
-            head,
-            rows,
-            hashes,
-            self._read_head_file(),
-        )  # the head file under the same lock: one consistent view
+        return head, rows, hashes, self._read_head_file()  # the head file under the same lock
 
     def _verify_snapshot(
         self,
@@ -1271,7 +1269,7 @@ class Ledger:
         return VerifyReport(True, None, f"intact: {n} events{note})", n, prev_hash, **flags)
 
     def _verified_events(self, as_of_tx: int | None) -> list[Event]:
-        report = self.verify()
+        report, rows = self._verify_rows([a for a in (self._anchor,) if a is not None])
         if not report.ok:
             raise LedgerIntegrityError(
                 f"{self.path} failed verification at event {report.first_bad_seq}: {report.reason}; "
@@ -1282,7 +1280,8 @@ class Ledger:
                 f"{self.path} is a keyed ledger but its key ({self.key_file}) is not available, so a rewrite "
                 "cannot be ruled out; refusing to project the control plane (fail closed) — pass key_file="
             )
-        return [e for e in self.events() if as_of_tx is None or e.tx_time <= as_of_tx]
+        events = (self._row_event(row) for row in rows)  # the very rows verified, not a second read
+        return [e for e in events if as_of_tx is None or e.tx_time <= as_of_tx]
 
     @contextmanager
     def _projecting(self, event: Event) -> Iterator[None]:

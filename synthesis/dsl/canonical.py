@@ -63,13 +63,6 @@ def value_key(value: object) -> tuple:
     raise DSLValueError(f"value {value!r} is not a DSL value; expected str, int, float or bool")
 
 
-def canonical_value(value: object) -> object:
-    """A literal's canonical form: an integer-valued float becomes the int of the same value (rule 4)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
 def _canonical_guard(guard: object) -> tuple[Guard, tuple]:
     """(canonical guard, its sort key), computed bottom-up so each key is built once.
 
