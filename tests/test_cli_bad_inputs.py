@@ -92,6 +92,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ),
     ("ledger-admit-nan", ["ledger", "admit", "LEDGER", RULE, "--evidence", '{"x": NaN}'], "not valid JSON"),
     ("ledger-admit-deep", ["ledger", "admit", "LEDGER", RULE, "--evidence", "[" * 100_000], "not valid JSON"),
+    (
+        "ledger-admit-surrogate",
+        ["ledger", "admit", "MISSING", RULE, "--evidence", '{"a": "\\ud800"}'],
+        "surrogate",
+    ),
     ("ledger-admit-scope-list", ["ledger", "admit", "LEDGER", RULE, "--scope", "[1]"], "--scope"),
     ("ledger-admit-bad-rule", ["ledger", "admit", "LEDGER", "if then"], "bad rule"),
     ("ledger-admit-folder", ["ledger", "admit", "FOLDER", RULE], "FOLDER"),
@@ -144,6 +149,7 @@ def test_every_bad_input_is_one_line_and_exit_code_2(places, monkeypatch, argv, 
     assert len(errors) == 1, result.stderr
     assert words in errors[0], (words, result.stderr)
     assert len(errors[0]) < 600
+    assert not Path(places["MISSING"]).exists()  # bad input creates no ledger
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ from agents.runtime.ledger import (
 )
 from experiments.cli import main
 from synthesis.dsl import parse_rule
-from synthesis.errors import LedgerError, LedgerIntegrityError
+from synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError
 
 HARVEST = 'if pool_resource_level < 20 and tool_is("harvest") then forbid_tool_call("harvest")'
 CUP = 'if action.obj_type == "cup" then forbid_env_action("move")'
@@ -461,3 +461,13 @@ def test_concurrent_verifier_never_sees_a_false_alarm(tmp_path):
         assert report.ok, report
         checks += 1
     assert child.wait(timeout=60) == 0 and checks >= 1
+
+
+def test_a_lone_surrogate_in_a_payload_is_a_config_error_and_appends_nothing(tmp_path):
+    """Issue 13 #4, runtime side: such a string cannot be hashed; it used to escape as UnicodeEncodeError."""
+    with Ledger(tmp_path / "s.db") as led:
+        with pytest.raises(ConfigError, match="lone surrogate"):
+            led.observe_failure({"action": "move \ud800"})
+        with pytest.raises(ConfigError, match="lone surrogate"):
+            Scar(parse_rule(CUP), evidence=({"note": "\udfff"},))
+        assert led.head()[0] == 0 and led.verify().ok

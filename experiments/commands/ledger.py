@@ -180,6 +180,17 @@ def admit(
     scope_data = _json_option(scope_json, "scope") or {}
     evidence = _json_option(evidence_json, "evidence")
     evidence = [] if evidence is None else evidence if isinstance(evidence, list) else [evidence]
+    try:  # checked before the ledger is opened (or created): bad input leaves nothing behind
+        if not isinstance(scope_data, dict):
+            raise ConfigError(f"--scope must be a JSON object, got {scope_data!r:.120}")
+        scar = Scar(
+            parsed,
+            evidence=tuple(evidence),
+            provenance=Provenance(verifier_id="human", synthesiser="cli"),
+            scope=Scope.from_json(scope_data),
+        )
+    except ConfigError as exc:
+        _fail(str(exc), 2)
     with _open(path, key_file, read_only=False) as led:
         cited = []
         for seq in verdicts:
@@ -191,17 +202,10 @@ def admit(
                     2,
                 )
             cited.append(verdict_evidence(event))
-        try:
-            if not isinstance(scope_data, dict):
-                raise ConfigError(f"--scope must be a JSON object, got {scope_data!r:.120}")
+        if cited:
             scar = Scar(
-                parsed,
-                evidence=(*evidence, *cited),
-                provenance=Provenance(verifier_id="human", synthesiser="cli"),
-                scope=Scope.from_json(scope_data),
+                scar.rule, evidence=(*scar.evidence, *cited), provenance=scar.provenance, scope=scar.scope
             )
-        except ConfigError as exc:
-            _fail(str(exc), 2)
         try:
             _require_intact(led)
             event = led.admit(scar, reason=reason)
