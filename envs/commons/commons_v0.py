@@ -39,7 +39,9 @@ about=Discrete(n), punish=MultiBinary(n))``. Message kinds: 0 silent, 1 propose 
 ``synthesis.dsl.Action.from_dict`` reads: ``{"kind": "tool", "name": "harvest", "args": {"amount": k}}``
 (k ≥ 1), ``{"kind": "env", "name": "rest"}`` (harvest nothing), ``{"kind": "text", "name": "say", ...}``,
 ``{"kind": "tool", "name": "punish", "args": {"target": "agent_3"}}``, ``{"kind": "env", "name": "no_punish"}``.
-``to_env_action`` turns one of them back into an action of this space.
+``to_env_action`` turns one of them back into an action of this space. A step is atomic: every live agent's
+action is validated before any state changes, and a bad one (missing, malformed, out of range, or for an agent
+that is not live) raises ``CommonsActionError`` and leaves the arena as it was.
 
 ## Observation space
 
