@@ -30,6 +30,7 @@ from agents.policies.base import ContextItem
 from agents.registry import MethodSpec, register_method
 from agents.rule_writer import direct_patch
 from agents.runtime.control import ControlPlane, Governed
+from agents.runtime.ledger import Event, verdict_evidence
 from agents.runtime.scar import Provenance, Scar, Scope
 from agents.runtime.store import SchemaStore
 from agents.storm import StormConfig, StormController, StormRequests
@@ -171,6 +172,7 @@ class ScarsAgent:
         self.card = card = world.card
         self.seed = seed
         self.direct_synthesiser = direct_synthesiser or direct_patch
+        Path(ledger_path).parent.mkdir(parents=True, exist_ok=True)
         self.store = SchemaStore(
             ledger_path,
             core=card.core,
@@ -216,6 +218,7 @@ class ScarsAgent:
         self.prop3: list[dict[str, Any]] = []
         self.complexity: list[tuple[int, float, int, float]] = []  # (t, C(S_t), K_t, C_max so far): Prop. 2
         self.failure_rules: set[str] = set()
+        self._failure_events: dict[str, Event] = {}  # failure id -> its failure_observed event (the verdict)
         self.accommodations = {"verdict": 0, "punishment": 0}
 
     # ---------------------------------------------------------------------------------- the Agent protocol
@@ -273,7 +276,8 @@ class ScarsAgent:
             self.failure_rules.update(v.rule_id for v in feedback.verdicts)
             failure = Failure(d.context, (action,), feedback.verdicts[0].rule_id, source)
             self.failures.append(failure)
-            self.store.record_failure(failure, d_t=reading.d, z=list(reading.z.as_tuple()))
+            event = self.store.record_failure(failure, d_t=reading.d, z=list(reading.z.as_tuple()))
+            self._failure_events[failure.id] = event
             if reading.crossed and record is not None:
                 self._accommodate(record, failure, "verdict")
         elif record is not None and action.is_control:
@@ -385,7 +389,8 @@ class ScarsAgent:
                     RecordedStep(p.context, (p.punished_action,), (0.0,), 0, True, d.episode, d.step)
                 )
             self.failures.append(failure)
-            self.store.record_failure(failure, d_t=reading.d, z=list(reading.z.as_tuple()))
+            event = self.store.record_failure(failure, d_t=reading.d, z=list(reading.z.as_tuple()))
+            self._failure_events[failure.id] = event
             self.accommodations["punishment"] += 1
             decision = self.storm.on_disequilibrium(self.t, failure, context=p.context)
             self._carry_out(decision.requests)
@@ -462,9 +467,12 @@ class ScarsAgent:
                 1 for case in handle.data.D_plus if fires(result.rule, case.q, case.a_star, self.card.classes)
             )
         search = self.config.search_config
+        # the evidence cites the failure's recorded verdict: the only evidence that may re-admit a retired id
+        event = self._failure_events.get(fragment.id)
+        evidence = fragment.to_json() if event is None else verdict_evidence(event, **fragment.to_json())
         return Scar(
             rule=result.rule,
-            evidence=(fragment.to_json(),),
+            evidence=(evidence,),
             provenance=Provenance(
                 source_episode=fragment.source.episode,
                 source_step=fragment.source.step,
@@ -602,7 +610,6 @@ class ScarsAgent:
             all(c <= k * c_max + 1e-9 for _, c, k, c_max in self.complexity) if self.complexity else None
         )
         events = self.store.ledger.events()
-        count, head = self.store.head()
         return {
             "scars_active_final": len(self.store.scars),
             "scars_admitted": sum(1 for e in events if e.type == "scar_admitted"),
@@ -627,7 +634,7 @@ class ScarsAgent:
             "prop3_ok": all(p["ok"] for p in self.prop3) if self.prop3 else None,
             "prop3_max_tv": max((p["tv"] for p in self.prop3), default=None),
             "ledger_verified": self.store.verify(),
-            "ledger_head": {"count": count, "hash": head},
+            "ledger_head": self.store.anchor(),
             "active_rules": [canonical_text(s.rule) for s in self.store.scars],
         }
 

@@ -3,8 +3,35 @@
 from __future__ import annotations
 
 import importlib
+import sys
+from typing import Any
 
 import click
+
+from synthesis.errors import ScarsError
+
+
+def _one_line(message: object) -> str:
+    return " ".join(str(message).split())
+
+
+class ScarsGroup(click.Group):
+    """The root group: a failure the testbed expects (a ``ScarsError`` — bad config, bad world input, an unusable
+    ledger — or an ``OSError`` — a path that cannot be read or written) that a command did not turn into a
+    message itself becomes one line on stderr and exit code 2, never a traceback. Anything else is a bug and
+    keeps its traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ScarsError as exc:
+            click.echo(f"error: {_one_line(exc)}", err=True)
+            sys.exit(2)
+        except OSError as exc:
+            where = f": {exc.filename}" if exc.filename else ""
+            click.echo(f"error: {_one_line(exc.strerror or exc)}{where}", err=True)
+            sys.exit(2)
+
 
 # (module under experiments.commands, attribute holding the click command or group)
 COMMAND_MODULES: tuple[tuple[str, str], ...] = (
@@ -19,7 +46,7 @@ COMMAND_MODULES: tuple[tuple[str, str], ...] = (
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ScarsGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="scars-testbed")
 def main() -> None:
     """Scars testbed: worlds, scar runtime, accommodation engine, baselines and experiments."""

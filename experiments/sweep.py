@@ -16,7 +16,8 @@ as a Ray task (``num_cpus=1``) gathered as it finishes — then aggregates over 
 
 Resume: a run whose ``runs/<run_name>/summary.json`` exists (written last, atomically) is not run again, so a sweep
 that crashed at run 37 of 40 is finished by re-running the same command. A run that failed (or was cut off) has
-no summary and is run again from scratch.
+no summary and is run again from scratch; so is a run whose summary.json or config.json is missing, truncated or
+not a JSON object (edited or damaged on disk).
 
 Confidence intervals: percentile bootstrap over the per-seed values of a metric (runs where it is undefined, e.g.
 RVR with no re-exposure, are left out; ``n`` counts the rest): ``bootstrap_samples`` resamples of size n with
@@ -256,20 +257,36 @@ def execute_run(run_fn: RunFn, cfg: Tier1Config, directory: str) -> tuple[str, R
         return "failed", traceback.format_exc()
 
 
+def _read_json_object(path: Path) -> dict[str, Any] | None:
+    """A JSON object read from ``path``, or None when it is missing, unreadable, truncated or not an object."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def _finished_summary(out: Path, cfg: Tier1Config) -> dict[str, Any] | None:
-    """The summary of a run finished earlier, or None. A finished run of another config is a conflict."""
+    """The summary of a run finished earlier, or None. A finished run of another config is a conflict.
+
+    A run whose ``summary.json`` or ``config.json`` is missing, truncated or malformed did not finish as far as
+    resume can tell: it is run again (None), never a crash of the whole sweep.
+    """
     directory = run_dir(out, cfg)
     summary_path = directory / "summary.json"
     if not summary_path.exists():
         return None
-    stored = json.loads((directory / "config.json").read_text())
+    stored = _read_json_object(directory / "config.json")
+    summary = _read_json_object(summary_path)
+    if stored is None or summary is None:
+        return None
     if stored != cfg.to_dict():
         diff = {k: (stored.get(k), v) for k, v in cfg.to_dict().items() if stored.get(k) != v}
         raise SweepError(
             f"{directory} holds a finished run of another config (field: (stored, asked) = {diff}); "
             "use another --out or remove that run"
         )
-    return json.loads(summary_path.read_text())
+    return summary
 
 
 def _record(out: Path, cfg: Tier1Config, status: str, value: RunResult | str) -> RunOutcome:

@@ -26,6 +26,7 @@ import agents.builtin  # noqa: F401  (registers the built-in methods and backend
 from agents.api import Agent
 from agents.memory.base import memory_tokens
 from agents.policies import PolicyInput, sample_action
+from agents.runtime.ledger import ledger_files
 from agents.registry import BACKENDS, METHODS, MethodSpec
 from disequilibrium.composite import SIGNAL_NAMES
 from envs.api import Feedback
@@ -82,11 +83,13 @@ def task_prior(world: World, actions: tuple[Action, ...], excluded: tuple[Action
 def _set_aside_old_ledger(out: Path) -> None:
     """A run starts from an empty ledger: a ledger left in ``out`` by an earlier run is renamed, never reused or
     deleted (its audit trail stays readable next to the new one)."""
-    for suffix in ("", "-wal", "-shm"):
-        old = out / f"ledger.sqlite{suffix}"
+    main = out / "ledger.sqlite"
+    if not main.exists():
+        return
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(main.stat().st_mtime))
+    for old in ledger_files(main):  # the database, its WAL, its head file, key and lock move together
         if old.exists():
-            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(old.stat().st_mtime))
-            old.rename(out / f"ledger.{stamp}.sqlite{suffix}")
+            old.rename(out / old.name.replace("ledger.sqlite", f"ledger.{stamp}.sqlite"))
 
 
 @dataclass(frozen=True)

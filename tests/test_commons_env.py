@@ -265,3 +265,90 @@ def test_render_ansi_describes_the_pool_in_the_scenarios_wording():
     env.step({a: _quiet(harvest=5) for a in env.agents})
     text = env.render()
     assert "The river is 75% unpolluted" in text and "agent_0 produced 5 widgets" in text
+
+
+def _snapshot(env) -> tuple:
+    """Everything a step may change, comparable."""
+    return (
+        env._phase,
+        env._month,
+        env._stock,
+        tuple(env._karma),
+        tuple(env._last_drop),
+        env._punishments,
+        env._punished_by.tobytes(),
+        tuple(env._month_rewards),
+        len(env._history),
+        tuple(env.agents),
+    )
+
+
+def _to_punishment_phase(env) -> None:
+    env.reset(seed=3)
+    env.step({a: _quiet(harvest=5) for a in env.agents})
+    env.step({a: _quiet() for a in env.agents})
+    assert env._phase == PUNISHMENT
+
+
+def test_a_malformed_punishment_vector_changes_nothing_and_a_corrected_retry_punishes_once():
+    """Issue 13: agent_3's vector is bad; agents 0–2 (processed before it) must not have punished anyone yet."""
+    env = commons_v0.parallel_env(arena="A")
+    _to_punishment_phase(env)
+    n = len(env.possible_agents)
+    target = np.zeros(n, dtype=np.int8)
+    target[4] = 1
+    bad = {a: {"punish": target.copy()} for a in env.agents}
+    for malformed in ([1, 0], np.full(n, 2), "all", None, np.array(["1"] * n), [[1] * n] * 2):
+        bad["agent_3"] = {"punish": malformed}
+        before = _snapshot(env)
+        with pytest.raises(CommonsActionError, match="agent_3"):
+            env.step(bad)
+        assert _snapshot(env) == before, malformed
+    bad["agent_3"] = {"punish": target.copy()}
+    env.step(bad)
+    severity = env.config.punishment_severity
+    assert env._karma[4] == pytest.approx(
+        env.config.karma_initial - 4 * severity
+    )  # four punishers, once each
+
+
+@pytest.mark.parametrize(
+    ("actions", "match"),
+    [
+        (None, "takes a dict from agent name to action, got NoneType"),
+        ([1, 2, 3], "takes a dict from agent name to action, got list"),
+        ("harvest", "takes a dict"),
+    ],
+)
+def test_step_with_a_non_mapping_is_a_typed_error(actions, match):
+    env = commons_v0.parallel_env()
+    env.reset(seed=0)
+    before = _snapshot(env)
+    with pytest.raises(CommonsActionError, match=match):
+        env.step(actions)
+    assert _snapshot(env) == before
+
+
+def test_an_action_for_an_unknown_agent_is_an_error_not_ignored():
+    env = commons_v0.parallel_env()
+    env.reset(seed=0)
+    actions = {a: _quiet(harvest=1) for a in env.agents} | {"agent_99": _quiet(harvest=1)}
+    before = _snapshot(env)
+    with pytest.raises(CommonsActionError, match=r"agent_99.*not live"):
+        env.step(actions)
+    assert _snapshot(env) == before
+    env.step({a: _quiet(harvest=1) for a in env.agents})  # the same step without it goes through
+
+
+@pytest.mark.parametrize("phase", [HARVEST, DISCUSSION])
+def test_a_bad_action_in_any_phase_leaves_the_state_unchanged(phase):
+    env = commons_v0.parallel_env(arena="A")
+    env.reset(seed=1)
+    if phase == DISCUSSION:
+        env.step({a: _quiet(harvest=2) for a in env.agents})
+    actions = {a: _quiet(harvest=3, message=1, limit=4) for a in env.agents}
+    actions["agent_2"] = {"harvest": -1, "message": 9, "limit": 999}
+    before = _snapshot(env)
+    with pytest.raises(CommonsActionError, match="agent_2"):
+        env.step(actions)
+    assert _snapshot(env) == before

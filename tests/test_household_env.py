@@ -156,3 +156,26 @@ def test_bad_step_inputs():
     env.reset(seed=0)
     with pytest.raises(WorldError, match="command string"):
         env.step(3)  # type: ignore[arg-type]
+
+
+def test_stepping_after_the_end_pays_nothing_and_warns():
+    """Issue 13: the win reward was paid again on every step after termination."""
+    spec = generate_game(4, "pick_heat_then_place_in_recep")
+    env = HouseholdEnv()
+    env.reset(seed=0, options={"game": spec})
+    plan = expert_plan(World(spec))
+    rewards = [env.step(cmd)[1] for cmd in plan]
+    assert rewards[-1] == 1.0
+    steps = env.world.steps
+    for cmd in (plan[-1], "look", "dance"):
+        with pytest.warns(UserWarning, match="after the episode ended"):
+            obs, reward, term, trunc, info = env.step(cmd)
+        assert (reward, term, trunc, info["won"]) == (0.0, True, False, True)
+    assert env.world.steps == steps
+    truncated = HouseholdEnv(max_steps=2)
+    truncated.reset(seed=0)
+    truncated.step("dance")
+    assert truncated.step("dance")[3] is True
+    with pytest.warns(UserWarning, match="after the episode ended"):
+        _, reward, term, trunc, _ = truncated.step("dance")
+    assert (reward, term, trunc) == (0.0, False, True)

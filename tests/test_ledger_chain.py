@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from agents.runtime import Ledger, LifecycleError, ResurrectionRefused, Scar, Scope
-from agents.runtime.ledger import GENESIS_HASH, _body, event_hash
+from agents.runtime.ledger import GENESIS_HASH, _body, event_hash, ledger_files, verdict_evidence
 from synthesis.dsl import Action, parse_rule
 from synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError
 
@@ -99,15 +99,23 @@ def test_no_resurrection_without_new_evidence(ledger):
         ledger.admit(cup)
     with pytest.raises(ResurrectionRefused):  # evidence reordered / repeated is not new
         ledger.admit(Scar(cup.rule, evidence=cup.evidence * 2))
+    with pytest.raises(ResurrectionRefused, match="free JSON"):  # made-up "new evidence" (issue 13)
+        ledger.admit(Scar(cup.rule, evidence=({"fragment": "e2"},)))
     assert ledger.active_scars() == ()
-    renewed = Scar(cup.rule, evidence=({"fragment": "e2"},))
+    verdict = ledger.observe_failure({"action": {"kind": "env", "name": "move", "args": {}}, "step": 9})
+    renewed = Scar(cup.rule, evidence=(verdict_evidence(verdict, fragment="e2"),))
+    assert ledger.may_admit(renewed)[0]
     event = ledger.admit(renewed)
     assert event.type == "scar_admitted" and ledger.active_scars() == (renewed,)
-    ledger.revoke(renewed.id, [{"success": "move cup 1 to sinkbasin 1 was safe"}], reason="verified safe")
+    counter = verdict_evidence(verdict, note="move cup 1 to sinkbasin 1 was safe")
+    ledger.revoke(renewed.id, [counter], reason="verified safe")
     with pytest.raises(ResurrectionRefused, match="revoked"):
         ledger.admit(renewed)
     with pytest.raises(ResurrectionRefused):
         ledger.admit(Scar(cup.rule, evidence=({"fragment": "e1"},)))  # the first evidence is not new either
+    # nor its own counter-evidence
+    with pytest.raises(ResurrectionRefused, match="counter-evidence that revoked"):
+        ledger.admit(Scar(cup.rule, evidence=(counter,)))
 
 
 def test_active_scar_accumulates_new_evidence_without_a_second_activation(ledger):
@@ -161,7 +169,7 @@ def test_bitemporal_queries(ledger):
 def test_not_a_ledger_file_is_a_ledger_error(tmp_path):
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite at all" * 100)
-    with pytest.raises(LedgerError, match="not a usable ledger"):
+    with pytest.raises(LedgerError, match="not a scars ledger"):
         Ledger(path)
 
 
@@ -196,7 +204,7 @@ def tampered(tmp_path, sql: str, params: tuple = ()) -> Ledger:
         (
             # inject in the middle: shift the tail up by one and put a copy of event 2 at seq 3
             "UPDATE events SET seq = seq + 100 WHERE seq >= 3; UPDATE events SET seq = seq - 99 WHERE seq >= 103; "
-            "INSERT INTO events SELECT 3, type, subject, payload, tx_time, valid_from, valid_to, prev_hash, hash "
+            "INSERT INTO events SELECT 3, type, subject, payload, tx_time, valid_from, valid_to, prev_hash, hash, mac "
             "FROM events WHERE seq = 2;",
             3,
             "injected",
@@ -231,14 +239,15 @@ def test_tampering_is_detected_at_the_first_bad_event_and_reads_fail_closed(tmp_
 
 def test_injection_after_the_head_with_a_valid_looking_hash_is_detected(tmp_path):
     path = tmp_path / "i.db"
-    with Ledger(path, clock=stepping_clock()) as led:
+    with Ledger(path, clock=stepping_clock(), keyed=False) as led:  # the chain and head alone (no MACs)
         fill(led)
         count, last = led.head()
     forged_payload = '{"scar_id":"x"}'
     body = _body(count + 1, "merge_decision", None, forged_payload, 99_999, 99_999, None, last)
     raw = sqlite3.connect(path)
     raw.execute(
-        "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO events (seq, type, subject, payload, tx_time, valid_from, valid_to, prev_hash, hash) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             count + 1,
             "merge_decision",
@@ -263,11 +272,11 @@ def test_injection_after_the_head_with_a_valid_looking_hash_is_detected(tmp_path
 
 def test_a_rewritten_event_with_a_recomputed_hash_breaks_the_next_link(tmp_path):
     path = tmp_path / "r.db"
-    with Ledger(path, clock=stepping_clock()) as led:
+    with Ledger(path, clock=stepping_clock(), keyed=False) as led:  # the chain alone (no MACs)
         fill(led)
     raw = sqlite3.connect(path)
     seq, type_, subject, payload, tx, vf, vt, prev, _ = raw.execute(
-        "SELECT * FROM events WHERE seq = 2"
+        "SELECT seq, type, subject, payload, tx_time, valid_from, valid_to, prev_hash, hash FROM events WHERE seq = 2"
     ).fetchone()
     payload = payload.replace("e1", "e9")
     raw.execute(
@@ -289,10 +298,10 @@ def test_external_anchor_detects_a_consistent_rewrite(tmp_path):
         anchor = led.head()
     with Ledger(path) as led:
         assert led.verify(anchor=anchor).ok
-    # rewrite the whole file consistently with different content: only the anchor can tell
-    path.unlink()
-    for suffix in ("-wal", "-shm"):
-        (tmp_path / f"anchor.db{suffix}").unlink(missing_ok=True)
+    # rewrite the whole ledger consistently with different content (every file of it, key included): only the
+    # anchor can tell
+    for file in ledger_files(path):
+        file.unlink(missing_ok=True)
     with Ledger(path, clock=stepping_clock(start=5)) as led:
         fill(led)
         assert led.verify().ok

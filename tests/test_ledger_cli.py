@@ -36,10 +36,19 @@ def test_admit_show_retire_verify(tmp_path):
     assert retired.exit_code == 0, retired.output
     with Ledger(path) as led:
         assert led.active_scars() == ()
-    # no resurrection: the same evidence cannot bring it back; new evidence can
+    # no resurrection: neither the same evidence nor made-up "new evidence" brings it back (issue 13)
     again = run("admit", path, RULE, "--evidence", '{"q": 1}')
-    assert again.exit_code == 1 and "re-admission needs evidence" in again.output
-    assert run("admit", path, RULE, "--evidence", '[{"q": 2}]').exit_code == 0
+    assert again.exit_code == 1 and "re-admission needs fresh verifier-backed evidence" in again.output
+    nonce = run("admit", path, RULE, "--evidence", '{"nonce": 1}')
+    assert nonce.exit_code == 1 and "free JSON" in nonce.output
+    float_twin = run("admit", path, RULE.replace("30", "30.0"), "--evidence", '{"nonce": 2}')
+    assert float_twin.exit_code == 1 and scar_id in float_twin.output  # `< 30.0` is the same scar as `< 30`
+    # a failure the verifier recorded after the retirement can
+    with Ledger(path) as led:
+        verdict = led.observe_failure({"action": {"kind": "tool", "name": "harvest", "args": {}}})
+    back = run("admit", path, RULE, "--verdict", str(verdict.seq))
+    assert back.exit_code == 0, back.output
+    assert run("admit", path, RULE, "--verdict", str(verdict.seq)).exit_code == 1  # active, nothing new
 
 
 def test_bad_rule_exits_2_with_the_dsl_error_and_no_traceback(tmp_path):

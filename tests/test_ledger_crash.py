@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -47,7 +48,13 @@ def test_sigkill_during_admissions_leaves_each_admission_fully_there_or_absent(t
     path = tmp_path / "crash.db"
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # the child imports this checkout's code (not whatever an editable install points at)
+    root = str(Path(__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))),
+    }
     reported: list[str] = []
     start = 0
     for _ in range(5):

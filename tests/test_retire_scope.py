@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents.equilibration import equilibrate, prune
-from agents.runtime.ledger import Ledger
+from agents.runtime.ledger import Ledger, verdict_evidence
 from agents.runtime.scar import Scar, Scope
 from agents.runtime.store import SchemaStore
 from synthesis.dsl import Action, parse_rule
@@ -222,8 +222,11 @@ def test_no_resurrection_by_a_later_merge(store):
     assert report.refused_resurrection == (same.id,)
     assert report.result.uncovered == {F_CUP.id}  # reported, not silently satisfied by a dead scar
     assert store.plane.active_ids == ()
-    # new evidence (a new failure under the new version) may bring it back
-    fresh = Scar(rule=CUP, evidence=({"failure": "cup-v2"},), scope=Scope(env_version="2"))
+    # free JSON "new evidence" does not unlock a re-admission (issue 13) ...
+    assert store.may_admit(Scar(rule=CUP, evidence=({"nonce": 1},)))[0] is False
+    # ... fresh verifier-backed evidence (a failure recorded under the new version) does
+    verdict = store.record_failure(_failure("cup-v2", {"step": 3}, [CLEAN_CUP]))
+    fresh = Scar(rule=CUP, evidence=(verdict_evidence(verdict),), scope=Scope(env_version="2"))
     report = equilibrate(store, [fresh], [F_CUP], CONTEXTS, CLASSES)
     assert report.admitted == (fresh.id,)
     assert store.plane.active_ids == (fresh.id,) and store.consistent()

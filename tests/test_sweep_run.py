@@ -255,3 +255,35 @@ def test_wandb_logs_each_run_offline_grouped_by_the_sweep_name(tmp_path, monkeyp
         assert b"grp-7" in data
         names |= {n for n in result.ran if n.encode() in data}
     assert names == set(result.ran)
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["truncated-summary", "summary-not-an-object", "missing-config", "malformed-config", "binary-summary"],
+)
+def test_resume_reruns_a_finished_run_whose_files_are_damaged(tiny_sweep, tmp_path, damage):
+    """Issue 13 #8: a truncated or malformed summary.json, or a missing config.json, crashed the resume; that run
+    is now simply run again (and only that run)."""
+    out, first, _ = tiny_sweep
+    import shutil
+
+    shutil.copytree(out, tmp_path / "damaged")
+    damaged = tmp_path / "damaged"
+    victim = damaged / "runs" / first.ran[0]
+    summary, config = victim / "summary.json", victim / "config.json"
+    if damage == "truncated-summary":
+        summary.write_text(summary.read_text()[:25])
+    elif damage == "summary-not-an-object":
+        summary.write_text("[1, 2, 3]")
+    elif damage == "binary-summary":
+        summary.write_bytes(b"\xff\xfe\x00garbage")
+    elif damage == "missing-config":
+        config.unlink()
+    else:
+        config.write_text('{"method": "static_persona", ')
+    again = CountingRun()
+    result = run_sweep(TINY, damaged, run_fn=again, console=quiet())
+    assert again.calls == [first.ran[0]]
+    assert result.resumed == first.ran[1:]
+    assert json.loads(summary.read_text()) and json.loads(config.read_text())
+    pd.testing.assert_frame_equal(result.aggregate, first.aggregate)

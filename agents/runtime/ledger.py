@@ -7,26 +7,49 @@ The model is seed ``000`` (Governed Persistent Memory) §3.1–3.4:
   τ (µs since the epoch, assigned by the ledger's clock and never decreasing), a valid-time interval
   [valid_from, valid_to) on the caller's timeline (µs by default: the transaction time), a type, a subject (the
   scar / temporary-mask / failure the event is about) and a payload in canonical JSON.
-- The event count and chain head are kept in a separate ``head`` row updated in the same transaction as each
-  append (the seed's "sidecar commitment"), so truncation and injection after the head are detected too.
+- **Keyed** (the default): a secret key kept outside the database (``<ledger>.key``, created with the ledger, or
+  the file named by ``key_file=`` / the ``SCARS_LEDGER_KEY_FILE`` environment variable) MACs every event
+  (HMAC-SHA256 of h_i) and the head, so a rewrite with recomputed hashes is caught by anyone holding the key.
+- **Head commitment outside the file**: the event count and chain head are kept in the ``head`` row (same
+  transaction as each append) *and* in a sidecar head file ``<ledger>.head``, replaced atomically (write, fsync,
+  rename) around every commit; on a keyed ledger it carries a MAC too. Deleting the last events, editing the head
+  row, or dropping the ``-wal`` file a killed writer left behind (which silently loses its last commits) leaves
+  the database behind the head file, and verification says so. Appends are serialised by a lock file
+  (``<ledger>.lock``) so that the head file is always written in commit order.
 - One SQLite transaction per event (WAL journal, ``synchronous=FULL``): a process killed at any instant leaves
-  each event either fully committed (with its head) or absent.
+  each event either fully committed (with its head) or absent; the head file names the one event that may be in
+  flight (``pending``), so a kill between commit and head-file update is not mistaken for tampering.
+- ``Ledger(path, read_only=True)`` (what ``scars ledger verify``/``show`` use) never writes: it opens the database
+  read-only (immutable when no writer is active), creates nothing, and rejects a file that is not a scars ledger.
 - The active control plane is a deterministic projection of the events (``active_scars``, ``control_plane``);
-  scars are never edited in place. The projection verifies the whole chain first and fails closed with
-  ``LedgerIntegrityError`` when verification fails.
-- No resurrection (seed 000 §3.4): a retired or revoked scar id is re-admitted only by an admission that carries
-  evidence never seen before for that id; the refusal is an error, not a silent no-op.
+  scars are never edited in place. The projection verifies the whole chain, the MACs, the head file and an
+  optional external anchor first, and fails closed with ``LedgerIntegrityError`` when any check fails.
+- No resurrection (seed 000 §3.4), decided in one place (``may_admit``, which ``admit`` enforces): a retired or
+  revoked scar id comes back only with *verifier-backed* fresh evidence — an evidence item
+  ``{"verdict_event": {"seq": k, "hash": h}}`` naming a ``failure_observed`` event recorded in this ledger after
+  the retirement, not used before for this id, not part of the counter-evidence that revoked it, and (when the
+  failure names its action) a failure of an action the scar's mask covers. Free JSON never unlocks it, and
+  ``x < 20.0`` is the same scar as ``x < 20`` (``synthesis.dsl.canonical``).
 
-What verification cannot see: someone who rewrites the chain *and* the head consistently. Anchor the head
-(``Ledger.head()``) outside the file and pass it to ``verify(anchor=…)`` when that matters.
+What is and is not detectable is tabulated in README ("What the ledger guarantees") and checked by
+``tests/test_ledger_properties.py``. In short: without the key, someone who edits the database *and* the head
+file consistently is not detected; with the key, only a party holding the key can rewrite; a roll-back of every
+file to an earlier genuine state is detected only against an external anchor (``head()`` / ``anchor_text()``
+kept elsewhere, e.g. the ``ledger_head`` of a run's ``summary.json``, passed to ``verify(anchor=…)``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import os
 import re
+import secrets
 import sqlite3
 import time
+import urllib.parse
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,12 +57,23 @@ from pathlib import Path
 from typing import Any
 
 from agents.runtime.control import ControlPlane
-from agents.runtime.scar import Scar, canonical_json, scar_id_of, sha256_hex
-from synthesis.dsl import Rule, canonical_text, parse_rule
+from agents.runtime.scar import Scar, canonical_json, evidence_item_hash, scar_id_of, sha256_hex
+from synthesis.dsl import Action, Rule, canonical_text, parse_rule
+from synthesis.dsl.semantics import mask_covers
 from synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError, ScarsError
 
+try:  # POSIX: appends are serialised with flock so the head file is written in commit order
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: single-writer use only
+    fcntl = None  # type: ignore[assignment]
+
 GENESIS_HASH = "0" * 64
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"  # 1: no MACs, no head file (still readable by read-only audits)
+HEAD_FILE_FORMAT = "scars-ledger-head/1"
+KEY_FILE_ENV = "SCARS_LEDGER_KEY_FILE"
+"""Environment variable naming the key file when ``key_file=`` is not given (default: ``<ledger>.key``)."""
+_KEY_BYTES = 32
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 SCAR_ADMITTED = "scar_admitted"
 SCAR_RETIRED = "scar_retired"  # validity scope expired (SPEC §5)
@@ -56,6 +90,8 @@ LIFECYCLE_EVENTS: tuple[str, ...] = (
     TEMP_MASK_LIFTED,
 )
 EVENT_TYPES: tuple[str, ...] = (*LIFECYCLE_EVENTS, FAILURE_OBSERVED, MERGE_DECISION)
+VERDICT_EVENTS: tuple[str, ...] = (FAILURE_OBSERVED,)
+"""Event types that record a verifier's verdict: the only evidence that can bring a retired scar back."""
 _EVENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 _SCHEMA = """
@@ -68,18 +104,22 @@ CREATE TABLE IF NOT EXISTS events (
     valid_from INTEGER,
     valid_to   INTEGER,
     prev_hash  TEXT NOT NULL,
-    hash       TEXT NOT NULL
+    hash       TEXT NOT NULL,
+    mac        TEXT
 );
 CREATE INDEX IF NOT EXISTS events_by_subject ON events (subject, seq);
 CREATE TABLE IF NOT EXISTS head (
     singleton    INTEGER PRIMARY KEY CHECK (singleton = 1),
     count        INTEGER NOT NULL,
     last_hash    TEXT NOT NULL,
-    last_tx_time INTEGER NOT NULL
+    last_tx_time INTEGER NOT NULL,
+    mac          TEXT
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 _COLUMNS = "seq, type, subject, payload, tx_time, valid_from, valid_to, prev_hash, hash"
+_V1_EVENT_COLUMNS = frozenset(_COLUMNS.split(", "))
+_V1_HEAD_COLUMNS = frozenset({"singleton", "count", "last_hash", "last_tx_time"})
 
 
 class ResurrectionRefused(LedgerError):
@@ -107,13 +147,27 @@ class Event:
 
 @dataclass(frozen=True, slots=True)
 class VerifyReport:
-    """Result of ``Ledger.verify``: ``first_bad_seq`` names the first event that fails (None when intact)."""
+    """Result of ``Ledger.verify``: ``first_bad_seq`` names the first event that fails (None when intact).
+
+    ``keyed``: the MACs were checked with the key. ``head_file``: the chain was checked against the sidecar head
+    file. ``anchored``: against an external anchor. ``mac_unchecked``: the ledger carries MACs but no key was
+    available, so a rewrite with recomputed hashes could not be ruled out.
+    """
 
     ok: bool
     first_bad_seq: int | None
     reason: str
     count: int
     head_hash: str
+    keyed: bool = False
+    head_file: bool = False
+    anchored: bool = False
+    mac_unchecked: bool = False
+
+    @property
+    def anchor(self) -> str:
+        """``"count:hash"`` of the chain as read (meaningful when ``ok``)."""
+        return format_anchor((self.count, self.head_hash))
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,10 +213,16 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"non-finite number {name} in payload")
 
 
-def _decode_payload(text: str) -> dict[str, Any]:
-    payload = json.loads(text, parse_constant=_reject_constant)
+def _decode_payload(text: Any) -> dict[str, Any]:
+    """A stored payload, decoded; ``ValueError`` (naming what is wrong) for anything but a JSON object."""
+    if not isinstance(text, str):
+        raise ValueError(f"payload is stored as {type(text).__name__}, not as JSON text")
+    try:
+        payload = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ValueError("payload is nested too deeply") from None
     if not isinstance(payload, dict):
-        raise ValueError("payload is not a JSON object")
+        raise ValueError(f"payload is a JSON {type(payload).__name__}, not a JSON object")
     return payload
 
 
@@ -171,62 +231,339 @@ def _check_time(name: str, value: Any) -> None:
         raise ConfigError(f"{name} must be an int (µs on the caller's timeline) or None, got {value!r}")
 
 
-def _admission_refusal(scar: Scar, history: list[Event]) -> LedgerError | None:
-    """Why admitting ``scar`` after its own ``history`` is refused, or None: an active id needs new evidence (the
-    admission then adds it to the audit plane); a retired or revoked id needs evidence never seen for that id."""
-    new_hashes = scar.evidence_hashes
-    seen = {h for e in history if e.type == SCAR_ADMITTED for h in e.payload.get("evidence_hashes", ())}
-    fresh = [h for h in new_hashes if h not in seen]
-    lifecycle = [e for e in history if e.type in (SCAR_ADMITTED, SCAR_RETIRED, SCAR_REVOKED)]
-    if not lifecycle or fresh:
-        return None
-    last = lifecycle[-1]
-    if last.type == SCAR_ADMITTED:
-        return LifecycleError(
-            f"scar {scar.id} is already active (admitted at seq {last.seq}) and this admission carries no new evidence"
-        )
-    return ResurrectionRefused(
-        f"scar {scar.id} was {last.type.removeprefix('scar_')} at seq {last.seq}; re-admission needs "
-        f"evidence never seen for this id (got {len(new_hashes)} item(s), all already recorded)"
-    )
-
-
 def _now_us() -> int:
     return time.time_ns() // 1000
+
+
+def head_file_of(path: str | Path) -> Path:
+    """The sidecar head file of the ledger at ``path``: ``<path>.head``."""
+    return Path(f"{path}.head")
+
+
+def default_key_file(path: str | Path) -> Path:
+    """Where the key of the ledger at ``path`` lives unless ``key_file=`` or ``SCARS_LEDGER_KEY_FILE`` say where."""
+    return Path(f"{path}.key")
+
+
+def ledger_files(path: str | Path) -> tuple[Path, ...]:
+    """Every file that belongs to the ledger at ``path`` (move them together to set a ledger aside)."""
+    return tuple(Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm", ".head", ".key", ".lock"))
+
+
+def format_anchor(head: tuple[int, str]) -> str:
+    """``(count, hash)`` as the text ``scars ledger verify --anchor`` and ``summary.json`` carry: ``"N:HASH"``."""
+    count, digest = head
+    return f"{count}:{digest}"
+
+
+def parse_anchor(text: str) -> tuple[int, str]:
+    """``"N:HASH"`` (N events, HASH the 64-hex-digit hash of event N) -> ``(N, HASH)``; ``ConfigError`` otherwise."""
+    match = re.fullmatch(r"\s*(\d{1,18}):([0-9a-fA-F]{64})\s*", text) if isinstance(text, str) else None
+    if match is None:
+        raise ConfigError(
+            f"anchor {text!r:.120} is not COUNT:HASH (an event count and the 64-hex-digit hash of that event, as "
+            "printed by `scars ledger verify` and stored as ledger_head in summary.json)"
+        )
+    return int(match.group(1)), match.group(2).lower()
+
+
+def create_key_file(path: str | Path) -> Path:
+    """Create a new random ledger key (256 bits, hex) at ``path``, readable by its owner only. Never overwrites."""
+    path = Path(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_hex(_KEY_BYTES) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    return path
+
+
+def read_key_file(path: str | Path) -> bytes:
+    """The key in ``path``; ``LedgerError`` naming the file when it is missing or not a ledger key."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        raise LedgerError(f"key file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LedgerError(f"key file {path} cannot be read: {exc}") from None
+    if not re.fullmatch(r"[0-9a-fA-F]{32,256}", text) or len(text) % 2:
+        raise LedgerError(
+            f"key file {path} is not a scars ledger key (expected 32 to 256 hex digits, as create_key_file writes)"
+        )
+    return bytes.fromhex(text)
+
+
+def verdict_evidence(event: Event, **extra: Any) -> dict[str, Any]:
+    """An evidence item backed by a recorded verdict: the only kind that can re-admit a retired/revoked scar.
+
+    ``event`` is a ``failure_observed`` event of the same ledger (what ``observe_failure`` returns); ``extra``
+    adds JSON-able detail (the fragment, …) that the hash of the item then covers too.
+    """
+    if not isinstance(event, Event):
+        raise ConfigError(f"verdict_evidence() takes a ledger Event, got {type(event).__name__}")
+    if event.type not in VERDICT_EVENTS:
+        raise ConfigError(
+            f"event {event.seq} is a {event.type!r}, not a verdict event (one of {VERDICT_EVENTS})"
+        )
+    return {"verdict_event": {"seq": event.seq, "hash": event.hash, "type": event.type}, **extra}
+
+
+def _decode_text(raw: bytes) -> str:
+    """SQLite TEXT -> str. Everything the ledger writes is valid UTF-8; bytes that are not (a damaged or edited
+    row) decode with U+FFFD, so the row fails its hash check and is named, instead of failing the whole read."""
+    return raw.decode("utf-8", "replace")
+
+
+def _mac(key: bytes, domain: str, message: str) -> str:
+    return hmac.new(key, f"scars-ledger/{domain}\n{message}".encode(), hashlib.sha256).hexdigest()
+
+
+def _same(a: Any, b: str) -> bool:
+    return isinstance(a, str) and hmac.compare_digest(a.encode("utf-8", "replace"), b.encode())
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
 
 
 class Ledger:
     """An append-only audit ledger in one SQLite file (seed 000 §3). Use as a context manager or ``close()``.
 
     Args:
-        path:  the SQLite file (created if absent).
-        clock: returns the transaction time in µs; the ledger never lets it decrease. Default: the wall clock.
+        path:      the SQLite file (created if absent, unless ``read_only``).
+        clock:     returns the transaction time in µs; the ledger never lets it decrease. Default: the wall clock.
+        key_file:  the HMAC key; default ``$SCARS_LEDGER_KEY_FILE`` or ``<path>.key``. A new ledger creates it
+                   (unless ``keyed=False``); an existing keyed ledger cannot be written without it.
+        keyed:     whether a *new* ledger gets a key (existing ledgers keep what they have: when a key is found,
+                   every MAC must check, so removing the MACs is detected).
+        read_only: open for audit only: nothing is created or written, and a file that is not a scars ledger is
+                   rejected ("not a scars ledger: …").
+        anchor:    ``(count, hash)`` or ``"count:hash"`` from an earlier ``head()``: every verification (and so
+                   every projection of the control plane) also requires the chain to extend it.
     """
 
-    def __init__(self, path: str | Path, *, clock: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Callable[[], int] | None = None,
+        key_file: str | Path | None = None,
+        keyed: bool = True,
+        read_only: bool = False,
+        anchor: tuple[int, str] | str | None = None,
+    ) -> None:
         self.path = Path(path)
+        self.head_file = head_file_of(self.path)
+        self.read_only = bool(read_only)
         self._clock = clock or _now_us
+        self._anchor = self._check_anchor(anchor)
+        self._conn: sqlite3.Connection | None = None
+        explicit = key_file is not None or bool(os.environ.get(KEY_FILE_ENV))
+        self.key_file = Path(key_file or os.environ.get(KEY_FILE_ENV) or default_key_file(self.path))
+        self._key: bytes | None = None
+        self._immutable = False
+        self._format = FORMAT_VERSION
+        self._claims_keyed = False
+        if self.read_only:
+            self._open_read_only(explicit)
+        else:
+            self._open_for_writing(explicit, keyed)
+
+    # -------------------------------------------------------------------------------------- opening
+    @staticmethod
+    def _check_anchor(anchor: tuple[int, str] | str | None) -> tuple[int, str] | None:
+        if anchor is None:
+            return None
+        if isinstance(anchor, str):
+            return parse_anchor(anchor)
+        try:
+            count, digest = anchor
+        except (TypeError, ValueError):
+            raise ConfigError(f"anchor must be (count, hash) or 'count:hash', got {anchor!r:.120}") from None
+        return parse_anchor(format_anchor((count, digest)))
+
+    def _not_a_ledger(self, why: str) -> LedgerError:
+        return LedgerError(f"not a scars ledger: {self.path}: {why}")
+
+    def _schema_problem(self) -> str | None:
+        """Why the open database is not a scars ledger (None when it is one); also reads its format and flags."""
+        assert self._conn is not None
+        tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        missing = {"events", "head", "meta"} - tables
+        if missing:
+            return f"table(s) {', '.join(sorted(missing))} missing" + (
+                f" (it holds {', '.join(sorted(tables))})" if tables else " (the database is empty)"
+            )
+        events = {r[1] for r in self._conn.execute("PRAGMA table_info(events)")}
+        head = {r[1] for r in self._conn.execute("PRAGMA table_info(head)")}
+        if not events.issuperset(_V1_EVENT_COLUMNS) or not head.issuperset(_V1_HEAD_COLUMNS):
+            return "the events/head tables do not have the ledger's columns"
+        meta = dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+        self._format = str(meta.get("format_version", "1"))
+        if self._format not in ("1", FORMAT_VERSION):
+            return f"unknown format_version {self._format!r} (this code reads 1 and {FORMAT_VERSION})"
+        if self._format == FORMAT_VERSION and ("mac" not in events or "mac" not in head):
+            return f"format {FORMAT_VERSION} without MAC columns"
+        self._claims_keyed = meta.get("keyed") == "1"
+        return None
+
+    def _load_key(self, explicit: bool) -> None:
+        if self.key_file.exists():
+            self._key = read_key_file(self.key_file)
+        elif explicit:
+            raise LedgerError(
+                f"key file {self.key_file} does not exist (named by key_file= or ${KEY_FILE_ENV})"
+            )
+
+    def _open_read_only(self, explicit: bool) -> None:
+        if not self.path.exists():
+            side = self._read_head_file()[0]
+            extra = f"; its head file {self.head_file} commits {side['count']} events" if side else ""
+            raise LedgerError(f"no ledger at {self.path}{extra}")
+        if not self.path.is_file():
+            raise self._not_a_ledger("not a regular file")
+        # No -wal file means no writer is active and the main file is complete: open it immutable, so SQLite
+        # creates nothing next to it. Otherwise read-only, so the -wal content (a live or killed writer's commits)
+        # is seen; SQLite may then create its -shm index, but never writes the ledger.
+        try:
+            self._connect_read_only()
+            problem = self._schema_problem()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise self._not_a_ledger(str(exc)) from None
+        if problem is not None:
+            self.close()
+            raise self._not_a_ledger(problem)
+        self._load_key(explicit)
+
+    def _connect_read_only(self) -> None:
+        """(Re)connect read-only: immutable while no ``-wal`` file exists (nothing is created next to the ledger),
+        plain read-only once one does (a writer is or was active: its commits live in the ``-wal`` file)."""
+        self.close()
+        self._immutable = not Path(f"{self.path}-wal").exists()
+        uri_path = urllib.parse.quote(str(self.path.resolve()))
+        uri = f"file:{uri_path}?{'immutable=1' if self._immutable else 'mode=ro'}"
+        self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
+        self._conn.text_factory = _decode_text
+
+    def _open_for_writing(self, explicit: bool, keyed: bool) -> None:
+        if self.path.exists() and not self.path.is_file():
+            raise LedgerError(f"{self.path} is not a regular file; a ledger is one SQLite file")
+        if not self.path.parent.is_dir():
+            raise LedgerError(f"cannot create a ledger at {self.path}: {self.path.parent} is not a folder")
+        if not self.path.exists() and self.head_file.exists():
+            self._set_aside_orphaned_head_file()
         try:
             self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
-            with self._transaction():
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        self._conn.execute(statement)
-                self._conn.execute(
-                    "INSERT OR IGNORE INTO head (singleton, count, last_hash, last_tx_time) VALUES (1, 0, ?, 0)",
-                    (GENESIS_HASH,),
-                )
-                self._conn.execute(
-                    "INSERT OR IGNORE INTO meta (key, value) VALUES ('format_version', ?)", (FORMAT_VERSION,)
-                )
+            self._conn.text_factory = _decode_text
+            tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"{self.path} is not a usable ledger file: {exc}") from exc
+            self.close()
+            raise self._not_a_ledger(f"{exc} (not an SQLite database)") from None
+        try:
+            with self._file_lock(exclusive=True):
+                if not tables:  # again under the lock: another process may have created it meanwhile
+                    tables = {
+                        r[0]
+                        for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                    }
+                if tables:
+                    problem = self._schema_problem()
+                    if problem is not None:
+                        raise self._not_a_ledger(problem + "; refusing to write into it")
+                    if self._format != FORMAT_VERSION:
+                        raise LedgerError(
+                            f"{self.path} is a format-{self._format} ledger (no MACs, no head file): audit it with "
+                            "read_only=True (scars ledger verify/show) and start a new ledger for new events"
+                        )
+                    self._load_key(explicit)
+                    if self._claims_keyed and self._key is None:
+                        raise LedgerError(
+                            f"{self.path} is a keyed ledger and its key file {self.key_file} is missing; pass "
+                            f"key_file= (or set ${KEY_FILE_ENV}) to write to it"
+                        )
+                    self._conn.execute("PRAGMA journal_mode=WAL")
+                    self._conn.execute("PRAGMA synchronous=FULL")
+                else:
+                    self._create(explicit, keyed)
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise LedgerError(f"{self.path} is not a usable ledger file: {exc}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _set_aside_orphaned_head_file(self) -> None:
+        """The database is gone but its head file is not (a ledger set aside without its companions, or deleted):
+        a new ledger starts here, and the old head file is kept next to it for the record, with a warning."""
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        target = self.head_file.with_name(f"{self.head_file.name}.orphaned-{stamp}-{secrets.token_hex(3)}")
+        self.head_file.rename(target)
+        warnings.warn(
+            f"{self.path} does not exist but its head file did; starting a new ledger and keeping the old head file "
+            f"as {target.name} (move every file of ledger_files() together when setting a ledger aside)",
+            stacklevel=3,
+        )
+
+    def _create(self, explicit: bool, keyed: bool) -> None:
+        """Initialise an empty database file as a new ledger (under the exclusive file lock)."""
+        side, side_error = self._read_head_file()
+        if side_error is not None or (side is not None and side["count"] != 0):
+            what = side_error or f"commits {side['count']} events"  # type: ignore[index]
+            raise LedgerIntegrityError(
+                f"{self.path} holds no ledger but its head file {self.head_file} {what}: the database was emptied "
+                "or lost its -wal file; refusing to start a new ledger over it (move the head file away to do so)"
+            )
+        if self.key_file.exists():
+            self._key = read_key_file(self.key_file)
+        elif explicit or keyed:
+            try:
+                create_key_file(self.key_file)
+            except FileExistsError:  # another process created it first
+                pass
+            except OSError as exc:
+                raise LedgerError(f"cannot create the key file {self.key_file}: {exc.strerror}") from None
+            self._key = read_key_file(self.key_file)
+        assert self._conn is not None
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=FULL")
+        with self._transaction():
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self._conn.execute(statement)
+            self._conn.execute(
+                "INSERT OR IGNORE INTO head (singleton, count, last_hash, last_tx_time, mac) VALUES (1, 0, ?, 0, ?)",
+                (GENESIS_HASH, self._head_mac(0, GENESIS_HASH)),
+            )
+            self._conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('format_version', ?)", (FORMAT_VERSION,)
+            )
+            self._conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('keyed', ?)", ("1" if self._key else "0",)
+            )
+            self._write_head_file((0, GENESIS_HASH), None)
+        self._format, self._claims_keyed = FORMAT_VERSION, self._key is not None
 
     # -------------------------------------------------------------------------------------- plumbing
+    @property
+    def keyed(self) -> bool:
+        """True when this handle holds the ledger's key (MACs are written and checked)."""
+        return self._key is not None
+
     def close(self) -> None:
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def __enter__(self) -> Ledger:
         return self
@@ -234,23 +571,170 @@ class Ledger:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """BEGIN IMMEDIATE takes the write lock up front, so the head read inside is the head we extend."""
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise LedgerError(f"ledger {self.path} is closed")
+        return self._conn
 
+    def _require_writable(self) -> None:
+        if self.read_only:
+            raise LedgerError(
+                f"ledger {self.path} is open read-only (an audit); open it without read_only to write"
+            )
+
+    @contextmanager
+    def _transaction(self, mode: str = "IMMEDIATE") -> Iterator[sqlite3.Connection]:
+        """BEGIN IMMEDIATE takes the write lock up front, so the head read inside is the head we extend;
+        ``mode=""`` (deferred) gives readers one consistent snapshot."""
+        conn = self._db
+        conn.execute(f"BEGIN {mode}".strip())
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @contextmanager
+    def _file_lock(self, *, exclusive: bool) -> Iterator[None]:
+        """flock on ``<ledger>.lock``: writers exclusive (append + head file), verifiers shared (one consistent
+        view of the database and the head file). Read-only handles never create the lock file."""
+        if fcntl is None:
+            yield
+            return
+        lock_path = Path(f"{self.path}.lock")
+        try:
+            if self.read_only:
+                fd = os.open(lock_path, os.O_RDONLY)
+            else:
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            if not self.read_only:
+                raise LedgerError(f"cannot open the ledger's lock file {lock_path}") from None
+            yield  # an audit of a ledger no writer ever locked, or on a read-only file system
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _event_mac(self, digest: str) -> str | None:
+        return None if self._key is None else _mac(self._key, "event", digest)
+
+    def _head_mac(self, count: int, digest: str) -> str | None:
+        return None if self._key is None else _mac(self._key, "head", f"{count}:{digest}")
+
+    # -------------------------------------------------------------------------------------- head file
+    def _read_head_file(self) -> tuple[dict[str, Any] | None, str | None]:
+        """(content, None), (None, None) when absent, or (None, what is wrong with it)."""
+        try:
+            raw = self.head_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None, None
+        except (OSError, UnicodeDecodeError) as exc:
+            return None, f"cannot be read ({exc})"
+        try:
+            data = json.loads(raw, parse_constant=_reject_constant)
+        except (ValueError, RecursionError):
+            return None, "is not valid JSON (truncated or edited)"
+
+        def pair(value: Any) -> bool:
+            return (
+                isinstance(value, dict)
+                and isinstance(value.get("count"), int)
+                and not isinstance(value.get("count"), bool)
+                and value["count"] >= 0
+                and isinstance(value.get("hash"), str)
+            )
+
+        if (
+            not isinstance(data, dict)
+            or data.get("format") != HEAD_FILE_FORMAT
+            or not pair(data)
+            or not (data.get("pending") is None or pair(data.get("pending")))
+        ):
+            return None, f"is not a {HEAD_FILE_FORMAT} head file"
+        return data, None
+
+    def _head_file_body(self, data: Mapping[str, Any]) -> str:
+        return canonical_json({k: v for k, v in data.items() if k != "mac"})
+
+    def _write_head_file(self, committed: tuple[int, str], pending: tuple[int, str] | None) -> None:
+        """Atomically replace the head file: write a temporary file, fsync it, rename it over, fsync the folder."""
+        data: dict[str, Any] = {
+            "format": HEAD_FILE_FORMAT,
+            "count": committed[0],
+            "hash": committed[1],
+            "pending": None if pending is None else {"count": pending[0], "hash": pending[1]},
+        }
+        if self._key is not None:
+            data["mac"] = _mac(self._key, "head-file", self._head_file_body(data))
+        tmp = self.head_file.with_name(f"{self.head_file.name}.tmp-{os.getpid()}")
+        try:
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.write(json.dumps(data, sort_keys=True) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, self.head_file)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise LedgerError(f"cannot write the head file {self.head_file}: {exc.strerror}") from None
+        _fsync_dir(self.head_file.parent)
+
+    def _head_file_check(
+        self,
+        count: int,
+        digest: str,
+        hash_at: Callable[[int], str | None],
+        side_read: tuple[dict[str, Any] | None, str | None] | None = None,
+    ) -> tuple[int, str] | None:
+        """Compare the chain (``count`` events ending in ``digest``) with the head file: None when consistent, else
+        (first bad seq, reason). ``hash_at(n)`` is the stored hash of event n (None if absent); ``side_read`` is
+        the head file as read under the same lock as the chain (read now when None)."""
+        side, problem = side_read if side_read is not None else self._read_head_file()
+        if problem is not None:
+            return max(count, 1), f"the head file {self.head_file} {problem}"
+        if side is None:
+            if self._format == "1" and self._key is None:
+                return None  # a format-1 ledger never had one
+            return max(count, 1), f"the head file {self.head_file} is missing (deleted)"
+        if self._key is not None and not _same(
+            side.get("mac"), _mac(self._key, "head-file", self._head_file_body(side))
+        ):
+            return max(count, 1), f"the head file {self.head_file} has no valid MAC: edited without the key"
+        committed = (side["count"], side["hash"])
+        pending = side.get("pending")
+        if (count, digest) == committed:
+            return None
+        if pending is not None and (count, digest) == (pending["count"], pending["hash"]):
+            return None  # a writer was stopped between its commit and the head-file update
+        c, h = committed
+        if count < c:
+            return count + 1, (
+                f"truncated: the head file commits {c} events, the database holds {count} (deleted events, a dropped "
+                "-wal file, or a rolled-back copy)"
+            )
+        if count == c or (c > 0 and hash_at(c) != h):
+            return max(c, 1), (
+                f"the head file commits event {c} with hash {h[:12]}…, the database holds "
+                f"{(hash_at(c) or digest)[:12]}…: rewritten"
+            )
+        return c + 1, f"injected: {count - c} event(s) after the head file's commitment ({c} events)"
+
+    # -------------------------------------------------------------------------------------- appending
     def head(self) -> tuple[int, str]:
         """(event count, last hash): the commitment to anchor externally if the file itself is not trusted."""
-        row = self._conn.execute("SELECT count, last_hash FROM head WHERE singleton = 1").fetchone()
+        row = self._db.execute("SELECT count, last_hash FROM head WHERE singleton = 1").fetchone()
         if row is None:
             raise LedgerIntegrityError(f"{self.path}: the head record is missing")
         return int(row[0]), str(row[1])
+
+    def anchor_text(self) -> str:
+        """``head()`` as ``"count:hash"``: what a run records as ``ledger_head`` in ``summary.json`` and what
+        ``scars ledger verify --anchor`` takes."""
+        return format_anchor(self.head())
 
     def _append(
         self,
@@ -262,60 +746,216 @@ class Ledger:
         valid_to: int | None,
         precondition: Callable[[list[Event]], None] | None = None,
     ) -> Event:
+        self._require_writable()
         _check_time("valid_from", valid_from)
         _check_time("valid_to", valid_to)
+        if valid_from is not None and valid_to is not None and valid_to <= valid_from:
+            raise ConfigError(f"valid_to ({valid_to}) must be after valid_from ({valid_from})")
         payload_text = canonical_json(dict(payload))
-        with self._transaction() as conn:
-            row = conn.execute(
-                "SELECT count, last_hash, last_tx_time FROM head WHERE singleton = 1"
-            ).fetchone()
-            if row is None:
-                raise LedgerIntegrityError(f"{self.path}: the head record is missing; refusing to append")
-            count, last_hash, last_tx = int(row[0]), str(row[1]), int(row[2])
-            # Fail closed on write as well: the stored tail must be exactly what the head commits to.
-            tail = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-            if (tail is None and count != 0) or (
-                tail is not None and (tail[0] != count or tail[1] != last_hash)
-            ):
-                raise LedgerIntegrityError(
-                    f"{self.path}: the last event {tuple(tail) if tail else None} does not match the head "
-                    f"({count}, {last_hash[:12]}…); refusing to append — run verify"
+        with self._file_lock(exclusive=True):
+            with self._transaction() as conn:
+                row = conn.execute(
+                    "SELECT count, last_hash, last_tx_time, mac FROM head WHERE singleton = 1"
+                ).fetchone()
+                if row is None:
+                    raise LedgerIntegrityError(f"{self.path}: the head record is missing; refusing to append")
+                count, last_hash, last_tx, head_mac = int(row[0]), str(row[1]), int(row[2]), row[3]
+                # Fail closed on write as well: the stored tail must be exactly what the head commits to, the head
+                # must carry its MAC, and the head file must agree.
+                tail = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+                if (tail is None and count != 0) or (
+                    tail is not None and (tail[0] != count or tail[1] != last_hash)
+                ):
+                    raise LedgerIntegrityError(
+                        f"{self.path}: the last event {tuple(tail) if tail else None} does not match the head "
+                        f"({count}, {last_hash[:12]}…); refusing to append — run verify"
+                    )
+                if self._key is not None and not _same(head_mac, self._head_mac(count, last_hash) or ""):
+                    raise LedgerIntegrityError(
+                        f"{self.path}: the head record's MAC does not match; refusing to append — run verify"
+                    )
+                hash_at = self._hash_at
+                mismatch = self._head_file_check(count, last_hash, hash_at)
+                if mismatch is not None:
+                    raise LedgerIntegrityError(f"{self.path}: {mismatch[1]}; refusing to append — run verify")
+                if precondition is not None:
+                    precondition(self._subject_events(subject) if subject is not None else [])
+                tx_time = max(int(self._clock()), last_tx)
+                if valid_from is None:
+                    valid_from = tx_time
+                if valid_to is not None and valid_to <= valid_from:
+                    raise ConfigError(f"valid_to ({valid_to}) must be after valid_from ({valid_from})")
+                seq = count + 1
+                digest = event_hash(
+                    last_hash,
+                    _body(seq, type_, subject, payload_text, tx_time, valid_from, valid_to, last_hash),
                 )
-            if precondition is not None:
-                precondition(self._subject_events(subject) if subject is not None else [])
-            tx_time = max(int(self._clock()), last_tx)
-            if valid_from is None:
-                valid_from = tx_time
-            if valid_to is not None and valid_to <= valid_from:
-                raise ConfigError(f"valid_to ({valid_to}) must be after valid_from ({valid_from})")
-            seq = count + 1
-            digest = event_hash(
-                last_hash, _body(seq, type_, subject, payload_text, tx_time, valid_from, valid_to, last_hash)
-            )
-            conn.execute(
-                f"INSERT INTO events ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (seq, type_, subject, payload_text, tx_time, valid_from, valid_to, last_hash, digest),
-            )
-            conn.execute(
-                "UPDATE head SET count = ?, last_hash = ?, last_tx_time = ? WHERE singleton = 1",
-                (seq, digest, tx_time),
-            )
+                conn.execute(
+                    f"INSERT INTO events ({_COLUMNS}, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        seq,
+                        type_,
+                        subject,
+                        payload_text,
+                        tx_time,
+                        valid_from,
+                        valid_to,
+                        last_hash,
+                        digest,
+                        self._event_mac(digest),
+                    ),
+                )
+                conn.execute(
+                    "UPDATE head SET count = ?, last_hash = ?, last_tx_time = ?, mac = ? WHERE singleton = 1",
+                    (seq, digest, tx_time, self._head_mac(seq, digest)),
+                )
+                # Before COMMIT: the head file names this event as pending, so a kill right after the commit is
+                # told apart from someone deleting the last event.
+                self._write_head_file((count, last_hash), (seq, digest))
+            self._write_head_file((seq, digest), None)
         return Event(
             seq, type_, subject, json.loads(payload_text), tx_time, valid_from, valid_to, last_hash, digest
         )
 
-    @staticmethod
-    def _row_event(row: tuple) -> Event:
-        seq, type_, subject, payload, tx_time, valid_from, valid_to, prev_hash, digest = row
-        return Event(
-            seq, type_, subject, _decode_payload(payload), tx_time, valid_from, valid_to, prev_hash, digest
-        )
+    def _hash_at(self, seq: int) -> str | None:
+        row = self._db.execute("SELECT hash FROM events WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else row[0]
+
+    def _row_event(self, row: tuple) -> Event:
+        seq, type_, subject, payload, tx_time, valid_from, valid_to, prev_hash, digest = row[:9]
+        try:
+            decoded = _decode_payload(payload)
+        except ValueError as exc:
+            raise LedgerIntegrityError(f"{self.path}: event {seq} is damaged: {exc} — run verify") from None
+        return Event(seq, type_, subject, decoded, tx_time, valid_from, valid_to, prev_hash, digest)
 
     def _subject_events(self, subject: str) -> list[Event]:
-        rows = self._conn.execute(
+        rows = self._db.execute(
             f"SELECT {_COLUMNS} FROM events WHERE subject = ? ORDER BY seq", (subject,)
         ).fetchall()
         return [self._row_event(r) for r in rows]
+
+    def _event_at(self, seq: int) -> Event | None:
+        row = self._db.execute(f"SELECT {_COLUMNS} FROM events WHERE seq = ?", (seq,)).fetchone()
+        if row is None:
+            return None
+        try:
+            return self._row_event(row)
+        except LedgerIntegrityError:
+            return None
+
+    # ---------------------------------------------------------------------------------- admission (one place)
+    def _judge_admission(self, scar: Scar, history: list[Event]) -> tuple[type[LedgerError] | None, str]:
+        """(None, why it may be admitted) or (the error class, why not): the only no-resurrection check."""
+        lifecycle = [e for e in history if e.type in (SCAR_ADMITTED, SCAR_RETIRED, SCAR_REVOKED)]
+        if not lifecycle:
+            return None, f"scar {scar.id} is new to this ledger"
+        admissions = [e for e in history if e.type == SCAR_ADMITTED]
+        seen = {h for e in admissions for h in e.payload.get("evidence_hashes", ())}
+        fresh = [(i, item) for i, item in enumerate(scar.evidence) if evidence_item_hash(item) not in seen]
+        last = lifecycle[-1]
+        if last.type == SCAR_ADMITTED:
+            if not fresh:
+                return LifecycleError, (
+                    f"scar {scar.id} is already active (admitted at seq {last.seq}) and this admission carries "
+                    "no new evidence"
+                )
+            return None, f"scar {scar.id} is active; the admission adds {len(fresh)} new evidence item(s)"
+        state = last.type.removeprefix("scar_")
+        counter_hashes: set[str] = set()
+        counter_refs: set[int] = set()
+        for e in history:
+            if e.type == SCAR_REVOKED:
+                for item in e.payload.get("counter_evidence", ()):
+                    if isinstance(item, dict):
+                        counter_hashes.add(evidence_item_hash(item))
+                        ref = _verdict_ref(item)
+                        if ref is not None:
+                            counter_refs.add(ref[0])
+        used_refs = {
+            ref[0]
+            for e in admissions
+            for item in e.payload.get("evidence", ())
+            if isinstance(item, dict) and (ref := _verdict_ref(item)) is not None
+        }
+        backed: list[int] = []
+        problems: list[str] = []
+        for i, item in fresh:
+            problem = self._verdict_problem(scar, item, last, counter_hashes, counter_refs, used_refs)
+            if problem is None:
+                backed.append(_verdict_ref(item)[0])  # type: ignore[index]
+            else:
+                problems.append(f"item {i}: {problem}")
+        if backed:
+            return (
+                None,
+                f"scar {scar.id} was {state} at seq {last.seq}; re-admitted on verdict event(s) {backed}",
+            )
+        got = (
+            f"got {len(scar.evidence)} item(s), all already recorded for this id"
+            if not fresh
+            else "; ".join(problems[:4]) + (f"; … ({len(problems) - 4} more)" if len(problems) > 4 else "")
+        )
+        return ResurrectionRefused, (
+            f"scar {scar.id} was {state} at seq {last.seq}; re-admission needs fresh verifier-backed evidence — an "
+            'evidence item {"verdict_event": {"seq": K, "hash": H}} naming a failure_observed event recorded after '
+            f"seq {last.seq}, not used before for this id and not its counter-evidence (verdict_evidence(event)); "
+            f"{got}"
+        )
+
+    def _verdict_problem(
+        self,
+        scar: Scar,
+        item: Mapping[str, Any],
+        retirement: Event,
+        counter_hashes: set[str],
+        counter_refs: set[int],
+        used_refs: set[int],
+    ) -> str | None:
+        if evidence_item_hash(item) in counter_hashes:
+            return f"it is the counter-evidence that revoked the scar (seq {retirement.seq})"
+        if "verdict_event" not in item:
+            return "free JSON, not a reference to a recorded verdict"
+        ref = _verdict_ref(item)
+        if ref is None:
+            return 'its verdict_event is not {"seq": <int>, "hash": <64 hex digits>}'
+        seq, digest = ref
+        event = self._event_at(seq)
+        if event is None:
+            return f"verdict event {seq} is not in this ledger (or cannot be read)"
+        if not hmac.compare_digest(event.hash, digest):
+            return f"verdict event {seq} has hash {event.hash[:12]}…, not {digest[:12]}…"
+        if event.type not in VERDICT_EVENTS:
+            return f"event {seq} is a {event.type}, not a verdict ({', '.join(VERDICT_EVENTS)})"
+        if seq <= retirement.seq:
+            return f"verdict event {seq} predates the {retirement.type} at seq {retirement.seq}: not fresh"
+        if seq in counter_refs:
+            return f"verdict event {seq} is part of the counter-evidence that revoked the scar"
+        if seq in used_refs:
+            return f"verdict event {seq} already backed an admission of this scar"
+        action = event.payload.get("action")
+        if isinstance(action, dict):
+            try:
+                covered = mask_covers(scar.rule.mask, Action.from_dict(action))
+            except (KeyError, TypeError, ValueError, ScarsError):
+                return f"verdict event {seq} names an action that cannot be read: {action!r:.80}"
+            if not covered:
+                return f"verdict event {seq} is a failure of {action.get('name')!r}, which this scar does not mask"
+        return None
+
+    def may_admit(self, scar: Scar) -> tuple[bool, str]:
+        """Whether ``admit(scar)`` would be accepted now, and why (the no-resurrection rule lives here only).
+
+        Allowed: a new id; an active id with evidence never recorded for it (the audit plane grows); a retired or
+        revoked id with at least one fresh *verifier-backed* evidence item (see the module docstring). Refused
+        otherwise, with the reason naming each evidence item's problem. Reads one snapshot; ``admit`` checks
+        again inside its write transaction.
+        """
+        if not isinstance(scar, Scar):
+            raise ConfigError(f"may_admit() takes a Scar, got {type(scar).__name__}")
+        with self._transaction(""):
+            error, reason = self._judge_admission(scar, self._subject_events(scar.id))
+        return error is None, reason
 
     # ---------------------------------------------------------------------------------- lifecycle events
     def admit(
@@ -326,19 +966,18 @@ class Ledger:
         valid_to: int | None = None,
         reason: str = "",
     ) -> Event:
-        """Append ``scar_admitted``. Refused for an active id unless it brings new evidence (the admission then
-        adds that evidence and updates the audit plane), and for a retired/revoked id unless it brings
-        evidence never seen for that id (no resurrection)."""
+        """Append ``scar_admitted`` when ``may_admit(scar)`` allows it; otherwise raise ``LifecycleError`` (an
+        active id without new evidence) or ``ResurrectionRefused`` (a retired/revoked id without fresh
+        verifier-backed evidence: no resurrection, seed 000 §3.4)."""
         if not isinstance(scar, Scar):
             raise ConfigError(f"admit() takes a Scar, got {type(scar).__name__}")
-        new_hashes = scar.evidence_hashes
 
         def precondition(history: list[Event]) -> None:
-            refusal = _admission_refusal(scar, history)
-            if refusal is not None:
-                raise refusal
+            error, why = self._judge_admission(scar, history)
+            if error is not None:
+                raise error(why)
 
-        payload = {**scar.to_json(), "evidence_hashes": list(new_hashes), "reason": reason}
+        payload = {**scar.to_json(), "evidence_hashes": list(scar.evidence_hashes), "reason": reason}
         return self._append(
             SCAR_ADMITTED,
             payload,
@@ -347,12 +986,6 @@ class Ledger:
             valid_to=valid_to,
             precondition=precondition,
         )
-
-    def may_admit(self, scar: Scar) -> tuple[bool, str]:
-        """Would ``admit(scar)`` be accepted now? (ok, reason): the one no-resurrection check (seed 000 §3.4),
-        shared with ``admit``'s precondition. Reads only this scar's own events."""
-        refusal = _admission_refusal(scar, self._subject_events(scar.id))
-        return (True, "") if refusal is None else (False, str(refusal))
 
     def _require_active_scar(self, scar_id: str, action: str) -> Callable[[list[Event]], None]:
         def precondition(history: list[Event]) -> None:
@@ -472,57 +1105,136 @@ class Ledger:
 
     # ---------------------------------------------------------------------------------- reads and audit
     def events(self) -> tuple[Event, ...]:
-        """Every event in sequence order (not verified; use ``verify`` for that)."""
-        rows = self._conn.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq").fetchall()
+        """Every event in sequence order (not verified; use ``verify`` for that). A row whose payload cannot be
+        decoded raises ``LedgerIntegrityError`` naming its seq (``rows()`` shows it as stored)."""
+        rows = self._db.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq").fetchall()
         return tuple(self._row_event(r) for r in rows)
 
-    def verify(self, *, anchor: tuple[int, str] | None = None) -> VerifyReport:
-        """Check the whole chain and the head; report the first event that fails.
+    def rows(self) -> tuple[dict[str, Any], ...]:
+        """Every stored row as it is (undecoded, any column type): for showing a damaged ledger."""
+        rows = self._db.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq").fetchall()
+        names = _COLUMNS.split(", ")
+        return tuple(dict(zip(names, row, strict=True)) for row in rows)
+
+    def verify(self, *, anchor: tuple[int, str] | str | None = None) -> VerifyReport:
+        """Check the whole chain, the MACs (with the key), the head row, the head file and the anchors; report
+        the first event that fails. Never raises for a damaged ledger: the report says what is wrong.
 
         Detects modification (hash mismatch), deletion (a gap in seq), reordering (a broken prev_hash link),
-        truncation (fewer events than the head commits) and injection (more events than the head commits, or a
-        broken link). ``anchor`` = a (count, hash) pair from ``head()`` kept elsewhere: the event at that seq
+        truncation (fewer events than the head row or head file commits: deleted last events, a dropped -wal
+        file), injection (more events than committed, or a broken link) and, with the key, any rewrite with
+        recomputed hashes (the first event whose MAC fails). ``anchor`` (and the ``anchor`` the ledger was opened
+        with) = a (count, hash) pair or ``"count:hash"`` from ``head()`` kept elsewhere: the event at that seq
         must still carry that hash.
         """
+        anchors = [a for a in (self._anchor, self._check_anchor(anchor)) if a is not None]
+        return self._verify_rows(anchors)[0]
+
+    def _verify_rows(self, anchors: list[tuple[int, str]]) -> tuple[VerifyReport, list]:
+        """Read the database and the head file under one shared lock and verify that snapshot; returns the
+        report and the rows it judged (so a projection uses exactly what was verified)."""
         try:
-            head = self._conn.execute("SELECT count, last_hash FROM head WHERE singleton = 1").fetchone()
-            rows = self._conn.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq").fetchall()
+            with self._file_lock(exclusive=False):
+                if self.read_only and self._immutable and Path(f"{self.path}-wal").exists():
+                    self._connect_read_only()  # a writer appeared since: read its -wal file too
+                self._db.execute("BEGIN")
+                try:
+                    head, rows, hashes, side_read = self._snapshot()
+                finally:
+                    self._db.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
-            return VerifyReport(False, None, f"the ledger tables cannot be read: {exc}", 0, "")
+            return VerifyReport(False, None, f"the ledger tables cannot be read: {exc}", 0, ""), []
+        except LedgerError as exc:
+            return VerifyReport(False, None, str(exc), 0, ""), []
+        return self._verify_snapshot(head, rows, hashes, side_read, anchors, self._key), rows
+
+    def _snapshot(self) -> tuple[Any, list, dict[int, Any], tuple[dict[str, Any] | None, str | None]]:
+        head_columns = {r[1] for r in self._db.execute("PRAGMA table_info(head)")}
+        has_mac = "mac" in head_columns
+        head = self._db.execute(
+            f"SELECT count, last_hash, {'mac' if has_mac else 'NULL'} FROM head WHERE singleton = 1"
+        ).fetchone()
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS}, {'mac' if has_mac else 'NULL'} FROM events ORDER BY seq"
+        ).fetchall()
+        hashes = {r[0]: r[8] for r in rows}
+        return head, rows, hashes, self._read_head_file()  # the head file under the same lock
+
+    def _verify_snapshot(
+        self,
+        head: Any,
+        rows: list,
+        hashes: dict[int, Any],
+        side_read: tuple[dict[str, Any] | None, str | None],
+        anchors: list[tuple[int, str]],
+        key: bytes | None,
+    ) -> VerifyReport:
+        macs_present = (
+            self._claims_keyed or any(r[9] is not None for r in rows) or (head and head[2] is not None)
+        )
+        flags = {
+            "keyed": key is not None,
+            "head_file": self._format != "1" or self.head_file.exists(),
+            "anchored": bool(anchors),
+            "mac_unchecked": key is None and bool(macs_present),
+        }
 
         def bad(seq: int | None, reason: str, count: int, head_hash: str) -> VerifyReport:
-            return VerifyReport(False, seq, reason, count, head_hash)
+            return VerifyReport(False, seq, reason, count, head_hash, **flags)
 
         prev_hash, prev_tx, expected = GENESIS_HASH, None, 1
-        for seq, type_, subject, payload, tx_time, valid_from, valid_to, stored_prev, digest in rows:
+        for seq, type_, subject, payload, tx_time, valid_from, valid_to, stored_prev, digest, mac in rows:
             n = expected - 1
             if seq != expected:
                 return bad(
-                    expected, f"event {expected} is missing (found seq {seq} next): deleted", n, prev_hash
+                    expected, f"event {expected} is missing (found seq {seq!r} next): deleted", n, prev_hash
                 )
             if stored_prev != prev_hash:
                 return bad(
                     seq, f"event {seq} does not link to event {seq - 1}: reordered or injected", n, prev_hash
                 )
             if not isinstance(type_, str) or not _EVENT_NAME.match(type_):
-                return bad(seq, f"event {seq} has an invalid type {type_!r}", n, prev_hash)
+                return bad(seq, f"event {seq} has an invalid type {type_!r:.80}", n, prev_hash)
+            if subject is not None and not isinstance(subject, str):
+                return bad(seq, f"event {seq} has a subject of type {type(subject).__name__}", n, prev_hash)
             try:
                 if canonical_json(_decode_payload(payload)) != payload:
                     return bad(seq, f"event {seq} payload is not in canonical form: modified", n, prev_hash)
             except (TypeError, ValueError, ScarsError) as exc:
                 return bad(seq, f"event {seq} payload is not valid canonical JSON ({exc})", n, prev_hash)
-            if not isinstance(tx_time, int) or (prev_tx is not None and tx_time < prev_tx):
+            if isinstance(tx_time, bool) or not isinstance(tx_time, int):
+                return bad(
+                    seq, f"event {seq} transaction time {tx_time!r:.40} is not an integer", n, prev_hash
+                )
+            if prev_tx is not None and tx_time < prev_tx:
                 return bad(seq, f"event {seq} transaction time {tx_time!r} goes backwards", n, prev_hash)
+            for name, value in (("valid_from", valid_from), ("valid_to", valid_to)):
+                if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                    return bad(seq, f"event {seq} {name} {value!r:.40} is not an integer", n, prev_hash)
+            if not isinstance(digest, str):
+                return bad(seq, f"event {seq} hash {digest!r:.40} is not text", n, prev_hash)
             body = _body(seq, type_, subject, payload, tx_time, valid_from, valid_to, stored_prev)
             if event_hash(prev_hash, body) != digest:
                 return bad(seq, f"event {seq} content does not match its hash: modified", n, prev_hash)
-            if anchor is not None and seq == anchor[0] and digest != anchor[1]:
-                return bad(seq, f"event {seq} differs from the external anchor", n, prev_hash)
+            if key is not None and not _same(mac, _mac(key, "event", digest)):
+                return bad(
+                    seq,
+                    f"event {seq} has no valid MAC: forged or rewritten by someone without the key",
+                    n,
+                    prev_hash,
+                )
+            for count_, digest_ in anchors:
+                if seq == count_ and digest != digest_:
+                    return bad(seq, f"event {seq} differs from the external anchor", n, prev_hash)
             prev_hash, prev_tx, expected = digest, tx_time, expected + 1
         n = expected - 1
         if head is None:
             return bad(None, "the head record is missing", n, prev_hash)
-        count, last_hash = int(head[0]), str(head[1])
+        count, last_hash, head_mac = head
+        if isinstance(count, bool) or not isinstance(count, int) or not isinstance(last_hash, str):
+            return bad(
+                n or None, f"the head record ({count!r:.40}, {last_hash!r:.40}) is damaged", n, prev_hash
+            )
         if n < count:
             return bad(n + 1, f"truncated: the head commits {count} events, {n} present", n, prev_hash)
         if n > count:
@@ -536,18 +1248,50 @@ class Ledger:
                 n,
                 prev_hash,
             )
-        if anchor is not None and anchor[0] > n:
-            return bad(n + 1, f"truncated below the external anchor ({anchor[0]} events)", n, prev_hash)
-        return VerifyReport(True, None, f"intact: {n} events", n, prev_hash)
+        mismatch = self._head_file_check(n, prev_hash, hashes.get, side_read)
+        if mismatch is not None:
+            return bad(mismatch[0], mismatch[1], n, prev_hash)
+        if key is not None and not _same(head_mac, _mac(key, "head", f"{count}:{last_hash}")):
+            return bad(n or None, "the head record has no valid MAC: edited without the key", n, prev_hash)
+        for count_, _ in anchors:
+            if count_ > n:
+                return bad(n + 1, f"truncated below the external anchor ({count_} events)", n, prev_hash)
+        checks = ["hash chain"]
+        if flags["keyed"]:
+            checks.append("MACs")
+        if flags["head_file"]:
+            checks.append("head file")
+        if anchors:
+            checks.append("anchor")
+        note = f" ({', '.join(checks)} checked"
+        if flags["mac_unchecked"]:
+            note += f"; MACs NOT checked: no key at {self.key_file}"
+        return VerifyReport(True, None, f"intact: {n} events{note})", n, prev_hash, **flags)
 
     def _verified_events(self, as_of_tx: int | None) -> list[Event]:
-        report = self.verify()
+        report, rows = self._verify_rows([a for a in (self._anchor,) if a is not None])
         if not report.ok:
             raise LedgerIntegrityError(
                 f"{self.path} failed verification at event {report.first_bad_seq}: {report.reason}; "
                 "refusing to project the control plane (fail closed)"
             )
-        return [e for e in self.events() if as_of_tx is None or e.tx_time <= as_of_tx]
+        if report.mac_unchecked:
+            raise LedgerIntegrityError(
+                f"{self.path} is a keyed ledger but its key ({self.key_file}) is not available, so a rewrite "
+                "cannot be ruled out; refusing to project the control plane (fail closed) — pass key_file="
+            )
+        events = (self._row_event(row) for row in rows)  # the very rows verified, not a second read
+        return [e for e in events if as_of_tx is None or e.tx_time <= as_of_tx]
+
+    @contextmanager
+    def _projecting(self, event: Event) -> Iterator[None]:
+        """A verified event whose payload still cannot be projected (written by a bug, or by a key holder)."""
+        try:
+            yield
+        except (KeyError, TypeError, ValueError, ScarsError) as exc:
+            raise LedgerIntegrityError(
+                f"{self.path}: event {event.seq} ({event.type}) cannot be projected: {exc!s:.200}; fail closed"
+            ) from None
 
     def active_scars(self, *, as_of_tx: int | None = None, valid_at: int | None = None) -> tuple[Scar, ...]:
         """The deterministic projection S_t of the ledger, in first-admission order.
@@ -559,17 +1303,18 @@ class Ledger:
         """
         state: dict[str, tuple[Scar, list[list[int | None]], bool]] = {}
         for event in self._verified_events(as_of_tx):
-            if event.type == SCAR_ADMITTED:
-                scar = Scar.from_json(event.payload)
-                _, intervals, is_open = state.get(scar.id, (scar, [], False))
-                if not is_open:
-                    intervals = [*intervals, [event.valid_from, event.valid_to]]
-                state[scar.id] = (scar, intervals, True)
-            elif event.type in (SCAR_RETIRED, SCAR_REVOKED) and event.subject in state:
-                scar, intervals, _ = state[event.subject]
-                start, end = intervals[-1]
-                cut = event.valid_from if end is None else min(end, event.valid_from)
-                state[event.subject] = (scar, [*intervals[:-1], [start, cut]], False)
+            with self._projecting(event):
+                if event.type == SCAR_ADMITTED:
+                    scar = Scar.from_json(event.payload)
+                    _, intervals, is_open = state.get(scar.id, (scar, [], False))
+                    if not is_open:
+                        intervals = [*intervals, [event.valid_from, event.valid_to]]
+                    state[scar.id] = (scar, intervals, True)
+                elif event.type in (SCAR_RETIRED, SCAR_REVOKED) and event.subject in state:
+                    scar, intervals, _ = state[event.subject]
+                    start, end = intervals[-1]
+                    cut = event.valid_from if end is None else min(end, event.valid_from)
+                    state[event.subject] = (scar, [*intervals[:-1], [start, cut]], False)
         if valid_at is None:
             return tuple(scar for scar, _, is_open in state.values() if is_open)
         return tuple(
@@ -582,11 +1327,12 @@ class Ledger:
         """Temporary masks set and not lifted (fails closed like ``active_scars``)."""
         masks: dict[str, TemporaryMask] = {}
         for event in self._verified_events(as_of_tx):
-            if event.type == TEMP_MASK_SET:
-                p = event.payload
-                masks[p["mask_id"]] = TemporaryMask(p["mask_id"], parse_rule(p["rule"]), p["until_step"])
-            elif event.type == TEMP_MASK_LIFTED:
-                masks.pop(event.payload["mask_id"], None)
+            with self._projecting(event):
+                if event.type == TEMP_MASK_SET:
+                    p = event.payload
+                    masks[p["mask_id"]] = TemporaryMask(p["mask_id"], parse_rule(p["rule"]), p["until_step"])
+                elif event.type == TEMP_MASK_LIFTED:
+                    masks.pop(event.payload["mask_id"], None)
         return tuple(masks.values())
 
     def control_plane(self, **kwargs: Any) -> ControlPlane:
@@ -595,3 +1341,16 @@ class Ledger:
         from agents.runtime.store import replay  # the store owns the one transition function; it imports us
 
         return replay(self._verified_events(None), **kwargs)
+
+
+def _verdict_ref(item: Mapping[str, Any]) -> tuple[int, str] | None:
+    """The (seq, hash) an evidence item's ``verdict_event`` names, or None when it names none (validly)."""
+    ref = item.get("verdict_event")
+    if not isinstance(ref, dict):
+        return None
+    seq, digest = ref.get("seq"), ref.get("hash")
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+        return None
+    if not isinstance(digest, str) or not _HEX64.match(digest):
+        return None
+    return seq, digest

@@ -34,12 +34,23 @@ def canonical_json(obj: Any) -> str:
     hash computed in one process is reproduced in any other.
     """
     try:
-        return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
+        text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise ConfigError(
             f"value is not canonical-JSON serialisable ({exc}): {obj!r:.200}; "
             "allowed are dicts with string keys, lists, strings, finite numbers, booleans and null"
-        ) from exc
+        ) from None
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except (
+            UnicodeEncodeError
+        ) as exc:  # a lone surrogate: not a character, so it cannot be hashed or stored
+            raise ConfigError(
+                f"value holds a lone surrogate {text[exc.start]!r} (not a Unicode character): {obj!r:.200}; "
+                "allowed are strings of Unicode characters"
+            ) from None
+    return text
 
 
 def sha256_hex(text: str) -> str:

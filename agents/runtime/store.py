@@ -85,6 +85,7 @@ class SchemaStore:
         path:      the ledger file (created if absent; an existing one must verify).
         core:      the read-only core schema H.
         classes, mode, soft_bias, fallback: the control plane's settings (``ControlPlane``).
+        key_file:  the ledger's HMAC key (``Ledger``; default ``$SCARS_LEDGER_KEY_FILE``, else ``PATH.key``).
     """
 
     def __init__(
@@ -96,10 +97,10 @@ class SchemaStore:
         mode: Mode = "hard",
         soft_bias: float = -5.0,
         fallback: str = "safe_refusal",
+        key_file: str | Path | None = None,
     ) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.ledger = Ledger(self.path)
+        self.ledger = Ledger(self.path, key_file=key_file)
         report = self.ledger.verify()
         if not report.ok:
             self.ledger.close()
@@ -136,6 +137,11 @@ class SchemaStore:
 
     def head(self) -> tuple[int, str]:
         return self.ledger.head()
+
+    def anchor(self) -> str:
+        """The head as ``COUNT:HASH`` (what a run records in ``summary.json`` as ``ledger_head``; ``scars ledger
+        verify --anchor`` checks a ledger against it later)."""
+        return self.ledger.anchor_text()
 
     # ------------------------------------------------------------------------------------------- commands
     def _applied(self, event: Event) -> Event:

@@ -39,7 +39,9 @@ about=Discrete(n), punish=MultiBinary(n))``. Message kinds: 0 silent, 1 propose 
 ``synthesis.dsl.Action.from_dict`` reads: ``{"kind": "tool", "name": "harvest", "args": {"amount": k}}``
 (k ≥ 1), ``{"kind": "env", "name": "rest"}`` (harvest nothing), ``{"kind": "text", "name": "say", ...}``,
 ``{"kind": "tool", "name": "punish", "args": {"target": "agent_3"}}``, ``{"kind": "env", "name": "no_punish"}``.
-``to_env_action`` turns one of them back into an action of this space.
+``to_env_action`` turns one of them back into an action of this space. A step is atomic: every live agent's
+action is validated before any state changes, and a bad one (missing, malformed, out of range, or for an agent
+that is not live) raises ``CommonsActionError`` and leaves the arena as it was.
 
 ## Observation space
 
@@ -399,13 +401,28 @@ class CommonsParallelEnv(ParallelEnv):
         return self._observations(), self._infos()
 
     def step(self, actions: Mapping[str, Any]):
+        """One phase for every live agent. Atomic: every agent's action is read and validated before any state
+        changes, so a step that raises ``CommonsActionError`` (an unknown agent, a missing or malformed action)
+        leaves the arena exactly as it was and a corrected retry applies once."""
+        if not isinstance(actions, Mapping):
+            raise CommonsActionError(
+                f"step() takes a dict from agent name to action, got {type(actions).__name__}: {actions!r:.200}"
+            )
         if not self.agents:
             raise CommonsActionError("step() called on a finished episode; call reset() first")
+        unknown = [a for a in actions if a not in self.agents]
+        if unknown:
+            raise CommonsActionError(
+                f"action(s) for agent(s) {unknown!r:.200} that are not live in this episode; live agents are "
+                f"{self.agents}"
+            )
         missing = [a for a in self.agents if a not in actions]
         if missing:
             raise CommonsActionError(
                 f"no action for live agent(s) {missing}; every live agent acts every step"
             )
+        if self._phase == PUNISHMENT:
+            vectors = self._punish_vectors(actions)  # validated before anything changes
         n = self._dyn.num_agents
         rewards = np.zeros(n)
         end_of_month = False
@@ -426,7 +443,7 @@ class CommonsParallelEnv(ParallelEnv):
             else:
                 end_of_month = True
         else:
-            rewards -= self._punish(actions)
+            rewards -= self._punish(vectors)
             end_of_month = True
         self._month_rewards += rewards
         terminated = truncated = False
@@ -488,7 +505,27 @@ class CommonsParallelEnv(ParallelEnv):
         self._messages = tuple(messages)
         self._message_rows = rows
 
-    def _punish(self, actions: Mapping[str, Any]) -> np.ndarray:
+    def _punish_vectors(self, actions: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Every live agent's punishment vector, checked (length n, 0/1) before any karma changes."""
+        n = self._dyn.num_agents
+        vectors: dict[str, np.ndarray] = {}
+        for a in self.agents:
+            try:
+                raw = actions[a]["punish"]
+                vec = np.asarray(raw).reshape(-1)
+            except (KeyError, TypeError, IndexError, ValueError):
+                raise CommonsActionError(
+                    f"action of {a!r} in phase 'punishment' needs the field 'punish' (length-{n} 0/1 vector);"
+                    f" got {actions[a]!r:.200}"
+                ) from None
+            if vec.dtype.kind not in "biuf" or vec.shape != (n,) or ((vec != 0) & (vec != 1)).any():
+                raise CommonsActionError(
+                    f"{a!r}: action['punish']={raw!r:.200} must be a length-{n} vector of 0/1 (one per agent)"
+                )
+            vectors[a] = vec
+        return vectors
+
+    def _punish(self, vectors: Mapping[str, np.ndarray]) -> np.ndarray:
         n, cfg = self._dyn.num_agents, self.config
         costs = np.zeros(n)
         punished_by = np.zeros((n, n), dtype=np.int8)
@@ -496,15 +533,7 @@ class CommonsParallelEnv(ParallelEnv):
         before = self._karma.copy()
         for a in self.agents:
             i = self._index[a]
-            try:
-                vec = np.asarray(actions[a]["punish"]).reshape(-1)
-            except (KeyError, TypeError, IndexError):
-                raise CommonsActionError(
-                    f"action of {a!r} in phase 'punishment' needs the field 'punish' (length-{n} 0/1 vector);"
-                    f" got {actions[a]!r}"
-                ) from None
-            if vec.shape != (n,) or ((vec != 0) & (vec != 1)).any():
-                raise CommonsActionError(f"{a!r}: action['punish']={vec!r} must be a length-{n} 0/1 vector")
+            vec = vectors[a]
             for j in np.flatnonzero(vec):
                 if j == i:
                     continue  # nobody sanctions themselves; ignored rather than an error so sampled actions pass

@@ -26,7 +26,8 @@ violation does not block the action: the world changes as commanded and the even
 ``envs.household.rules`` for why).
 
 ## Episode end
-Terminated when the goal holds; truncated after ``max_steps`` (50, as in ALFWorld) steps.
+Terminated when the goal holds; truncated after ``max_steps`` (50, as in ALFWorld) steps. A step after the end
+warns (as Gymnasium's own environments do), pays 0 and changes nothing: the win is paid once.
 
 ## Arguments
 ``HouseholdEnv(config=HouseholdConfig(...))`` or keyword overrides of its fields. ``reset(seed=…)`` draws the
@@ -187,6 +188,15 @@ class HouseholdEnv(gym.Env[str, str]):
             raise WorldError("step() called before reset()")
         if not isinstance(action, str):
             raise WorldError(f"action must be a command string, got {type(action).__name__}: {action!r}")
+        won_before = world.won()
+        if won_before or world.steps >= self.config.max_steps:
+            # As Gymnasium's own envs do: warn, pay nothing, change nothing (the win is paid exactly once).
+            gym.logger.warn(
+                "step() called after the episode ended (terminated or truncated); call reset(). "
+                "This step pays 0 and changes nothing."
+            )
+            truncated = not won_before
+            return self._last_obs, 0.0, won_before, truncated, self._info([], won_before)
         structured = world.action_dict(action)
         # self._q is the context the last info reported: the state this action is taken in.
         violations = self.verifier.check(self._q, structured) if structured is not None else []

@@ -73,10 +73,16 @@ _SHOWN = (
 @click.option(
     "--population", default=None, help="kind:count pairs, e.g. coop:4,greedy:1 (default: the arena's)"
 )
-@click.option("--months", type=int, default=12, show_default=True, help="T, the horizon in months")
-@click.option("--seed", type=int, default=0, show_default=True)
 @click.option(
-    "--runs", type=int, default=1, show_default=True, help="independent runs (for the survival rate)"
+    "--months", type=click.IntRange(min=1), default=12, show_default=True, help="T, the horizon in months"
+)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="root seed (>= 0)")
+@click.option(
+    "--runs",
+    type=click.IntRange(min=1, max=10_000),
+    default=1,
+    show_default=True,
+    help="independent runs (for the survival rate)",
 )
 @click.option(
     "--allocation", type=click.Choice(["stochastic", "proportional"]), default="stochastic", show_default=True

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from experiments.commands._checks import FINITE_FLOAT
 from synthesis.dsl import Lambdas, canonical_text, cost_breakdown, parse_guard, parse_rule
 from synthesis.errors import ConfigError, DSLSyntaxError
 
@@ -20,7 +21,8 @@ def _caret(err: DSLSyntaxError) -> str:
     lines = err.text.split("\n")
     if not 1 <= err.line <= len(lines):
         return ""
-    line = lines[err.line - 1].replace("\t", " ")
+    # one character per code point, printable on any terminal (a lone surrogate becomes '?')
+    line = lines[err.line - 1].replace("\t", " ").encode("utf-8", "replace").decode("utf-8")
     return f"  {line!s}\n  {' ' * (err.column - 1)}^"
 
 
@@ -28,13 +30,17 @@ def _caret(err: DSLSyntaxError) -> str:
 @click.argument("rule")
 @click.option("--guard", "as_guard", is_flag=True, help="Parse RULE as a bare guard (no 'if … then mask').")
 @click.option(
-    "--lambda-tok", type=float, default=1.0, show_default=True, help="λ_tok: weight of tokens in C."
+    "--lambda-tok", type=FINITE_FLOAT, default=1.0, show_default=True, help="λ_tok: weight of tokens in C."
 )
 @click.option(
-    "--lambda-ast", type=float, default=1.0, show_default=True, help="λ_ast: weight of AST nodes in C."
+    "--lambda-ast", type=FINITE_FLOAT, default=1.0, show_default=True, help="λ_ast: weight of AST nodes in C."
 )
 @click.option(
-    "--lambda-pred", type=float, default=1.0, show_default=True, help="λ_pred: weight of predicates in C."
+    "--lambda-pred",
+    type=FINITE_FLOAT,
+    default=1.0,
+    show_default=True,
+    help="λ_pred: weight of predicates in C.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 @click.pass_context

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from experiments.commands._checks import FINITE_FLOAT, check_output_dir, check_url
 from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, Tier1Config
 from synthesis.errors import ScarsError
 
@@ -45,8 +46,10 @@ def config_options(cls):
                     help=docs[f.name],
                 )(fn)
             else:
+                kind = FINITE_FLOAT if isinstance(default, float) else type(default)
+                callback = (lambda ctx, param, value: check_url(value)) if f.name == "server_url" else None
                 fn = click.option(
-                    name, type=type(default), default=default, show_default=True, help=docs[f.name]
+                    name, type=kind, default=default, show_default=True, help=docs[f.name], callback=callback
                 )(fn)
         return fn
 
@@ -71,6 +74,7 @@ def tier1(out: Path, **fields) -> None:
     """One method on tier 1: writes summary.json, tables, results.md, plots and (scars) the ledger into OUT."""
     from experiments.runner import run_many
 
+    check_output_dir(out)
     try:
         cfg = Tier1Config(**fields)
         run_many([cfg], out)
@@ -80,8 +84,10 @@ def tier1(out: Path, **fields) -> None:
 
 
 @click.command("demo")
-@click.option("--episodes", type=int, default=36, show_default=True, help="Episodes per method.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Root seed.")
+@click.option(
+    "--episodes", type=click.IntRange(min=1), default=36, show_default=True, help="Episodes per method."
+)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Root seed.")
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
@@ -97,6 +103,7 @@ def demo(episodes: int, seed: int, out: Path, wandb: bool) -> None:
     results.md, plots and the scars ledger in OUT. Runs on the embedded simulated LM (no model, no network)."""
     from experiments.runner import demo_configs, run_many
 
+    check_output_dir(out)
     try:
         run_many(demo_configs(episodes, seed, wandb), out)
     except ScarsError as exc:

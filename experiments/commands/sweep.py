@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from experiments.commands._checks import MAX_SEEDS, check_output_dir, count_seeds
 from experiments.config import ABLATIONS, METHODS
 from experiments.schedules import SCHEDULES
 from experiments.sweep import SWEEP_EXECUTORS, SweepConfig, parse_names, parse_seeds
@@ -107,6 +108,12 @@ def sweep(
     ablations.png, sweep.json and each run's tables under OUT/runs/<run_name>/."""
     from experiments.sweep import run_sweep
 
+    if count_seeds(seeds) > MAX_SEEDS:
+        raise click.BadParameter(
+            f"{seeds!r} expands to {count_seeds(seeds):,} seeds; at most {MAX_SEEDS:,} per sweep",
+            param_hint="'--seeds'",
+        )
+    check_output_dir(out)
     try:
         cfg = SweepConfig(
             methods=parse_names(methods, METHODS, "method"),

@@ -7,12 +7,14 @@ safety rules in force, each verified violation and whether the goal is reached.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
 from envs.household.env import HouseholdConfig, HouseholdEnv
 from envs.household.rules import RULE_LIBRARY, RuleSchedule
 from envs.household.world import TASK_TYPES
+from experiments.commands._checks import check_output_file
 from synthesis.errors import WorldError
 
 
@@ -85,7 +87,7 @@ def play(
     is_flag=True,
     help="Replay the native expert's plan in TextWorld's PDDL engine and require it to win (needs textworld).",
 )
-@click.argument("out", type=click.Path(dir_okay=False, writable=True))
+@click.argument("out", type=click.Path())
 def export(seed: int, task_type: str | None, verify: bool, out: str) -> None:
     """Write a generated game as an ALFWorld game.tw-pddl file OUT (playable by TextWorld / ALFWorld)."""
     # Imported here: the exporter reads the optional alfworld package's data files.
@@ -94,6 +96,7 @@ def export(seed: int, task_type: str | None, verify: bool, out: str) -> None:
     from envs.household.textworld_ref import TextWorldGame, TextWorldMissing, export_game
     from envs.household.world import World
 
+    check_output_file(Path(out))
     try:
         spec = generate_game(seed, task_type)
         path = export_game(spec, out)

@@ -34,7 +34,9 @@ NAMED_PREDICATES: dict[str, str] = {
 
 
 def value_identity(value: Value) -> tuple[str, Value]:
-    """A literal with its type: ``true``, ``1`` and ``1.0`` are different literals (Python says True == 1 == 1.0)."""
+    """A literal with its type: ``true``, ``1`` and ``1.0`` are different literals of the AST (Python says
+    True == 1 == 1.0), so parsing and printing round-trip what was written. The canonical form
+    (``synthesis.dsl.canonical``) then merges ``1.0`` into ``1`` — they mean the same — but never ``true``."""
     return (type(value).__name__, value)
 
 

@@ -6,18 +6,23 @@ commutativity, idempotence), never anything that needs reasoning about meaning:
 1. nested connectives of the same kind are flattened (``a and (b and c)`` -> ``a and b and c``);
 2. operands are sorted by ``sort_key``, a total order over guards;
 3. duplicate operands are dropped; a connective left with one operand is replaced by it;
-4. ``-0.0`` becomes ``0.0`` (they are equal under every comparison, but print differently).
+4. a float literal with an integer value becomes that integer (``20.0`` -> ``20``, ``-0.0`` -> ``0``,
+   ``1e3`` -> ``1000``), in comparisons, named predicates and ``forbid_tool_arg`` alike.
+
+Rule 4 is about meaning, but it is exact: ``semantics.compare`` compares numbers by value (``20 == 20.0`` and
+``x < 20`` iff ``x < 20.0`` for every x), and a boolean never equals a number, so ``x < 20.0`` and ``x < 20`` fire
+on exactly the same (q, a) and must be *one* rule — one scar id, so a retired scar cannot come back by
+rewriting its threshold. The parsed AST keeps the literal as written (``parse_rule`` then ``to_text`` round-trips
+``20.0``); only the canonical form, and so the scar id, merges them. Booleans stay apart from numbers:
+``x == true`` and ``x == 1`` mean different things (``True == 1`` must not hold), and so do non-integer floats.
 
 It is idempotent (``canonical(canonical(r)) == canonical(r)``) and insensitive to operand order.
 
-Deduplication uses ``sort_key``, not ``==``: the frozen dataclasses compare ``True == 1 == 1.0`` equal (Python
-value equality), but ``x == true`` and ``x == 1`` mean different things (``semantics.compare``), so the key
-tags every value with its type and both are kept.
+Deduplication uses ``sort_key``, not ``==``: the frozen dataclasses compare ``True == 1`` equal (Python value
+equality), so the key tags every value with its type and both ``x == true`` and ``x == 1`` are kept.
 """
 
 from __future__ import annotations
-
-import math
 
 from synthesis.dsl.ast import (
     And,
@@ -66,15 +71,15 @@ def _canonical_guard(guard: object) -> tuple[Guard, tuple]:
     cls = guard.__class__
     if cls is Compare:
         value = guard.value
-        if value.__class__ is float and value == 0.0 and math.copysign(1.0, value) < 0:
-            guard = Compare(guard.feature, guard.op, 0.0)
-            value = 0.0
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+            guard = Compare(guard.feature, guard.op, value)
         return guard, (0, guard.feature, guard.op, value_key(value))
     if cls is Named:
         value = guard.value
-        if value.__class__ is float and value == 0.0 and math.copysign(1.0, value) < 0:
-            guard = Named(guard.name, 0.0)
-            value = 0.0
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+            guard = Named(guard.name, value)
         return guard, (1, guard.name, value_key(value))
     if cls is InClass:
         return guard, (2, guard.feature, guard.class_name)
@@ -116,8 +121,8 @@ def sort_key(guard: Guard) -> tuple:
 def _canonical_mask(mask):
     if isinstance(mask, ForbidToolArg):
         value = mask.value
-        if value.__class__ is float and value == 0.0 and math.copysign(1.0, value) < 0:
-            return ForbidToolArg(mask.tool_id, mask.arg_name, 0.0)
+        if isinstance(value, float) and value.is_integer():
+            return ForbidToolArg(mask.tool_id, mask.arg_name, int(value))
         return mask
     if isinstance(mask, ForbidToolCall | ForbidEnvAction):
         return mask
@@ -142,8 +147,8 @@ _memo: dict[str, str] = {}
 def canonical_text(node: Rule | Guard) -> str:
     """``to_text(canonical(node))``: the identity of a rule as text. Memoised on the node's printed text.
 
-    The memo is keyed on text, not on the AST, because the AST's dataclass equality treats ``True``, ``1`` and
-    ``1.0`` as equal and an AST-keyed cache could hand back ``x == 1`` for ``x == true``.
+    The memo is keyed on text, not on the AST, because the AST's dataclass equality treats ``True`` and ``1`` as
+    equal and an AST-keyed cache could hand back ``x == 1`` for ``x == true``.
     """
     text = to_text(node)
     cached = _memo.get(text)

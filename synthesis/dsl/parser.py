@@ -80,16 +80,63 @@ _TERMINAL_WORDS: dict[str, str] = {
 class _BadToken(Exception):
     """Raised inside a parse callback: a token lexed and parsed, but its value is not acceptable."""
 
-    def __init__(self, token: Token, message: str, expected: tuple[str, ...] = ()):
+    def __init__(self, token: Token, message: str, expected: tuple[str, ...] = (), offset: int = 0):
         super().__init__(message)
         self.token = token
         self.message = message
         self.expected = expected
+        self.offset = offset  # within the token: where exactly the bad part starts
+
+
+_HEX4 = re.compile(r"[0-9a-fA-F]{4}")
+
+
+def unencodable_offset(raw: str) -> int | None:
+    """Offset in a string literal's source text of its first lone surrogate (raw or ``\\uD800``-escaped), or None.
+
+    A surrogate is only valid as half of an escaped pair (``\\ud83d\\ude00``); alone it is not a character and
+    cannot be encoded, so the rule could be neither hashed into a scar id nor written to the ledger.
+    """
+    i, end = 0, len(raw)
+    while i < end:
+        char = raw[i]
+        if 0xD800 <= ord(char) <= 0xDFFF:
+            return i
+        if char == "\\" and i + 1 < end:
+            if raw[i + 1] == "u" and _HEX4.fullmatch(raw, i + 2, i + 6):
+                code = int(raw[i + 2 : i + 6], 16)
+                if 0xDC00 <= code <= 0xDFFF:
+                    return i
+                if 0xD800 <= code <= 0xDBFF:
+                    pair = raw[i + 6 : i + 8] == "\\u" and _HEX4.fullmatch(raw, i + 8, i + 12)
+                    if not pair or not 0xDC00 <= int(raw[i + 8 : i + 12], 16) <= 0xDFFF:
+                        return i
+                    i += 12
+                    continue
+                i += 6
+                continue
+            i += 2
+            continue
+        i += 1
+    return None
 
 
 def _string(token: Token) -> str:
     # The STRING terminal is exactly JSON's string syntax, so json.loads decodes every escape correctly.
-    return json.loads(token.value)
+    value = json.loads(token.value)
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            offset = unencodable_offset(token.value) or 0
+            raise _BadToken(
+                token,
+                f"string {token.value!r} holds a lone surrogate at offset {offset} of the literal "
+                "(not a Unicode character: it cannot be encoded as UTF-8)",
+                ("a string of Unicode characters (a surrogate only as an escaped pair like \\ud83d\\ude00)",),
+                offset=offset,
+            ) from None
+    return value
 
 
 def _feature(token: Token) -> str:
@@ -319,7 +366,7 @@ def _parse(text: str, start: str):
     try:
         return _PARSER.parse(text, start=start)
     except _BadToken as bad:
-        line, column = _line_column(text, bad.token.start_pos)
+        line, column = _line_column(text, bad.token.start_pos + bad.offset)
         raise DSLSyntaxError(
             bad.message + (f"; expected {', '.join(bad.expected)}" if bad.expected else ""),
             text=text,

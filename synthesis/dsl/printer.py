@@ -42,6 +42,14 @@ _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 
 
 def _quote(text: str) -> str:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise DSLValueError(
+                f"string {text!r} holds a lone surrogate at index {exc.start} (not a Unicode character: it "
+                "cannot be encoded as UTF-8); allowed: strings of Unicode characters"
+            ) from None
     if _NEEDS_ESCAPE.search(text) is None:  # fast path: json.dumps costs ~10x more
         return f'"{text}"'
     return json.dumps(text, ensure_ascii=False)

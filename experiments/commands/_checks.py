@@ -1,0 +1,92 @@
+"""Input checks shared by the ``scars`` commands: bad input is one line on stderr and exit code 2 (issue 13).
+
+Each check runs before any work starts, so a typo costs nothing and leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import urllib.parse
+from pathlib import Path
+
+import click
+
+MAX_SEEDS = 10_000
+"""The most seeds a sweep takes (a range like 0-4000000000 is a typo, not a plan)."""
+
+
+class FiniteFloat(click.ParamType):
+    """A float that is finite (``nan``/``inf`` are refused with the option's name)."""
+
+    name = "float"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            number = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError, OverflowError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
+FINITE_FLOAT = FiniteFloat()
+
+
+def _first_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return Path(".")
+
+
+def check_output_dir(path: Path, option: str = "--out") -> None:
+    """OUT must be a folder we can create or write into: not a file, not under a file, not read-only."""
+    if path.exists() and not path.is_dir():
+        raise click.BadParameter(f"{str(path)!r} is a file, not a folder", param_hint=f"'{option}'")
+    base = _first_existing(path)
+    if not base.is_dir():
+        raise click.BadParameter(
+            f"{str(path)!r} lies under {str(base)!r}, which is a file, not a folder", param_hint=f"'{option}'"
+        )
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"{str(base)!r} is not writable", param_hint=f"'{option}'")
+
+
+def check_output_file(path: Path, option: str = "OUT") -> None:
+    """OUT must be a file path we can write: not a folder, its folder creatable and writable."""
+    if path.is_dir():
+        raise click.BadParameter(f"{str(path)!r} is a folder; give a file name", param_hint=f"'{option}'")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise click.BadParameter(f"{str(path)!r} is not writable", param_hint=f"'{option}'")
+    check_output_dir(path.parent if str(path.parent) else Path("."), option)
+
+
+def check_url(url: str, option: str = "--server-url") -> str:
+    """An http(s) base URL with a host, e.g. http://127.0.0.1:8000."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # raises ValueError for a bad port
+    except ValueError as exc:
+        raise click.BadParameter(f"{url!r} is not a URL ({exc})", param_hint=f"'{option}'") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url):
+        raise click.BadParameter(
+            f"{url!r} is not an http(s) URL with a host, e.g. http://127.0.0.1:8000", param_hint=f"'{option}'"
+        )
+    del port
+    return url
+
+
+def count_seeds(text: str) -> int:
+    """How many seeds a ``--seeds`` text expands to, without expanding it (0 when it does not parse: the
+    sweep's own parser then names the bad part)."""
+    total = 0
+    for part in (p.strip() for p in text.split(",")):
+        lo, sep, hi = part.partition("-")
+        if not lo.strip().isdigit() or (sep and not hi.strip().isdigit()):
+            return 0
+        low = int(lo)
+        high = int(hi) if sep else low
+        total += max(0, high - low + 1)
+    return total
