@@ -17,6 +17,7 @@ import numpy as np
 
 from agents.policies.base import ContextItem
 from agents.runtime.control import Governed
+from agents.runtime.store import SchemaStore
 from disequilibrium.composite import Reading
 from envs.api import Decision, Feedback
 
@@ -55,6 +56,11 @@ class Agent(Protocol):
 
     def scar_ids(self) -> tuple[str, ...]:
         """Ids of the synthesised rules the controller enforces now (empty for methods without scars)."""
+        ...
+
+    def self_schema(self) -> SchemaStore | None:
+        """The agent's self-schema (ledger and control plane) for audits and guarantee checks, or None. Readers
+        never write to it."""
         ...
 
     def stats(self) -> dict[str, Any]: ...

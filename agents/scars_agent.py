@@ -45,7 +45,6 @@ from synthesis import (
     SearchConfig,
     SynthesisResult,
     build_dataset,
-    drift_measures,
     extract_fragment,
 )
 from synthesis.dsl import canonical_text, description_length
@@ -57,6 +56,7 @@ from synthesis.retirement import VerifiedSuccess, decide_retirement, scoped
 
 ABLATIONS: tuple[str, ...] = (
     "none",
+    "storm_only",
     "no_mdl",
     "no_drift_loss",
     "no_ilp_merge",
@@ -81,7 +81,8 @@ class ScarsAgentConfig:
     enforce: bool = True
     """False: synthesised rules go to the prompt as text instead (Text-Reflection Scar ablation)."""
     search: str = "mcts"
-    """mcts, or "direct": one proposal written straight from the fragment, no search (LLM-only Patch ablation)."""
+    """mcts; "direct": one proposal written straight from the fragment, no search (LLM-only Patch ablation); or
+    "none": no synthesis at all — storm control's temporary masks alone (the storm-only control)."""
     search_config: SearchConfig = field(default_factory=lambda: SearchConfig(num_simulations=400))
     """MCTS settings, including the objective's weights (No-MDL, No-Drift-Loss live there)."""
     merge_mode: str = "ilp"
@@ -110,8 +111,8 @@ class ScarsAgentConfig:
     def __post_init__(self) -> None:
         if self.mask_mode not in ("hard", "soft"):
             raise ConfigError(f"mask_mode = {self.mask_mode!r}; expected 'hard' or 'soft'")
-        if self.search not in ("mcts", "direct"):
-            raise ConfigError(f"search = {self.search!r}; expected 'mcts' or 'direct'")
+        if self.search not in ("mcts", "direct", "none"):
+            raise ConfigError(f"search = {self.search!r}; expected 'mcts', 'direct' or 'none'")
         if self.merge_mode not in ("ilp", "append"):
             raise ConfigError(f"merge_mode = {self.merge_mode!r}; expected 'ilp' or 'append'")
         if self.executor not in ("inprocess", "ray"):
@@ -140,6 +141,8 @@ class ScarsAgentConfig:
             settings["enforce"] = False
         elif ablation == "llm_only_patch":
             settings["search"] = "direct"
+        elif ablation == "storm_only":
+            settings["search"] = "none"
         elif ablation == "soft_bias_only":
             settings["mask_mode"] = "soft"
             weights = replace(weights, mask_mode="soft")
@@ -215,8 +218,6 @@ class ScarsAgent:
         ] = {}  # scar id -> t of its admission (counter-evidence must be newer)
         self.synthesis_log: list[dict[str, Any]] = []
         self.merge_log: list[dict[str, Any]] = []
-        self.prop3: list[dict[str, Any]] = []
-        self.complexity: list[tuple[int, float, int, float]] = []  # (t, C(S_t), K_t, C_max so far): Prop. 2
         self.failure_rules: set[str] = set()
         self._failure_events: dict[str, Event] = {}  # failure id -> its failure_observed event (the verdict)
         self.accommodations = {"verdict": 0, "punishment": 0}
@@ -233,6 +234,9 @@ class ScarsAgent:
 
     def scar_ids(self) -> tuple[str, ...]:
         return self.store.plane.active_ids if self.config.enforce else ()
+
+    def self_schema(self) -> SchemaStore:
+        return self.store
 
     def govern(self, decision: Decision, logits: np.ndarray) -> Governed:
         self.t = decision.t
@@ -305,7 +309,6 @@ class ScarsAgent:
         decision and its reasons go to the ledger through the schema store."""
         self.t = t
         prune(self.store, env_version=str(version), step=t, classes=self.card.classes)
-        self._measure_complexity()
 
     def end_episode(self, won: bool) -> None:
         self._revoke_refuted()
@@ -407,21 +410,27 @@ class ScarsAgent:
             self.storm.started(submit.ticket, self._submit(submit.failure))
 
     def _submit(self, fragment: Failure):
+        seed = self.seeds.spawn(1)[0]
+        latency = self.t + self.config.synthesis_latency_steps
+        if self.config.search == "none":  # the storm-only control: no rule is ever proposed
+            return _AtStep(_Done(None), latency, lambda: self.t, seed, None)
         data = build_dataset(self.history, self._verifier, fragment)
         current = tuple(s.rule for s in self.store.scars)
-        seed = self.seeds.spawn(1)[0]
         core, classes, search = self.card.core, self.card.classes, self.config.search_config
         if self.config.search == "direct":
             handle = _Done(self.direct_synthesiser(data, fragment, current, core, classes, search))
         else:
             handle = self.executor.submit(data, fragment, current, core, classes, search, seed=seed)
-        return _AtStep(handle, self.t + self.config.synthesis_latency_steps, lambda: self.t, seed, data)
+        return _AtStep(handle, latency, lambda: self.t, seed, data)
 
     def _poll(self) -> None:
         completed, requests = self.storm.poll(self.t)
         self._carry_out(requests)
         for done in completed:
             result: SynthesisResult | None = done.result
+            if self.config.search == "none":  # storm only: nothing was synthesised; the mask lapses
+                self.storm.on_synthesis_rejected(done.ticket, step=self.t)
+                continue
             self.synthesis_log.append(
                 {
                     "t": self.t,
@@ -434,7 +443,7 @@ class ScarsAgent:
                 }
             )
             if result is None or not result.admitted or result.rule is None:
-                self.storm.on_synthesis_rejected(done.ticket)
+                self.storm.on_synthesis_rejected(done.ticket, step=self.t)
                 continue
             if not self.config.enforce:
                 self.text_rules.append(result.text)
@@ -450,7 +459,7 @@ class ScarsAgent:
                     self.storm.on_scar_admitted(scar.rule, step=self.t, ticket=done.ticket, scar_id=scar.id)
                 )
             else:
-                self.storm.on_synthesis_rejected(done.ticket)
+                self.storm.on_synthesis_rejected(done.ticket, step=self.t)
 
     def _scar_from(self, result: SynthesisResult, fragment: Failure, handle: _AtStep | None) -> Scar:
         version = fragment.q.get("world_version")
@@ -479,7 +488,9 @@ class ScarsAgent:
                 verifier_id=fragment.source.verifier_id or self.card.verifier_id,
                 synthesiser="mcts" if self.config.search == "mcts" else "direct",
                 synthesiser_settings=(
+                    ("drift_budget", search.weights.drift_budget),
                     ("executor", self.config.executor),
+                    ("l_drift", None if result.score is None else result.score.l_drift),
                     ("max_predicates", search.max_predicates),
                     ("merge_mode", self.config.merge_mode),
                     ("num_simulations", search.num_simulations),
@@ -536,8 +547,6 @@ class ScarsAgent:
                 "uncovered": len(result.uncovered),
             }
         )
-        self._measure_complexity()
-        self._check_prop3(before, tuple(s.rule for s in self.store.scars))
 
     def _revoke_refuted(self) -> None:
         """Revocation by counter-evidence (§4.5): a verified success recorded *after* a scar's admission that the
@@ -560,43 +569,6 @@ class ScarsAgent:
                 if decision.revoke:
                     self.store.apply_retirement(decision)
         self.successes.clear()
-        self._measure_complexity()
-
-    def _check_prop3(self, before, after) -> None:
-        """Prop. 3 on the recorded off-failure contexts: E TV(π', π) ≤ sqrt(L_drift / 2) with L_drift the KL.
-
-        Only steps where a rule that entered or left S_t fires can change π; elsewhere TV = KL = 0, so the means are
-        taken over all of Q_safe but computed on the affected steps only."""
-        q_safe = [
-            s
-            for s in self.history
-            if not s.violated and not any(self._verifier(s.context, a) for a in s.actions)
-        ]
-        if not q_safe:
-            return
-        changed = set(before) ^ set(after)
-        classes = self.card.classes
-        affected = [
-            s for s in q_safe if any(fires(r, s.context, a, classes) for r in changed for a in s.actions)
-        ]
-        weights = self.config.search_config.weights
-        tv, kl = drift_measures(before, after, affected, classes, weights.mask_mode, weights.soft_bias)
-        share = len(affected) / len(q_safe)
-        tv, kl = tv * share, kl * share
-        self.prop3.append(
-            {
-                "t": self.t,
-                "tv": tv,
-                "kl": kl,
-                "bound": float(np.sqrt(kl / 2)),
-                "ok": tv <= np.sqrt(kl / 2) + 1e-9,
-            }
-        )
-
-    def _measure_complexity(self) -> None:
-        costs = [description_length(s.rule) for s in self.store.scars]
-        c_max = max([*costs, *(c for *_, c in self.complexity[-1:])], default=0.0)
-        self.complexity.append((self.t, sum(costs), len(self.failure_rules), c_max))
 
     # ---------------------------------------------------------------------------------- statistics
     def stats(self) -> dict[str, Any]:
@@ -604,11 +576,6 @@ class ScarsAgent:
         seconds = [e["seconds"] for e in synth]
         nodes = [e["nodes"] for e in synth]
         storm = self.storm.stats()
-        costs = [c for _, c, _, _ in self.complexity]
-        # Prop. 2: at every change of S_t, C(S_t) ≤ K_t·C_max (K_t distinct failure patterns seen so far)
-        prop2_ok = (
-            all(c <= k * c_max + 1e-9 for _, c, k, c_max in self.complexity) if self.complexity else None
-        )
         events = self.store.ledger.events()
         return {
             "scars_active_final": len(self.store.scars),
@@ -628,11 +595,8 @@ class ScarsAgent:
             "temp_masks_set": storm.temp_masks_set,
             "storm_max_queue": storm.max_queue_seen,
             "storm_dropped": storm.dropped,
-            "complexity_mdl_final": costs[-1] if costs else 0.0,
+            "complexity_mdl_final": sum(description_length(s.rule) for s in self.store.scars),
             "failure_patterns": len(self.failure_rules),
-            "prop2_ok": prop2_ok,
-            "prop3_ok": all(p["ok"] for p in self.prop3) if self.prop3 else None,
-            "prop3_max_tv": max((p["tv"] for p in self.prop3), default=None),
             "ledger_verified": self.store.verify(),
             "ledger_head": self.store.anchor(),
             "active_rules": [canonical_text(s.rule) for s in self.store.scars],

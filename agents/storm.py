@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
+from agents.runtime.control import TEMP_PREFIX
 from agents.runtime.scar import scar_id_of
 from synthesis.dsl.ast import (
     Action,
@@ -69,7 +70,9 @@ class StormConfig:
     cooldown_steps: minimum steps between two submissions (the rate limit). temp_mask_ttl: steps after which a
     temporary mask lapses if no scar replaced it. overflow: "merge" or "drop" when the queue is full.
     max_failures_per_entry: a cap on failures one entry carries (beyond it, merges become drops).
-    mask_scope: "action" (the exact offending action anywhere) or "action_in_context" (also the causal context)."""
+    mask_scope: "action" (the exact offending action anywhere) or "action_in_context" (also the causal context).
+    rejected_mask_ttl: when the synthesis of a failure is rejected (no admissible rule), its temporary mask lapses
+    at most this many steps later (a mask is a stopgap, not a rule)."""
 
     max_queue: int = 8
     max_in_flight: int = 1
@@ -78,9 +81,16 @@ class StormConfig:
     overflow: Literal["merge", "drop"] = "merge"
     max_failures_per_entry: int = 32
     mask_scope: Literal["action", "action_in_context"] = "action"
+    rejected_mask_ttl: int = 50
 
     def __post_init__(self) -> None:
-        for name in ("max_queue", "max_in_flight", "temp_mask_ttl", "max_failures_per_entry"):
+        for name in (
+            "max_queue",
+            "max_in_flight",
+            "temp_mask_ttl",
+            "max_failures_per_entry",
+            "rejected_mask_ttl",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be ≥ 1, got {getattr(self, name)}")
         if self.cooldown_steps < 0:
@@ -310,7 +320,7 @@ class StormController:
         causal = failure.q if self.config.mask_scope == "action_in_context" else None
         rule = temporary_mask_rule(failure.action, causal)
         until = step + self.config.temp_mask_ttl
-        mask_id = f"tmp:{next(self._mask_numbers)}:{scar_id_of(rule)}"
+        mask_id = f"{TEMP_PREFIX}{next(self._mask_numbers)}:{scar_id_of(rule)}"
         self._counts["temp_masks_set"] += 1
         record = PendingFailure(sig, failure, context, step, mask_id, rule, until)
         self._active_masks[mask_id] = record
@@ -388,14 +398,21 @@ class StormController:
             )
         return tuple(done), StormRequests(lifts=lifts) + self._dispatch(step)
 
-    def on_synthesis_rejected(self, ticket: int) -> None:
+    def on_synthesis_rejected(self, ticket: int, *, step: int | None = None) -> None:
         """The caller's ReplayPass / ILP merge refused the candidate: the entry fails; its temporary masks stay
-        until their TTL (the failures remain blocked, the queue moves on)."""
+        until their TTL, shortened to ``rejected_mask_ttl`` steps after ``step`` (the failures remain blocked for a
+        while, the queue moves on)."""
         entry = self._entries.get(ticket)
         if entry is None or entry.status not in ("awaiting_admission", "in_flight"):
             raise StormControlError(f"no synthesis awaiting admission with ticket {ticket}")
         entry.status = "failed"
         self._counts["failed"] += 1
+        if step is not None:
+            until = step + self.config.rejected_mask_ttl
+            for record in entry.failures:
+                held = self._active_masks.get(record.mask_id)
+                if held is not None and held.until_step > until:
+                    self._active_masks[record.mask_id] = replace(held, until_step=until)
 
     # -------------------------------------------------------------------------------------- hot swap
     def on_scar_admitted(

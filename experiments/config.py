@@ -19,6 +19,7 @@ ABLATIONS: tuple[str, ...] = (
     "text_reflection_scar",  # synthesised rules go to the prompt as text instead of being enforced
     "llm_only_patch",  # the rule is generated directly (one proposal, no search) instead of by MCTS
     "soft_bias_only",  # finite negative bias instead of −∞
+    "storm_only",  # control: storm control's temporary masks alone, no synthesis (how much of the gain is any mask)
 )
 EXECUTORS: tuple[str, ...] = ("inprocess", "ray")
 

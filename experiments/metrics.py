@@ -62,12 +62,16 @@ def repeat_violation_rate(
     episodes_exposed: set[tuple[str, int]] = set()
     episodes_repeat: set[tuple[str, int]] = set()
     open_spells: dict[str, list] = {}  # family -> [episode, violated?, all covered?] of the spell in progress
+    by_episode: dict[int, list[int]] = {}  # episode -> [repeats, spells]: the clusters of a bootstrap
 
     def close(family: str) -> None:
         nonlocal spells, repeats, spells_cov, repeats_cov
         episode, violated, covered = open_spells.pop(family)
         spells += 1
         repeats += violated
+        counts = by_episode.setdefault(int(episode), [0, 0])
+        counts[0] += violated
+        counts[1] += 1
         if covered:
             spells_cov += 1
             repeats_cov += violated
@@ -109,6 +113,7 @@ def repeat_violation_rate(
         "repeat_violations_covered": repeats_cov,
         "reexposures_covered": spells_cov,
         "first_failures": len(first_failure),
+        "by_episode": {e: (r, n) for e, (r, n) in sorted(by_episode.items())},
     }
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
@@ -62,14 +64,20 @@ def write_table(df: pd.DataFrame, stem: Path) -> None:
 TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     # (summary key, column header, format)
     ("success_rate", "success", "{:.2f}"),
+    ("episodes", "n episodes", "{:.0f}"),
     ("rvr", "RVR ↓", "{:.3f}"),
+    ("reexposures", "n re-exposures", "{:.0f}"),
+    ("rvr_episode", "RVR per episode ↓", "{:.3f}"),
+    ("reexposed_episodes", "n re-exposed episodes", "{:.0f}"),
     ("rvr_covered", "RVR covered ↓", "{:.3f}"),
     ("svr", "SVR ↓", "{:.3f}"),
     ("heldout_first_violation_rate", "held-out 1st-exposure viol. ↓", "{:.2f}"),
     ("complexity_tokens_final", "memory tokens", "{:.0f}"),
     ("scars_active_final", "active scars", "{:.0f}"),
     ("synthesis_median_seconds", "synth. s (median)", "{:.3f}"),
+    ("plane_ledger_ok", "plane = ledger", "{}"),
     ("prop1_ok", "Prop.1", "{}"),
+    ("prop2_ok", "Prop.2", "{}"),
     ("prop3_ok", "Prop.3", "{}"),
 )
 
@@ -84,7 +92,7 @@ def markdown_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
         for key, _, fmt in TABLE_COLUMNS:
             value = m.get(key)
             if value is None or (isinstance(value, float) and value != value):
-                cells.append("–")
+                cells.append("n/a" if key.startswith(("rvr", "svr")) else "–")
             elif isinstance(value, bool):
                 cells.append("✓" if value else "✗ VIOLATED")
             else:
@@ -93,18 +101,96 @@ def markdown_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join([header, rule, *rows])
 
 
+PAIRED_METRICS: tuple[tuple[str, str, str, str], ...] = (
+    # (name, numerator column, denominator column, header) over the per-episode counts of episodes.parquet
+    ("rvr", "repeat_violations", "reexposures", "Δ RVR"),
+    ("svr", "violating_steps", "exposed_steps", "Δ SVR"),
+    ("success_rate", "won", "", "Δ success"),
+)
+
+
+def paired_differences(
+    episodes: pd.DataFrame, reference: str, seed: int = 0, samples: int = 2000
+) -> dict[str, dict[str, dict]]:
+    """Every method against ``reference`` on the same episodes (same seed, same games): the difference of the pooled
+    rates with an episode-paired cluster-bootstrap interval (``experiments.stats.paired_difference``)."""
+    from experiments.stats import paired_difference
+
+    groups = {m: g.sort_values("episode") for m, g in episodes.groupby("method", sort=False)}
+    if reference not in groups:
+        return {}
+    ref = groups[reference]
+    out: dict[str, dict[str, dict]] = {}
+    for method, g in groups.items():
+        if method == reference or list(g["episode"]) != list(ref["episode"]):
+            continue
+        out[method] = {}
+        for name, num, den, _ in PAIRED_METRICS:
+            rng = np.random.default_rng(
+                np.random.SeedSequence([seed, zlib.crc32(f"{method}|{name}".encode())])
+            )
+            ones = np.ones(len(g))
+            a = (g[num].astype(float), g[den].astype(float) if den else ones)
+            b = (ref[num].astype(float), ref[den].astype(float) if den else ones)
+            out[method][name] = paired_difference(a, b, rng, samples).to_json()
+    return out
+
+
+def paired_markdown(paired: Mapping[str, Mapping[str, Mapping[str, Any]]], reference: str) -> str:
+    if not paired:
+        return ""
+    headers = [h for *_, h in PAIRED_METRICS]
+    lines = [
+        f"| method − {reference} | " + " | ".join(headers) + " | n (paired episodes) |",
+        "| --- | " + " | ".join("---:" for _ in headers) + " | ---: |",
+    ]
+    for method, metrics in paired.items():
+        cells = []
+        clusters = 0
+        for name, *_ in PAIRED_METRICS:
+            m = metrics[name]
+            clusters = m["clusters"]
+            if m["estimate"] is None:
+                cells.append("n/a")
+            elif m["ci"] is None:
+                cells.append(f"{m['estimate']:+.3f}")
+            else:
+                flag = " (few clusters)" if m["few_clusters"] else ""
+                cells.append(f"{m['estimate']:+.3f} [{m['ci'][0]:+.3f}, {m['ci'][1]:+.3f}]{flag}")
+        lines.append(f"| {method} | " + " | ".join(cells) + f" | {clusters} |")
+    return "\n".join(lines)
+
+
 def plot_rvr_success(summary: Mapping[str, Mapping[str, Any]], path: Path) -> Path:
+    """RVR and task success per method: pooled rates with their episode-clustered 95% intervals and n under each
+    bar; an undefined rate gets no bar and the label "n/a" (never a bar at 0)."""
     methods = list(summary)
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), constrained_layout=True)
-    for ax, key, title in (
-        (axes[0], "rvr", "Repeat-violation rate (RVR) ↓"),
-        (axes[1], "success_rate", "Task success ↑"),
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
+    for ax, key, ci_key, n_key, title, ylabel in (
+        (axes[0], "rvr", "rvr_ci", "reexposures", "Repeat-violation rate (RVR) ↓", "repeats / re-exposures"),
+        (axes[1], "success_rate", "success_ci", "episodes", "Task success ↑", "episodes won / episodes"),
     ):
-        values = [float(summary[m].get(key) or 0.0) for m in methods]
-        ax.bar(methods, values, color=["#c0392b" if m == "scars" else "#7f8c8d" for m in methods])
+        for i, m in enumerate(methods):
+            value = summary[m].get(key)
+            ci = (summary[m].get(ci_key) or {}).get("ci")
+            colour = "#c0392b" if m == "scars" else "#7f8c8d"
+            if value is None:
+                ax.text(i, 0.02, "n/a", ha="center", fontsize=8)
+                continue
+            err = None if ci is None else [[value - ci[0]], [ci[1] - value]]
+            ax.bar(i, value, color=colour, yerr=err, capsize=3)
+            ax.text(
+                i,
+                -0.12,
+                f"n={summary[m].get(n_key, 0)}",
+                ha="center",
+                fontsize=7,
+                transform=ax.get_xaxis_transform(),
+            )
+        ax.set_xticks(range(len(methods)), methods, rotation=35, ha="right")
         ax.set_title(title)
-        ax.tick_params(axis="x", rotation=35)
-        ax.set_ylim(0, max(1.0, max(values) * 1.1) if values else 1.0)
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(0, 1.0)
     return _save(fig, path)
 
 

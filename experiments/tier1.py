@@ -26,8 +26,9 @@ import agents.builtin  # noqa: F401  (registers the built-in methods and backend
 from agents.api import Agent
 from agents.memory.base import memory_tokens
 from agents.policies import PolicyInput, sample_action
-from agents.runtime.ledger import ledger_files
 from agents.registry import BACKENDS, METHODS, MethodSpec
+from agents.runtime.control import TEMP_PREFIX
+from agents.runtime.ledger import ledger_files
 from disequilibrium.composite import SIGNAL_NAMES
 from envs.api import Feedback
 from envs.household.adapter import HouseholdAdapter
@@ -35,6 +36,7 @@ from envs.household.env import HouseholdConfig, HouseholdEnv
 from envs.household.expert import NoCompliantPlan, expert_next_command
 from envs.household.world import World
 from experiments.config import Tier1Config
+from experiments.guarantees import GuaranteeMonitor
 from experiments.metrics import (
     first_exposure_violation_rate,
     growth_fit,
@@ -43,6 +45,7 @@ from experiments.metrics import (
     svr_by_episode,
 )
 from experiments.schedules import SCHEDULES, episode_games
+from experiments.stats import pooled_ratio
 from synthesis.dsl import Action, And, Compare, ForbidEnvAction, Rule
 
 HABIT_PRIOR = 1.0
@@ -130,6 +133,12 @@ def run_tier1(
         settings["signal"] = load_signal_config(Path(cfg.signal_config))
     spec = MethodSpec(world, policy, out, int(agent_rng.integers(2**31 - 1)), settings)
     agent = METHODS.get(cfg.method)(spec)
+    schema = agent.self_schema()
+    guarantees = (
+        GuaranteeMonitor(schema, world.card.classes, dict(schedule.equivalence))
+        if schema is not None
+        else None
+    )
     label = method_label(cfg)
     rows: list[dict[str, Any]] = []
     episode_rows: list[dict[str, Any]] = []
@@ -151,6 +160,8 @@ def run_tier1(
             for step in range(cfg.max_steps):
                 q, actions = decision.context, decision.actions
                 flagged = [[v.rule_id for v in world.check(q, a)] for a in actions]
+                if guarantees is not None:
+                    guarantees.before_decision(t)
                 window = agent.window(decision)
                 prior = task_prior(env.world, actions)
                 salient = world.card.salient_keys
@@ -220,6 +231,7 @@ def run_tier1(
                     "exposed_rules": ",".join(exposed),
                     "covered_rules": ",".join(covered),
                     "n_masked": int(np.sum(governed.masked)),
+                    "temp_masked": any(i.startswith(TEMP_PREFIX) for _, ids in governed.fired for i in ids),
                     "covered_mass": covered_mass,
                     "memory_tokens": tokens,
                     "reward": reward,
@@ -231,6 +243,8 @@ def run_tier1(
                     "crossed": None if reading is None else reading.crossed,
                 }
                 rows.append(row)
+                if guarantees is not None:
+                    guarantees.after_step(t, decision, logits, governed, flagged)
                 if on_step is not None:
                     on_step(agent, row)
                 t += 1
@@ -253,12 +267,29 @@ def run_tier1(
             if progress is not None:
                 progress(episode + 1, cfg.episodes)
         agent_stats = agent.stats()
+        if guarantees is not None:
+            agent_stats.update(guarantees.summary())
     finally:
         agent.close()
     steps = pd.DataFrame(rows)
     episodes = pd.DataFrame(episode_rows)
     episodes["svr"] = episodes["episode"].map(svr_by_episode(steps))
+    # per-episode counts: the clusters of every interval and of the paired comparisons between methods
+    by_episode = repeat_violation_rate(steps, dict(schedule.equivalence))["by_episode"]
+    episodes["repeat_violations"] = episodes["episode"].map(lambda e: by_episode.get(e, (0, 0))[0])
+    episodes["reexposures"] = episodes["episode"].map(lambda e: by_episode.get(e, (0, 0))[1])
+    exposed = steps["exposed_rules"].astype(bool) | steps["violated_rules"].astype(bool)
+    episodes["exposed_steps"] = (
+        episodes["episode"].map(exposed.groupby(steps["episode"]).sum()).fillna(0).astype(int)
+    )
+    episodes["violating_steps"] = (
+        episodes["episode"]
+        .map(steps["violated_rules"].astype(bool).groupby(steps["episode"]).sum())
+        .fillna(0)
+        .astype(int)
+    )
     summary = summarise(cfg, steps, episodes, schedule.equivalence, schedule.heldout, agent_stats)
+    summary.update(episode_intervals(episodes, cfg.seed))
     summary["wall_seconds"] = time.perf_counter() - started
     return RunResult(summary, steps, episodes)
 
@@ -291,21 +322,38 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
         "complexity_growth_exponent": growth["b"],
         "covered_mass_max": float(steps["covered_mass"].max()),
         "fallback_steps": int(steps["fallback"].sum()),
+        "temp_mask_blocked_steps": int(steps["temp_masked"].sum()),
         "steps": len(steps),
         "episodes": len(episodes),
         "signal": signal_summary(steps),
     }
-    # Prop. 1 (§5): governed mass on scar-covered failing actions is exactly 0 with hard masks; the soft ablation
-    # reports the leak instead (it is expected to be > 0, so the check is about hard mode only).
+    # Props 1–3 and plane/ledger consistency come from experiments.guarantees (agents with a self-schema). With
+    # hard masks the governed mass on scar-covered failing actions must also be exactly 0; the soft ablation
+    # reports that mass as its boundary leak instead.
     scars = "scars_admitted" in agent_stats
     if not scars:  # no scar ever covers anything: the covered-RVR metric does not apply
         summary["rvr_covered"] = None
-    summary["prop1_ok"] = bool(summary["covered_mass_max"] == 0.0) if scars and hard else None
     summary["soft_leak_mass_max"] = summary["covered_mass_max"] if scars and not hard else None
     summary.update(agent_stats)
-    summary.setdefault("prop3_ok", None)
+    if scars and hard and summary["covered_mass_max"] > 0.0:
+        summary["prop1_ok"] = False  # probability mass reached a failing action an admitted scar covers
+    if scars and not hard:
+        summary["prop1_ok"] = None  # Prop. 1 is a hard-mask guarantee; soft masks report their leak instead
+    for key in ("prop1_ok", "prop2_ok", "prop3_ok", "plane_ledger_ok"):
+        summary.setdefault(key, None)
     # a metric that has nothing to measure (no held-out rule seen, no growth to fit) is None, not NaN
     return {k: None if isinstance(v, float) and v != v else v for k, v in summary.items()}
+
+
+def episode_intervals(episodes: pd.DataFrame, seed: int) -> dict[str, Any]:
+    """RVR, SVR and success as pooled counts over the run's episodes with episode-clustered bootstrap intervals
+    (``experiments.stats``); n = episodes, and each interval says whether it rests on too few clusters."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 8114]))
+    return {
+        "rvr_ci": pooled_ratio(episodes["repeat_violations"], episodes["reexposures"], rng).to_json(),
+        "svr_ci": pooled_ratio(episodes["violating_steps"], episodes["exposed_steps"], rng).to_json(),
+        "success_ci": pooled_ratio(episodes["won"].astype(float), np.ones(len(episodes)), rng).to_json(),
+    }
 
 
 def signal_summary(steps: pd.DataFrame) -> dict[str, Any] | None:

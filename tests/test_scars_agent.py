@@ -197,5 +197,6 @@ def test_ablations_are_one_setting_each():
     assert ScarsAgentConfig.for_ablation("llm_only_patch").search == "direct"
     assert ScarsAgentConfig.for_ablation("no_drift_loss").search_config.weights.beta3 == 0.0
     assert ScarsAgentConfig.for_ablation("no_mdl").search_config.weights.use_description_length is False
-    with pytest.raises(ConfigError, match="unknown ablation 'no_such'; known: none, no_mdl"):
+    assert ScarsAgentConfig.for_ablation("storm_only").search == "none"
+    with pytest.raises(ConfigError, match="unknown ablation .no_such.; known: none, storm_only, no_mdl"):
         ScarsAgentConfig.for_ablation("no_such")

@@ -58,6 +58,9 @@ class MemoryMechanism:
     def scar_ids(self) -> tuple[str, ...]:
         return ()
 
+    def self_schema(self) -> None:
+        return None  # a text memory has no self-schema
+
     def stats(self) -> dict[str, Any]:
         return {}
 

@@ -612,6 +612,11 @@ class ControlPlane:
         return tuple(self._core)
 
     @property
+    def core_rules(self) -> tuple[Rule, ...]:
+        """The read-only core schema H."""
+        return tuple(self._core.values())
+
+    @property
     def temporary_mask_ids(self) -> tuple[str, ...]:
         return tuple(self._temp)
 

@@ -1104,10 +1104,12 @@ class Ledger:
         return self._append(event_type, payload, subject=subject, valid_from=valid_from, valid_to=valid_to)
 
     # ---------------------------------------------------------------------------------- reads and audit
-    def events(self) -> tuple[Event, ...]:
-        """Every event in sequence order (not verified; use ``verify`` for that). A row whose payload cannot be
-        decoded raises ``LedgerIntegrityError`` naming its seq (``rows()`` shows it as stored)."""
-        rows = self._db.execute(f"SELECT {_COLUMNS} FROM events ORDER BY seq").fetchall()
+    def events(self, *, after: int = 0) -> tuple[Event, ...]:
+        """Every event in sequence order, or those with seq > ``after`` (not verified; use ``verify`` for that). A
+        row whose payload cannot be decoded raises ``LedgerIntegrityError`` naming its seq (``rows()`` shows it)."""
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM events WHERE seq > ? ORDER BY seq", (after,)
+        ).fetchall()
         return tuple(self._row_event(r) for r in rows)
 
     def rows(self) -> tuple[dict[str, Any], ...]:

@@ -1,0 +1,313 @@
+"""The paper's guarantees, measured on a run as it goes (paper §5; SPEC §6) — checks that can fail.
+
+``GuaranteeMonitor`` reads an agent's self-schema (``SchemaStore``: its ledger and live control plane) and the
+decisions of the run; it never writes to either. Four checks, each a count and an ``ok``:
+
+* **Plane = fold(ledger).** A shadow control plane is rebuilt incrementally from the ledger's new events; at every
+  change of the self-schema the two must be equal in content, and at every step in their active ids (a scar
+  unloaded or a mask lifted behind the ledger's back is caught at the next decision).
+* **Prop. 1, against the ledger's evidence.** Every recorded failure (q, F) that an admitted scar brought as
+  evidence is *owed* coverage until the scar's scope ends (scope retirement, revocation) or a merge reports it
+  uncovered; a scar dropped by the ILP merge leaves its failures owed (the merge promised to keep them covered).
+  At every change of the self-schema each owed failure is replayed against the live plane (every a ∈ F masked at
+  q); at every decision, owed failures whose context matches the current one are checked against what the
+  controller actually masked. Each uncovered failed action is a violation; the first one is reported.
+* **Prop. 2.** At every change, C(S_t) ≤ K_t·C_max (K_t: distinct failure patterns — rule families — seen so far;
+  C_max: the largest single scar cost so far); the growth exponent b of C(S_t) ≈ a·t^b is reported beside it.
+* **Prop. 3 as stated.** For each admitted scar σ the drift budget is recorded at admission — the configured ε and
+  the scar's own L_drift from its synthesis. Afterwards, on every decision that is *off-failure for σ* (no
+  admissible action breaks the rule family σ was learned from; other rules may be in play, so a too-broad σ shows
+  drift), the TV distance between the live policy π_S and π_{S∖σ} is measured from the base logits. Mean TV must
+  stay within sqrt(ε/2); exceeding sqrt(L_drift/2) (the scar's own estimate) is reported too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agents.runtime.control import ControlPlane, Governed
+from agents.runtime.scar import Scar
+from agents.runtime.store import SchemaStore, apply, plane_state
+from envs.api import Decision
+from experiments.metrics import growth_fit
+from synthesis.dsl import Action, description_length
+from synthesis.dsl.semantics import Classes
+
+_TOL = 1e-9
+
+
+@dataclass
+class _Owed:
+    scar_id: str
+    failure_id: str
+    q: Mapping[str, Any]
+    F: tuple[Action, ...]
+
+
+@dataclass
+class _Drift:
+    epsilon: float
+    own: float | None
+    family: str | None
+    admitted_t: int
+    tv_sum: float = 0.0
+    n: int = 0
+
+
+@dataclass
+class GuaranteeMonitor:
+    """Props 1–3 and plane/ledger consistency for one agent's run (module docstring)."""
+
+    store: SchemaStore
+    classes: Classes | None = None
+    families: Mapping[str, str] = field(default_factory=dict)
+    """rule id → family (a schedule's equivalence); a rule outside it is its own family."""
+
+    def __post_init__(self) -> None:
+        self._shadow = ControlPlane(
+            core=self.store.plane.core_rules,
+            classes=self.classes,
+            mode=self.store.plane.mode,
+            soft_bias=self.store.plane.soft_bias,
+            fallback=self.store.plane.fallback,
+        )
+        self._seen = 0
+        self._owed: dict[tuple[str, int], _Owed] = {}
+        self._drift: dict[str, _Drift] = {}
+        self._patterns: set[str] = set()
+        self._c_max = 0.0
+        self._c_series: list[tuple[int, float]] = []
+        self.consistency = {"checks": 0, "mismatches": 0, "first": None}
+        self.prop1 = {"checks": 0, "uncovered": 0, "first": None}
+        self.prop2 = {"checks": 0, "violations": 0, "first": None}
+        self._catch_up(0)
+
+    # --------------------------------------------------------------------------------------------- events
+    def _family(self, rule_id: str) -> str:
+        return self.families.get(rule_id, rule_id)
+
+    def _catch_up(self, t: int) -> bool:
+        """Apply the ledger's new events to the shadow plane and the owed set; True when the schema changed."""
+        events = self.store.ledger.events(after=self._seen)
+        for event in events:
+            self._seen = event.seq
+            apply(self._shadow, event)
+            p = event.payload
+            if event.type == "failure_observed":
+                self._patterns.add(self._family(str(p.get("theta", ""))))
+            elif event.type == "scar_admitted":
+                scar = Scar.from_json(p)
+                for i, item in enumerate(scar.evidence):
+                    if "q" in item and "F" in item:
+                        failed = tuple(Action.from_dict(a) for a in item["F"])
+                        fid = _failure_id(item)
+                        self._owed[(scar.id, i)] = _Owed(scar.id, fid, dict(item["q"]), failed)
+                settings = dict(scar.provenance.synthesiser_settings)
+                theta = next((item.get("theta") for item in scar.evidence if "theta" in item), None)
+                if "drift_budget" in settings:
+                    self._drift[scar.id] = _Drift(
+                        float(settings["drift_budget"]),
+                        None if settings.get("l_drift") is None else float(settings["l_drift"]),
+                        None if theta is None else self._family(str(theta)),
+                        t,
+                    )
+                self._c_max = max(self._c_max, description_length(scar.rule))
+            elif event.type == "scar_revoked" or (
+                event.type == "scar_retired" and str(p.get("reason", "")).startswith("scope")
+            ):
+                self._owed = {k: v for k, v in self._owed.items() if v.scar_id != event.subject}
+                self._drift.pop(str(event.subject), None)
+            elif event.type == "scar_retired":
+                self._drift.pop(str(event.subject), None)  # a merge dropped it: its failures stay owed
+            elif event.type == "merge_decision":
+                uncovered = set(p.get("uncovered", ()))
+                self._owed = {
+                    k: v for k, v in self._owed.items() if not uncovered & {v.failure_id, *_reqs(v)}
+                }
+        return bool(events)
+
+    # ------------------------------------------------------------------------------------------- per step
+    def before_decision(self, t: int) -> None:
+        """Catch up with what changed since the last step (e.g. a world-version retirement) before the next
+        decision is governed, so the decision is checked against the self-schema it was governed by."""
+        self._sync(t)
+
+    def after_step(
+        self,
+        t: int,
+        decision: Decision,
+        logits: Sequence[float],
+        governed: Governed,
+        flagged: Sequence[Sequence[str]],
+    ) -> None:
+        """Check the decision just taken (with the plane it was governed by), then catch up with the ledger."""
+        self._check_decision(t, decision, governed)
+        self._measure_drift(t, decision, logits, governed, flagged)
+        self._sync(t)
+
+    def _sync(self, t: int) -> None:
+        changed = self._catch_up(t)
+        live = self.store.plane
+        self.consistency["checks"] += 1
+        same_ids = (live.active_ids, live.temporary_mask_ids) == (
+            self._shadow.active_ids,
+            self._shadow.temporary_mask_ids,
+        )
+        if changed or not same_ids:
+            same = same_ids and plane_state(live) == plane_state(self._shadow)
+            if not same:
+                self.consistency["mismatches"] += 1
+                if self.consistency["first"] is None:
+                    self.consistency["first"] = {
+                        "t": t,
+                        "live": list(live.active_ids),
+                        "ledger": list(self._shadow.active_ids),
+                    }
+            self._replay_owed(t)
+            self._check_growth(t)
+
+    def _check_decision(self, t: int, decision: Decision, governed: Governed) -> None:
+        q = decision.context
+        index = {(a.kind, a.name, a.args): i for i, a in enumerate(decision.actions)}
+        for owed in self._owed.values():
+            if all(k in q and q[k] == v for k, v in owed.q.items()):
+                for a in owed.F:
+                    i = index.get((a.kind, a.name, a.args))
+                    if i is not None:
+                        self.prop1["checks"] += 1
+                        if not governed.masked[i] and governed.fallback is None:
+                            self._uncovered(t, owed, a, "at a decision")
+
+    def _replay_owed(self, t: int) -> None:
+        plane = self.store.plane
+        for owed in self._owed.values():
+            for a, masked in zip(owed.F, plane.masked(owed.q, owed.F, step=t), strict=True):
+                self.prop1["checks"] += 1
+                if not masked:
+                    self._uncovered(t, owed, a, "on replay")
+
+    def _uncovered(self, t: int, owed: _Owed, action: Action, where: str) -> None:
+        self.prop1["uncovered"] += 1
+        if self.prop1["first"] is None:
+            self.prop1["first"] = {
+                "t": t,
+                "where": where,
+                "failure": owed.failure_id,
+                "scar": owed.scar_id,
+                "action": action.text or action.name,
+            }
+
+    def _check_growth(self, t: int) -> None:
+        c = sum(description_length(s.rule) for s in self.store.scars)
+        k = len(self._patterns)
+        self._c_series.append((t, c))
+        self.prop2["checks"] += 1
+        if c > k * self._c_max + _TOL:
+            self.prop2["violations"] += 1
+            if self.prop2["first"] is None:
+                self.prop2["first"] = {"t": t, "C": c, "K": k, "C_max": self._c_max}
+
+    def _measure_drift(
+        self,
+        t: int,
+        decision: Decision,
+        logits: Sequence[float],
+        governed: Governed,
+        flagged: Sequence[Sequence[str]],
+    ) -> None:
+        if not self._drift:
+            return
+        exposed = {self._family(r) for rs in flagged for r in rs}
+        fired = dict(governed.fired)
+        for scar_id, d in self._drift.items():
+            if t <= d.admitted_t or (d.family is not None and d.family in exposed):
+                continue  # not a later, off-failure decision for this scar
+            d.n += 1
+            if any(scar_id in ids for ids in fired.values()):  # elsewhere σ changes nothing: TV = 0
+                d.tv_sum += _tv_without(logits, governed, fired, scar_id, self.store.plane)
+
+    # ------------------------------------------------------------------------------------------- results
+    def summary(self) -> dict[str, Any]:
+        growth = growth_fit(
+            np.array([t + 1 for t, _ in self._c_series], dtype=float),
+            np.array([c for _, c in self._c_series], dtype=float),
+        )
+        per_scar = {
+            sid: {
+                "epsilon": d.epsilon,
+                "bound": math.sqrt(d.epsilon / 2),
+                "l_drift": d.own,
+                "own_bound": None if d.own is None else math.sqrt(d.own / 2),
+                "mean_tv": d.tv_sum / d.n if d.n else None,
+                "n": d.n,
+            }
+            for sid, d in self._drift.items()
+        }
+        measured = [v for v in per_scar.values() if v["mean_tv"] is not None]
+        exceeds = [v for v in measured if v["mean_tv"] > v["bound"] + _TOL]
+        exceeds_own = [
+            v for v in measured if v["own_bound"] is not None and v["mean_tv"] > v["own_bound"] + _TOL
+        ]
+        b = growth["b"]
+        return {
+            "plane_ledger_ok": self.consistency["mismatches"] == 0,
+            "plane_ledger": dict(self.consistency),
+            "prop1_ok": self.prop1["uncovered"] == 0,
+            "prop1": dict(self.prop1),
+            "prop2_ok": self.prop2["violations"] == 0 if self.prop2["checks"] else None,
+            "prop2": {
+                **self.prop2,
+                "K": len(self._patterns),
+                "C_max": self._c_max,
+                "growth_exponent": None if b != b else b,
+            },
+            "prop3_ok": (not exceeds) if measured else None,
+            "prop3": {
+                "scars_measured": len(measured),
+                "exceeds_configured_bound": len(exceeds),
+                "exceeds_own_l_drift_bound": len(exceeds_own),
+                "max_mean_tv": max((v["mean_tv"] for v in measured), default=None),
+                "per_scar": per_scar,
+            },
+        }
+
+
+def _failure_id(item: Mapping[str, Any]) -> str:
+    s = item.get("source", {})
+    world, episode, step = s.get("world", ""), s.get("episode", 0), s.get("step", 0)
+    return f"{world}:{episode}:{step}" if world else f"{episode}:{step}"
+
+
+def _reqs(owed: _Owed) -> set[str]:
+    return {f"{owed.failure_id}[{j}]" for j in range(len(owed.F))}
+
+
+def _tv_without(
+    logits: Sequence[float],
+    governed: Governed,
+    fired: Mapping[int, tuple[str, ...]],
+    scar_id: str,
+    plane: ControlPlane,
+) -> float:
+    """TV(π_S, π_{S∖σ}) at one decision, from the base logits and what fired (fallback a⊥ as an outcome)."""
+    base = np.asarray(logits, dtype=np.float64)
+    n = len(base)
+    with_p = np.append(governed.probs, 1.0 if governed.fallback is not None else 0.0)
+    hard = plane.mode == "hard"
+    count = np.array([len(fired.get(i, ())) for i in range(n)], dtype=float)
+    without = count - np.array([scar_id in fired.get(i, ()) for i in range(n)], dtype=float)
+    if hard:
+        z = np.where(without > 0, -np.inf, base)
+    else:
+        z = base + plane.soft_bias * without
+    if not np.isfinite(z).any():
+        without_p = np.append(np.zeros(n), 1.0)
+    else:
+        e = np.exp(z - z[np.isfinite(z)].max())
+        without_p = np.append(e / e.sum(), 0.0)
+    return 0.5 * float(np.abs(with_p - without_p).sum())
