@@ -42,10 +42,17 @@ from synthesis.dsl.ast import (
     Rule,
     Value,
 )
-from synthesis.dsl.semantics import Classes
+from synthesis.dsl.semantics import MISSING, Classes
 from synthesis.errors import ConfigError
 from synthesis.fragments import Fragment, SynthesisData
-from synthesis.objective import ObjectiveEvaluator, ObjectiveWeights, ReplayReport, Score, replay_pass
+from synthesis.objective import (
+    ObjectiveEvaluator,
+    ObjectiveWeights,
+    ReplayReport,
+    Score,
+    pair_table,
+    replay_pass,
+)
 
 # feature → named predicate (the paper's spelling is kept where the paper has one)
 _NAMED_FOR_FEATURE = {feature: name for name, feature in NAMED_PREDICATES.items()}
@@ -239,23 +246,34 @@ def candidate_space(
                 ):
                     masks.append(ForbidToolArg(name, arg, value))
 
-    every = [(dict(s.context), a) for s in data.steps for a in s.actions]
+    # Values observed anywhere in the data (only their set matters: numeric thresholds), read once per feature.
+    table = pair_table(data)
+
+    def observed(groups) -> list[Value]:
+        return [] if groups is None else [v for v in groups[2] if v is not MISSING and v is not None]
+
     predicates: list[Guard] = []
     for kind, name in sorted(keys):
         predicates.append(Named("tool_is" if kind == "tool" else "action_is", name))
     for arg in sorted(fragment.causal_args):
+        observed_arg = (
+            observed(table.arg_partition(arg))
+            if table.arg_partition(arg) is not None
+            else [a.arg(arg) for a in table.actions if a.arg(arg) is not None]
+        )
         predicates += _feature_predicates(
             f"action.{arg}",
             [a.arg(arg) for _, a in failed if a.arg(arg) is not None],
-            [a.arg(arg) for _, a in every if a.arg(arg) is not None],
+            observed_arg,
             classes,
             max_or_values,
         )
     for var in sorted(fragment.q):
+        groups = table.partition(var)
         predicates += _feature_predicates(
             var,
             [q[var] for q, _ in failed if var in q],
-            [q[var] for q, _ in every if var in q],
+            observed(groups) if groups is not None else [q[var] for q in table.contexts if var in q],
             classes,
             max_or_values,
         )

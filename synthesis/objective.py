@@ -24,16 +24,34 @@ schema is part of the active control plane the patch joins). Each σ_i counts at
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Iterable, Sequence
+import weakref
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Literal
 
 import numpy as np
 
 from synthesis.dsl import Lambdas, description_length
-from synthesis.dsl.ast import Action, ActionMask, And, Guard, Or, Rule
-from synthesis.dsl.semantics import Classes, fires, guard_holds, mask_covers
+from synthesis.dsl.ast import (
+    NAMED_PREDICATES,
+    Action,
+    ActionMask,
+    And,
+    Compare,
+    ForbidEnvAction,
+    ForbidToolArg,
+    ForbidToolCall,
+    Guard,
+    InClass,
+    Named,
+    Or,
+    Rule,
+    Value,
+)
+from synthesis.dsl.semantics import MISSING, Classes, feature_value, fires, guard_holds, mask_covers
 from synthesis.errors import ConfigError
 from synthesis.fragments import FailureCase, RecordedStep, SynthesisData
 
@@ -206,13 +224,136 @@ def tv_drift(
     return drift_measures(rules_before, rules_after, Q_safe, classes, mask_mode, soft_bias)[0]
 
 
+def _atom_feature(guard: Guard) -> str | None:
+    """The one feature a predicate reads (its truth is a function of that feature's value), else None."""
+    if isinstance(guard, Compare | InClass):
+        return guard.feature
+    if isinstance(guard, Named):
+        return NAMED_PREDICATES.get(guard.name)
+    return None
+
+
+_LAST_TABLE: tuple[weakref.ref, _PairTable] | None = None
+
+
+def _value_key(value: object) -> object:
+    """A dict key that keeps apart literals Python calls equal (``True``, ``1``, ``1.0``; see ``value_identity``)."""
+    return value if type(value) is str else (type(value), value)
+
+
+class _PairTable:
+    """Every recorded (q, a) pair of one data set, flattened once. Depends on the data only (no rules, classes or
+    weights), so the root-parallel trees of one synthesis in one process share it (see :func:`pair_table`).
+
+    ``partition(feature)`` groups the pairs by the value a feature reads on them: a code per pair and one
+    representative pair per code. A predicate on one feature is then evaluated once per distinct value (by
+    ``guard_holds`` itself, on the representative) instead of once per pair.
+    """
+
+    def __init__(self, data: SynthesisData) -> None:
+        self.steps = steps = data.steps
+        index = {id(s): i for i, s in enumerate(steps)}
+        self.contexts = [s.context for s in steps]
+        self.actions: list[Action] = [a for s in steps for a in s.actions]
+        sizes = np.fromiter((len(s.actions) for s in steps), dtype=np.intp, count=len(steps))
+        self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
+        self.seg = np.repeat(np.arange(len(steps), dtype=np.intp), sizes)
+        self.logits = np.fromiter((x for s in steps for x in s.logits), dtype=float, count=len(self.actions))
+        self.control = np.fromiter((a.is_control for a in self.actions), dtype=bool, count=len(self.actions))
+        step_max = np.maximum.reduceat(self.logits, self.starts)
+        self.exp_logits = np.exp(self.logits - step_max[self.seg])
+        fail_pairs = []
+        for case in data.D_minus:
+            start = self.starts[index[id(case.step)]]
+            fail_pairs += [start + case.step.actions.index(a) for a in case.F]
+        self.fail_pairs = np.array(fail_pairs, dtype=np.intp)
+        self.succ_pairs = np.array(
+            [self.starts[index[id(c.step)]] + c.step.chosen for c in data.D_plus], dtype=np.intp
+        )
+        self.safe_steps = np.array([index[id(s)] for s in data.Q_safe], dtype=np.intp)
+        self._partitions: dict[object, tuple[np.ndarray, list[int], list[object]] | None] = {}
+
+    def partition(self, feature: str) -> tuple[np.ndarray, list[int], list[object]] | None:
+        """(code of every pair, a representative pair per code, the feature's value per code) for one feature
+        (``semantics.feature_value``); None when some value is unhashable (the caller then goes pair by pair)."""
+        if feature.startswith("action."):
+            part = feature[7:]
+            if part not in _ACTION_PARTS:
+                return self.arg_partition(part)
+            return self._cached(
+                feature,
+                lambda: [feature_value(feature, _NO_CONTEXT, a) for a in self.actions],
+                per_step=False,
+            )
+        return self._cached(("q", feature), lambda: [q.get(feature, MISSING) for q in self.contexts], True)
+
+    def arg_partition(self, name: str) -> tuple[np.ndarray, list[int], list[object]] | None:
+        """The pairs grouped by ``action.arg(name)`` (missing: ``MISSING``)."""
+        return self._cached(("arg", name), lambda: [a.arg(name, MISSING) for a in self.actions], False)
+
+    def mask_partition(self, arg_name: str | None) -> tuple[np.ndarray, list[int], list[object]] | None:
+        """The pairs grouped by what an action mask reads: (kind, name), and one argument for ``forbid_tool_arg``."""
+        if arg_name is None:
+            return self._cached("kind_name", lambda: [(a.kind, a.name) for a in self.actions], False)
+        return self._cached(
+            ("mask", arg_name),
+            lambda: [(a.kind, a.name, _value_key(a.arg(arg_name, MISSING))) for a in self.actions],
+            False,
+        )
+
+    def _cached(
+        self, key: object, values, per_step: bool
+    ) -> tuple[np.ndarray, list[int], list[object]] | None:
+        if key not in self._partitions:
+            try:
+                self._partitions[key] = self._group(values(), per_step)
+            except TypeError:  # an unhashable value
+                self._partitions[key] = None
+        return self._partitions[key]
+
+    def _group(self, values: list[object], per_step: bool) -> tuple[np.ndarray, list[int], list[object]]:
+        codes: dict[object, int] = {}
+        reps: list[int] = []
+        firsts: list[object] = []
+        out: list[int] = []
+        get = codes.get
+        for i, v in enumerate(values):
+            k = v if v.__class__ is str else (v.__class__, v)  # _value_key, inlined: this loop is per pair
+            c = get(k)
+            if c is None:
+                c = codes[k] = len(reps)
+                reps.append(int(self.starts[i]) if per_step else i)
+                firsts.append(v)
+            out.append(c)
+        array = np.array(out, dtype=np.intp)
+        return (array[self.seg] if per_step else array), reps, firsts
+
+
+_ACTION_PARTS = ("kind", "name", "tool", "verb")  # the ``action.*`` features that are not arguments
+_NO_CONTEXT: Mapping[str, Value] = MappingProxyType({})
+
+
+def pair_table(data: SynthesisData) -> _PairTable:
+    """The pair table of ``data``, shared with the previous caller when it was built for the same object (the
+    trees of one synthesis run one after another in one process; a single slot keeps nothing alive for long)."""
+    global _LAST_TABLE
+    last = _LAST_TABLE
+    if last is not None and last[0]() is data:
+        return last[1]
+    table = _PairTable(data)
+    with contextlib.suppress(TypeError):  # not weak-referenceable: no sharing
+        _LAST_TABLE = (weakref.ref(data), table)
+    return table
+
+
 class ObjectiveEvaluator:
     """The objective of SPEC §4 over one data set, vectorised with numpy and cached per guard/mask.
 
     Construction flattens every recorded (q, a) pair of D⁻ ∪ D⁺ ∪ Q_safe once; a candidate rule is then a boolean
-    "fires" vector over the pairs, built from cached per-predicate vectors, and every term is a handful of numpy
-    reductions. The caches only memoise pure functions of (data, classes), so ``score`` is a pure function of the
-    rule. :func:`score_rule` is the one-shot form.
+    "fires" vector over the pairs, built from cached per-predicate vectors (each predicate is evaluated once per
+    distinct value of its feature), and every term is a handful of numpy reductions. The caches only memoise pure
+    functions of (data, classes), so ``score`` is a pure function of the rule. :func:`score_rule` is the one-shot
+    form.
     """
 
     def __init__(
@@ -228,40 +369,30 @@ class ObjectiveEvaluator:
         self.core_rules = tuple(core_rules)
         self.classes = classes or {}
         self.weights = weights or ObjectiveWeights()
-        steps = data.steps
-        index = {id(s): i for i, s in enumerate(steps)}
-        self._pairs: list[tuple[RecordedStep, Action]] = [(s, a) for s in steps for a in s.actions]
-        sizes = np.array([len(s.actions) for s in steps])
-        self._starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
-        self._seg = np.repeat(np.arange(len(steps)), sizes)
-        self._logits = np.array([x for s in steps for x in s.logits], dtype=float)
-        self._control = np.array([a.is_control for _, a in self._pairs], dtype=bool)
+        self.table = table = pair_table(data)
+        self._n_pairs = len(table.actions)
+        self._starts = table.starts
+        self._seg = table.seg
+        self._logits = table.logits
+        self._control = table.control
         self._n_control = np.add.reduceat(self._control.astype(np.intp), self._starts)
         self._has_control = self._n_control > 0
-        self._n_steps = len(steps)
+        self._n_steps = len(table.steps)
         self._no_fallback = np.zeros(self._n_steps)
-        step_max = np.maximum.reduceat(self._logits, self._starts)
-        self._exp_logits = np.exp(self._logits - step_max[self._seg])
-        # D⁻: pair indices of every failed action, with the case they belong to.
-        fail_pairs, fail_case = [], []
-        for k, case in enumerate(data.D_minus):
-            start = self._starts[index[id(case.step)]]
-            for a in case.F:
-                fail_pairs.append(start + case.step.actions.index(a))
-                fail_case.append(k)
-        self._fail_pairs = np.array(fail_pairs, dtype=np.intp)
-        self._succ_pairs = np.array(
-            [self._starts[index[id(c.step)]] + c.step.chosen for c in data.D_plus], dtype=np.intp
-        )
-        self._safe_steps = np.array([index[id(s)] for s in data.Q_safe], dtype=np.intp)
+        self._exp_logits = table.exp_logits
+        self._fail_pairs = table.fail_pairs
+        self._succ_pairs = table.succ_pairs
+        self._safe_steps = table.safe_steps
+        self._counterfactuals = tuple(data.safe_counterfactuals)
         self._guard_cache: dict[Guard, np.ndarray] = {}
         self._mask_cache: dict[ActionMask, np.ndarray] = {}
+        self._cf_cache: dict[Guard | ActionMask, int] = {}
         self._cost_cache: dict[Rule, float] = {}
         self._existing = tuple(self.rule_vector(r) for r in (*self.core_rules, *self.current_rules))
         self._base_counts = (
             np.sum(self._existing, axis=0, dtype=np.intp)
             if self._existing
-            else np.zeros(len(self._pairs), dtype=np.intp)
+            else np.zeros(self._n_pairs, dtype=np.intp)
         )
         self._base_p, self._base_fb = self._policy(self._base_counts)
         floor = math.exp(-LOG_CAP)
@@ -279,26 +410,78 @@ class ObjectiveEvaluator:
         elif isinstance(guard, Or):
             vec = np.logical_or.reduce([self.guard_vector(g) for g in guard.operands])
         else:
-            vec = np.fromiter(
-                (guard_holds(guard, s.context, a, self.classes) for s, a in self._pairs),
-                dtype=bool,
-                count=len(self._pairs),
-            )
+            vec = self._atom_vector(guard)
         self._guard_cache[guard] = vec
         return vec
+
+    def _atom_vector(self, guard: Guard) -> np.ndarray:
+        table = self.table
+        feature = _atom_feature(guard)
+        groups = None if feature is None else table.partition(feature)
+        if groups is None:
+            return np.fromiter(
+                (
+                    guard_holds(guard, table.contexts[table.seg[i]], a, self.classes)
+                    for i, a in enumerate(table.actions)
+                ),
+                dtype=bool,
+                count=self._n_pairs,
+            )
+        codes, reps, _ = groups
+        truth = np.fromiter(
+            (guard_holds(guard, table.contexts[table.seg[i]], table.actions[i], self.classes) for i in reps),
+            dtype=bool,
+            count=len(reps),
+        )
+        return truth[codes]
 
     def mask_vector(self, mask: ActionMask) -> np.ndarray:
         cached = self._mask_cache.get(mask)
         if cached is None:
-            cached = np.fromiter(
-                (mask_covers(mask, a) for _, a in self._pairs), dtype=bool, count=len(self._pairs)
-            )
+            table = self.table
+            groups = table.mask_partition(mask.arg_name if isinstance(mask, ForbidToolArg) else None)
+            if groups is None:
+                cached = np.fromiter(
+                    (mask_covers(mask, a) for a in table.actions), dtype=bool, count=self._n_pairs
+                )
+            else:
+                codes, reps, _ = groups
+                truth = np.fromiter(
+                    (mask_covers(mask, table.actions[i]) for i in reps), dtype=bool, count=len(reps)
+                )
+                cached = truth[codes]
             self._mask_cache[mask] = cached
         return cached
 
     def rule_vector(self, rule: Rule) -> np.ndarray:
         """fires(rule, q, a) over every recorded pair (only control actions can be covered by a mask)."""
         return self.mask_vector(rule.mask) & self.guard_vector(rule.guard)
+
+    def _fires_on_counterfactual(self, rule: Rule) -> bool:
+        """Does the rule fire on any of the verifier-certified safe counterfactuals? (bit sets, cached per node)"""
+        if not self._counterfactuals:
+            return False
+        return bool(self._cf_bits(rule.mask) & self._cf_bits(rule.guard))
+
+    def _cf_bits(self, node: Guard | ActionMask) -> int:
+        bits = self._cf_cache.get(node)
+        if bits is None:
+            if isinstance(node, And | Or):
+                parts = [self._cf_bits(g) for g in node.operands]
+                bits = parts[0]
+                for b in parts[1:]:
+                    bits = bits & b if isinstance(node, And) else bits | b
+            else:
+                bits = 0
+                for i, (q, a) in enumerate(self._counterfactuals):
+                    if (
+                        guard_holds(node, q, a, self.classes)
+                        if not isinstance(node, ForbidEnvAction | ForbidToolCall | ForbidToolArg)
+                        else mask_covers(node, a)
+                    ):
+                        bits |= 1 << i
+            self._cf_cache[node] = bits
+        return bits
 
     # ---- policies --------------------------------------------------------------------------------------------------
     def _policy(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -368,9 +551,7 @@ class ObjectiveEvaluator:
             total=float(total),
             replay_passed=replay_passed,
             within_drift_budget=l_drift <= w.drift_budget,
-            counterfactual_safe=not any(
-                fires(rule, q, a, self.classes) for q, a in self.data.safe_counterfactuals
-            ),
+            counterfactual_safe=not self._fires_on_counterfactual(rule),
         )
 
     def _mean_kl(self, p: np.ndarray, fallback: np.ndarray, steps: np.ndarray) -> float:
