@@ -312,24 +312,23 @@ class _PairTable:
         return self._partitions[key]
 
     def _group(self, values: list[object], per_step: bool) -> tuple[np.ndarray, list[int], list[object]]:
-        codes: dict[object, int] = {}
-        reps: list[int] = []
-        firsts: list[object] = []
-        out: list[int] = []
-        get = codes.get
-        for i, v in enumerate(values):
-            k = v if v.__class__ is str else (v.__class__, v)  # _value_key, inlined: this loop is per pair
-            c = get(k)
-            if c is None:
-                c = codes[k] = len(reps)
-                reps.append(int(self.starts[i]) if per_step else i)
-                firsts.append(v)
-            out.append(c)
-        array = np.array(out, dtype=np.intp)
-        return (array[self.seg] if per_step else array), reps, firsts
+        # Python calls True, 1 and 1.0 equal: values are their own keys only when, besides strings and the missing
+        # marker (equal to nothing else), at most one type occurs; else (type, value) keys (as value_identity).
+        mixed = len(set(map(type, values)) - _PLAIN_TYPES) > 1
+        keys = [v if v.__class__ is str else (v.__class__, v) for v in values] if mixed else values
+        index = {k: i for i, k in enumerate(dict.fromkeys(keys))}  # codes in first-seen order
+        codes = np.fromiter(map(index.__getitem__, keys), dtype=np.intp, count=len(keys))
+        # codes appear in increasing order, so a code's first occurrence is where the running maximum rises
+        first = np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)
+        firsts = [values[i] for i in first]
+        reps = (self.starts[first] if per_step else first).tolist()
+        return (codes[self.seg] if per_step else codes), reps, firsts
 
 
+_PLAIN_TYPES = {str, type(MISSING)}
 _ACTION_PARTS = ("kind", "name", "tool", "verb")  # the ``action.*`` features that are not arguments
+_ALL = slice(None)  # every pair
+
 _NO_CONTEXT: Mapping[str, Value] = MappingProxyType({})
 
 
@@ -378,7 +377,7 @@ class ObjectiveEvaluator:
         self._n_control = np.add.reduceat(self._control.astype(np.intp), self._starts)
         self._has_control = self._n_control > 0
         self._n_steps = len(table.steps)
-        self._no_fallback = np.zeros(self._n_steps)
+        self._sizes = np.diff(self._starts, append=self._n_pairs)
         self._exp_logits = table.exp_logits
         self._fail_pairs = table.fail_pairs
         self._succ_pairs = table.succ_pairs
@@ -398,6 +397,9 @@ class ObjectiveEvaluator:
         floor = math.exp(-LOG_CAP)
         self._base_logp = np.log(np.maximum(self._base_p, floor))
         self._base_fb_logp = np.log(np.maximum(self._base_fb, floor))
+        every = np.arange(self._n_steps)
+        # KL(π_{S_t}‖π_{S_t}) per step: 0 up to the log floor; the value a step keeps when a candidate leaves it alone
+        self._base_kl = self._step_kl(self._base_p, self._base_fb, _ALL, self._starts, every)
 
     # ---- fires vectors -------------------------------------------------------------------------------------------
     def guard_vector(self, guard: Guard) -> np.ndarray:
@@ -484,23 +486,55 @@ class ObjectiveEvaluator:
         return bits
 
     # ---- policies --------------------------------------------------------------------------------------------------
-    def _policy(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """π over every pair (and the fallback per step) given how many rules fire on each pair."""
+    def _policy(
+        self, counts: np.ndarray, pairs: slice | np.ndarray = _ALL, starts: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """π over the pairs (and the fallback per step) given how many rules fire on each pair.
+
+        ``pairs``/``starts``: the pairs of a subset of whole steps (in order) and where each step starts among them;
+        by default every step. Each step's numbers depend on that step's pairs only, so a subset gives bit-for-bit
+        the values the full computation gives for those steps.
+        """
         w = self.weights
+        starts = self._starts if starts is None else starts
+        logits, control = self._logits[pairs], self._control[pairs]
+        seg = np.repeat(np.arange(len(starts)), np.diff(starts, append=len(logits)))
         if w.mask_mode == "soft":
-            z = self._logits + w.soft_bias * counts
-            zmax = np.maximum.reduceat(z, self._starts)
-            e = np.exp(z - zmax[self._seg])
-            return e / np.add.reduceat(e, self._starts)[self._seg], self._no_fallback
+            z = logits + w.soft_bias * counts
+            zmax = np.maximum.reduceat(z, starts)
+            e = np.exp(z - zmax[seg])
+            return e / np.add.reduceat(e, starts)[seg], np.zeros(len(starts))
         keep = counts == 0
-        n_open = np.add.reduceat(keep & self._control, self._starts)
-        fallback = (self._has_control & (n_open == 0)).astype(float)
-        keep &= fallback[self._seg] == 0
+        n_open = np.add.reduceat(keep & control, starts)
+        has_control = np.add.reduceat(control, starts) > 0
+        fallback = (has_control & (n_open == 0)).astype(float)
+        keep &= fallback[seg] == 0
         # exp(logit − max over the whole step) is computed once; masking only removes terms, so the sums stay
         # ≥ exp(kept logit − step max), far from underflow for any logits a policy produces (|Δ| < 700).
-        e = np.where(keep, self._exp_logits, 0.0)
-        sums = np.add.reduceat(e, self._starts)
-        return e / np.where(sums > 0, sums, 1.0)[self._seg], fallback
+        e = np.where(keep, self._exp_logits[pairs], 0.0)
+        sums = np.add.reduceat(e, starts)
+        return e / np.where(sums > 0, sums, 1.0)[seg], fallback
+
+    def _step_kl(
+        self, p: np.ndarray, fallback: np.ndarray, pairs: slice | np.ndarray, starts: np.ndarray, steps
+    ) -> np.ndarray:
+        """KL(π'‖π_{S_t}) of each step of a subset (outcomes: the step's actions and the fallback)."""
+        positive = p > 0
+        terms = np.where(positive, p * (np.log(np.where(positive, p, 1.0)) - self._base_logp[pairs]), 0.0)
+        kl = np.add.reduceat(terms, starts)
+        # The fallback is either 0 or 1, so its own term is 1·(log 1 − log π_{S_t}(a_⊥|q)).
+        kl -= fallback * self._base_fb_logp[steps]
+        return kl
+
+    def _touched(self, new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The steps where ``new`` fires on some pair (the only steps whose π' can differ from π_{S_t}), their pairs
+        in order, and where each of those steps starts among them."""
+        steps = np.unique(self._seg[np.flatnonzero(new)])
+        sizes = self._sizes[steps]
+        starts = np.zeros(len(steps), dtype=np.intp)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        pairs = np.arange(int(sizes.sum()), dtype=np.intp) + np.repeat(self._starts[steps] - starts, sizes)
+        return steps, pairs, starts
 
     # ---- the objective ---------------------------------------------------------------------------------------------
     def cost(self, rule: Rule) -> float:
@@ -511,16 +545,26 @@ class ObjectiveEvaluator:
         return cached
 
     def score(self, rule: Rule) -> Score:
-        """Every term of the objective for ΔS = {rule} joined to H ∪ S_t."""
+        """Every term of the objective for ΔS = {rule} joined to H ∪ S_t.
+
+        π' differs from π_{S_t} only on the steps where the rule fires, so only those are recomputed; the result is
+        bit-for-bit the full computation's (every per-step number depends on that step's pairs only, and the
+        means add the same per-step values in the same order).
+        """
         w = self.weights
         new = self.rule_vector(rule)
-        counts = self._base_counts + new
-        p, fallback = self._policy(counts)
+        steps, pairs, starts = self._touched(new)
+        if len(steps):
+            p_touched, fallback_touched = self._policy(self._base_counts[pairs] + new[pairs], pairs, starts)
+            p = self._base_p.copy()
+            p[pairs] = p_touched
+        else:
+            p = self._base_p
 
         # L_fail: mean over cases of Σ_{a∈F} π'(a|q).
         n_minus = len(self.data.D_minus)
         l_fail = float(p[self._fail_pairs].sum() / n_minus)
-        replay_passed = bool(np.all(counts[self._fail_pairs] > 0))
+        replay_passed = bool(np.all(self._base_counts[self._fail_pairs] + new[self._fail_pairs] > 0))
 
         # L_succ: mean −log π'(a*|q), capped at LOG_CAP.
         if len(self._succ_pairs):
@@ -530,10 +574,17 @@ class ObjectiveEvaluator:
         else:
             l_succ = 0.0
 
-        # L_drift: mean over Q_safe of KL(π'‖π_{S_t}), outcomes = the step's actions and the fallback.
-        l_drift = self._mean_kl(p, fallback, self._safe_steps)
+        # L_drift: mean over Q_safe of KL(π'‖π_{S_t}); steps the rule leaves alone keep their base value.
+        if len(self._safe_steps):
+            kl = self._base_kl
+            if len(steps):
+                kl = kl.copy()
+                kl[steps] = self._step_kl(p_touched, fallback_touched, pairs, starts, steps)
+            l_drift = float(np.maximum(kl[self._safe_steps], 0.0).sum() / len(self._safe_steps))
+        else:
+            l_drift = 0.0
 
-        l_conflict = float(self._conflicts(new))
+        l_conflict = float(self._conflicts(new, steps, pairs, starts))
         c = self.cost(rule)
         total = (
             (c if w.use_description_length else 0.0)
@@ -554,36 +605,32 @@ class ObjectiveEvaluator:
             counterfactual_safe=not self._fires_on_counterfactual(rule),
         )
 
-    def _mean_kl(self, p: np.ndarray, fallback: np.ndarray, steps: np.ndarray) -> float:
-        if not len(steps):
-            return 0.0
-        positive = p > 0
-        terms = np.where(positive, p * (np.log(np.where(positive, p, 1.0)) - self._base_logp), 0.0)
-        kl = np.add.reduceat(terms, self._starts)
-        # The fallback is either 0 or 1, so its own term is 1·(log 1 − log π_{S_t}(a_⊥|q)).
-        kl -= fallback * self._base_fb_logp
-        return float(np.maximum(kl[steps], 0.0).sum() / len(steps))
+    def _conflicts(self, new: np.ndarray, steps: np.ndarray, pairs: np.ndarray, starts: np.ndarray) -> int:
+        """Σ over σ_i ∈ H ∪ S_t of 1[σ_i and ΔS co-fire on a context and jointly (only) exhaust its control actions].
 
-    def _conflicts(self, new: np.ndarray) -> int:
-        """Σ over σ_i ∈ H ∪ S_t of 1[σ_i and ΔS co-fire on a context and jointly (only) exhaust its control actions]."""
-        if not self._existing:
+        Only the steps where ΔS fires (``steps``, with their ``pairs`` and ``starts``) can hold a conflict."""
+        if not self._existing or not len(steps):
             return 0
-        ctrl = self._control
-        new_fired = np.add.reduceat((new & ctrl).astype(np.intp), self._starts) > 0
+        ctrl = self._control[pairs]
+        new = new[pairs]
+        new_fired = np.add.reduceat(new & ctrl, starts) > 0
         if not new_fired.any():
             return 0
+        has_control = self._n_control[steps] > 0
+        base = self._base_counts[pairs]
+
+        def open_count(blocked: np.ndarray) -> np.ndarray:
+            return np.add.reduceat(ctrl & ~blocked, starts)
+
         conflicts = 0
-        for vec in self._existing:
-            others = (self._base_counts - vec) > 0
-            fired = np.add.reduceat((vec & ctrl).astype(np.intp), self._starts) > 0
-
-            def open_count(blocked: np.ndarray) -> np.ndarray:
-                return np.add.reduceat((ctrl & ~blocked).astype(np.intp), self._starts)
-
+        for full in self._existing:
+            vec = full[pairs]
+            others = (base - vec) > 0
+            fired = np.add.reduceat(vec & ctrl, starts) > 0
             both = open_count(others | vec | new) == 0
             without_new = open_count(others | vec) == 0
             without_old = open_count(others | new) == 0
-            hit = fired & new_fired & (self._n_control > 0) & both & ~without_new & ~without_old
+            hit = fired & new_fired & has_control & both & ~without_new & ~without_old
             conflicts += bool(hit.any())
         return conflicts
 
