@@ -52,6 +52,7 @@ from synthesis.objective import (
     Score,
     pair_table,
     replay_pass,
+    shared_evaluator,
 )
 
 # feature → named predicate (the paper's spelling is kept where the paper has one)
@@ -423,7 +424,7 @@ def synthesize(
     started, cpu_started = time.perf_counter(), time.process_time()
     rng = np.random.default_rng(seed)
     space = candidate_space(data, fragment, classes, config.max_or_values)
-    evaluator = ObjectiveEvaluator(data, current_rules, core_rules, classes, config.weights)
+    evaluator = shared_evaluator(data, current_rules, core_rules, classes, config.weights)
     scorer = _Scorer(evaluator, space, started)
     n_masks, n_preds, max_preds = len(space.masks), len(space.predicates), config.max_predicates
     if n_masks == 0 or n_preds == 0:
@@ -509,7 +510,7 @@ def exhaustive_search(
     current_rules, core_rules = tuple(current_rules), tuple(core_rules)
     started, cpu_started = time.perf_counter(), time.process_time()
     space = candidate_space(data, fragment, classes, config.max_or_values)
-    evaluator = ObjectiveEvaluator(data, current_rules, core_rules, classes, config.weights)
+    evaluator = shared_evaluator(data, current_rules, core_rules, classes, config.weights)
     scorer = _Scorer(evaluator, space, started)
     count = 0
     for mask in range(len(space.masks)):

@@ -272,6 +272,8 @@ class _PairTable:
         )
         self.safe_steps = np.array([index[id(s)] for s in data.Q_safe], dtype=np.intp)
         self._partitions: dict[object, tuple[np.ndarray, list[int], list[object]] | None] = {}
+        # evaluators on this data, by (current rules, core rules, weights): see shared_evaluator
+        self.evaluators: dict[tuple, ObjectiveEvaluator] = {}
 
     def partition(self, feature: str) -> tuple[np.ndarray, list[int], list[object]] | None:
         """(code of every pair, a representative pair per code, the feature's value per code) for one feature
@@ -345,6 +347,27 @@ def pair_table(data: SynthesisData) -> _PairTable:
     return table
 
 
+def shared_evaluator(
+    data: SynthesisData,
+    current_rules: Iterable[Rule] = (),
+    core_rules: Iterable[Rule] = (),
+    classes: Classes | None = None,
+    weights: ObjectiveWeights | None = None,
+) -> ObjectiveEvaluator:
+    """``ObjectiveEvaluator(...)``, shared with earlier callers that passed the same data object, classes object and
+    equal rules and weights: the root-parallel trees of one synthesis in one process score each rule once. Every
+    cache of an evaluator memoises a pure function, so sharing changes no result (trees on Ray get their own)."""
+    current_rules, core_rules = tuple(current_rules), tuple(core_rules)
+    weights = weights or ObjectiveWeights()
+    table = pair_table(data)
+    key = (current_rules, core_rules, weights)
+    evaluator = table.evaluators.get(key)
+    if evaluator is None or evaluator.passed_classes is not classes:
+        evaluator = ObjectiveEvaluator(data, current_rules, core_rules, classes, weights)
+        table.evaluators[key] = evaluator
+    return evaluator
+
+
 class ObjectiveEvaluator:
     """The objective of SPEC §4 over one data set, vectorised with numpy and cached per guard/mask.
 
@@ -366,6 +389,7 @@ class ObjectiveEvaluator:
         self.data = data
         self.current_rules = tuple(current_rules)
         self.core_rules = tuple(core_rules)
+        self.passed_classes = classes
         self.classes = classes or {}
         self.weights = weights or ObjectiveWeights()
         self.table = table = pair_table(data)
@@ -387,6 +411,7 @@ class ObjectiveEvaluator:
         self._mask_cache: dict[ActionMask, np.ndarray] = {}
         self._cf_cache: dict[Guard | ActionMask, int] = {}
         self._cost_cache: dict[Rule, float] = {}
+        self._score_cache: dict[Rule, Score] = {}
         self._existing = tuple(self.rule_vector(r) for r in (*self.core_rules, *self.current_rules))
         self._base_counts = (
             np.sum(self._existing, axis=0, dtype=np.intp)
@@ -549,8 +574,14 @@ class ObjectiveEvaluator:
 
         π' differs from π_{S_t} only on the steps where the rule fires, so only those are recomputed; the result is
         bit-for-bit the full computation's (every per-step number depends on that step's pairs only, and the
-        means add the same per-step values in the same order).
+        means add the same per-step values in the same order). Memoised per rule.
         """
+        cached = self._score_cache.get(rule)
+        if cached is None:
+            cached = self._score_cache[rule] = self._score(rule)
+        return cached
+
+    def _score(self, rule: Rule) -> Score:
         w = self.weights
         new = self.rule_vector(rule)
         steps, pairs, starts = self._touched(new)
