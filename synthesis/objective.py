@@ -27,8 +27,9 @@ from __future__ import annotations
 import contextlib
 import math
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from types import MappingProxyType
 from typing import Literal
 
@@ -254,12 +255,14 @@ class _PairTable:
         self.steps = steps = data.steps
         index = {id(s): i for i, s in enumerate(steps)}
         self.contexts = [s.context for s in steps]
-        self.actions: list[Action] = [a for s in steps for a in s.actions]
+        self._memos = [_step_memo(s) for s in steps]
+        self.actions: list[Action] = list(chain.from_iterable(s.actions for s in steps))
         sizes = np.fromiter((len(s.actions) for s in steps), dtype=np.intp, count=len(steps))
         self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
         self.seg = np.repeat(np.arange(len(steps), dtype=np.intp), sizes)
-        self.logits = np.fromiter((x for s in steps for x in s.logits), dtype=float, count=len(self.actions))
-        self.control = np.fromiter((a.is_control for a in self.actions), dtype=bool, count=len(self.actions))
+        n = len(self.actions)
+        self.logits = np.fromiter(chain.from_iterable(s.logits for s in steps), dtype=float, count=n)
+        self.control = np.array(self.action_values("is_control", _IS_CONTROL), dtype=bool)
         step_max = np.maximum.reduceat(self.logits, self.starts)
         self.exp_logits = np.exp(self.logits - step_max[self.seg])
         fail_pairs = []
@@ -284,24 +287,39 @@ class _PairTable:
                 return self.arg_partition(part)
             return self._cached(
                 feature,
-                lambda: [feature_value(feature, _NO_CONTEXT, a) for a in self.actions],
+                lambda: self.action_values(feature, lambda a: feature_value(feature, _NO_CONTEXT, a)),
                 per_step=False,
             )
         return self._cached(("q", feature), lambda: [q.get(feature, MISSING) for q in self.contexts], True)
 
     def arg_partition(self, name: str) -> tuple[np.ndarray, list[int], list[object]] | None:
         """The pairs grouped by ``action.arg(name)`` (missing: ``MISSING``)."""
-        return self._cached(("arg", name), lambda: [a.arg(name, MISSING) for a in self.actions], False)
+        return self._cached(
+            ("arg", name), lambda: self.action_values(("arg", name), lambda a: a.arg(name, MISSING)), False
+        )
 
     def mask_partition(self, arg_name: str | None) -> tuple[np.ndarray, list[int], list[object]] | None:
         """The pairs grouped by what an action mask reads: (kind, name), and one argument for ``forbid_tool_arg``."""
         if arg_name is None:
-            return self._cached("kind_name", lambda: [(a.kind, a.name) for a in self.actions], False)
+            return self._cached("kind_name", lambda: self.action_values("kind_name", _KIND_NAME), False)
         return self._cached(
             ("mask", arg_name),
-            lambda: [(a.kind, a.name, _value_key(a.arg(arg_name, MISSING))) for a in self.actions],
+            lambda: self.action_values(
+                ("mask", arg_name), lambda a: (a.kind, a.name, _value_key(a.arg(arg_name, MISSING)))
+            ),
             False,
         )
+
+    def action_values(self, key: object, read: Callable[[Action], object]) -> list[object]:
+        """``read(a)`` for every pair's action, in pair order; each step's list is remembered on the step under
+        ``key`` (see ``_step_memo``), so a later synthesis over the same steps reads each step once."""
+        out: list[object] = []
+        for step, memo in zip(self.steps, self._memos, strict=True):
+            values = memo.get(key)
+            if values is None:
+                values = memo[key] = [read(a) for a in step.actions]
+            out += values
+        return out
 
     def _cached(
         self, key: object, values, per_step: bool
@@ -330,6 +348,32 @@ class _PairTable:
 _PLAIN_TYPES = {str, type(MISSING)}
 _ACTION_PARTS = ("kind", "name", "tool", "verb")  # the ``action.*`` features that are not arguments
 _ALL = slice(None)  # every pair
+
+
+def _IS_CONTROL(a: Action) -> bool:
+    return a.is_control
+
+
+def _KIND_NAME(a: Action) -> tuple[str, str]:
+    return (a.kind, a.name)
+
+
+# What the pair tables read from a recorded step's actions, remembered per step object: the agent synthesises again
+# and again over a sliding window of the same recorded steps, so each step's actions are read once per feature.
+# Keyed by id and checked by weak reference; an entry leaves with its step (the reference's callback).
+_STEP_MEMO: dict[int, tuple[weakref.ref, dict[object, list[object]]]] = {}
+
+
+def _step_memo(step: RecordedStep) -> dict[object, list[object]]:
+    key = id(step)
+    hit = _STEP_MEMO.get(key)
+    if hit is not None and hit[0]() is step:
+        return hit[1]
+    memo: dict[object, list[object]] = {}
+    with contextlib.suppress(TypeError):  # not weakly referenceable: not remembered
+        _STEP_MEMO[key] = (weakref.ref(step, lambda _, key=key: _STEP_MEMO.pop(key, None)), memo)
+    return memo
+
 
 _NO_CONTEXT: Mapping[str, Value] = MappingProxyType({})
 
