@@ -71,6 +71,12 @@ class SearchConfig:
     max_or_values:   the largest disjunction of observed values offered as one predicate.
     weights:         the objective's weights (λ, β, ε, mask mode).
     time_budget_s:   optional wall-clock cap; when it binds, the result depends on machine speed (not reproducible).
+    stop_when_scored: stop as soon as every rule of the derivation space has been scored (by tree nodes or
+                     rollouts), before the tree itself is exhausted. Changes no candidate, score or ranking — only
+                     the node and simulation counts; deterministic.
+    patience:        stop after this many consecutive simulations without a better best candidate (by
+                     (admissible, objective, canonical text)); None: never. Deterministic (counts simulations, not
+                     seconds), but it can end a search before the optimum is found, so it is off by default.
     """
 
     num_simulations: int = 300
@@ -81,6 +87,8 @@ class SearchConfig:
     max_or_values: int = 4
     weights: ObjectiveWeights = field(default_factory=ObjectiveWeights)
     time_budget_s: float | None = None
+    stop_when_scored: bool = True
+    patience: int | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.num_simulations, int) and self.num_simulations >= 1):
@@ -97,6 +105,10 @@ class SearchConfig:
             raise ConfigError(f"max_or_values must be an int ≥ 2, got {self.max_or_values!r}")
         if self.time_budget_s is not None and not self.time_budget_s > 0:
             raise ConfigError(f"time_budget_s must be > 0 or None, got {self.time_budget_s!r}")
+        if self.patience is not None and not (
+            isinstance(self.patience, int) and not isinstance(self.patience, bool) and self.patience >= 1
+        ):
+            raise ConfigError(f"patience must be an int ≥ 1 or None, got {self.patience!r}")
 
 
 @dataclass(frozen=True)
@@ -397,12 +409,19 @@ def _select(node: _Node, lo: float, hi: float, exploration: float) -> int:
 
     Returns the child's index (the first of equal maxima, so the choice is deterministic).
     """
+    # Plain floats, not numpy: nodes have few children, and the same IEEE operations in the same order give the
+    # same values (and so the same choices) as the vectorised form.
     span = hi - lo if hi > lo else 1.0
-    visits = np.asarray(node.child_visits, dtype=float)
-    uct = (np.asarray(node.child_values) / visits - lo) / span + exploration * np.sqrt(
-        math.log(max(node.visits, 1)) / visits
-    )
-    return int(np.argmax(np.where(node.child_open, uct, -np.inf)))
+    log_n = math.log(max(node.visits, 1))
+    best, best_uct = -1, -math.inf
+    for i, (value, visits, is_open) in enumerate(
+        zip(node.child_values, node.child_visits, node.child_open, strict=True)
+    ):
+        if is_open:
+            uct = (value / visits - lo) / span + exploration * math.sqrt(log_n / visits)
+            if uct > best_uct or best < 0:
+                best, best_uct = i, uct
+    return max(best, 0)
 
 
 def synthesize(
@@ -435,6 +454,8 @@ def synthesize(
     nodes = 1
     lo, hi = math.inf, -math.inf
     simulations = 0
+    space_size = space.count_rules(max_preds) if config.stop_when_scored else -1
+    best_at = 0  # the simulation that last improved the best candidate (for ``patience``)
 
     def rollout(mask: int, preds: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
         if mask < 0:
@@ -451,6 +472,10 @@ def synthesize(
         if not root_open:
             break
         if config.time_budget_s is not None and time.perf_counter() - started > config.time_budget_s:
+            break
+        if len(scorer.seen) == space_size:
+            break
+        if config.patience is not None and simulations - best_at >= config.patience:
             break
         simulations += 1
         path: list[tuple[_Node, int]] = [(root, -1)]  # (node, its index in its parent)
@@ -473,7 +498,10 @@ def synthesize(
             node = child
         # Evaluation: the node's own rule when complete, else a random completion.
         mask, preds = (node.mask, node.preds) if node.terminal else rollout(node.mask, node.preds)
+        improvements = len(scorer.trace)
         reward = -scorer(mask, preds, nodes).total
+        if len(scorer.trace) > improvements:
+            best_at = simulations
         lo, hi = min(lo, reward), max(hi, reward)
         # Backup, and close finished subtrees so selection never revisits them.
         is_open = True
