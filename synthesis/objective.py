@@ -52,7 +52,7 @@ from synthesis.dsl.ast import (
     Rule,
     Value,
 )
-from synthesis.dsl.semantics import MISSING, Classes, feature_value, fires, guard_holds, mask_covers
+from synthesis.dsl.semantics import MISSING, Classes, fires, guard_holds, mask_covers
 from synthesis.errors import ConfigError
 from synthesis.fragments import FailureCase, RecordedStep, SynthesisData
 
@@ -280,16 +280,14 @@ class _PairTable:
 
     def partition(self, feature: str) -> tuple[np.ndarray, list[int], list[object]] | None:
         """(code of every pair, a representative pair per code, the feature's value per code) for one feature
-        (``semantics.feature_value``); None when some value is unhashable (the caller then goes pair by pair)."""
+        (``semantics.feature_value``); None when some value is unhashable (the caller then goes pair by pair).
+        Pairs with one code agree on the feature, so a predicate on it is evaluated once per code."""
         if feature.startswith("action."):
             part = feature[7:]
             if part not in _ACTION_PARTS:
                 return self.arg_partition(part)
-            return self._cached(
-                feature,
-                lambda: self.action_values(feature, lambda a: feature_value(feature, _NO_CONTEXT, a)),
-                per_step=False,
-            )
+            # action.kind/name/tool/verb are functions of (kind, name): group by that (values: (kind, name) pairs)
+            return self.mask_partition(None)
         return self._cached(("q", feature), lambda: [q.get(feature, MISSING) for q in self.contexts], True)
 
     def arg_partition(self, name: str) -> tuple[np.ndarray, list[int], list[object]] | None:
