@@ -524,13 +524,24 @@ class ObjectiveEvaluator:
 
     def rule_vector(self, rule: Rule) -> np.ndarray:
         """fires(rule, q, a) over every recorded pair (only control actions can be covered by a mask)."""
-        return self.mask_vector(rule.mask) & self.guard_vector(rule.guard)
+        guard = rule.guard
+        if isinstance(guard, And):  # a candidate's own conjunction is met once: only its operands are cached
+            vec = np.logical_and.reduce([self.guard_vector(g) for g in guard.operands])
+        else:
+            vec = self.guard_vector(guard)
+        return self.mask_vector(rule.mask) & vec
 
     def _fires_on_counterfactual(self, rule: Rule) -> bool:
         """Does the rule fire on any of the verifier-certified safe counterfactuals? (bit sets, cached per node)"""
         if not self._counterfactuals:
             return False
-        return bool(self._cf_bits(rule.mask) & self._cf_bits(rule.guard))
+        guard = rule.guard
+        if isinstance(guard, And):  # as in rule_vector: the conjunction itself is not cached
+            bits = self._cf_bits(rule.mask)
+            for g in guard.operands:
+                bits &= self._cf_bits(g)
+            return bool(bits)
+        return bool(self._cf_bits(rule.mask) & self._cf_bits(guard))
 
     def _cf_bits(self, node: Guard | ActionMask) -> int:
         bits = self._cf_cache.get(node)
@@ -658,7 +669,7 @@ class ObjectiveEvaluator:
             l_drift = 0.0
 
         l_conflict = float(self._conflicts(new, steps, pairs, starts))
-        c = self.cost(rule)
+        c = float(description_length(rule, w.lambdas))  # the score itself is memoised per rule
         total = (
             (c if w.use_description_length else 0.0)
             + w.beta1 * l_fail
