@@ -565,18 +565,23 @@ class ObjectiveEvaluator:
 
     # ---- policies --------------------------------------------------------------------------------------------------
     def _policy(
-        self, counts: np.ndarray, pairs: slice | np.ndarray = _ALL, starts: np.ndarray | None = None
+        self,
+        counts: np.ndarray,
+        pairs: slice | np.ndarray = _ALL,
+        starts: np.ndarray | None = None,
+        seg: np.ndarray | None = None,
+        steps: slice | np.ndarray = _ALL,
     ) -> tuple[np.ndarray, np.ndarray]:
         """π over the pairs (and the fallback per step) given how many rules fire on each pair.
 
-        ``pairs``/``starts``: the pairs of a subset of whole steps (in order) and where each step starts among them;
-        by default every step. Each step's numbers depend on that step's pairs only, so a subset gives bit-for-bit
-        the values the full computation gives for those steps.
+        ``pairs``/``starts``/``seg``/``steps``: a subset of whole steps (in order), their pairs, where each step
+        starts among them and each pair's position in ``steps``; by default every step. Each step's numbers depend on
+        that step's pairs only, so a subset gives bit-for-bit the values the full computation gives for those steps.
         """
         w = self.weights
         starts = self._starts if starts is None else starts
+        seg = self._seg if seg is None else seg
         logits, control = self._logits[pairs], self._control[pairs]
-        seg = np.repeat(np.arange(len(starts)), np.diff(starts, append=len(logits)))
         if w.mask_mode == "soft":
             z = logits + w.soft_bias * counts
             zmax = np.maximum.reduceat(z, starts)
@@ -584,8 +589,7 @@ class ObjectiveEvaluator:
             return e / np.add.reduceat(e, starts)[seg], np.zeros(len(starts))
         keep = counts == 0
         n_open = np.add.reduceat(keep & control, starts)
-        has_control = np.add.reduceat(control, starts) > 0
-        fallback = (has_control & (n_open == 0)).astype(float)
+        fallback = (self._has_control[steps] & (n_open == 0)).astype(float)
         keep &= fallback[seg] == 0
         # exp(logit − max over the whole step) is computed once; masking only removes terms, so the sums stay
         # ≥ exp(kept logit − step max), far from underflow for any logits a policy produces (|Δ| < 700).
@@ -604,15 +608,17 @@ class ObjectiveEvaluator:
         kl -= fallback * self._base_fb_logp[steps]
         return kl
 
-    def _touched(self, new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _touched(self, new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The steps where ``new`` fires on some pair (the only steps whose π' can differ from π_{S_t}), their pairs
-        in order, and where each of those steps starts among them."""
-        steps = np.unique(self._seg[np.flatnonzero(new)])
+        in order, where each of those steps starts among them, and each pair's position in ``steps``."""
+        hit = self._seg[np.flatnonzero(new)]  # nondecreasing: pairs are in step order
+        steps = hit[np.concatenate(([True], hit[1:] != hit[:-1]))] if len(hit) else hit
         sizes = self._sizes[steps]
         starts = np.zeros(len(steps), dtype=np.intp)
         np.cumsum(sizes[:-1], out=starts[1:])
-        pairs = np.arange(int(sizes.sum()), dtype=np.intp) + np.repeat(self._starts[steps] - starts, sizes)
-        return steps, pairs, starts
+        local = np.repeat(np.arange(len(steps), dtype=np.intp), sizes)
+        pairs = np.arange(len(local), dtype=np.intp) + (self._starts[steps] - starts)[local]
+        return steps, pairs, starts, local
 
     # ---- the objective ---------------------------------------------------------------------------------------------
     def cost(self, rule: Rule) -> float:
@@ -637,9 +643,11 @@ class ObjectiveEvaluator:
     def _score(self, rule: Rule) -> Score:
         w = self.weights
         new = self.rule_vector(rule)
-        steps, pairs, starts = self._touched(new)
+        steps, pairs, starts, local = self._touched(new)
         if len(steps):
-            p_touched, fallback_touched = self._policy(self._base_counts[pairs] + new[pairs], pairs, starts)
+            p_touched, fallback_touched = self._policy(
+                self._base_counts[pairs] + new[pairs], pairs, starts, local, steps
+            )
             p = self._base_p.copy()
             p[pairs] = p_touched
         else:
@@ -698,23 +706,24 @@ class ObjectiveEvaluator:
         ctrl = self._control[pairs]
         new = new[pairs]
         new_fired = np.add.reduceat(new & ctrl, starts) > 0
-        if not new_fired.any():
-            return 0
-        has_control = self._n_control[steps] > 0
         base = self._base_counts[pairs]
 
         def open_count(blocked: np.ndarray) -> np.ndarray:
             return np.add.reduceat(ctrl & ~blocked, starts)
 
+        # Every control action blocked once ΔS joins H ∪ S_t (σ_i ∪ the others is all of H ∪ S_t): the same for
+        # every σ_i and necessary for a conflict, so most candidates stop here.
+        both = new_fired & self._has_control[steps] & (open_count((base > 0) | new) == 0)
+        if not both.any():
+            return 0
         conflicts = 0
         for full in self._existing:
             vec = full[pairs]
             others = (base - vec) > 0
             fired = np.add.reduceat(vec & ctrl, starts) > 0
-            both = open_count(others | vec | new) == 0
             without_new = open_count(others | vec) == 0
             without_old = open_count(others | new) == 0
-            hit = fired & new_fired & has_control & both & ~without_new & ~without_old
+            hit = fired & both & ~without_new & ~without_old
             conflicts += bool(hit.any())
         return conflicts
 
