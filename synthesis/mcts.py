@@ -299,6 +299,19 @@ def candidate_space(
     return CandidateSpace(tuple(dict.fromkeys(masks)), tuple(ordered))
 
 
+def _shared_space(
+    data: SynthesisData, fragment: Fragment, classes: Classes | None, max_or_values: int
+) -> CandidateSpace:
+    """``candidate_space(...)``, shared by the trees of one synthesis in one process (kept on the data's pair table,
+    for the same classes object; the space is a pure function of its arguments)."""
+    spaces = pair_table(data).spaces
+    key = (fragment, max_or_values)
+    hit = spaces.get(key)
+    if hit is None or hit[0] is not classes:
+        hit = spaces[key] = (classes, candidate_space(data, fragment, classes, max_or_values))
+    return hit[1]
+
+
 def build_rule(mask: ActionMask, predicates: Sequence[Guard]) -> Rule:
     """The canonical rule ``if p1 and … and pk then mask``."""
     return canonical(_assemble(mask, predicates))
@@ -449,7 +462,7 @@ def synthesize(
     current_rules, core_rules = tuple(current_rules), tuple(core_rules)
     started, cpu_started = time.perf_counter(), time.process_time()
     rng = np.random.default_rng(seed)
-    space = candidate_space(data, fragment, classes, config.max_or_values)
+    space = _shared_space(data, fragment, classes, config.max_or_values)
     evaluator = shared_evaluator(data, current_rules, core_rules, classes, config.weights)
     scorer = _Scorer(evaluator, space, started)
     n_masks, n_preds, max_preds = len(space.masks), len(space.predicates), config.max_predicates
@@ -544,7 +557,7 @@ def exhaustive_search(
     config = config or SearchConfig()
     current_rules, core_rules = tuple(current_rules), tuple(core_rules)
     started, cpu_started = time.perf_counter(), time.process_time()
-    space = candidate_space(data, fragment, classes, config.max_or_values)
+    space = _shared_space(data, fragment, classes, config.max_or_values)
     evaluator = shared_evaluator(data, current_rules, core_rules, classes, config.weights)
     scorer = _Scorer(evaluator, space, started)
     count = 0

@@ -277,6 +277,8 @@ class _PairTable:
         self._partitions: dict[object, tuple[np.ndarray, list[int], list[object]] | None] = {}
         # evaluators on this data, by (current rules, core rules, weights): see shared_evaluator
         self.evaluators: dict[tuple, ObjectiveEvaluator] = {}
+        # candidate spaces on this data, by (fragment, max_or_values): (classes, space), see mcts._shared_space
+        self.spaces: dict[tuple, tuple[object, object]] = {}
 
     def partition(self, feature: str) -> tuple[np.ndarray, list[int], list[object]] | None:
         """(code of every pair, a representative pair per code, the feature's value per code) for one feature
