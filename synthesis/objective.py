@@ -25,6 +25,7 @@ schema is part of the active control plane the patch joins). Each σ_i counts at
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -477,9 +478,9 @@ class ObjectiveEvaluator:
         if cached is not None:
             return cached
         if isinstance(guard, And):
-            vec = np.logical_and.reduce([self.guard_vector(g) for g in guard.operands])
+            vec = functools.reduce(np.logical_and, [self.guard_vector(g) for g in guard.operands])
         elif isinstance(guard, Or):
-            vec = np.logical_or.reduce([self.guard_vector(g) for g in guard.operands])
+            vec = functools.reduce(np.logical_or, [self.guard_vector(g) for g in guard.operands])
         else:
             vec = self._atom_vector(guard)
         self._guard_cache[guard] = vec
@@ -528,7 +529,7 @@ class ObjectiveEvaluator:
         """fires(rule, q, a) over every recorded pair (only control actions can be covered by a mask)."""
         guard = rule.guard
         if isinstance(guard, And):  # a candidate's own conjunction is met once: only its operands are cached
-            vec = np.logical_and.reduce([self.guard_vector(g) for g in guard.operands])
+            vec = functools.reduce(np.logical_and, [self.guard_vector(g) for g in guard.operands])
         else:
             vec = self.guard_vector(guard)
         return self.mask_vector(rule.mask) & vec
