@@ -584,16 +584,16 @@ class ObjectiveEvaluator:
         w = self.weights
         starts = self._starts if starts is None else starts
         seg = self._seg if seg is None else seg
-        logits, control = self._logits[pairs], self._control[pairs]
         if w.mask_mode == "soft":
-            z = logits + w.soft_bias * counts
+            z = self._logits[pairs] + w.soft_bias * counts
             zmax = np.maximum.reduceat(z, starts)
             e = np.exp(z - zmax[seg])
             return e / np.add.reduceat(e, starts)[seg], np.zeros(len(starts))
         keep = counts == 0
-        n_open = np.add.reduceat(keep & control, starts)
+        n_open = np.add.reduceat(keep & self._control[pairs], starts)
         fallback = (self._has_control[steps] & (n_open == 0)).astype(float)
-        keep &= fallback[seg] == 0
+        if fallback.any():
+            keep &= fallback[seg] == 0
         # exp(logit − max over the whole step) is computed once; masking only removes terms, so the sums stay
         # ≥ exp(kept logit − step max), far from underflow for any logits a policy produces (|Δ| < 700).
         e = np.where(keep, self._exp_logits[pairs], 0.0)
@@ -679,7 +679,8 @@ class ObjectiveEvaluator:
         else:
             l_drift = 0.0
 
-        l_conflict = float(self._conflicts(new, steps, pairs, starts))
+        exhausted = fallback_touched if len(steps) and w.mask_mode == "hard" else None
+        l_conflict = float(self._conflicts(new, steps, pairs, starts, exhausted))
         c = float(description_length(rule, w.lambdas))  # the score itself is memoised per rule
         total = (
             (c if w.use_description_length else 0.0)
@@ -700,11 +701,20 @@ class ObjectiveEvaluator:
             counterfactual_safe=not self._fires_on_counterfactual(rule),
         )
 
-    def _conflicts(self, new: np.ndarray, steps: np.ndarray, pairs: np.ndarray, starts: np.ndarray) -> int:
+    def _conflicts(
+        self,
+        new: np.ndarray,
+        steps: np.ndarray,
+        pairs: np.ndarray,
+        starts: np.ndarray,
+        exhausted: np.ndarray | None = None,
+    ) -> int:
         """Σ over σ_i ∈ H ∪ S_t of 1[σ_i and ΔS co-fire on a context and jointly (only) exhaust its control actions].
 
-        Only the steps where ΔS fires (``steps``, with their ``pairs`` and ``starts``) can hold a conflict."""
-        if not self._existing or not len(steps):
+        Only the steps where ΔS fires (``steps``, with their ``pairs`` and ``starts``) can hold a conflict.
+        ``exhausted``: the hard-mask fallback of π' on those steps when known — 1 exactly where H ∪ S_t ∪ {ΔS}
+        blocks every control action, which a conflict needs."""
+        if not self._existing or not len(steps) or (exhausted is not None and not exhausted.any()):
             return 0
         ctrl = self._control[pairs]
         new = new[pairs]
