@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -263,7 +264,13 @@ class _PairTable:
         self.seg = np.repeat(np.arange(len(steps), dtype=np.intp), sizes)
         n = len(self.actions)
         self.logits = np.fromiter(chain.from_iterable(s.logits for s in steps), dtype=float, count=n)
-        self.control = np.array(self.action_values("is_control", _IS_CONTROL), dtype=bool)
+        control = []
+        for step, memo in zip(steps, self._memos, strict=True):
+            flags = memo.get("is_control")
+            if flags is None:
+                flags = memo["is_control"] = np.array([a.is_control for a in step.actions], dtype=bool)
+            control.append(flags)
+        self.control = np.concatenate(control)
         step_max = np.maximum.reduceat(self.logits, self.starts)
         self.exp_logits = np.exp(self.logits - step_max[self.seg])
         fail_pairs = []
@@ -291,48 +298,57 @@ class _PairTable:
                 return self.arg_partition(part)
             # action.kind/name/tool/verb are functions of (kind, name): group by that (values: (kind, name) pairs)
             return self.mask_partition(None)
-        return self._cached(("q", feature), lambda: [q.get(feature, MISSING) for q in self.contexts], True)
+        return self._cached(
+            ("q", feature), lambda: self._group([q.get(feature, MISSING) for q in self.contexts])
+        )
 
     def arg_partition(self, name: str) -> tuple[np.ndarray, list[int], list[object]] | None:
         """The pairs grouped by ``action.arg(name)`` (missing: ``MISSING``)."""
-        return self._cached(
-            ("arg", name), lambda: self.action_values(("arg", name), lambda a: a.arg(name, MISSING)), False
-        )
+        key = ("arg", name)
+        return self._cached(key, lambda: self._action_partition(key, lambda a: a.arg(name, MISSING)))
 
     def mask_partition(self, arg_name: str | None) -> tuple[np.ndarray, list[int], list[object]] | None:
         """The pairs grouped by what an action mask reads: (kind, name), and one argument for ``forbid_tool_arg``."""
         if arg_name is None:
-            return self._cached("kind_name", lambda: self.action_values("kind_name", _KIND_NAME), False)
+            return self._cached("kind_name", lambda: self._action_partition("kind_name", _KIND_NAME))
+        key = ("mask", arg_name)
         return self._cached(
-            ("mask", arg_name),
-            lambda: self.action_values(
-                ("mask", arg_name), lambda a: (a.kind, a.name, _value_key(a.arg(arg_name, MISSING)))
+            key,
+            lambda: self._action_partition(
+                key, lambda a: (a.kind, a.name, _value_key(a.arg(arg_name, MISSING)))
             ),
-            False,
         )
 
-    def action_values(self, key: object, read: Callable[[Action], object]) -> list[object]:
-        """``read(a)`` for every pair's action, in pair order; each step's list is remembered on the step under
-        ``key`` (see ``_step_memo``), so a later synthesis over the same steps reads each step once."""
-        out: list[object] = []
+    def _action_partition(
+        self, key: object, read: Callable[[Action], object]
+    ) -> tuple[np.ndarray, list[int], list[object]]:
+        """Group the pairs by ``read(action)``. Each step's actions are read once per process: their codes in the
+        feature's interned table are remembered on the step (see ``_step_memo``), so grouping a table's pairs is
+        numpy work only. Codes are then renumbered in first-seen order, as :meth:`_group` numbers them."""
+        interned = _interned(key)
+        parts = []
         for step, memo in zip(self.steps, self._memos, strict=True):
-            values = memo.get(key)
-            if values is None:
-                values = memo[key] = [read(a) for a in step.actions]
-            out += values
-        return out
+            codes = memo.get(key)
+            if codes is None:
+                codes = memo[key] = np.array([interned.code(read(a)) for a in step.actions], dtype=np.intp)
+            parts.append(codes)
+        _, first, inverse = np.unique(np.concatenate(parts), return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(len(order), dtype=np.intp)
+        rank[order] = np.arange(len(order), dtype=np.intp)
+        reps = first[order].tolist()
+        return rank[inverse.reshape(-1)], reps, [read(self.actions[i]) for i in reps]
 
-    def _cached(
-        self, key: object, values, per_step: bool
-    ) -> tuple[np.ndarray, list[int], list[object]] | None:
+    def _cached(self, key: object, build) -> tuple[np.ndarray, list[int], list[object]] | None:
         if key not in self._partitions:
             try:
-                self._partitions[key] = self._group(values(), per_step)
+                self._partitions[key] = build()
             except TypeError:  # an unhashable value
                 self._partitions[key] = None
         return self._partitions[key]
 
-    def _group(self, values: list[object], per_step: bool) -> tuple[np.ndarray, list[int], list[object]]:
+    def _group(self, values: list[object]) -> tuple[np.ndarray, list[int], list[object]]:
+        """Group the pairs by a per-step value (one value per step, e.g. a context variable)."""
         # Python calls True, 1 and 1.0 equal: values are their own keys only when, besides strings and the missing
         # marker (equal to nothing else), at most one type occurs; else (type, value) keys (as value_identity).
         mixed = len(set(map(type, values)) - _PLAIN_TYPES) > 1
@@ -342,8 +358,7 @@ class _PairTable:
         # codes appear in increasing order, so a code's first occurrence is where the running maximum rises
         first = np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)
         firsts = [values[i] for i in first]
-        reps = (self.starts[first] if per_step else first).tolist()
-        return (codes[self.seg] if per_step else codes), reps, firsts
+        return codes[self.seg], self.starts[first].tolist(), firsts
 
 
 _PLAIN_TYPES = {str, type(MISSING)}
@@ -351,26 +366,52 @@ _ACTION_PARTS = ("kind", "name", "tool", "verb")  # the ``action.*`` features th
 _ALL = slice(None)  # every pair
 
 
-def _IS_CONTROL(a: Action) -> bool:
-    return a.is_control
-
-
 def _KIND_NAME(a: Action) -> tuple[str, str]:
     return (a.kind, a.name)
+
+
+class _Interned:
+    """Process-wide codes for the values one action feature takes (a value keeps its code for good), so that a
+    step's codes can be remembered on the step and reused by every later pair table. Literals Python calls equal
+    (True, 1, 1.0) get different codes (keys as ``_value_key``)."""
+
+    def __init__(self) -> None:
+        self._codes: dict[object, int] = {}
+        self._lock = threading.Lock()
+
+    def code(self, value: object) -> int:
+        key = value if value.__class__ is str else (value.__class__, value)
+        code = self._codes.get(key)
+        if code is None:
+            with self._lock:
+                code = self._codes.setdefault(key, len(self._codes))
+        return code
+
+
+_INTERNED: dict[object, _Interned] = {}
+_INTERNED_LOCK = threading.Lock()
+
+
+def _interned(key: object) -> _Interned:
+    table = _INTERNED.get(key)
+    if table is None:
+        with _INTERNED_LOCK:
+            table = _INTERNED.setdefault(key, _Interned())
+    return table
 
 
 # What the pair tables read from a recorded step's actions, remembered per step object: the agent synthesises again
 # and again over a sliding window of the same recorded steps, so each step's actions are read once per feature.
 # Keyed by id and checked by weak reference; an entry leaves with its step (the reference's callback).
-_STEP_MEMO: dict[int, tuple[weakref.ref, dict[object, list[object]]]] = {}
+_STEP_MEMO: dict[int, tuple[weakref.ref, dict[object, object]]] = {}
 
 
-def _step_memo(step: RecordedStep) -> dict[object, list[object]]:
+def _step_memo(step: RecordedStep) -> dict[object, object]:
     key = id(step)
     hit = _STEP_MEMO.get(key)
     if hit is not None and hit[0]() is step:
         return hit[1]
-    memo: dict[object, list[object]] = {}
+    memo: dict[object, object] = {}
     with contextlib.suppress(TypeError):  # not weakly referenceable: not remembered
         _STEP_MEMO[key] = (weakref.ref(step, lambda _, key=key: _STEP_MEMO.pop(key, None)), memo)
     return memo
