@@ -332,12 +332,16 @@ class _PairTable:
             if codes is None:
                 codes = memo[key] = np.array([interned.code(read(a)) for a in step.actions], dtype=np.intp)
             parts.append(codes)
-        _, first, inverse = np.unique(np.concatenate(parts), return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")
-        rank = np.empty(len(order), dtype=np.intp)
+        codes = np.concatenate(parts)
+        n = len(codes)
+        first = np.full(int(codes.max()) + 1, n, dtype=np.intp)  # each interned code's first pair here
+        np.minimum.at(first, codes, np.arange(n, dtype=np.intp))
+        present = np.flatnonzero(first < n)
+        order = present[np.argsort(first[present], kind="stable")]
+        rank = np.empty(len(first), dtype=np.intp)
         rank[order] = np.arange(len(order), dtype=np.intp)
         reps = first[order].tolist()
-        return rank[inverse.reshape(-1)], reps, [read(self.actions[i]) for i in reps]
+        return rank[codes], reps, [read(self.actions[i]) for i in reps]
 
     def _cached(self, key: object, build) -> tuple[np.ndarray, list[int], list[object]] | None:
         if key not in self._partitions:
