@@ -12,7 +12,13 @@ Each simulation: UCT selection (values min–max normalised over the rewards see
 (chosen with the passed-in generator), a random rollout to a complete rule, scoring with the objective of
 :mod:`synthesis.objective` (cached per canonical rule), backup of −objective. Everything is a pure function of its
 inputs and the seed (mctx style): same seed, same result. The only optional source of non-determinism is the
-wall-clock budget ``SearchConfig.time_budget_s`` (off by default).
+wall-clock budget ``SearchConfig.time_budget_s`` (off by default). The search stops early, deterministically, once
+every rule of the space has been scored (``stop_when_scored``, on: it changes only the counts) or after ``patience``
+simulations without a better candidate (off: measured to miss the optimum on large spaces, see BENCHMARKS.md).
+
+Root-parallel trees of one synthesis that run in one process share the candidate space and the objective evaluator
+(pure memos, see :func:`synthesis.objective.shared_evaluator`), so a rule is scored once per synthesis; trees on Ray
+compute their own and return the same results.
 """
 
 from __future__ import annotations
