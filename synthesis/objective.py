@@ -29,10 +29,9 @@ import functools
 import math
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
-from types import MappingProxyType
 from typing import Literal
 
 import numpy as np
@@ -52,7 +51,6 @@ from synthesis.dsl.ast import (
     Named,
     Or,
     Rule,
-    Value,
 )
 from synthesis.dsl.semantics import MISSING, Classes, fires, guard_holds, mask_covers
 from synthesis.errors import ConfigError
@@ -384,7 +382,9 @@ class _Interned:
         self._lock = threading.Lock()
 
     def code(self, value: object) -> int:
-        key = value if value.__class__ is str else (value.__class__, value)
+        key = (
+            value if value.__class__ is str else (value.__class__, value)
+        )  # _value_key, inlined (per action)
         code = self._codes.get(key)
         if code is None:
             with self._lock:
@@ -419,9 +419,6 @@ def _step_memo(step: RecordedStep) -> dict[object, object]:
     with contextlib.suppress(TypeError):  # not weakly referenceable: not remembered
         _STEP_MEMO[key] = (weakref.ref(step, lambda _, key=key: _STEP_MEMO.pop(key, None)), memo)
     return memo
-
-
-_NO_CONTEXT: Mapping[str, Value] = MappingProxyType({})
 
 
 def pair_table(data: SynthesisData) -> _PairTable:
