@@ -328,7 +328,7 @@ class _PairTable:
         for step, memo in zip(self.steps, self._memos, strict=True):
             codes = memo.get(key)
             if codes is None:
-                codes = memo[key] = np.array([interned.code(read(a)) for a in step.actions], dtype=np.intp)
+                codes = memo[key] = np.array(interned.codes(map(read, step.actions)), dtype=np.intp)
             parts.append(codes)
         codes = np.concatenate(parts)
         n = len(codes)
@@ -381,15 +381,14 @@ class _Interned:
         self._codes: dict[object, int] = {}
         self._lock = threading.Lock()
 
-    def code(self, value: object) -> int:
-        key = (
-            value if value.__class__ is str else (value.__class__, value)
-        )  # _value_key, inlined (per action)
-        code = self._codes.get(key)
-        if code is None:
+    def codes(self, values: Iterable[object]) -> list[int]:
+        """The codes of some values, new values numbered as they come."""
+        keys = [v if v.__class__ is str else (v.__class__, v) for v in values]  # as _value_key, inlined
+        codes = list(map(self._codes.get, keys))
+        if None in codes:
             with self._lock:
-                code = self._codes.setdefault(key, len(self._codes))
-        return code
+                codes = [self._codes.setdefault(k, len(self._codes)) for k in keys]
+        return codes
 
 
 _INTERNED: dict[object, _Interned] = {}
