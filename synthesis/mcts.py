@@ -312,7 +312,10 @@ def _shared_space(
     for the same classes object; the space is a pure function of its arguments)."""
     spaces = pair_table(data).spaces
     key = (fragment, max_or_values)
-    hit = spaces.get(key)
+    try:
+        hit = spaces.get(key)
+    except TypeError:  # an unhashable value in the fragment's actions: not shared
+        return candidate_space(data, fragment, classes, max_or_values)
     if hit is None or hit[0] is not classes:
         hit = spaces[key] = (classes, candidate_space(data, fragment, classes, max_or_values))
     return hit[1]
