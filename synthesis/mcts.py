@@ -268,31 +268,27 @@ def candidate_space(
     # Values observed anywhere in the data (only their set matters: numeric thresholds), read once per feature.
     table = pair_table(data)
 
-    def observed(groups) -> list[Value]:
-        return [] if groups is None else [v for v in groups[2] if v is not MISSING and v is not None]
+    def observed(groups, every: Iterable[Value]) -> list[Value]:
+        if groups is None:  # unhashable values: no grouping, every value
+            return [v for v in every if v is not MISSING and v is not None]
+        return [v for v in groups[2] if v is not MISSING and v is not None]
 
     predicates: list[Guard] = []
     for kind, name in sorted(keys):
         predicates.append(Named("tool_is" if kind == "tool" else "action_is", name))
     for arg in sorted(fragment.causal_args):
-        observed_arg = (
-            observed(table.arg_partition(arg))
-            if table.arg_partition(arg) is not None
-            else [a.arg(arg) for a in table.actions if a.arg(arg) is not None]
-        )
         predicates += _feature_predicates(
             f"action.{arg}",
             [a.arg(arg) for _, a in failed if a.arg(arg) is not None],
-            observed_arg,
+            observed(table.arg_partition(arg), (a.arg(arg) for a in table.actions)),
             classes,
             max_or_values,
         )
     for var in sorted(fragment.q):
-        groups = table.partition(var)
         predicates += _feature_predicates(
             var,
             [q[var] for q, _ in failed if var in q],
-            observed(groups) if groups is not None else [q[var] for q in table.contexts if var in q],
+            observed(table.partition(var), (q.get(var) for q in table.contexts)),
             classes,
             max_or_values,
         )
