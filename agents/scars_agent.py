@@ -206,9 +206,7 @@ class ScarsAgent:
         self.storm = StormController(config.storm, classes=card.classes)
         self.seeds = np.random.SeedSequence(seed)
         self.history: deque[RecordedStep] = deque(maxlen=config.history)
-        self._verdicts: dict[
-            int, tuple[Mapping[str, Any], dict]
-        ] = {}  # id(step context) -> (context, verdicts)
+        self._verifier = self._ask_world  # one object for the run: synthesis memoises a verifier's answers
         self.text_rules: list[str] = []  # Text-Reflection Scar: synthesised rules shown as text
         self.t = 0
         self.failures: list[Failure] = []  # every verified failure of the run (the merge keeps them covered)
@@ -260,7 +258,7 @@ class ScarsAgent:
             record = RecordedStep(
                 d.context, d.actions, feedback.logits, feedback.chosen, feedback.violated, d.episode, d.step
             )
-            self._remember(record)
+            self.history.append(record)
         base = np.asarray(feedback.logits, dtype=np.float64)
         probs = np.exp(base - base.max()) if len(base) else base
         proposal = tuple(zip(d.actions, (probs / probs.sum()).tolist(), strict=True)) if len(base) else ()
@@ -326,24 +324,10 @@ class ScarsAgent:
         self.store.close()
 
     # ---------------------------------------------------------------------------------- accommodation
-    def _verifier(self, context: Mapping[str, Any], action) -> bool:
-        """The world's verifier on (q, a); the verdicts on a recorded step's admissible actions are asked once per
-        step and kept while the step is in the history (D_t is rebuilt for every synthesis and merge)."""
-        cached = self._verdicts.get(id(context))
-        if cached is not None and cached[0] is context:
-            hit = cached[1].get(action)
-            if hit is not None:
-                return hit
-            flagged = cached[1][action] = bool(self.world.check(context, action))
-            return flagged
+    def _ask_world(self, context: Mapping[str, Any], action) -> bool:
+        """The world's verifier on (q, a) as a ``synthesis`` Verifier (``self._verifier`` holds this bound method
+        once, so ``build_dataset`` remembers its answers per recorded step across syntheses)."""
         return bool(self.world.check(context, action))
-
-    def _remember(self, record: RecordedStep) -> None:
-        """Append a step to the history and give its context a verdict cache (dropped when the step leaves)."""
-        if len(self.history) == self.history.maxlen:
-            self._verdicts.pop(id(self.history[0].context), None)
-        self.history.append(record)
-        self._verdicts[id(record.context)] = (record.context, {})
 
     def _accommodate(self, record: RecordedStep, failure: Failure, trigger: str) -> None:
         try:
@@ -383,9 +367,7 @@ class ScarsAgent:
                 taken = step.chosen_action
                 if (taken.kind, taken.name, taken.args) == (kind, name, args):
                     if not step.violated:
-                        self.history[i] = marked = replace(step, violated=True)
-                        self._verdicts[id(marked.context)] = (marked.context, {})
-                        self._verdicts.pop(id(step.context), None)
+                        self.history[i] = replace(step, violated=True)
                     break
             else:  # no longer in the history: the punished action alone stands for its step
                 self.history.append(

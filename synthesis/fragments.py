@@ -12,6 +12,7 @@ steps and their chosen action) and Q_safe (steps outside the failure region).
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -299,6 +300,36 @@ class SynthesisData:
         return tuple(seen.values())
 
 
+# build_dataset's memo of flagged_actions: verifier → {id(step): (weak reference to the step, flagged actions)}.
+# The agent rebuilds D_t from a sliding window of the same recorded steps at every synthesis; a Verifier is a
+# deterministic function of (context, action), so each recorded step needs asking only once per verifier. Entries
+# leave with their step (weak reference callback) or their verifier (weak key); a verifier that cannot be weakly
+# referenced is asked every time.
+_FLAGGED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _flagged_memo(verifier: Verifier) -> dict[int, tuple[weakref.ref, tuple[Action, ...]]] | None:
+    try:
+        memo = _FLAGGED.get(verifier)
+        if memo is None:
+            memo = _FLAGGED[verifier] = {}
+    except TypeError:  # not hashable or not weakly referenceable
+        return None
+    return memo
+
+
+def _flagged(step: RecordedStep, verifier: Verifier, memo: dict | None) -> tuple[Action, ...]:
+    if memo is None:
+        return flagged_actions(step, verifier)
+    key = id(step)
+    hit = memo.get(key)
+    if hit is not None and hit[0]() is step:
+        return hit[1]
+    flagged = flagged_actions(step, verifier)
+    memo[key] = (weakref.ref(step, lambda _, key=key: memo.pop(key, None)), flagged)
+    return flagged
+
+
 def build_dataset(
     steps: Iterable[RecordedStep],
     verifier: Verifier,
@@ -311,8 +342,12 @@ def build_dataset(
         (same mask key: env verb or tool id) are kept, so one synthesis run addresses one failure pattern.
     D⁺: every non-violating step (its chosen action is a success a*).
     Q_safe: the non-violating steps where the verifier flags no admissible control action.
+
+    The verifier is deterministic (see ``Verifier``), so its answers on a recorded step object are remembered
+    across calls (while the step and the verifier live): calls on overlapping windows of the same steps ask it once.
     """
     keys = None if fragment is None else {(a.kind, a.name) for a in fragment.F}
+    memo = _flagged_memo(verifier)
     d_minus, d_plus, q_safe = [], [], []
     for s in steps:
         if s.violated:
@@ -321,13 +356,13 @@ def build_dataset(
                 continue
             equivalent = tuple(
                 a
-                for a in flagged_actions(s, verifier)
+                for a in _flagged(s, verifier, memo)
                 if a != failed and a.kind == failed.kind and a.name == failed.name
             )
             d_minus.append(FailureCase(s, (failed, *equivalent)))
         else:
             d_plus.append(SuccessCase(s))
-            if not flagged_actions(s, verifier):
+            if not _flagged(s, verifier, memo):
                 q_safe.append(s)
     safe = () if fragment is None else tuple((dict(q), a) for q, a in fragment.safe_counterfactuals)
     return SynthesisData(tuple(d_minus), tuple(d_plus), tuple(q_safe), safe)

@@ -12,7 +12,13 @@ Each simulation: UCT selection (values min–max normalised over the rewards see
 (chosen with the passed-in generator), a random rollout to a complete rule, scoring with the objective of
 :mod:`synthesis.objective` (cached per canonical rule), backup of −objective. Everything is a pure function of its
 inputs and the seed (mctx style): same seed, same result. The only optional source of non-determinism is the
-wall-clock budget ``SearchConfig.time_budget_s`` (off by default).
+wall-clock budget ``SearchConfig.time_budget_s`` (off by default). The search stops early, deterministically, once
+every rule of the space has been scored (``stop_when_scored``, on: it changes only the counts) or after ``patience``
+simulations without a better candidate (off: measured to miss the optimum on large spaces, see BENCHMARKS.md).
+
+Root-parallel trees of one synthesis that run in one process share the candidate space and the objective evaluator
+(pure memos, see :func:`synthesis.objective.shared_evaluator`), so a rule is scored once per synthesis; trees on Ray
+compute their own and return the same results.
 """
 
 from __future__ import annotations
@@ -42,11 +48,19 @@ from synthesis.dsl.ast import (
     Rule,
     Value,
 )
-from synthesis.dsl.semantics import Classes
+from synthesis.dsl.semantics import MISSING, Classes
 from synthesis.errors import ConfigError
 from synthesis.failure import Failure
 from synthesis.fragments import SynthesisData
-from synthesis.objective import ObjectiveEvaluator, ObjectiveWeights, ReplayReport, Score, replay_pass
+from synthesis.objective import (
+    ObjectiveEvaluator,
+    ObjectiveWeights,
+    ReplayReport,
+    Score,
+    pair_table,
+    replay_pass,
+    shared_evaluator,
+)
 
 # feature → named predicate (the paper's spelling is kept where the paper has one)
 _NAMED_FOR_FEATURE = {feature: name for name, feature in NAMED_PREDICATES.items()}
@@ -64,6 +78,12 @@ class SearchConfig:
     max_or_values:   the largest disjunction of observed values offered as one predicate.
     weights:         the objective's weights (λ, β, ε, mask mode).
     time_budget_s:   optional wall-clock cap; when it binds, the result depends on machine speed (not reproducible).
+    stop_when_scored: stop as soon as every rule of the derivation space has been scored (by tree nodes or
+                     rollouts), before the tree itself is exhausted. Changes no candidate, score or ranking — only
+                     the node and simulation counts; deterministic.
+    patience:        stop after this many consecutive simulations without a better best candidate (by
+                     (admissible, objective, canonical text)); None: never. Deterministic (counts simulations, not
+                     seconds), but it can end a search before the optimum is found, so it is off by default.
     """
 
     num_simulations: int = 300
@@ -74,6 +94,8 @@ class SearchConfig:
     max_or_values: int = 4
     weights: ObjectiveWeights = field(default_factory=ObjectiveWeights)
     time_budget_s: float | None = None
+    stop_when_scored: bool = True
+    patience: int | None = None
 
     def __post_init__(self) -> None:
         if not (isinstance(self.num_simulations, int) and self.num_simulations >= 1):
@@ -90,6 +112,10 @@ class SearchConfig:
             raise ConfigError(f"max_or_values must be an int ≥ 2, got {self.max_or_values!r}")
         if self.time_budget_s is not None and not self.time_budget_s > 0:
             raise ConfigError(f"time_budget_s must be > 0 or None, got {self.time_budget_s!r}")
+        if self.patience is not None and not (
+            isinstance(self.patience, int) and not isinstance(self.patience, bool) and self.patience >= 1
+        ):
+            raise ConfigError(f"patience must be an int ≥ 1 or None, got {self.patience!r}")
 
 
 @dataclass(frozen=True)
@@ -240,7 +266,14 @@ def candidate_space(
                 ):
                     masks.append(ForbidToolArg(name, arg, value))
 
-    every = [(dict(s.context), a) for s in data.steps for a in s.actions]
+    # Values observed anywhere in the data (only their set matters: numeric thresholds), read once per feature.
+    table = pair_table(data)
+
+    def observed(groups, every: Iterable[Value]) -> list[Value]:
+        if groups is None:  # unhashable values: no grouping, every value
+            return [v for v in every if v is not MISSING and v is not None]
+        return [v for v in groups[2] if v is not MISSING and v is not None]
+
     predicates: list[Guard] = []
     for kind, name in sorted(keys):
         predicates.append(Named("tool_is" if kind == "tool" else "action_is", name))
@@ -248,7 +281,7 @@ def candidate_space(
         predicates += _feature_predicates(
             f"action.{arg}",
             [a.arg(arg) for _, a in failed if a.arg(arg) is not None],
-            [a.arg(arg) for _, a in every if a.arg(arg) is not None],
+            observed(table.arg_partition(arg), (a.arg(arg) for a in table.actions)),
             classes,
             max_or_values,
         )
@@ -256,7 +289,7 @@ def candidate_space(
         predicates += _feature_predicates(
             var,
             [q[var] for q, _ in failed if var in q],
-            [q[var] for q, _ in every if var in q],
+            observed(table.partition(var), (q.get(var) for q in table.contexts)),
             classes,
             max_or_values,
         )
@@ -267,6 +300,22 @@ def candidate_space(
         canonical(And(tuple(unique))).operands if len(unique) >= 2 else tuple(canonical(g) for g in unique)
     )
     return CandidateSpace(tuple(dict.fromkeys(masks)), tuple(ordered))
+
+
+def _shared_space(
+    data: SynthesisData, fragment: Failure, classes: Classes | None, max_or_values: int
+) -> CandidateSpace:
+    """``candidate_space(...)``, shared by the trees of one synthesis in one process (kept on the data's pair table,
+    for the same classes object; the space is a pure function of its arguments)."""
+    spaces = pair_table(data).spaces
+    key = (fragment, max_or_values)
+    try:
+        hit = spaces.get(key)
+    except TypeError:  # an unhashable value in the fragment's actions: not shared
+        return candidate_space(data, fragment, classes, max_or_values)
+    if hit is None or hit[0] is not classes:
+        hit = spaces[key] = (classes, candidate_space(data, fragment, classes, max_or_values))
+    return hit[1]
 
 
 def build_rule(mask: ActionMask, predicates: Sequence[Guard]) -> Rule:
@@ -374,17 +423,31 @@ def _child(node: _Node, move: tuple[str, int], n_masks: int, n_preds: int, max_p
     return _Node(mask, preds, terminal, untried)
 
 
+_VECTOR_SELECT = 24  # children above which UCT is one numpy expression (measured crossover ≈ 20–30)
+
+
 def _select(node: _Node, lo: float, hi: float, exploration: float) -> int:
     """UCT over the children that still have unexplored rules; values are min–max normalised to [0, 1].
 
     Returns the child's index (the first of equal maxima, so the choice is deterministic).
     """
     span = hi - lo if hi > lo else 1.0
-    visits = np.asarray(node.child_visits, dtype=float)
-    uct = (np.asarray(node.child_values) / visits - lo) / span + exploration * np.sqrt(
-        math.log(max(node.visits, 1)) / visits
-    )
-    return int(np.argmax(np.where(node.child_open, uct, -np.inf)))
+    log_n = math.log(max(node.visits, 1))
+    if len(node.child_visits) > _VECTOR_SELECT:
+        visits = np.asarray(node.child_visits, dtype=float)
+        uct = (np.asarray(node.child_values) / visits - lo) / span + exploration * np.sqrt(log_n / visits)
+        return int(np.argmax(np.where(node.child_open, uct, -np.inf)))
+    # Few children: plain floats beat numpy's per-call cost, and the same IEEE operations in the same order give the
+    # same values (so the same choice) as the vectorised form.
+    best, best_uct = -1, -math.inf
+    for i, (value, visits, is_open) in enumerate(
+        zip(node.child_values, node.child_visits, node.child_open, strict=True)
+    ):
+        if is_open:
+            uct = (value / visits - lo) / span + exploration * math.sqrt(log_n / visits)
+            if uct > best_uct or best < 0:
+                best, best_uct = i, uct
+    return max(best, 0)
 
 
 def synthesize(
@@ -405,8 +468,8 @@ def synthesize(
     current_rules, core_rules = tuple(current_rules), tuple(core_rules)
     started, cpu_started = time.perf_counter(), time.process_time()
     rng = np.random.default_rng(seed)
-    space = candidate_space(data, fragment, classes, config.max_or_values)
-    evaluator = ObjectiveEvaluator(data, current_rules, core_rules, classes, config.weights)
+    space = _shared_space(data, fragment, classes, config.max_or_values)
+    evaluator = shared_evaluator(data, current_rules, core_rules, classes, config.weights)
     scorer = _Scorer(evaluator, space, started)
     n_masks, n_preds, max_preds = len(space.masks), len(space.predicates), config.max_predicates
     if n_masks == 0 or n_preds == 0:
@@ -417,6 +480,8 @@ def synthesize(
     nodes = 1
     lo, hi = math.inf, -math.inf
     simulations = 0
+    space_size = space.count_rules(max_preds) if config.stop_when_scored else -1
+    best_at = 0  # the simulation that last improved the best candidate (for ``patience``)
 
     def rollout(mask: int, preds: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
         if mask < 0:
@@ -433,6 +498,10 @@ def synthesize(
         if not root_open:
             break
         if config.time_budget_s is not None and time.perf_counter() - started > config.time_budget_s:
+            break
+        if len(scorer.seen) == space_size:
+            break
+        if config.patience is not None and simulations - best_at >= config.patience:
             break
         simulations += 1
         path: list[tuple[_Node, int]] = [(root, -1)]  # (node, its index in its parent)
@@ -455,7 +524,10 @@ def synthesize(
             node = child
         # Evaluation: the node's own rule when complete, else a random completion.
         mask, preds = (node.mask, node.preds) if node.terminal else rollout(node.mask, node.preds)
+        improvements = len(scorer.trace)
         reward = -scorer(mask, preds, nodes).total
+        if len(scorer.trace) > improvements:
+            best_at = simulations
         lo, hi = min(lo, reward), max(hi, reward)
         # Backup, and close finished subtrees so selection never revisits them.
         is_open = True
@@ -491,8 +563,8 @@ def exhaustive_search(
     config = config or SearchConfig()
     current_rules, core_rules = tuple(current_rules), tuple(core_rules)
     started, cpu_started = time.perf_counter(), time.process_time()
-    space = candidate_space(data, fragment, classes, config.max_or_values)
-    evaluator = ObjectiveEvaluator(data, current_rules, core_rules, classes, config.weights)
+    space = _shared_space(data, fragment, classes, config.max_or_values)
+    evaluator = shared_evaluator(data, current_rules, core_rules, classes, config.weights)
     scorer = _Scorer(evaluator, space, started)
     count = 0
     for mask in range(len(space.masks)):

@@ -24,16 +24,35 @@ schema is part of the active control plane the patch joins). Each σ_i counts at
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
-from collections.abc import Iterable, Sequence
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Literal
 
 import numpy as np
 
 from synthesis.dsl import Lambdas, description_length
-from synthesis.dsl.ast import Action, ActionMask, And, Guard, Or, Rule
-from synthesis.dsl.semantics import Classes, fires, guard_holds, mask_covers
+from synthesis.dsl.ast import (
+    NAMED_PREDICATES,
+    Action,
+    ActionMask,
+    And,
+    Compare,
+    ForbidEnvAction,
+    ForbidToolArg,
+    ForbidToolCall,
+    Guard,
+    InClass,
+    Named,
+    Or,
+    Rule,
+)
+from synthesis.dsl.semantics import MISSING, Classes, fires, guard_holds, mask_covers
 from synthesis.errors import ConfigError
 from synthesis.fragments import FailureCase, RecordedStep, SynthesisData
 
@@ -206,13 +225,243 @@ def tv_drift(
     return drift_measures(rules_before, rules_after, Q_safe, classes, mask_mode, soft_bias)[0]
 
 
+def _atom_feature(guard: Guard) -> str | None:
+    """The one feature a predicate reads (its truth is a function of that feature's value), else None."""
+    if isinstance(guard, Compare | InClass):
+        return guard.feature
+    if isinstance(guard, Named):
+        return NAMED_PREDICATES.get(guard.name)
+    return None
+
+
+_LAST_TABLE: tuple[weakref.ref, _PairTable] | None = None
+
+
+def _value_key(value: object) -> object:
+    """A dict key that keeps apart literals Python calls equal (``True``, ``1``, ``1.0``; see ``value_identity``)."""
+    return value if type(value) is str else (type(value), value)
+
+
+class _PairTable:
+    """Every recorded (q, a) pair of one data set, flattened once. Depends on the data only (no rules, classes or
+    weights), so the root-parallel trees of one synthesis in one process share it (see :func:`pair_table`).
+
+    ``partition(feature)`` groups the pairs by the value a feature reads on them: a code per pair and one
+    representative pair per code. A predicate on one feature is then evaluated once per distinct value (by
+    ``guard_holds`` itself, on the representative) instead of once per pair.
+    """
+
+    def __init__(self, data: SynthesisData) -> None:
+        self.steps = steps = data.steps
+        index = {id(s): i for i, s in enumerate(steps)}
+        self.contexts = [s.context for s in steps]
+        self._memos = [_step_memo(s) for s in steps]
+        self.actions: list[Action] = list(chain.from_iterable(s.actions for s in steps))
+        sizes = np.fromiter((len(s.actions) for s in steps), dtype=np.intp, count=len(steps))
+        self.starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
+        self.seg = np.repeat(np.arange(len(steps), dtype=np.intp), sizes)
+        n = len(self.actions)
+        self.logits = np.fromiter(chain.from_iterable(s.logits for s in steps), dtype=float, count=n)
+        control = []
+        for step, memo in zip(steps, self._memos, strict=True):
+            flags = memo.get("is_control")
+            if flags is None:
+                flags = memo["is_control"] = np.array([a.is_control for a in step.actions], dtype=bool)
+            control.append(flags)
+        self.control = np.concatenate(control)
+        step_max = np.maximum.reduceat(self.logits, self.starts)
+        self.exp_logits = np.exp(self.logits - step_max[self.seg])
+        fail_pairs = []
+        for case in data.D_minus:
+            start = self.starts[index[id(case.step)]]
+            fail_pairs += [start + case.step.actions.index(a) for a in case.F]
+        self.fail_pairs = np.array(fail_pairs, dtype=np.intp)
+        self.succ_pairs = np.array(
+            [self.starts[index[id(c.step)]] + c.step.chosen for c in data.D_plus], dtype=np.intp
+        )
+        self.safe_steps = np.array([index[id(s)] for s in data.Q_safe], dtype=np.intp)
+        self._partitions: dict[object, tuple[np.ndarray, list[int], list[object]] | None] = {}
+        # evaluators on this data, by (current rules, core rules, weights): see shared_evaluator
+        self.evaluators: dict[tuple, ObjectiveEvaluator] = {}
+        # candidate spaces on this data, by (fragment, max_or_values): (classes, space), see mcts._shared_space
+        self.spaces: dict[tuple, tuple[object, object]] = {}
+
+    def partition(self, feature: str) -> tuple[np.ndarray, list[int], list[object]] | None:
+        """(code of every pair, a representative pair per code, the feature's value per code) for one feature
+        (``semantics.feature_value``); None when some value is unhashable (the caller then goes pair by pair).
+        Pairs with one code agree on the feature, so a predicate on it is evaluated once per code."""
+        if feature.startswith("action."):
+            part = feature[7:]
+            if part not in _ACTION_PARTS:
+                return self.arg_partition(part)
+            # action.kind/name/tool/verb are functions of (kind, name): group by that (values: (kind, name) pairs)
+            return self.mask_partition(None)
+        return self._cached(
+            ("q", feature), lambda: self._group([q.get(feature, MISSING) for q in self.contexts])
+        )
+
+    def arg_partition(self, name: str) -> tuple[np.ndarray, list[int], list[object]] | None:
+        """The pairs grouped by ``action.arg(name)`` (missing: ``MISSING``)."""
+        key = ("arg", name)
+        return self._cached(key, lambda: self._action_partition(key, lambda a: a.arg(name, MISSING)))
+
+    def mask_partition(self, arg_name: str | None) -> tuple[np.ndarray, list[int], list[object]] | None:
+        """The pairs grouped by what an action mask reads: (kind, name), and one argument for ``forbid_tool_arg``."""
+        if arg_name is None:
+            return self._cached("kind_name", lambda: self._action_partition("kind_name", _KIND_NAME))
+        key = ("mask", arg_name)
+        return self._cached(
+            key,
+            lambda: self._action_partition(
+                key, lambda a: (a.kind, a.name, _value_key(a.arg(arg_name, MISSING)))
+            ),
+        )
+
+    def _action_partition(
+        self, key: object, read: Callable[[Action], object]
+    ) -> tuple[np.ndarray, list[int], list[object]]:
+        """Group the pairs by ``read(action)``. Each step's actions are read once per process: their codes in the
+        feature's interned table are remembered on the step (see ``_step_memo``), so grouping a table's pairs is
+        numpy work only. Codes are then renumbered in first-seen order, as :meth:`_group` numbers them."""
+        interned = _interned(key)
+        parts = []
+        for step, memo in zip(self.steps, self._memos, strict=True):
+            codes = memo.get(key)
+            if codes is None:
+                codes = memo[key] = np.array(interned.codes(map(read, step.actions)), dtype=np.intp)
+            parts.append(codes)
+        codes = np.concatenate(parts)
+        n = len(codes)
+        first = np.full(int(codes.max()) + 1, n, dtype=np.intp)  # each interned code's first pair here
+        np.minimum.at(first, codes, np.arange(n, dtype=np.intp))
+        present = np.flatnonzero(first < n)
+        order = present[np.argsort(first[present], kind="stable")]
+        rank = np.empty(len(first), dtype=np.intp)
+        rank[order] = np.arange(len(order), dtype=np.intp)
+        reps = first[order].tolist()
+        return rank[codes], reps, [read(self.actions[i]) for i in reps]
+
+    def _cached(self, key: object, build) -> tuple[np.ndarray, list[int], list[object]] | None:
+        if key not in self._partitions:
+            try:
+                self._partitions[key] = build()
+            except TypeError:  # an unhashable value
+                self._partitions[key] = None
+        return self._partitions[key]
+
+    def _group(self, values: list[object]) -> tuple[np.ndarray, list[int], list[object]]:
+        """Group the pairs by a per-step value (one value per step, e.g. a context variable)."""
+        # Python calls True, 1 and 1.0 equal: values are their own keys only when, besides strings and the missing
+        # marker (equal to nothing else), at most one type occurs; else (type, value) keys (as value_identity).
+        mixed = len(set(map(type, values)) - _PLAIN_TYPES) > 1
+        keys = [v if v.__class__ is str else (v.__class__, v) for v in values] if mixed else values
+        index = {k: i for i, k in enumerate(dict.fromkeys(keys))}  # codes in first-seen order
+        codes = np.fromiter(map(index.__getitem__, keys), dtype=np.intp, count=len(keys))
+        # codes appear in increasing order, so a code's first occurrence is where the running maximum rises
+        first = np.flatnonzero(np.diff(np.maximum.accumulate(codes), prepend=-1) > 0)
+        firsts = [values[i] for i in first]
+        return codes[self.seg], self.starts[first].tolist(), firsts
+
+
+_PLAIN_TYPES = {str, type(MISSING)}
+_ACTION_PARTS = ("kind", "name", "tool", "verb")  # the ``action.*`` features that are not arguments
+_ALL = slice(None)  # every pair
+
+
+def _KIND_NAME(a: Action) -> tuple[str, str]:
+    return (a.kind, a.name)
+
+
+class _Interned:
+    """Process-wide codes for the values one action feature takes (a value keeps its code for good), so that a
+    step's codes can be remembered on the step and reused by every later pair table. Literals Python calls equal
+    (True, 1, 1.0) get different codes (keys as ``_value_key``)."""
+
+    def __init__(self) -> None:
+        self._codes: dict[object, int] = {}
+        self._lock = threading.Lock()
+
+    def codes(self, values: Iterable[object]) -> list[int]:
+        """The codes of some values, new values numbered as they come."""
+        keys = [v if v.__class__ is str else (v.__class__, v) for v in values]  # as _value_key, inlined
+        codes = list(map(self._codes.get, keys))
+        if None in codes:
+            with self._lock:
+                codes = [self._codes.setdefault(k, len(self._codes)) for k in keys]
+        return codes
+
+
+_INTERNED: dict[object, _Interned] = {}
+_INTERNED_LOCK = threading.Lock()
+
+
+def _interned(key: object) -> _Interned:
+    table = _INTERNED.get(key)
+    if table is None:
+        with _INTERNED_LOCK:
+            table = _INTERNED.setdefault(key, _Interned())
+    return table
+
+
+# What the pair tables read from a recorded step's actions, remembered per step object: the agent synthesises again
+# and again over a sliding window of the same recorded steps, so each step's actions are read once per feature.
+# Keyed by id and checked by weak reference; an entry leaves with its step (the reference's callback).
+_STEP_MEMO: dict[int, tuple[weakref.ref, dict[object, object]]] = {}
+
+
+def _step_memo(step: RecordedStep) -> dict[object, object]:
+    key = id(step)
+    hit = _STEP_MEMO.get(key)
+    if hit is not None and hit[0]() is step:
+        return hit[1]
+    memo: dict[object, object] = {}
+    with contextlib.suppress(TypeError):  # not weakly referenceable: not remembered
+        _STEP_MEMO[key] = (weakref.ref(step, lambda _, key=key: _STEP_MEMO.pop(key, None)), memo)
+    return memo
+
+
+def pair_table(data: SynthesisData) -> _PairTable:
+    """The pair table of ``data``, shared with the previous caller when it was built for the same object (the
+    trees of one synthesis run one after another in one process; a single slot keeps nothing alive for long)."""
+    global _LAST_TABLE
+    last = _LAST_TABLE
+    if last is not None and last[0]() is data:
+        return last[1]
+    table = _PairTable(data)
+    with contextlib.suppress(TypeError):  # not weak-referenceable: no sharing
+        _LAST_TABLE = (weakref.ref(data), table)
+    return table
+
+
+def shared_evaluator(
+    data: SynthesisData,
+    current_rules: Iterable[Rule] = (),
+    core_rules: Iterable[Rule] = (),
+    classes: Classes | None = None,
+    weights: ObjectiveWeights | None = None,
+) -> ObjectiveEvaluator:
+    """``ObjectiveEvaluator(...)``, shared with earlier callers that passed the same data object, classes object and
+    equal rules and weights: the root-parallel trees of one synthesis in one process score each rule once. Every
+    cache of an evaluator memoises a pure function, so sharing changes no result (trees on Ray get their own)."""
+    current_rules, core_rules = tuple(current_rules), tuple(core_rules)
+    weights = weights or ObjectiveWeights()
+    table = pair_table(data)
+    key = (current_rules, core_rules, weights)
+    evaluator = table.evaluators.get(key)
+    if evaluator is None or evaluator.passed_classes is not classes:
+        evaluator = ObjectiveEvaluator(data, current_rules, core_rules, classes, weights)
+        table.evaluators[key] = evaluator
+    return evaluator
+
+
 class ObjectiveEvaluator:
     """The objective of SPEC §4 over one data set, vectorised with numpy and cached per guard/mask.
 
     Construction flattens every recorded (q, a) pair of D⁻ ∪ D⁺ ∪ Q_safe once; a candidate rule is then a boolean
-    "fires" vector over the pairs, built from cached per-predicate vectors, and every term is a handful of numpy
-    reductions. The caches only memoise pure functions of (data, classes), so ``score`` is a pure function of the
-    rule. :func:`score_rule` is the one-shot form.
+    "fires" vector over the pairs, built from cached per-predicate vectors (each predicate is evaluated once per
+    distinct value of its feature), and every term is a handful of numpy reductions. The caches only memoise pure
+    functions of (data, classes), so ``score`` is a pure function of the rule. :func:`score_rule` is the one-shot
+    form.
     """
 
     def __init__(
@@ -226,47 +475,42 @@ class ObjectiveEvaluator:
         self.data = data
         self.current_rules = tuple(current_rules)
         self.core_rules = tuple(core_rules)
+        self.passed_classes = classes
         self.classes = classes or {}
         self.weights = weights or ObjectiveWeights()
-        steps = data.steps
-        index = {id(s): i for i, s in enumerate(steps)}
-        self._pairs: list[tuple[RecordedStep, Action]] = [(s, a) for s in steps for a in s.actions]
-        sizes = np.array([len(s.actions) for s in steps])
-        self._starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
-        self._seg = np.repeat(np.arange(len(steps)), sizes)
-        self._logits = np.array([x for s in steps for x in s.logits], dtype=float)
-        self._control = np.array([a.is_control for _, a in self._pairs], dtype=bool)
+        self.table = table = pair_table(data)
+        self._n_pairs = len(table.actions)
+        self._starts = table.starts
+        self._seg = table.seg
+        self._logits = table.logits
+        self._control = table.control
         self._n_control = np.add.reduceat(self._control.astype(np.intp), self._starts)
         self._has_control = self._n_control > 0
-        self._n_steps = len(steps)
-        self._no_fallback = np.zeros(self._n_steps)
-        step_max = np.maximum.reduceat(self._logits, self._starts)
-        self._exp_logits = np.exp(self._logits - step_max[self._seg])
-        # D⁻: pair indices of every failed action, with the case they belong to.
-        fail_pairs, fail_case = [], []
-        for k, case in enumerate(data.D_minus):
-            start = self._starts[index[id(case.step)]]
-            for a in case.F:
-                fail_pairs.append(start + case.step.actions.index(a))
-                fail_case.append(k)
-        self._fail_pairs = np.array(fail_pairs, dtype=np.intp)
-        self._succ_pairs = np.array(
-            [self._starts[index[id(c.step)]] + c.step.chosen for c in data.D_plus], dtype=np.intp
-        )
-        self._safe_steps = np.array([index[id(s)] for s in data.Q_safe], dtype=np.intp)
+        self._n_steps = len(table.steps)
+        self._sizes = np.diff(self._starts, append=self._n_pairs)
+        self._exp_logits = table.exp_logits
+        self._fail_pairs = table.fail_pairs
+        self._succ_pairs = table.succ_pairs
+        self._safe_steps = table.safe_steps
+        self._counterfactuals = tuple(data.safe_counterfactuals)
         self._guard_cache: dict[Guard, np.ndarray] = {}
         self._mask_cache: dict[ActionMask, np.ndarray] = {}
+        self._cf_cache: dict[Guard | ActionMask, int] = {}
         self._cost_cache: dict[Rule, float] = {}
+        self._score_cache: dict[Rule, Score] = {}
         self._existing = tuple(self.rule_vector(r) for r in (*self.core_rules, *self.current_rules))
         self._base_counts = (
             np.sum(self._existing, axis=0, dtype=np.intp)
             if self._existing
-            else np.zeros(len(self._pairs), dtype=np.intp)
+            else np.zeros(self._n_pairs, dtype=np.intp)
         )
         self._base_p, self._base_fb = self._policy(self._base_counts)
         floor = math.exp(-LOG_CAP)
         self._base_logp = np.log(np.maximum(self._base_p, floor))
         self._base_fb_logp = np.log(np.maximum(self._base_fb, floor))
+        every = np.arange(self._n_steps)
+        # KL(π_{S_t}‖π_{S_t}) per step: 0 up to the log floor; the value a step keeps when a candidate leaves it alone
+        self._base_kl = self._step_kl(self._base_p, self._base_fb, _ALL, self._starts, every)
 
     # ---- fires vectors -------------------------------------------------------------------------------------------
     def guard_vector(self, guard: Guard) -> np.ndarray:
@@ -275,49 +519,150 @@ class ObjectiveEvaluator:
         if cached is not None:
             return cached
         if isinstance(guard, And):
-            vec = np.logical_and.reduce([self.guard_vector(g) for g in guard.operands])
+            vec = functools.reduce(np.logical_and, [self.guard_vector(g) for g in guard.operands])
         elif isinstance(guard, Or):
-            vec = np.logical_or.reduce([self.guard_vector(g) for g in guard.operands])
+            vec = functools.reduce(np.logical_or, [self.guard_vector(g) for g in guard.operands])
         else:
-            vec = np.fromiter(
-                (guard_holds(guard, s.context, a, self.classes) for s, a in self._pairs),
-                dtype=bool,
-                count=len(self._pairs),
-            )
+            vec = self._atom_vector(guard)
         self._guard_cache[guard] = vec
         return vec
+
+    def _atom_vector(self, guard: Guard) -> np.ndarray:
+        table = self.table
+        feature = _atom_feature(guard)
+        groups = None if feature is None else table.partition(feature)
+        if groups is None:
+            return np.fromiter(
+                (
+                    guard_holds(guard, table.contexts[table.seg[i]], a, self.classes)
+                    for i, a in enumerate(table.actions)
+                ),
+                dtype=bool,
+                count=self._n_pairs,
+            )
+        codes, reps, _ = groups
+        truth = np.fromiter(
+            (guard_holds(guard, table.contexts[table.seg[i]], table.actions[i], self.classes) for i in reps),
+            dtype=bool,
+            count=len(reps),
+        )
+        return truth[codes]
 
     def mask_vector(self, mask: ActionMask) -> np.ndarray:
         cached = self._mask_cache.get(mask)
         if cached is None:
-            cached = np.fromiter(
-                (mask_covers(mask, a) for _, a in self._pairs), dtype=bool, count=len(self._pairs)
-            )
+            table = self.table
+            groups = table.mask_partition(mask.arg_name if isinstance(mask, ForbidToolArg) else None)
+            if groups is None:
+                cached = np.fromiter(
+                    (mask_covers(mask, a) for a in table.actions), dtype=bool, count=self._n_pairs
+                )
+            else:
+                codes, reps, _ = groups
+                truth = np.fromiter(
+                    (mask_covers(mask, table.actions[i]) for i in reps), dtype=bool, count=len(reps)
+                )
+                cached = truth[codes]
             self._mask_cache[mask] = cached
         return cached
 
     def rule_vector(self, rule: Rule) -> np.ndarray:
         """fires(rule, q, a) over every recorded pair (only control actions can be covered by a mask)."""
-        return self.mask_vector(rule.mask) & self.guard_vector(rule.guard)
+        guard = rule.guard
+        if isinstance(guard, And):  # a candidate's own conjunction is met once: only its operands are cached
+            vec = functools.reduce(np.logical_and, [self.guard_vector(g) for g in guard.operands])
+        else:
+            vec = self.guard_vector(guard)
+        return self.mask_vector(rule.mask) & vec
+
+    def _fires_on_counterfactual(self, rule: Rule) -> bool:
+        """Does the rule fire on any of the verifier-certified safe counterfactuals? (bit sets, cached per node)"""
+        if not self._counterfactuals:
+            return False
+        guard = rule.guard
+        if isinstance(guard, And):  # as in rule_vector: the conjunction itself is not cached
+            bits = self._cf_bits(rule.mask)
+            for g in guard.operands:
+                bits &= self._cf_bits(g)
+            return bool(bits)
+        return bool(self._cf_bits(rule.mask) & self._cf_bits(guard))
+
+    def _cf_bits(self, node: Guard | ActionMask) -> int:
+        bits = self._cf_cache.get(node)
+        if bits is None:
+            if isinstance(node, And | Or):
+                parts = [self._cf_bits(g) for g in node.operands]
+                bits = parts[0]
+                for b in parts[1:]:
+                    bits = bits & b if isinstance(node, And) else bits | b
+            else:
+                bits = 0
+                for i, (q, a) in enumerate(self._counterfactuals):
+                    if (
+                        guard_holds(node, q, a, self.classes)
+                        if not isinstance(node, ForbidEnvAction | ForbidToolCall | ForbidToolArg)
+                        else mask_covers(node, a)
+                    ):
+                        bits |= 1 << i
+            self._cf_cache[node] = bits
+        return bits
 
     # ---- policies --------------------------------------------------------------------------------------------------
-    def _policy(self, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """π over every pair (and the fallback per step) given how many rules fire on each pair."""
+    def _policy(
+        self,
+        counts: np.ndarray,
+        pairs: slice | np.ndarray = _ALL,
+        starts: np.ndarray | None = None,
+        seg: np.ndarray | None = None,
+        steps: slice | np.ndarray = _ALL,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """π over the pairs (and the fallback per step) given how many rules fire on each pair.
+
+        ``pairs``/``starts``/``seg``/``steps``: a subset of whole steps (in order), their pairs, where each step
+        starts among them and each pair's position in ``steps``; by default every step. Each step's numbers depend on
+        that step's pairs only, so a subset gives bit-for-bit the values the full computation gives for those steps.
+        """
         w = self.weights
+        starts = self._starts if starts is None else starts
+        seg = self._seg if seg is None else seg
         if w.mask_mode == "soft":
-            z = self._logits + w.soft_bias * counts
-            zmax = np.maximum.reduceat(z, self._starts)
-            e = np.exp(z - zmax[self._seg])
-            return e / np.add.reduceat(e, self._starts)[self._seg], self._no_fallback
+            z = self._logits[pairs] + w.soft_bias * counts
+            zmax = np.maximum.reduceat(z, starts)
+            e = np.exp(z - zmax[seg])
+            return e / np.add.reduceat(e, starts)[seg], np.zeros(len(starts))
         keep = counts == 0
-        n_open = np.add.reduceat(keep & self._control, self._starts)
-        fallback = (self._has_control & (n_open == 0)).astype(float)
-        keep &= fallback[self._seg] == 0
+        n_open = np.add.reduceat(keep & self._control[pairs], starts)
+        fallback = (self._has_control[steps] & (n_open == 0)).astype(float)
+        if fallback.any():
+            keep &= fallback[seg] == 0
         # exp(logit − max over the whole step) is computed once; masking only removes terms, so the sums stay
         # ≥ exp(kept logit − step max), far from underflow for any logits a policy produces (|Δ| < 700).
-        e = np.where(keep, self._exp_logits, 0.0)
-        sums = np.add.reduceat(e, self._starts)
-        return e / np.where(sums > 0, sums, 1.0)[self._seg], fallback
+        e = np.where(keep, self._exp_logits[pairs], 0.0)
+        sums = np.add.reduceat(e, starts)
+        return e / np.where(sums > 0, sums, 1.0)[seg], fallback
+
+    def _step_kl(
+        self, p: np.ndarray, fallback: np.ndarray, pairs: slice | np.ndarray, starts: np.ndarray, steps
+    ) -> np.ndarray:
+        """KL(π'‖π_{S_t}) of each step of a subset (outcomes: the step's actions and the fallback)."""
+        positive = p > 0
+        terms = np.where(positive, p * (np.log(np.where(positive, p, 1.0)) - self._base_logp[pairs]), 0.0)
+        kl = np.add.reduceat(terms, starts)
+        # The fallback is either 0 or 1, so its own term is 1·(log 1 − log π_{S_t}(a_⊥|q)).
+        kl -= fallback * self._base_fb_logp[steps]
+        return kl
+
+    def _touched(self, new: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The steps where ``new`` fires on some pair (the only steps whose π' can differ from π_{S_t}), their pairs
+        in order, where each of those steps starts among them, and each pair's position in ``steps``."""
+        hit = self._seg[np.flatnonzero(new)]  # nondecreasing: pairs are in step order
+        steps = hit[np.concatenate(([True], hit[1:] != hit[:-1]))] if len(hit) else hit
+        sizes = self._sizes[steps]
+        starts = np.zeros(len(steps), dtype=np.intp)
+        np.cumsum(sizes[:-1], out=starts[1:])
+        local = np.repeat(np.arange(len(steps), dtype=np.intp), sizes)
+        pairs = np.arange(len(local), dtype=np.intp) + (self._starts[steps] - starts)[local]
+        return steps, pairs, starts, local
 
     # ---- the objective ---------------------------------------------------------------------------------------------
     def cost(self, rule: Rule) -> float:
@@ -328,16 +673,34 @@ class ObjectiveEvaluator:
         return cached
 
     def score(self, rule: Rule) -> Score:
-        """Every term of the objective for ΔS = {rule} joined to H ∪ S_t."""
+        """Every term of the objective for ΔS = {rule} joined to H ∪ S_t.
+
+        π' differs from π_{S_t} only on the steps where the rule fires, so only those are recomputed; the result is
+        bit-for-bit the full computation's (every per-step number depends on that step's pairs only, and the
+        means add the same per-step values in the same order). Memoised per rule.
+        """
+        cached = self._score_cache.get(rule)
+        if cached is None:
+            cached = self._score_cache[rule] = self._score(rule)
+        return cached
+
+    def _score(self, rule: Rule) -> Score:
         w = self.weights
         new = self.rule_vector(rule)
-        counts = self._base_counts + new
-        p, fallback = self._policy(counts)
+        steps, pairs, starts, local = self._touched(new)
+        if len(steps):
+            p_touched, fallback_touched = self._policy(
+                self._base_counts[pairs] + new[pairs], pairs, starts, local, steps
+            )
+            p = self._base_p.copy()
+            p[pairs] = p_touched
+        else:
+            p = self._base_p
 
         # L_fail: mean over cases of Σ_{a∈F} π'(a|q).
         n_minus = len(self.data.D_minus)
         l_fail = float(p[self._fail_pairs].sum() / n_minus)
-        replay_passed = bool(np.all(counts[self._fail_pairs] > 0))
+        replay_passed = bool(np.all(self._base_counts[self._fail_pairs] + new[self._fail_pairs] > 0))
 
         # L_succ: mean −log π'(a*|q), capped at LOG_CAP.
         if len(self._succ_pairs):
@@ -347,11 +710,19 @@ class ObjectiveEvaluator:
         else:
             l_succ = 0.0
 
-        # L_drift: mean over Q_safe of KL(π'‖π_{S_t}), outcomes = the step's actions and the fallback.
-        l_drift = self._mean_kl(p, fallback, self._safe_steps)
+        # L_drift: mean over Q_safe of KL(π'‖π_{S_t}); steps the rule leaves alone keep their base value.
+        if len(self._safe_steps):
+            kl = self._base_kl
+            if len(steps):
+                kl = kl.copy()
+                kl[steps] = self._step_kl(p_touched, fallback_touched, pairs, starts, steps)
+            l_drift = float(np.maximum(kl[self._safe_steps], 0.0).sum() / len(self._safe_steps))
+        else:
+            l_drift = 0.0
 
-        l_conflict = float(self._conflicts(new))
-        c = self.cost(rule)
+        exhausted = fallback_touched if len(steps) and w.mask_mode == "hard" else None
+        l_conflict = float(self._conflicts(new, steps, pairs, starts, exhausted))
+        c = float(description_length(rule, w.lambdas))  # the score itself is memoised per rule
         total = (
             (c if w.use_description_length else 0.0)
             + w.beta1 * l_fail
@@ -368,41 +739,45 @@ class ObjectiveEvaluator:
             total=float(total),
             replay_passed=replay_passed,
             within_drift_budget=l_drift <= w.drift_budget,
-            counterfactual_safe=not any(
-                fires(rule, q, a, self.classes) for q, a in self.data.safe_counterfactuals
-            ),
+            counterfactual_safe=not self._fires_on_counterfactual(rule),
         )
 
-    def _mean_kl(self, p: np.ndarray, fallback: np.ndarray, steps: np.ndarray) -> float:
-        if not len(steps):
-            return 0.0
-        positive = p > 0
-        terms = np.where(positive, p * (np.log(np.where(positive, p, 1.0)) - self._base_logp), 0.0)
-        kl = np.add.reduceat(terms, self._starts)
-        # The fallback is either 0 or 1, so its own term is 1·(log 1 − log π_{S_t}(a_⊥|q)).
-        kl -= fallback * self._base_fb_logp
-        return float(np.maximum(kl[steps], 0.0).sum() / len(steps))
+    def _conflicts(
+        self,
+        new: np.ndarray,
+        steps: np.ndarray,
+        pairs: np.ndarray,
+        starts: np.ndarray,
+        exhausted: np.ndarray | None = None,
+    ) -> int:
+        """Σ over σ_i ∈ H ∪ S_t of 1[σ_i and ΔS co-fire on a context and jointly (only) exhaust its control actions].
 
-    def _conflicts(self, new: np.ndarray) -> int:
-        """Σ over σ_i ∈ H ∪ S_t of 1[σ_i and ΔS co-fire on a context and jointly (only) exhaust its control actions]."""
-        if not self._existing:
+        Only the steps where ΔS fires (``steps``, with their ``pairs`` and ``starts``) can hold a conflict.
+        ``exhausted``: the hard-mask fallback of π' on those steps when known — 1 exactly where H ∪ S_t ∪ {ΔS}
+        blocks every control action, which a conflict needs."""
+        if not self._existing or not len(steps) or (exhausted is not None and not exhausted.any()):
             return 0
-        ctrl = self._control
-        new_fired = np.add.reduceat((new & ctrl).astype(np.intp), self._starts) > 0
-        if not new_fired.any():
+        ctrl = self._control[pairs]
+        new = new[pairs]
+        new_fired = np.add.reduceat(new & ctrl, starts) > 0
+        base = self._base_counts[pairs]
+
+        def open_count(blocked: np.ndarray) -> np.ndarray:
+            return np.add.reduceat(ctrl & ~blocked, starts)
+
+        # Every control action blocked once ΔS joins H ∪ S_t (σ_i ∪ the others is all of H ∪ S_t): the same for
+        # every σ_i and necessary for a conflict, so most candidates stop here.
+        both = new_fired & self._has_control[steps] & (open_count((base > 0) | new) == 0)
+        if not both.any():
             return 0
         conflicts = 0
-        for vec in self._existing:
-            others = (self._base_counts - vec) > 0
-            fired = np.add.reduceat((vec & ctrl).astype(np.intp), self._starts) > 0
-
-            def open_count(blocked: np.ndarray) -> np.ndarray:
-                return np.add.reduceat((ctrl & ~blocked).astype(np.intp), self._starts)
-
-            both = open_count(others | vec | new) == 0
+        for full in self._existing:
+            vec = full[pairs]
+            others = (base - vec) > 0
+            fired = np.add.reduceat(vec & ctrl, starts) > 0
             without_new = open_count(others | vec) == 0
             without_old = open_count(others | new) == 0
-            hit = fired & new_fired & (self._n_control > 0) & both & ~without_new & ~without_old
+            hit = fired & both & ~without_new & ~without_old
             conflicts += bool(hit.any())
         return conflicts
 

@@ -135,3 +135,24 @@ def test_records_are_read_only_and_pickle():
     assert pickle.loads(pickle.dumps(step)) == step
     again = pickle.loads(pickle.dumps(fragment))
     assert isinstance(again, Failure) and again == fragment and dict(again.q) == dict(fragment.q)
+
+
+def test_dataset_asks_the_verifier_once_per_recorded_step_across_calls():
+    # The agent rebuilds D_t from a sliding window of the same steps: a deterministic verifier's answers on a step
+    # object are remembered, so a second window over the same objects asks only about the new steps.
+    steps, verifier = household(("cup", "plate"), ("cup", "plate"))
+    calls: list[tuple[int, str]] = []
+
+    def counting(q, a):
+        calls.append((id(q), a.text))
+        return verifier(q, a)
+
+    first = build_dataset(steps[:-2], counting)
+    asked = len(calls)
+    second = build_dataset(steps, counting)
+    # every control action of every step is asked once: the second call asks about the two new steps only
+    assert asked == sum(a.is_control for s in steps[:-2] for a in s.actions)
+    assert len(calls) - asked == sum(a.is_control for s in steps[-2:] for a in s.actions)
+    assert second == build_dataset(steps, verifier) and first == build_dataset(steps[:-2], verifier)
+    # another verifier object is asked again (answers are remembered per verifier)
+    assert build_dataset(steps, lambda q, a: False).Q_safe == tuple(s for s in steps if not s.violated)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from test_synthesis_worlds import CLASSES, commons, household
+from test_synthesis_worlds import CLASSES, commons, household, wide_world
 
 from synthesis.dsl import Lambdas, canonical_text, description_length, parse_rule
 from synthesis.dsl.semantics import fires
@@ -188,3 +188,41 @@ def test_merge_is_deterministic_and_order_free():
 def test_search_config_validation_names_the_bad_value(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         SearchConfig(**kwargs)
+
+
+def test_stop_when_scored_changes_only_the_counts():
+    # Once every rule of the space has been scored, further simulations only revisit cached scores.
+    data, fragment = prepare(*household(("cup", "plate"), ("cup", "plate")))
+    space = candidate_space(data, fragment, CLASSES)
+    for seed in range(3):
+        on = synthesize(data, fragment, classes=CLASSES, config=SearchConfig(num_simulations=5000), seed=seed)
+        off = synthesize(
+            data,
+            fragment,
+            classes=CLASSES,
+            config=SearchConfig(num_simulations=5000, stop_when_scored=False),
+            seed=seed,
+        )
+        assert on.signature()[:5] == off.signature()[:5] and on.evaluations == off.evaluations
+        assert on.evaluations == space.count_rules(3)
+        assert on.simulations <= off.simulations and on.nodes_expanded <= off.nodes_expanded
+        assert [t[2:] for t in on.trace] == [t[2:] for t in off.trace]
+
+
+def test_patience_stops_a_search_that_stopped_improving():
+    data, fragment = prepare(*wide_world())
+    config = SearchConfig(num_simulations=2000, max_predicates=4, patience=50)
+    a = synthesize(data, fragment, classes=CLASSES, config=config, seed=3)
+    assert a.signature() == synthesize(data, fragment, classes=CLASSES, config=config, seed=3).signature()
+    full = synthesize(
+        data, fragment, classes=CLASSES, config=dataclasses.replace(config, patience=None), seed=3
+    )
+    assert a.simulations < full.simulations == 2000
+
+    # same seed, same path until the stop: the stopped search saw exactly the full search's improvements so far
+    def improvements(trace, upto):
+        return [(nodes, text, total) for nodes, _, text, total in trace if nodes <= upto]
+
+    assert improvements(a.trace, a.nodes_expanded) == improvements(full.trace, a.nodes_expanded)
+    with pytest.raises(ConfigError, match="patience"):
+        SearchConfig(patience=0)

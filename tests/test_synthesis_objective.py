@@ -10,8 +10,10 @@ import pytest
 from test_synthesis_worlds import CLASSES, commons, household, household_step, sink_verifier
 
 from synthesis.dsl import Lambdas, description_length, parse_rule, token_count
+from synthesis.dsl.ast import Action, ForbidEnvAction, ForbidToolArg, ForbidToolCall
+from synthesis.dsl.semantics import guard_holds, mask_covers
 from synthesis.errors import ConfigError
-from synthesis.fragments import SynthesisData, build_dataset, extract_fragment
+from synthesis.fragments import RecordedStep, SynthesisData, build_dataset, extract_fragment
 from synthesis.mcts import build_rule, candidate_space
 from synthesis.objective import (
     LOG_CAP,
@@ -20,6 +22,7 @@ from synthesis.objective import (
     policy_distribution,
     replay_pass,
     score_rule,
+    shared_evaluator,
     tv_drift,
 )
 
@@ -240,3 +243,97 @@ def test_evaluator_is_a_pure_function_of_the_rule():
     evaluator.score(SINK_RULE)
     assert evaluator.score(CUP_RULE) == first == score_rule(CUP_RULE, data, classes=CLASSES)
     assert np.isfinite(first.total)
+
+
+def mixed_literal_data() -> SynthesisData:
+    """Steps whose context and action values mix literals Python calls equal (True, 1, 1.0) with strings and gaps."""
+    values = [True, 1, 1.0, 0, False, "1", 2.5, None]
+    steps = []
+    for i, v in enumerate(values * 2):
+        context = {"flag": v, "room": "kitchen" if i % 3 else "bath"}
+        if i % 4 == 0:
+            del context["flag"]  # missing feature
+        actions = (
+            Action.env("move", text=f"move {i}", obj_type="cup" if i % 2 else "plate", level=v),
+            Action.env("go", text="go"),
+            Action.tool("harvest", text="harvest", amount=v),
+        )
+        steps.append(RecordedStep(context, actions, (0.1 * i, 0.2, -0.3), i % 3, i == 1, 0, i))
+    return build_dataset(steps, lambda q, a: a.name == "move" and q.get("flag") is True)
+
+
+def test_predicate_vectors_equal_the_semantics_pair_by_pair():
+    # The evaluator evaluates a predicate once per distinct value of its feature; the grouping must keep apart the
+    # literals Python calls equal (True == 1 == 1.0) exactly as the DSL does.
+    data = mixed_literal_data()
+    classes = {"ones": frozenset({"1", "cup"})}
+    evaluator = ObjectiveEvaluator(data, classes=classes)
+    pairs = [(s.context, a) for s in data.steps for a in s.actions]
+    guards = [
+        parse_rule(f'if {g} then forbid_env_action("move")').guard
+        for g in (
+            "flag == true",
+            "flag == 1",
+            "flag == 1.0",
+            "flag != 1",
+            "flag >= 1",
+            "flag < 1",
+            'flag == "1"',
+            'in_class(flag, "ones")',
+            "action.level == true",
+            "action.level == 1",
+            "action.level > 0.5",
+            "action.amount == 1.0",
+            'in_class(action.obj_type, "ones")',
+            'action_is("move")',
+            'tool_is("harvest")',
+            'action.name == "go"',
+            'room == "kitchen" and flag == 1',
+            "flag == true or action.level == 1.0",
+        )
+    ]
+    for guard in guards:
+        expected = [guard_holds(guard, q, a, classes) for q, a in pairs]
+        assert evaluator.guard_vector(guard).tolist() == expected, guard
+    for mask in (
+        ForbidEnvAction("move"),
+        ForbidToolCall("harvest"),
+        ForbidToolArg("harvest", "amount", True),
+        ForbidToolArg("harvest", "amount", 1),
+        ForbidToolArg("harvest", "amount", 1.0),
+    ):
+        assert evaluator.mask_vector(mask).tolist() == [mask_covers(mask, a) for _, a in pairs], mask
+
+
+def test_incremental_scores_equal_a_fresh_full_evaluation():
+    # score() recomputes only the steps a candidate fires on; scoring in any order, with current rules and in both
+    # mask modes, gives exactly the numbers of a fresh evaluator (which recomputes every step through ``_policy``).
+    steps, verifier = household(("cup", "plate"), ("cup", "plate"))
+    data = build_dataset(steps, verifier)
+    fragment = extract_fragment(data.D_minus[0].step, verifier)
+    before = (parse_rule('if action.obj_type == "bowl" then forbid_env_action("move")'),)
+    for mode in ("hard", "soft"):
+        weights = ObjectiveWeights(mask_mode=mode)
+        evaluator = ObjectiveEvaluator(data, current_rules=before, classes=CLASSES, weights=weights)
+        rules = list(pooled_rules(data, fragment, CLASSES))
+        for rule in reversed(rules):
+            fresh = ObjectiveEvaluator(data, current_rules=before, classes=CLASSES, weights=weights)
+            counts = fresh._base_counts + fresh.rule_vector(rule)
+            p, fallback = fresh._policy(counts)
+            kl = fresh._step_kl(p, fallback, slice(None), fresh._starts, np.arange(len(data.steps)))
+            l_drift = float(np.maximum(kl[fresh._safe_steps], 0.0).sum() / len(fresh._safe_steps))
+            score = evaluator.score(rule)
+            assert score.l_fail == float(p[fresh._fail_pairs].sum() / len(data.D_minus))
+            assert score.l_drift == l_drift
+            assert score == fresh.score(rule)
+
+
+def test_trees_share_one_evaluator_only_for_the_same_inputs():
+    data = cup_data()
+    first = shared_evaluator(data, (), (), CLASSES, ObjectiveWeights())
+    assert shared_evaluator(data, [], [], CLASSES, ObjectiveWeights()) is first
+    assert shared_evaluator(data, (), (), dict(CLASSES), ObjectiveWeights()) is not first
+    assert shared_evaluator(data, (SINK_RULE,), (), CLASSES, ObjectiveWeights()) is not first
+    assert shared_evaluator(data, (), (), CLASSES, ObjectiveWeights(beta3=0.0)) is not first
+    assert shared_evaluator(cup_data(), (), (), CLASSES, ObjectiveWeights()) is not first
+    assert first.score(CUP_RULE) == score_rule(CUP_RULE, data, classes=CLASSES)

@@ -32,6 +32,8 @@ Classes = Mapping[
 ]  # class name -> member values, e.g. {"dishware": {"cup", "plate", ...}}
 
 _MISSING = object()
+MISSING = _MISSING
+"""What ``feature_value`` returns for a feature the pair does not have (compared by identity)."""
 
 
 def feature_value(feature: str, q: Context, a: Action) -> object:
