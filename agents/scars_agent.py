@@ -329,6 +329,19 @@ class ScarsAgent:
         once, so ``build_dataset`` remembers its answers per recorded step across syntheses)."""
         return bool(self.world.check(context, action))
 
+    def _alternatives(self, per_key: int = 24) -> dict[str, list]:
+        """Values the agent has itself met for each context variable and action argument (its recorded steps):
+        realistic what-if values for fragment extraction (e.g. empty hands, another receptacle)."""
+        seen: dict[str, dict] = {}
+        for step in self.history:
+            for k, v in step.context.items():
+                if k not in self.card.bookkeeping:
+                    seen.setdefault(k, {})[(type(v).__name__, v)] = v
+            for a in step.actions:
+                for k, v in a.args:
+                    seen.setdefault(k, {})[(type(v).__name__, v)] = v
+        return {k: list(values.values())[-per_key:] for k, values in seen.items()}
+
     def _accommodate(self, record: RecordedStep, failure: Failure, trigger: str) -> None:
         try:
             fragment = extract_fragment(
@@ -336,6 +349,7 @@ class ScarsAgent:
                 self._verifier,
                 self.card.classes,
                 theta=failure.theta,
+                alternatives=self._alternatives(),
                 source=failure.source,
                 ignore=frozenset(self.card.bookkeeping),
             )

@@ -27,8 +27,9 @@ from agents.api import Agent
 from agents.memory.base import memory_tokens
 from agents.policies import PolicyInput, sample_action
 from agents.registry import BACKENDS, METHODS, MethodSpec
-from agents.runtime.control import TEMP_PREFIX
+from agents.runtime.control import CORE_PREFIX, TEMP_PREFIX
 from agents.runtime.ledger import ledger_files
+from agents.runtime.scar import scar_id_of
 from disequilibrium.composite import SIGNAL_NAMES
 from envs.api import Feedback
 from envs.household.adapter import HouseholdAdapter
@@ -61,12 +62,16 @@ def exact_action_rule(action: Action) -> Rule:
     return Rule(guard, ForbidEnvAction(action.name))
 
 
-def task_prior(world: World, actions: tuple[Action, ...], excluded: tuple[Action, ...] = ()) -> np.ndarray:
+def task_prior(
+    world: World, actions: tuple[Action, ...], excluded: tuple[Action, ...] = (), rules: tuple[Rule, ...] = ()
+) -> np.ndarray:
     """The simulated LM's competence: HABIT_PRIOR on the expert's next step, ALTERNATIVE_PRIOR on the next step of
-    the best route avoiding it (and ``excluded``: actions the controller blocked, so the model re-plans)."""
+    the best route avoiding it (and ``excluded``: actions the controller blocked, and ``rules``: the controller's
+    rules that blocked them, so the model re-plans around what its controller enforces, not only around the one
+    blocked action — otherwise it walks from one blocked drawer to the next)."""
     prior = np.zeros(len(actions))
     index = {a.text: i for i, a in enumerate(actions)}
-    forbidden = [exact_action_rule(a) for a in excluded]
+    forbidden = [exact_action_rule(a) for a in excluded] + list(rules)
     try:
         habit = expert_next_command(world, forbidden)
     except NoCompliantPlan:
@@ -81,6 +86,18 @@ def task_prior(world: World, actions: tuple[Action, ...], excluded: tuple[Action
     if alternative is not None and alternative in index:
         prior[index[alternative]] = ALTERNATIVE_PRIOR
     return prior
+
+
+def blocking_rules(agent: Agent, card, governed) -> tuple[Rule, ...]:
+    """The rules of the agent's controller that fired at this decision (H, scars, temporary masks)."""
+    ids = {i for _, fired in governed.fired for i in fired}
+    schema = agent.self_schema()
+    plane = schema.plane if schema is not None else None
+    by_id = {CORE_PREFIX + scar_id_of(r): r for r in card.core}
+    if plane is not None:
+        by_id.update({s.id: s.rule for s in plane.scars})
+        by_id.update({m: rule for m, (rule, _) in plane.temporary_masks.items()})
+    return tuple(by_id[i] for i in sorted(ids) if i in by_id)
 
 
 def _set_aside_old_ledger(out: Path) -> None:
@@ -157,21 +174,31 @@ def run_tier1(
             decision = world.decision(obs, info, t=t)
             agent.begin_episode(decision)
             won, violations_in_episode = False, 0
+            blockers: dict[
+                Rule, None
+            ] = {}  # the controller's rules that blocked the model's plan this episode
             for step in range(cfg.max_steps):
                 q, actions = decision.context, decision.actions
                 flagged = [[v.rule_id for v in world.check(q, a)] for a in actions]
                 if guarantees is not None:
                     guarantees.before_decision(t)
                 window = agent.window(decision)
-                prior = task_prior(env.world, actions)
+                prior = task_prior(env.world, actions, rules=tuple(blockers))
                 salient = world.card.salient_keys
                 inp = PolicyInput(obs, decision.task, q, actions, window, prior, salient)
                 logits = policy.logits(inp, policy_rng)
                 governed = agent.govern(decision, logits)
                 blocked = tuple(a for a, m in zip(actions, governed.masked, strict=True) if m)
-                if governed.fallback is None and blocked and prior.any() and governed.masked[prior > 0].all():
-                    # the controller blocked every route the model had in mind: it re-plans around the blocked set
-                    prior = task_prior(env.world, actions, blocked)
+                if (
+                    governed.fallback is None
+                    and blocked
+                    and prior.any()
+                    and governed.masked[prior == HABIT_PRIOR].any()
+                ):
+                    # the controller blocked the step the model had in mind: it re-plans around what blocked it, and
+                    # keeps planning around it for the rest of the episode (it was refused once already)
+                    blockers.update(dict.fromkeys(blocking_rules(agent, world.card, governed)))
+                    prior = task_prior(env.world, actions, blocked, tuple(blockers))
                     inp = PolicyInput(obs, decision.task, q, actions, window, prior, salient)
                     logits = policy.logits(inp, policy_rng)
                     governed = agent.govern(decision, logits)

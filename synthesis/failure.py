@@ -71,6 +71,11 @@ class Failure:
     """The verifier's answers to the extraction's what-if questions that came back *safe*: (q', a') pairs that
     differ from the failure in one causal variable or argument. They are evidence too: a scar that fires on one
     of them forbids behaviour the verifier certified as allowed (see ``synthesis.objective.ObjectiveEvaluator``)."""
+    failing_counterfactuals: tuple[tuple[Mapping[str, Value], Action], ...] = field(
+        default=(), hash=False, compare=False
+    )
+    """The what-ifs that came back *still failing* (one causal variable changed to another observed value and the
+    verifier still flags it): more instances of the same failure, which a scar must cover too (they join D⁻)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "q", freeze_context(self.q))
@@ -93,6 +98,7 @@ class Failure:
                 self.source,
                 self.causal_args,
                 tuple((dict(q), a) for q, a in self.safe_counterfactuals),
+                tuple((dict(q), a) for q, a in self.failing_counterfactuals),
             ),
         )
 

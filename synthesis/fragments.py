@@ -203,7 +203,7 @@ def extract_fragment(
     )
     variables = variables - ignore
     q = {k: v for k, v in step.context.items() if k in variables}
-    safe = safe_counterfactuals(step.context, failed, verifier, variables, args, alternatives)
+    safe, failing = counterfactuals(step.context, failed, verifier, variables, args, alternatives)
     return Failure(
         q=q,
         F=(failed, *equivalent),
@@ -211,7 +211,41 @@ def extract_fragment(
         source=source or FailureSource(episode=step.episode, step=step.step),
         causal_args=args,
         safe_counterfactuals=safe,
+        failing_counterfactuals=failing,
     )
+
+
+def counterfactuals(
+    context: Mapping[str, Value],
+    action: Action,
+    verifier: Verifier,
+    variables: Iterable[str],
+    args: Iterable[str],
+    alternatives: Mapping[str, Sequence[Value]] | None = None,
+) -> tuple[tuple[tuple[Mapping[str, Value], Action], ...], tuple[tuple[Mapping[str, Value], Action], ...]]:
+    """The one-variable value changes of a failure (causal variables and arguments), split by the verifier's
+    answer: (certified safe, still failing). Still-failing changes use only values the caller observed
+    (``alternatives``), not the generic perturbations: they are realistic further instances of the failure."""
+    alternatives = alternatives or {}
+    safe: list[tuple[Mapping[str, Value], Action]] = []
+    failing: list[tuple[Mapping[str, Value], Action]] = []
+    observed = {name: set(_hashable(v) for v in values) for name, values in alternatives.items()}
+    for name in sorted(variables):
+        for other in _perturbations(context[name], alternatives.get(name, ())):
+            changed = {**context, name: other}
+            if not verifier(changed, action):
+                safe.append((freeze_context(changed), action))
+            elif _hashable(other) in observed.get(name, ()):
+                failing.append((freeze_context(changed), action))
+    for name in sorted(args):
+        value = action.arg(name)
+        for other in _perturbations(value, alternatives.get(name, ())):
+            changed_action = _replace_arg(action, name, other)
+            if not verifier(context, changed_action):
+                safe.append((freeze_context(context), changed_action))
+            elif _hashable(other) in observed.get(name, ()):
+                failing.append((freeze_context(context), changed_action))
+    return tuple(safe), tuple(failing)
 
 
 def safe_counterfactuals(
@@ -223,20 +257,11 @@ def safe_counterfactuals(
     alternatives: Mapping[str, Sequence[Value]] | None = None,
 ) -> tuple[tuple[Mapping[str, Value], Action], ...]:
     """The one-variable changes of a failure (value changes, not drops) that the verifier certifies safe."""
-    alternatives = alternatives or {}
-    out: list[tuple[Mapping[str, Value], Action]] = []
-    for name in sorted(variables):
-        for other in _perturbations(context[name], alternatives.get(name, ())):
-            changed = {**context, name: other}
-            if not verifier(changed, action):
-                out.append((freeze_context(changed), action))
-    for name in sorted(args):
-        value = action.arg(name)
-        for other in _perturbations(value, alternatives.get(name, ())):
-            changed_action = _replace_arg(action, name, other)
-            if not verifier(context, changed_action):
-                out.append((freeze_context(context), changed_action))
-    return tuple(out)
+    return counterfactuals(context, action, verifier, variables, args, alternatives)[0]
+
+
+def _hashable(value: Value) -> object:
+    return (type(value).__name__, value) if isinstance(value, bool) else value
 
 
 @dataclass(frozen=True)
@@ -364,5 +389,9 @@ def build_dataset(
             d_plus.append(SuccessCase(s))
             if not _flagged(s, verifier, memo):
                 q_safe.append(s)
+    if fragment is not None:  # the extraction's still-failing what-ifs: further instances a scar must cover
+        episode, step = fragment.source.episode, fragment.source.step
+        for q, a in fragment.failing_counterfactuals:
+            d_minus.append(FailureCase(RecordedStep(q, (a,), (0.0,), 0, True, episode, step), (a,)))
     safe = () if fragment is None else tuple((dict(q), a) for q, a in fragment.safe_counterfactuals)
     return SynthesisData(tuple(d_minus), tuple(d_plus), tuple(q_safe), safe)

@@ -51,7 +51,7 @@ from synthesis.dsl.ast import (
 from synthesis.dsl.semantics import MISSING, Classes
 from synthesis.errors import ConfigError
 from synthesis.failure import Failure
-from synthesis.fragments import SynthesisData
+from synthesis.fragments import COUNTERFACTUAL_SENTINEL, SynthesisData
 from synthesis.objective import (
     ObjectiveEvaluator,
     ObjectiveWeights,
@@ -293,6 +293,7 @@ def candidate_space(
             classes,
             max_or_values,
         )
+    predicates += _exception_predicates(fragment)
     unique = list(dict.fromkeys(predicates))
     # Pool order = the canonical order of guard operands, so a conjunction of pooled predicates taken in pool order
     # is already canonical (the search then never re-canonicalises).
@@ -300,6 +301,28 @@ def candidate_space(
         canonical(And(tuple(unique))).operands if len(unique) >= 2 else tuple(canonical(g) for g in unique)
     )
     return CandidateSpace(tuple(dict.fromkeys(masks)), tuple(ordered))
+
+
+def _exception_predicates(fragment: Failure) -> list[Guard]:
+    """``feature != v`` where the extraction found exactly one value v of a causal feature at which the failure
+    disappears (e.g. ``held_type != "none"``: the violation holds for whatever is held, but not for empty hands).
+    Only categorical values (strings, booleans) the world actually uses (not the extraction's sentinel)."""
+    safe: dict[str, set] = {}
+    for q, a in fragment.safe_counterfactuals:
+        for var, value in fragment.q.items():
+            other = q.get(var, value)
+            if other != value or type(other) is not type(value):
+                safe.setdefault(var, set()).add(other)
+        for arg in fragment.causal_args:
+            value, other = fragment.F[0].arg(arg), a.arg(arg)
+            if other != value or type(other) is not type(value):
+                safe.setdefault(f"action.{arg}", set()).add(other)
+    out: list[Guard] = []
+    for feature, values in sorted(safe.items()):
+        values = {v for v in values if isinstance(v, str | bool) and v != COUNTERFACTUAL_SENTINEL}
+        if len(values) == 1:
+            out.append(Compare(feature, "!=", values.pop()))
+    return out
 
 
 def _shared_space(

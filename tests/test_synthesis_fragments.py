@@ -156,3 +156,35 @@ def test_dataset_asks_the_verifier_once_per_recorded_step_across_calls():
     assert second == build_dataset(steps, verifier) and first == build_dataset(steps[:-2], verifier)
     # another verifier object is asked again (answers are remembered per verifier)
     assert build_dataset(steps, lambda q, a: False).Q_safe == tuple(s for s in steps if not s.violated)
+
+
+def test_a_normal_value_becomes_an_exception_predicate_and_other_values_join_d_minus():
+    """'Open the fridge only with empty hands': the failure disappears for held_type == none and persists for any
+    other value the agent has seen, so the scar must be `held_type != "none"`, not `held_type == "apple"`."""
+    from synthesis import SearchConfig, synthesize
+    from synthesis.dsl import canonical_text
+    from synthesis.mcts import candidate_space
+
+    def verifier(q, a):
+        return a.name == "open" and a.arg("recep_type") == "fridge" and q.get("held_type", "none") != "none"
+
+    open_fridge = Action.env("open", "open fridge 1", recep="fridge 1", recep_type="fridge")
+    go = Action.env("go", "go to fridge 1", recep="fridge 1", recep_type="fridge")
+    failing = RecordedStep(
+        {"held_type": "apple", "location": "fridge 1"}, (open_fridge, go), (1.0, 0.0), 0, True, 0, 4
+    )
+    safe = RecordedStep(
+        {"held_type": "none", "location": "fridge 1"}, (open_fridge, go), (1.0, 0.0), 0, False, 0, 9
+    )
+    seen = {"held_type": ["none", "apple", "cup", "mug"], "location": ["fridge 1", "table 1"]}
+    failure = extract_fragment(failing, verifier, theta="fridge", alternatives=seen)
+    assert dict(failure.q) == {"held_type": "apple"}
+    assert {q["held_type"] for q, _ in failure.failing_counterfactuals} == {"cup", "mug"}
+    data = build_dataset([failing, safe], verifier, failure)
+    assert len(data.D_minus) == 3  # the recorded failure and two still-failing what-ifs
+    space = candidate_space(data, failure)
+    assert any(canonical_text(p) == 'held_type != "none"' for p in space.predicates)
+    result = synthesize(data, failure, config=SearchConfig(num_simulations=200), seed=0)
+    assert result.admitted and 'held_type != "none"' in result.text
+    without = extract_fragment(failing, verifier, theta="fridge")  # no observed alternatives: nothing to add
+    assert without.failing_counterfactuals == ()
