@@ -7,7 +7,8 @@ as a Ray task (``num_cpus=1``) gathered as it finishes — then aggregates over 
 
     sweep.json                the sweep's config
     runs.parquet/.csv         one row per run: its identity, status (ok / failed), error and its summary metrics
-    aggregate.parquet/.csv    per method/ablation: n, mean and 95% bootstrap CI over seeds of each metric
+    aggregate.parquet/.csv    per method/ablation: n, mean and 95% bootstrap CI over seeds of each metric; RVR and
+                              success pooled over runs (run-clustered bootstrap) and paired differences vs scars
     aggregate.md              the same as a Markdown table (plus the list of failed runs)
     ablations.png             RVR and success per method/ablation, bars with CI error bars
     runs/<run_name>/          summary.json, config.json, steps.parquet/.csv, episodes.parquet/.csv,
@@ -411,6 +412,9 @@ def run_sweep(
     ordered = [outcomes[run.run_name] for run in grid]
     runs = runs_table(ordered)
     aggregate = aggregate_runs(runs, samples=cfg.bootstrap_samples, seed=cfg.bootstrap_seed)
+    aggregate = aggregate.merge(
+        pooled_runs(runs, samples=cfg.bootstrap_samples, seed=cfg.bootstrap_seed), on="label", how="left"
+    )
     write_table(_parquet_safe(runs), out / "runs")
     write_table(aggregate, out / "aggregate")
     failed = tuple(o.config.run_name for o in ordered if o.status == "failed")
@@ -523,6 +527,84 @@ def _cell(row: Mapping[str, Any], metric: str, fmt: str) -> str:
     return f"{fmt.format(mean)} [{fmt.format(lo)}, {fmt.format(hi)}]"
 
 
+POOLED: tuple[tuple[str, str, str], ...] = (
+    # (name, numerator, denominator) from each run's summary: pooled over runs, runs as clusters
+    ("rvr", "repeat_violations", "reexposures"),
+    ("success", "episodes_won", "episodes"),
+)
+
+
+def pooled_runs(
+    runs: pd.DataFrame, *, samples: int = 2000, seed: int = 0, reference: str = "scars"
+) -> pd.DataFrame:
+    """Per method/ablation: RVR and success as counts pooled over its runs with a run-clustered bootstrap interval
+    (``experiments.stats``), the number of runs where RVR was undefined (no re-exposure: left out, never 0), and the
+    paired difference against ``reference`` on the seeds both ran (same seeds, same games), with its interval."""
+    from experiments.stats import paired_difference, pooled_ratio
+
+    ok = runs[runs["status"] != "failed"].copy()
+    if ok.empty:
+        return pd.DataFrame({"label": pd.Series(dtype=str)})
+    ok["episodes_won"] = pd.to_numeric(ok["success_rate"], errors="coerce") * pd.to_numeric(ok["episodes"])
+    for col in ("repeat_violations", "reexposures", "episodes"):
+        ok[col] = pd.to_numeric(ok[col], errors="coerce").fillna(0)
+    by_label = {lab: g.set_index("seed").sort_index() for lab, g in ok.groupby("label", sort=False)}
+    ref = by_label.get(reference)
+    rows = []
+    for lab, g in by_label.items():
+        row: dict[str, Any] = {"label": lab, "rvr_undefined_runs": int((g["reexposures"] == 0).sum())}
+        for name, num, den in POOLED:
+            rng = np.random.default_rng(
+                np.random.SeedSequence([seed, zlib.crc32(f"{lab}|pooled|{name}".encode())])
+            )
+            iv = pooled_ratio(g[num], g[den], rng, samples)
+            row |= {
+                f"{name}_pooled": iv.estimate,
+                f"{name}_pooled_ci_low": iv.low,
+                f"{name}_pooled_ci_high": iv.high,
+                f"{name}_pooled_runs": iv.clusters,
+                f"{name}_pooled_few_runs": iv.few_clusters,
+            }
+            if ref is not None and lab != reference:
+                common = sorted(set(g.index) & set(ref.index))
+                rng = np.random.default_rng(
+                    np.random.SeedSequence([seed, zlib.crc32(f"{lab}|paired|{name}".encode())])
+                )
+                diff = paired_difference(
+                    (g.loc[common, num], g.loc[common, den]),
+                    (ref.loc[common, num], ref.loc[common, den]),
+                    rng,
+                    samples,
+                )
+                row |= {
+                    f"{name}_diff_vs_{reference}": diff.estimate,
+                    f"{name}_diff_ci_low": diff.low,
+                    f"{name}_diff_ci_high": diff.high,
+                    f"{name}_paired_seeds": diff.clusters,
+                }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _pooled_cell(row: Mapping[str, Any], name: str) -> str:
+    est = row.get(f"{name}_pooled")
+    if est is None or est != est:
+        return "n/a"
+    lo, hi = row.get(f"{name}_pooled_ci_low"), row.get(f"{name}_pooled_ci_high")
+    flag = " ⚠ <5 runs" if row.get(f"{name}_pooled_few_runs") else ""
+    ci = "" if lo is None or lo != lo else f" [{lo:.3f}, {hi:.3f}]"
+    return f"{est:.3f}{ci} (n={row.get(f'{name}_pooled_runs')} runs){flag}"
+
+
+def _diff_cell(row: Mapping[str, Any], name: str, reference: str) -> str:
+    est = row.get(f"{name}_diff_vs_{reference}")
+    if est is None or est != est:
+        return "–"
+    lo, hi = row.get(f"{name}_diff_ci_low"), row.get(f"{name}_diff_ci_high")
+    ci = "" if lo is None or lo != lo else f" [{lo:+.3f}, {hi:+.3f}]"
+    return f"{est:+.3f}{ci} (n={row.get(f'{name}_paired_seeds')} seeds)"
+
+
 def aggregate_markdown(cfg: SweepConfig, aggregate: pd.DataFrame, outcomes: list[RunOutcome]) -> str:
     header = "| method | runs | " + " | ".join(h for _, h, _ in _MD_COLUMNS) + " |"
     rule = "| --- | ---: | " + " | ".join("---:" for _ in _MD_COLUMNS) + " |"
@@ -543,6 +625,24 @@ def aggregate_markdown(cfg: SweepConfig, aggregate: pd.DataFrame, outcomes: list
         rule,
         *rows,
     ]
+    if "rvr_pooled" in aggregate:
+        lines += [
+            "",
+            "## Pooled counts and paired differences",
+            "",
+            "RVR = Σ repeats / Σ re-exposures and success = Σ won / Σ episodes over a method's runs, with a 95% "
+            "run-clustered bootstrap interval; runs with no re-exposure (RVR undefined) are counted, not averaged "
+            "in as 0. Δ: the method minus scars on the seeds both ran (same games), paired bootstrap.",
+            "",
+            "| method | RVR pooled | RVR undefined runs | success pooled | Δ RVR vs scars | Δ success vs scars |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for row in aggregate.to_dict("records"):
+            lines.append(
+                f"| {row['label']} | {_pooled_cell(row, 'rvr')} | {row.get('rvr_undefined_runs', 0)} | "
+                f"{_pooled_cell(row, 'success')} | {_diff_cell(row, 'rvr', 'scars')} | "
+                f"{_diff_cell(row, 'success', 'scars')} |"
+            )
     failed = [o for o in outcomes if o.status == "failed"]
     if failed:
         lines += ["", f"## {len(failed)} FAILED run(s)", ""]

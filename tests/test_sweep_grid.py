@@ -142,3 +142,27 @@ def test_aggregate_skips_failed_runs_and_undefined_values_and_is_independent_of_
     assert alone.loc["scars", "success_rate_ci_low"] == agg.loc["scars", "success_rate_ci_low"]
     other_seed = aggregate_runs(runs, seed=1, metrics=("success_rate",)).set_index("label")
     assert other_seed.loc["scars", "success_rate_mean"] == agg.loc["scars", "success_rate_mean"]
+
+
+def test_pooled_counts_count_undefined_runs_and_pair_on_common_seeds():
+    from experiments.sweep import pooled_runs
+
+    runs = pd.DataFrame(
+        {
+            "label": ["scars"] * 3 + ["rag"] * 3,
+            "status": ["ok"] * 6,
+            "seed": [0, 1, 2, 0, 1, 2],
+            "repeat_violations": [0, 1, 0, 3, 0, 2],
+            "reexposures": [5, 5, 0, 6, 0, 4],
+            "success_rate": [1.0, 0.5, 1.0, 0.5, 1.0, 1.0],
+            "episodes": [2, 2, 2, 2, 2, 2],
+        }
+    )
+    pooled = pooled_runs(runs, samples=500).set_index("label")
+    assert pooled.loc["scars", "rvr_pooled"] == pytest.approx(1 / 10)  # pooled counts, not a mean of rates
+    assert pooled.loc["rag", "rvr_pooled"] == pytest.approx(5 / 10)
+    assert pooled.loc["scars", "rvr_undefined_runs"] == 1 and pooled.loc["rag", "rvr_undefined_runs"] == 1
+    assert pooled.loc["rag", "rvr_diff_vs_scars"] == pytest.approx(0.4) and pooled.loc["rag", "rvr_paired_seeds"] == 3
+    assert bool(pooled.loc["rag", "rvr_pooled_few_runs"])  # three runs: flagged
+    lo, hi = pooled.loc["rag", "rvr_pooled_ci_low"], pooled.loc["rag", "rvr_pooled_ci_high"]
+    assert lo <= 0.5 <= hi
