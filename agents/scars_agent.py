@@ -29,7 +29,7 @@ from agents.equilibration import equilibrate, prune
 from agents.policies.base import ContextItem
 from agents.registry import MethodSpec, register_method
 from agents.rule_writer import direct_patch
-from agents.runtime.control import ControlPlane, Governed
+from agents.runtime.control import CORE_PREFIX, ControlPlane, Governed
 from agents.runtime.ledger import Event, verdict_evidence
 from agents.runtime.scar import Provenance, Scar, Scope
 from agents.runtime.store import SchemaStore
@@ -207,6 +207,7 @@ class ScarsAgent:
         self.seeds = np.random.SeedSequence(seed)
         self.history: deque[RecordedStep] = deque(maxlen=config.history)
         self._verifier = self._ask_world  # one object for the run: synthesis memoises a verifier's answers
+        self._core_forbidden: tuple[int, tuple[bool, ...]] = (-1, ())
         self.text_rules: list[str] = []  # Text-Reflection Scar: synthesised rules shown as text
         self.t = 0
         self.failures: list[Failure] = []  # every verified failure of the run (the merge keeps them covered)
@@ -238,10 +239,15 @@ class ScarsAgent:
 
     def govern(self, decision: Decision, logits: np.ndarray) -> Governed:
         self.t = decision.t
-        plane = (
-            self.store.plane if self.config.enforce else self.core_plane
-        )  # Text-Reflection: only H enforced
-        return plane.govern(decision.context, decision.actions, logits, decision.t)
+        # Text-Reflection Scar: only H is enforced
+        plane = self.store.plane if self.config.enforce else self.core_plane
+        governed = plane.govern(decision.context, decision.actions, logits, decision.t)
+        # which actions H forbids here (z_C reads it; the controller has just evaluated H)
+        core = [False] * len(decision.actions)
+        for i, ids in governed.fired:
+            core[i] = any(x.startswith(CORE_PREFIX) for x in ids)
+        self._core_forbidden = (decision.t, tuple(core))
+        return governed
 
     def memory_texts(self, decision: Decision) -> list[str]:
         """The active scars as printed rules; the prompt's rule texts when they are not enforced."""
@@ -271,6 +277,7 @@ class ScarsAgent:
                 events=tuple({"type": "rule_violation", "rule": v.rule_id} for v in feedback.verdicts),
                 punishments=feedback.punishments,
                 proposal=proposal,
+                core_forbidden=self._core_forbidden[1] if self._core_forbidden[0] == d.t else None,
             )
         )
         source = FailureSource(self.card.id, d.episode, d.step, self.card.verifier_id)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from disequilibrium.contradiction import DEFAULT_CONTRADICTION_WINDOW, ContradictionWindow
-from disequilibrium.style import STYLE_SMOOTHING, js_divergence, style_distribution
+from disequilibrium.style import STYLE_SMOOTHING, smoothed, smoothed_js, style_counts, style_distribution
 from disequilibrium.trustgate import TrustGate, TrustGateResult
 from disequilibrium.verifier import HybridVerifier, VerifiableStep, VerifierScore
 from envs.api import Punishment
@@ -171,6 +171,8 @@ class StepRecord:
     exception: BaseException | str | None = None
     punishments: tuple[Punishment, ...] = ()
     proposal: tuple[tuple[Action, float], ...] = ()
+    core_forbidden: tuple[bool, ...] | None = None
+    """Which proposed actions the core schema H forbids, when the controller already evaluated H (else z_C does)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +228,8 @@ class DisequilibriumMonitor:
         self._punishments: deque[tuple[Punishment, ...]] = deque(maxlen=config.trust_window)
         self._previous_crossed = False
         self._imprint_cache: tuple[int, np.ndarray] | None = None
+        self._counts_cache: dict[str, np.ndarray] = {}
+        self._drift_cache: dict[tuple[str, ...], float] = {}
 
     @property
     def imprint(self) -> tuple[str, ...]:
@@ -236,7 +240,7 @@ class DisequilibriumMonitor:
             VerifiableStep(record.events, record.exception, record.output, record.context)
         )
         if record.proposal:
-            z_c = self._contradiction.push_proposal(record.context, record.proposal)
+            z_c = self._contradiction.push_proposal(record.context, record.proposal, record.core_forbidden)
         else:
             z_c = self._contradiction.push(record.context, record.action)
         trust = None
@@ -275,9 +279,24 @@ class DisequilibriumMonitor:
             return 0.0
         if self._imprint_cache is None or self._imprint_cache[0] != len(self._imprint):
             # y_0 stops changing once written: its distribution is computed once
-            self._imprint_cache = (
-                len(self._imprint),
-                style_distribution(self._imprint, self.config.style_smoothing),
-            )
-        recent = style_distribution(self._recent_outputs, self.config.style_smoothing)
-        return js_divergence(recent, self._imprint_cache[1])
+            imprint = style_distribution(self._imprint, self.config.style_smoothing)
+            self._imprint_cache = (len(self._imprint), imprint)
+            self._drift_cache.clear()
+        key = tuple(self._recent_outputs)
+        drift = self._drift_cache.get(key)
+        if drift is None:  # the same window of sentences gives the same drift: computed once
+            if len(self._drift_cache) > 4096:
+                self._drift_cache.clear()
+            counts = sum(self._style_counts(text) for text in self._recent_outputs)
+            drift = smoothed_js(smoothed(counts, self.config.style_smoothing), self._imprint_cache[1])
+            self._drift_cache[key] = drift
+        return drift
+
+    def _style_counts(self, text: str) -> np.ndarray:
+        """Style counts of one output, remembered (an agent repeats its sentences)."""
+        counts = self._counts_cache.get(text)
+        if counts is None:
+            if len(self._counts_cache) > 4096:
+                self._counts_cache.clear()
+            counts = self._counts_cache[text] = style_counts(text)
+        return counts

@@ -64,13 +64,24 @@ class ContradictionWindow:
             self._flags.append(float(contradicts_core(self.core, q, a, self.classes)))
         return self.value
 
-    def push_proposal(self, q: Mapping[str, Any], proposal: Sequence[tuple[Action, float]]) -> float:
-        """Add a decision by the base policy's proposal: the share of its control mass H forbids (docstring)."""
-        control = [(a, p) for a, p in proposal if a.is_control]
-        mass = sum(p for _, p in control)
+    def push_proposal(
+        self,
+        q: Mapping[str, Any],
+        proposal: Sequence[tuple[Action, float]],
+        forbidden: Sequence[bool] | None = None,
+    ) -> float:
+        """Add a decision by the base policy's proposal: the share of its control mass H forbids (docstring).
+        ``forbidden``: which proposed actions H forbids, when the caller's controller already knows (it evaluated
+        H at this decision); otherwise H is evaluated here."""
+        if forbidden is None:
+            forbidden = [contradicts_core(self.core, q, a, self.classes) for a, _ in proposal]
+        mass = blocked = 0.0
+        for (a, p), flag in zip(proposal, forbidden, strict=True):
+            if a.is_control:
+                mass += p
+                blocked += p if flag else 0.0
         if mass > 0:
-            forbidden = sum(p for a, p in control if contradicts_core(self.core, q, a, self.classes))
-            self._flags.append(forbidden / mass)
+            self._flags.append(blocked / mass)
         return self.value
 
     @property

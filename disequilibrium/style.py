@@ -153,6 +153,11 @@ def style_distribution(texts: str | Iterable[str], smoothing: float = STYLE_SMOO
     counts = np.zeros(len(STYLE_CATEGORIES))
     for text in texts:
         counts += style_counts(text)
+    return smoothed(counts, smoothing)
+
+
+def smoothed(counts: np.ndarray, smoothing: float = STYLE_SMOOTHING) -> np.ndarray:
+    """Pooled style counts → p_style: (1 − ε)·frequencies + ε·uniform (uniform when there are no events)."""
     uniform = np.full(len(STYLE_CATEGORIES), 1.0 / len(STYLE_CATEGORIES))
     total = counts.sum()
     if total == 0:
@@ -186,6 +191,14 @@ def js_divergence(p: Sequence[float] | np.ndarray, q: Sequence[float] | np.ndarr
 
     value = 0.5 * kl_to_m(p_arr) + 0.5 * kl_to_m(q_arr)
     return float(min(1.0, max(0.0, value)))  # clip float round-off only
+
+
+def smoothed_js(p: np.ndarray, q: np.ndarray) -> float:
+    """JS in bits of two *smoothed* style distributions (every entry > 0, as ``smoothed`` makes them): the same
+    number as ``js_divergence`` without its input validation, for the per-step monitor."""
+    m = 0.5 * (p + q)
+    value = 0.5 * float(np.dot(p, np.log2(p / m))) + 0.5 * float(np.dot(q, np.log2(q / m)))
+    return min(1.0, max(0.0, value))
 
 
 def identity_drift(

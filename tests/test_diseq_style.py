@@ -103,3 +103,12 @@ def test_style_distribution_is_smoothed_and_normalised():
         style_distribution("x", smoothing=1.5)
     # the same voice at any volume has the same distribution
     assert np.allclose(style_distribution(["I might go."] * 3), style_distribution("I might go."))
+
+
+def test_the_monitors_fast_js_equals_the_validated_one():
+    from disequilibrium.style import js_divergence, smoothed_js, style_distribution
+
+    p = style_distribution(["I will go to the fridge.", "I must not open it; no!"])
+    q = style_distribution(["Maybe we could try? Perhaps."])
+    assert smoothed_js(p, q) == pytest.approx(js_divergence(p, q), abs=1e-12)
+    assert smoothed_js(p, p) == pytest.approx(0.0, abs=1e-12)

@@ -162,7 +162,10 @@ def test_pooled_counts_count_undefined_runs_and_pair_on_common_seeds():
     assert pooled.loc["scars", "rvr_pooled"] == pytest.approx(1 / 10)  # pooled counts, not a mean of rates
     assert pooled.loc["rag", "rvr_pooled"] == pytest.approx(5 / 10)
     assert pooled.loc["scars", "rvr_undefined_runs"] == 1 and pooled.loc["rag", "rvr_undefined_runs"] == 1
-    assert pooled.loc["rag", "rvr_diff_vs_scars"] == pytest.approx(0.4) and pooled.loc["rag", "rvr_paired_seeds"] == 3
+    assert (
+        pooled.loc["rag", "rvr_diff_vs_scars"] == pytest.approx(0.4)
+        and pooled.loc["rag", "rvr_paired_seeds"] == 3
+    )
     assert bool(pooled.loc["rag", "rvr_pooled_few_runs"])  # three runs: flagged
     lo, hi = pooled.loc["rag", "rvr_pooled_ci_low"], pooled.loc["rag", "rvr_pooled_ci_high"]
     assert lo <= 0.5 <= hi
