@@ -147,7 +147,7 @@ class GuaranteeMonitor:
     ) -> None:
         """Check the decision just taken (with the plane it was governed by), then catch up with the ledger."""
         self._check_decision(t, decision, governed)
-        self._measure_drift(t, decision, logits, governed, flagged)
+        self._measure_drift(t, logits, governed, flagged)
         self._sync(t)
 
     def _sync(self, t: int) -> None:
@@ -215,7 +215,6 @@ class GuaranteeMonitor:
     def _measure_drift(
         self,
         t: int,
-        decision: Decision,
         logits: Sequence[float],
         governed: Governed,
         flagged: Sequence[Sequence[str]],

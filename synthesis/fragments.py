@@ -248,18 +248,6 @@ def counterfactuals(
     return tuple(safe), tuple(failing)
 
 
-def safe_counterfactuals(
-    context: Mapping[str, Value],
-    action: Action,
-    verifier: Verifier,
-    variables: Iterable[str],
-    args: Iterable[str],
-    alternatives: Mapping[str, Sequence[Value]] | None = None,
-) -> tuple[tuple[Mapping[str, Value], Action], ...]:
-    """The one-variable changes of a failure (value changes, not drops) that the verifier certifies safe."""
-    return counterfactuals(context, action, verifier, variables, args, alternatives)[0]
-
-
 def _hashable(value: Value) -> object:
     return (type(value).__name__, value) if isinstance(value, bool) else value
 
