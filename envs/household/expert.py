@@ -17,12 +17,10 @@ from collections.abc import Iterable, Iterator
 
 from envs.household.rules import SafetyRule
 from envs.household.world import (
-    CAN_CONTAIN,
     CLEANING_TYPES,
     COOLING_TYPES,
     HEATING_TYPES,
     OBJECT_CLASSES,
-    TOGGLEABLE,
     World,
 )
 from synthesis.dsl.ast import Action, Rule
@@ -93,7 +91,7 @@ class _Sim:
         if held is None or held in keep:
             return
         otype = self.w.object_type(held)
-        spots = [r for r in self.w.receptacle_names if otype in CAN_CONTAIN[self.w.receptacle_type(r)]]
+        spots = [r for r in self.w.receptacle_names if self.w.can_hold(r, otype)]
         here = self.w.current_location()
         spots.sort(key=lambda r: (r != here, self.w.is_openable(r)))
         for r in spots:
@@ -133,7 +131,11 @@ def _skeletons(world: World) -> Iterator:
     if tt == "look_at_obj_in_light":
         here = world.current_location()
         lamps = sorted(
-            (o for o in world.spec.objects if o.otype in TOGGLEABLE),
+            (
+                o
+                for o in world.spec.objects
+                if "toggleable" in o.property_set() and task.toggle_type in (None, o.otype)
+            ),
             key=lambda o: world.location_of(o.name) != here,
         )
         for lamp_first, obj, lamp in itertools.product((False, True), objs, lamps):
@@ -185,7 +187,7 @@ def _skeletons(world: World) -> Iterator:
                 r
                 for r in world.receptacle_names
                 if not world.is_openable(r)
-                and otype in CAN_CONTAIN[world.receptacle_type(r)]
+                and world.can_hold(r, otype)
                 and world.receptacle_type(r) not in CLEANING_TYPES | {rtype}
             ][:_MAX_DRYING_SURFACES]
     for preopen, dry, obj, appliance, target in itertools.product(

@@ -41,14 +41,15 @@ from envs.household.env import (
 )
 from envs.household.rules import Verifier
 from envs.household.world import (
-    CAN_CONTAIN,
     NOWHERE,
+    PROPERTIES,
+    STATE_FLAGS,
     TASK_TYPES,
-    TOGGLEABLE,
     GameSpec,
     ObjectSpec,
     ReceptacleSpec,
     TaskSpec,
+    pddl_ids,
 )
 from synthesis.dsl.ast import Value
 from synthesis.errors import ScarsError, WorldError
@@ -101,41 +102,9 @@ def _alfworld_data(name: str) -> str:
 # ---------------------------------------------------------------------------------------------- export
 
 
-def _base_id(rtype_or_otype: str) -> str:
-    """The PDDL id stem whose demangled name is the native type name.
-
-    ALFWorld's Demangler shows the part before the first ``_bar_`` and appends "basin" when the whole id contains
-    "basin": a sink basin must be ``sink_bar_N_bar_sinkbasin`` to show as "sinkbasin N".
-    """
-    if rtype_or_otype.endswith("basin"):
-        stem = rtype_or_otype[: -len("basin")]
-        return f"{stem}_bar_{{num}}_bar_{rtype_or_otype}"
-    return f"{rtype_or_otype}_bar_{{num}}"
-
-
-_NAME = re.compile(r"^([a-z]+) ([1-9][0-9]*)$")
-
-
 def _pddl_ids(names_and_types: list[tuple[str, str]]) -> dict[str, str]:
-    """Map native names ("cabinet 2") to PDDL ids that AlfredDemangler shows as those same names.
-
-    The Demangler sorts all ids as strings and gives the FIRST id of a name the HIGHEST number, so native
-    "cabinet k" of n becomes ``cabinet_bar_{n-k+1:03d}`` (zero-padded so string order is numeric order).
-    """
-    counts: dict[str, int] = {}
-    for name, typ in names_and_types:
-        m = _NAME.match(name)
-        if m is None or m.group(1) != typ:
-            raise WorldError(f"entity name {name!r} is not '<type> <number>' with type {typ!r}")
-        counts[typ] = counts.get(typ, 0) + 1
-    ids = {}
-    for name, typ in names_and_types:
-        k = int(name.rsplit(" ", 1)[1])
-        n = counts[typ]
-        if k > n:
-            raise WorldError(f"entity {name!r}: numbers of type {typ!r} must be 1..{n}")
-        ids[name] = _base_id(typ).format(num=f"{n - k + 1:03d}")
-    return ids
+    """Native names -> PDDL ids that AlfredDemangler shows as those names (:func:`envs.household.world.pddl_ids`)."""
+    return pddl_ids(names_and_types)
 
 
 def _type_const(typ: str) -> str:
@@ -146,6 +115,7 @@ def _goal_pddl(task: TaskSpec, lamp_type: str | None) -> str:
     """The PDDL goal of ALFWorld's goal library (``alfworld.gen.goal_library.gdict``) for a native task."""
     ot = _type_const(task.obj_type)
     if task.task_type == "look_at_obj_in_light":
+        lamp_type = task.toggle_type or lamp_type
         if lamp_type is None:
             raise WorldError("look_at_obj_in_light game has no toggleable lamp to export")
         lt = _type_const(lamp_type)
@@ -175,19 +145,30 @@ def _goal_pddl(task: TaskSpec, lamp_type: str | None) -> str:
     )
 
 
+_PROPERTY_FACTS = {p: p for p in PROPERTIES} | {"receptacle_object": "isReceptacleObject"}
+_STATE_FACTS = {
+    "is_clean": "isClean",
+    "is_hot": "isHot",
+    "is_cool": "isCool",
+    "is_sliced": "isSliced",
+    "is_toggled": "isToggled",
+}
+
+
 def pddl_problem(spec: GameSpec) -> str:
     """The PDDL problem of a native game in ALFWorld's layout (``alfworld.gen.game_states``).
 
     One location per receptacle (``loc_bar_NNN``), the agent starts at ``loc_bar_start`` where no receptacle
-    stands ("You are in the middle of a room"); every object gets its type, receptacle, location and ALFWorld's
-    property facts; ``canContain`` lists the (receptacle type, object type) pairs the native world allows.
+    stands ("You are in the middle of a room"); every object gets its type, receptacle, location, its property
+    facts (including ``isReceptacleObject``) and initial state; ``canContain`` lists the game's (receptacle type,
+    object type) pairs (:meth:`GameSpec.containment`: ALFWorld's table unless the game carries its own facts).
     """
-    rids = _pddl_ids([(r.name, r.rtype) for r in spec.receptacles])
-    oids = _pddl_ids([(o.name, o.otype) for o in spec.objects])
+    rids = spec.receptacle_ids()
+    oids = spec.object_ids()
     loc = {r.name: f"loc_bar_{i + 1:03d}" for i, r in enumerate(spec.receptacles)}
     rtypes = sorted({r.rtype for r in spec.receptacles} | ({spec.task.recep_type} - {None}))
     otypes = sorted({o.otype for o in spec.objects} | {spec.task.obj_type})
-    lamp_types = sorted({o.otype for o in spec.objects if o.otype in TOGGLEABLE})
+    lamp_types = sorted({o.otype for o in spec.objects if "toggleable" in o.property_set()})
 
     objects = ["agent1 - agent"]
     objects += [f"{oids[o.name]} - object" for o in spec.objects]
@@ -204,6 +185,8 @@ def pddl_problem(spec: GameSpec) -> str:
         ]
         if r.openable:
             init.append(f"(openable {rid})")
+        if r.start_open:
+            init.append(f"(opened {rid})")
     for o in spec.objects:
         oid = oids[o.name]
         init += [
@@ -211,10 +194,13 @@ def pddl_problem(spec: GameSpec) -> str:
             f"(inReceptacle {oid} {rids[o.location]})",
             f"(objectAtLocation {oid} {loc[o.location]})",
         ]
-        init += [f"({prop} {oid})" for prop, on in spec.object_properties(o.name).items() if on]
-    for rt in rtypes:
-        allowed = CAN_CONTAIN.get(rt, frozenset())
-        init += [f"(canContain {_type_const(rt)} {_type_const(ot)})" for ot in otypes if ot in allowed]
+        props = o.property_set()
+        init += [f"({_PROPERTY_FACTS[p]} {oid})" for p in PROPERTIES if p in props]
+        init += [f"({_STATE_FACTS[f]} {oid})" for f in STATE_FLAGS if f in o.state]
+    allowed = spec.containment()
+    init += [
+        f"(canContain {_type_const(rt)} {_type_const(ot)})" for rt in rtypes for ot in otypes if (rt, ot) in allowed
+    ]
 
     goal = _goal_pddl(spec.task, lamp_types[0] if lamp_types else None)
     return "\n".join(
@@ -252,26 +238,67 @@ def game_data(spec: GameSpec) -> dict[str, Any]:
 
 def spec_to_dict(spec: GameSpec) -> dict[str, Any]:
     """A JSON-able form of a native game (stored in exported files so they can be replayed natively)."""
+    task = spec.task
     return {
         "seed": spec.seed,
         "room": spec.room,
-        "task_type": spec.task.task_type,
-        "obj_type": spec.task.obj_type,
-        "recep_type": spec.task.recep_type,
-        "receptacles": [[r.name, r.rtype, r.openable] for r in spec.receptacles],
-        "objects": [[o.name, o.otype, o.location] for o in spec.objects],
+        "task_type": task.task_type,
+        "obj_type": task.obj_type,
+        "recep_type": task.recep_type,
+        "task_text": task.text,
+        "toggle_type": task.toggle_type,
+        "receptacles": [
+            [r.name, r.rtype, r.openable, r.start_open, r.pddl_id] for r in spec.receptacles
+        ],
+        "objects": [
+            [
+                o.name,
+                o.otype,
+                o.location,
+                None if o.properties is None else sorted(o.properties),
+                sorted(o.state),
+                o.pddl_id,
+            ]
+            for o in spec.objects
+        ],
+        "can_contain": None if spec.can_contain is None else [list(p) for p in spec.can_contain],
     }
 
 
 def spec_from_dict(data: Mapping[str, Any]) -> GameSpec:
-    """Inverse of :func:`spec_to_dict`."""
+    """Inverse of :func:`spec_to_dict` (also reads the shorter lists of files written before issue 12)."""
     try:
+        receptacles = []
+        for n, t, op, *rest in data["receptacles"]:
+            start_open, rid = (list(rest) + [False, None])[:2]
+            receptacles.append(ReceptacleSpec(str(n), str(t), bool(op), bool(start_open), rid))
+        objects = []
+        for n, t, loc, *rest in data["objects"]:
+            props, state, oid = (list(rest) + [None, [], None])[:3]
+            objects.append(
+                ObjectSpec(
+                    str(n),
+                    str(t),
+                    str(loc),
+                    None if props is None else frozenset(props),
+                    frozenset(state),
+                    oid,
+                )
+            )
+        can = data.get("can_contain")
         return GameSpec(
             seed=int(data["seed"]),
             room=str(data["room"]),
-            receptacles=tuple(ReceptacleSpec(str(n), str(t), bool(op)) for n, t, op in data["receptacles"]),
-            objects=tuple(ObjectSpec(str(n), str(t), str(loc)) for n, t, loc in data["objects"]),
-            task=TaskSpec(str(data["task_type"]), str(data["obj_type"]), data["recep_type"]),
+            receptacles=tuple(receptacles),
+            objects=tuple(objects),
+            task=TaskSpec(
+                str(data["task_type"]),
+                str(data["obj_type"]),
+                data["recep_type"],
+                data.get("task_text"),
+                data.get("toggle_type"),
+            ),
+            can_contain=None if can is None else tuple((str(r), str(o)) for r, o in can),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise WorldError(f"not a scars game description: {err!r}; expected the keys of spec_to_dict") from err

@@ -18,9 +18,13 @@ change and cached, so a random admissible walk runs tens of thousands of steps p
 from __future__ import annotations
 
 from collections.abc import Mapping
+import re
+from bisect import insort
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 
+from envs.household.alfworld_data import load_tables
 from synthesis.dsl.ast import Value
 from synthesis.errors import WorldError
 
@@ -38,27 +42,48 @@ TASK_TYPES: tuple[str, ...] = (
 
 ROOM_KINDS: tuple[str, ...] = ("kitchen", "livingroom", "bedroom", "bathroom")
 
-OPENABLE_TYPES: frozenset[str] = frozenset({"cabinet", "drawer", "fridge", "microwave", "safe", "box"})
+_TABLES = load_tables()  # ALFWorld's own tables (envs/household/alfworld_tables.json names each source)
+
+RECEPTACLE_OBJECT_TYPES: frozenset[str] = frozenset(_TABLES["receptacle_objects"])
+"""Object types ALFWorld marks ``(isReceptacleObject o)`` (``MOVABLE_RECEPTACLES``): bowl, box, cup, mug, pan,
+plate, pot. TextWorld examines them as "This is a normal cup 1. In it, you see nothing."."""
+
+OPENABLE_TYPES: frozenset[str] = frozenset(_TABLES["openable"])
 """Receptacle types with a door or lid (``alfworld.gen.constants.OPENABLE_CLASS_LIST``)."""
 
 CLEANING_TYPES: frozenset[str] = frozenset({"sinkbasin"})  # alfred.pddl CleanObject: SinkBasinType only
 HEATING_TYPES: frozenset[str] = frozenset({"microwave"})  # alfred.pddl HeatObject: MicrowaveType only
 COOLING_TYPES: frozenset[str] = frozenset({"fridge"})  # alfred.pddl CoolObject: FridgeType only
+KNIFE_TYPES: frozenset[str] = frozenset({"knife", "butterknife"})  # alfred.pddl SliceObject: the cutting tools
+
+# Object property tables of ``alfworld.gen.constants.VAL_ACTION_OBJECTS`` (they include the "...sliced" types that
+# only AI2-THOR's slicing creates; no game of this world has objects of those types).
+CLEANABLE: frozenset[str] = frozenset(_TABLES["cleanable"])
+HEATABLE: frozenset[str] = frozenset(_TABLES["heatable"])
+COOLABLE: frozenset[str] = frozenset(_TABLES["coolable"])
+TOGGLEABLE: frozenset[str] = frozenset(_TABLES["toggleable"])
+SLICEABLE: frozenset[str] = frozenset(_TABLES["sliceable"])
+
+CAN_CONTAIN: Mapping[str, frozenset[str]] = MappingProxyType(
+    {r: frozenset(objs) for r, objs in _TABLES["can_contain"].items() if r not in RECEPTACLE_OBJECT_TYPES}
+)
+"""Which object types each (static) receptacle type can hold: ALFWorld's receptacle–object table
+(``VAL_RECEPTACLE_OBJECTS``), from which its generator writes the ``canContain`` facts of every problem. A game
+may carry its own facts (:attr:`GameSpec.can_contain`, e.g. an imported ALFWorld file); this is the default."""
+
+RECEPTACLE_TYPES: tuple[str, ...] = tuple(sorted(CAN_CONTAIN))
+
+PICKUPABLE: frozenset[str] = frozenset(
+    o for objs in _TABLES["can_contain"].values() for o in objs if not o.endswith("sliced")
+)
+"""Object types that can be picked up: every type some receptacle can hold (AI2-THOR marks exactly these
+pickupable; lamps, televisions, windows and other fixtures are not)."""
+
+OBJECT_TYPES: tuple[str, ...] = tuple(sorted(PICKUPABLE | TOGGLEABLE))
+"""The object vocabulary of generated games: ALFWorld's pickupable types and its lamps."""
 
 _FOOD = frozenset({"apple", "bread", "egg", "lettuce", "potato", "tomato"})
-_DISHWARE = frozenset({"cup", "mug", "plate", "bowl", "pan", "pot", "kettle"})
 _CUTLERY = frozenset({"knife", "butterknife", "fork", "spoon", "spatula", "ladle"})
-_KITCHEN_SMALL = frozenset({"saltshaker", "peppershaker", "dishsponge", "soapbottle", "winebottle"})
-_DESK_THINGS = frozenset(
-    {"alarmclock", "book", "cd", "cellphone", "creditcard", "keychain", "pen", "pencil", "watch"}
-)
-_LIVING_THINGS = frozenset({"remotecontrol", "newspaper", "statue", "vase", "laptop", "pillow", "box"})
-_BATH_THINGS = frozenset({"soapbar", "spraybottle", "toiletpaper", "towel", "handtowel", "cloth", "candle"})
-
-OBJECT_TYPES: tuple[str, ...] = tuple(
-    sorted(_FOOD | _DISHWARE | _CUTLERY | _KITCHEN_SMALL | _DESK_THINGS | _LIVING_THINGS | _BATH_THINGS)
-    + ["desklamp"]
-)
 
 OBJECT_CLASSES: Mapping[str, frozenset[str]] = MappingProxyType(
     {
@@ -68,82 +93,22 @@ OBJECT_CLASSES: Mapping[str, frozenset[str]] = MappingProxyType(
         "food": _FOOD,
         "cutlery": _CUTLERY,
         "sharp": frozenset({"knife", "butterknife"}),
-        "fragile": frozenset({"cup", "mug", "plate", "bowl", "vase", "statue", "winebottle"}),
+        "fragile": frozenset({"cup", "mug", "plate", "bowl", "vase", "statue", "winebottle", "glassbottle"}),
         "electronics": frozenset({"alarmclock", "cellphone", "laptop", "remotecontrol", "cd", "watch"}),
         "toiletries": frozenset(
-            {"soapbar", "soapbottle", "spraybottle", "toiletpaper", "towel", "handtowel"}
+            {"soapbar", "soapbottle", "spraybottle", "toiletpaper", "toiletpaperroll", "towel", "handtowel"}
         ),
-        "lamp": frozenset({"desklamp"}),
+        "sports": frozenset({"baseballbat", "basketball", "tennisracket"}),
+        "lamp": frozenset({"desklamp", "floorlamp"}),
     }
 )
 """Equivalence classes of object types: the ``classes`` table of ``synthesis.dsl.semantics`` (``in_class``)."""
 
-# Object property tables of ``alfworld.gen.constants`` (restricted to the types this world uses). Slicing is out of
-# scope: the exported games carry no ``sliceable`` facts, so neither engine ever offers "slice".
-CLEANABLE: frozenset[str] = frozenset(
-    {"apple", "bowl", "butterknife", "cloth", "cup", "dishsponge", "egg", "fork", "kettle", "knife", "ladle"}
-    | {"lettuce", "mug", "pan", "plate", "pot", "potato", "soapbar", "spatula", "spoon", "tomato"}
+GOAL_TEMPLATES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {t: tuple(v) for t, v in _TABLES["goal_templates"].items()}
 )
-HEATABLE: frozenset[str] = frozenset({"apple", "bread", "cup", "egg", "mug", "plate", "potato", "tomato"})
-COOLABLE: frozenset[str] = _FOOD | {"bowl", "cup", "mug", "pan", "plate", "pot", "winebottle"}
-TOGGLEABLE: frozenset[str] = frozenset({"desklamp"})
-PICKUPABLE: frozenset[str] = frozenset(OBJECT_TYPES) - TOGGLEABLE  # lamps stay where they are
-
-_SURFACE = (_FOOD | _DISHWARE | _CUTLERY | _KITCHEN_SMALL | _DESK_THINGS | _LIVING_THINGS | _BATH_THINGS) - {
-    "pillow"
-}
-_SMALL = _SURFACE - {"laptop", "box", "pan", "pot", "kettle", "lettuce", "towel", "statue", "vase"}
-
-CAN_CONTAIN: Mapping[str, frozenset[str]] = MappingProxyType(
-    {
-        "cabinet": _SMALL | {"pan", "pot", "kettle", "vase", "box"},
-        "drawer": _SMALL - _FOOD - {"cup", "mug", "plate", "bowl", "winebottle"},
-        "countertop": _SURFACE,
-        "diningtable": _SURFACE,
-        "sidetable": _SURFACE,
-        "coffeetable": _SURFACE,
-        "desk": _SURFACE,
-        "dresser": _SURFACE,
-        "shelf": _SMALL | {"vase", "statue", "box"},
-        "tvstand": _DESK_THINGS | {"remotecontrol", "statue", "vase", "laptop", "box"},
-        "fridge": _FOOD | _DISHWARE | {"winebottle"},
-        "microwave": _FOOD | {"cup", "mug", "plate", "bowl"},
-        "sinkbasin": _FOOD | _DISHWARE | _CUTLERY | {"dishsponge", "soapbar", "cloth"},
-        "bathtubbasin": frozenset({"soapbar", "cloth", "dishsponge", "soapbottle"}),
-        "stoveburner": frozenset({"pan", "pot", "kettle"}),
-        "coffeemachine": frozenset({"mug", "cup"}),
-        "toaster": frozenset(),
-        "garbagecan": _SMALL | {"lettuce"},
-        "bed": frozenset(
-            {"book", "cellphone", "laptop", "pillow", "newspaper", "creditcard", "keychain", "cd"}
-        ),
-        "sofa": frozenset(
-            {"book", "cellphone", "laptop", "pillow", "newspaper", "remotecontrol", "creditcard"}
-        ),
-        "armchair": frozenset({"book", "cellphone", "laptop", "pillow", "newspaper", "remotecontrol"}),
-        "toilet": frozenset({"soapbar", "soapbottle", "spraybottle", "toiletpaper", "candle", "cloth"}),
-        "towelholder": frozenset({"towel"}),
-        "handtowelholder": frozenset({"handtowel"}),
-        "toiletpaperhanger": frozenset({"toiletpaper"}),
-        "laundryhamper": frozenset({"cloth", "towel"}),
-        "safe": frozenset({"creditcard", "keychain", "cellphone", "cd", "watch", "statue", "vase"}),
-    }
-)
-"""Which object types each receptacle type can hold (ALFWorld's ``canContain`` facts, simplified)."""
-
-RECEPTACLE_TYPES: tuple[str, ...] = tuple(sorted(CAN_CONTAIN))
-
-GOAL_TEMPLATES: Mapping[str, str] = MappingProxyType(
-    {
-        "pick_and_place_simple": "put a {obj} in {recep}",
-        "look_at_obj_in_light": "look at {obj} under the desklamp",
-        "pick_clean_then_place_in_recep": "put a clean {obj} in {recep}",
-        "pick_heat_then_place_in_recep": "put a hot {obj} in {recep}",
-        "pick_cool_then_place_in_recep": "put a cool {obj} in {recep}",
-        "pick_two_obj_and_place": "put two {obj} in {recep}",
-    }
-)
-"""ALFWorld goal sentences per task type, without the trailing period (the grammar adds it)."""
+"""ALFWorld's task sentences per task type (``goal_library.gdict[task]['templates']``, every variant), without the
+trailing period (the grammar adds it); ``{toggle}`` is the lamp type of look-in-light tasks."""
 
 NOTHING_HAPPENS = "Nothing happens."
 HELP_TEXT = (  # alfred.twl2 help.feedback as TextWorld returns it: leading newline stripped, trailing one kept
@@ -175,6 +140,63 @@ def check_task_type(task_type: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- the spec
 
+PROPERTIES: tuple[str, ...] = (
+    "pickupable",
+    "cleanable",
+    "heatable",
+    "coolable",
+    "toggleable",
+    "sliceable",
+    "receptacle_object",
+)
+"""ALFWorld's per-object property facts (``receptacle_object`` is ``isReceptacleObject``), in the exporter's order."""
+
+STATE_FLAGS: tuple[str, ...] = ("is_clean", "is_hot", "is_cool", "is_sliced", "is_toggled")
+"""Initial state facts an object may start with (``isClean``, ``isHot``, ``isCool``, ``isSliced``, ``isToggled``)."""
+
+
+def type_properties(otype: str) -> frozenset[str]:
+    """The property facts ALFWorld's generator writes for an object of type ``otype`` (``VAL_ACTION_OBJECTS``,
+    ``MOVABLE_RECEPTACLES``; pickupable as :data:`PICKUPABLE`). Sliceable is left out: this world's generated
+    games have no slicing (an imported game may have it)."""
+    props = {
+        "pickupable": otype in PICKUPABLE,
+        "cleanable": otype in CLEANABLE,
+        "heatable": otype in HEATABLE,
+        "coolable": otype in COOLABLE,
+        "toggleable": otype in TOGGLEABLE,
+        "receptacle_object": otype in RECEPTACLE_OBJECT_TYPES,
+    }
+    return frozenset(p for p, on in props.items() if on)
+
+
+def pddl_ids(names_and_types: list[tuple[str, str]]) -> dict[str, str]:
+    """Map native names ("cabinet 2") to PDDL ids that ALFWorld's ``AlfredDemangler`` shows as those same names.
+
+    The Demangler shows the part of an id before the first ``_bar_`` (plus "basin" when the id contains "basin":
+    a sink basin must be ``sink_bar_N_bar_sinkbasin``), sorts all ids as strings and gives the FIRST id of a name
+    the HIGHEST number, so native "cabinet k" of n becomes ``cabinet_bar_{n-k+1:03d}`` (zero-padded so string order
+    is numeric order). TextWorld lists a receptacle's contents in id order, which is why the world needs them too.
+    """
+    counts: dict[str, int] = {}
+    for name, typ in names_and_types:
+        m = _NAME.match(name)
+        if m is None or m.group(1) != typ:
+            raise WorldError(f"entity name {name!r} is not '<type> <number>' with type {typ!r}")
+        counts[typ] = counts.get(typ, 0) + 1
+    ids = {}
+    for name, typ in names_and_types:
+        k = int(name.rsplit(" ", 1)[1])
+        n = counts[typ]
+        if k > n:
+            raise WorldError(f"entity {name!r}: numbers of type {typ!r} must be 1..{n}")
+        num = f"{n - k + 1:03d}"
+        ids[name] = f"{typ[: -len('basin')]}_bar_{num}_bar_{typ}" if typ.endswith("basin") else f"{typ}_bar_{num}"
+    return ids
+
+
+_NAME = re.compile(r"^([a-z]+) ([1-9][0-9]*)$")
+
 
 @dataclass(frozen=True, slots=True)
 class ReceptacleSpec:
@@ -183,6 +205,10 @@ class ReceptacleSpec:
     name: str
     rtype: str
     openable: bool
+    start_open: bool = False
+    """Open at the start (an ``(opened r)`` fact of an imported problem)."""
+    pddl_id: str | None = None
+    """Its PDDL id in an imported file; None: the id the exporter gives it (:func:`pddl_ids`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,26 +218,46 @@ class ObjectSpec:
     name: str
     otype: str
     location: str
+    properties: frozenset[str] | None = None
+    """Its ALFWorld property facts (names in :data:`PROPERTIES`); None: those of its type (:func:`type_properties`)."""
+    state: frozenset[str] = frozenset()
+    """Initial state facts (names in :data:`STATE_FLAGS`)."""
+    pddl_id: str | None = None
+    """Its PDDL id in an imported file (TextWorld lists contents in id order); None: the exporter's id."""
+
+    def property_set(self) -> frozenset[str]:
+        return self.properties if self.properties is not None else type_properties(self.otype)
 
 
 @dataclass(frozen=True, slots=True)
 class TaskSpec:
-    """The goal: ALFWorld task type, target object type and (except for ``look_at_obj_in_light``) receptacle type."""
+    """The goal: ALFWorld task type, target object type and (except for ``look_at_obj_in_light``) receptacle type.
+
+    ``text`` is the task sentence (one of ALFWorld's templates, drawn by the generator, or an imported file's);
+    None gives the first template. ``toggle_type`` is the lamp type a look-in-light goal names (None: any lamp).
+    """
 
     task_type: str
     obj_type: str
     recep_type: str | None
+    text: str | None = None
+    toggle_type: str | None = None
 
     @property
     def goal_text(self) -> str:
-        return GOAL_TEMPLATES[self.task_type].format(obj=self.obj_type, recep=self.recep_type)
+        if self.text is not None:
+            return self.text
+        return GOAL_TEMPLATES[self.task_type][0].format(
+            obj=self.obj_type, recep=self.recep_type, toggle=self.toggle_type or "desklamp"
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class GameSpec:
-    """A generated game: room, receptacles (in listing order), objects with start locations, task.
+    """A game: room, receptacles, objects with start locations, task, and ALFWorld's containment facts.
 
-    This is everything the TextWorld exporter needs to write the equivalent ALFWorld ``game.tw-pddl``.
+    This is everything the TextWorld exporter needs to write the equivalent ALFWorld ``game.tw-pddl``, and what
+    the importer reads out of one (:meth:`World.from_tw_pddl`).
     """
 
     seed: int
@@ -219,21 +265,38 @@ class GameSpec:
     receptacles: tuple[ReceptacleSpec, ...]
     objects: tuple[ObjectSpec, ...]
     task: TaskSpec
+    can_contain: tuple[tuple[str, str], ...] | None = None
+    """The game's ``(canContain RType OType)`` facts as (receptacle type, object type) pairs; None: ALFWorld's
+    table (:data:`CAN_CONTAIN`) for the types of the game."""
 
     @property
     def goal_text(self) -> str:
         return self.task.goal_text
 
+    def containment(self) -> frozenset[tuple[str, str]]:
+        """The (receptacle type, object type) pairs this game's canContain facts allow, for its own types."""
+        if self.can_contain is not None:
+            return frozenset(self.can_contain)
+        otypes = {o.otype for o in self.objects} | {self.task.obj_type}
+        rtypes = {r.rtype for r in self.receptacles} | ({self.task.recep_type} - {None})
+        return frozenset(
+            (rt, ot) for rt in rtypes for ot in otypes if ot in CAN_CONTAIN.get(rt, ())  # type: ignore[arg-type]
+        )
+
     def object_properties(self, name: str) -> dict[str, bool]:
-        """ALFWorld's per-object property facts (pickupable, cleanable, …) for the named object."""
-        otype = next(o.otype for o in self.objects if o.name == name)
-        return {
-            "pickupable": otype in PICKUPABLE,
-            "cleanable": otype in CLEANABLE,
-            "heatable": otype in HEATABLE,
-            "coolable": otype in COOLABLE,
-            "toggleable": otype in TOGGLEABLE,
-        }
+        """ALFWorld's per-object property facts (pickupable, cleanable, …, receptacle_object) for the named object."""
+        props = next(o for o in self.objects if o.name == name).property_set()
+        return {p: p in props for p in PROPERTIES}
+
+    def object_ids(self) -> dict[str, str]:
+        """Object name -> PDDL id (the spec's own ids where given, else the exporter's)."""
+        default = pddl_ids([(o.name, o.otype) for o in self.objects if o.pddl_id is None])
+        return {o.name: o.pddl_id or default[o.name] for o in self.objects}
+
+    def receptacle_ids(self) -> dict[str, str]:
+        """Receptacle name -> PDDL id (the spec's own ids where given, else the exporter's)."""
+        default = pddl_ids([(r.name, r.rtype) for r in self.receptacles if r.pddl_id is None])
+        return {r.name: r.pddl_id or default[r.name] for r in self.receptacles}
 
 
 # ---------------------------------------------------------------------------------------------- texts
@@ -257,7 +320,8 @@ class World:
 
     The admissible table maps each command to (verb, object index, receptacle index), -1 where absent.
     ``step(command)`` applies an admissible command (anything else answers "Nothing happens." and changes
-    nothing but the step counter) and returns ``(observation, won)``.
+    nothing but the step counter) and returns ``(observation, won)``. Receptacle contents are kept in PDDL id
+    order, the order in which TextWorld lists them.
     """
 
     # Built from the spec once and never changed: copies share them.
@@ -268,12 +332,23 @@ class World:
         "_ropenable",
         "_onames",
         "_otypes",
+        "_orank",
+        "_rlisting",
+        "_pick",
+        "_cleanable",
+        "_heatable",
+        "_coolable",
+        "_toggleable",
+        "_sliceable",
+        "_recobj",
+        "_knife",
+        "_can",
         "_goto_cmds",
         "_ridx",
         "_oidx",
         "_action_cache",
     )
-    _FLAGS = ("opened", "clean", "hot", "cool", "wet", "toggled")  # per-object/receptacle state lists
+    _FLAGS = ("opened", "clean", "hot", "cool", "wet", "toggled", "sliced")  # per-object/receptacle state lists
     __slots__ = (
         *_SHARED,
         "loc",
@@ -296,6 +371,21 @@ class World:
         self._otypes = [o.otype for o in spec.objects]
         self._ridx = {n: i for i, n in enumerate(self._rnames)}
         self._oidx = {n: i for i, n in enumerate(self._onames)}
+        if len(self._ridx) != len(self._rnames) or len(self._oidx) != len(self._onames):
+            raise WorldError("receptacle and object names of a game must be unique")
+        oids, rids = spec.object_ids(), spec.receptacle_ids()
+        self._orank = [oids[n] for n in self._onames]
+        self._rlisting = sorted(self._rnames, key=rids.__getitem__)
+        props = [o.property_set() for o in spec.objects]
+        self._pick = ["pickupable" in p for p in props]
+        self._cleanable = ["cleanable" in p for p in props]
+        self._heatable = ["heatable" in p for p in props]
+        self._coolable = ["coolable" in p for p in props]
+        self._toggleable = ["toggleable" in p for p in props]
+        self._sliceable = ["sliceable" in p for p in props]
+        self._recobj = ["receptacle_object" in p for p in props]
+        self._knife = [t in KNIFE_TYPES for t in self._otypes]
+        self._can = spec.containment()
         # Structured actions by (command, object state flags): shared by copies, read-only once built.
         self._action_cache: dict[tuple, dict] = {}
         n_r = len(self._rnames)
@@ -309,6 +399,14 @@ class World:
     @classmethod
     def from_spec(cls, spec: GameSpec) -> World:
         return cls(spec)
+
+    @classmethod
+    def from_tw_pddl(cls, path: str | Path) -> World:
+        """Import an ALFWorld ``game.tw-pddl`` file (see :mod:`envs.household.tw_import`); raises
+        :class:`~synthesis.errors.WorldError` naming the first construct the native engine does not support."""
+        from envs.household.tw_import import load_game_file
+
+        return cls(load_game_file(path))
 
     # ------------------------------------------------------------------ state
 
@@ -325,13 +423,16 @@ class World:
             r = self._ridx[o.location]
             self.where.append(r)
             self.contents[r].append(i)
-        n_o = len(self._onames)
-        self.opened = [False] * len(self._rnames)
-        self.clean = [False] * n_o
-        self.hot = [False] * n_o
-        self.cool = [False] * n_o
-        self.wet = [False] * n_o
-        self.toggled = [False] * n_o
+        rank = self._orank
+        for c in self.contents:
+            c.sort(key=rank.__getitem__)
+        self.opened = [r.start_open for r in spec.receptacles]
+        self.clean = ["is_clean" in o.state for o in spec.objects]
+        self.hot = ["is_hot" in o.state for o in spec.objects]
+        self.cool = ["is_cool" in o.state for o in spec.objects]
+        self.wet = [False] * len(self._onames)
+        self.toggled = ["is_toggled" in o.state for o in spec.objects]
+        self.sliced = ["is_sliced" in o.state for o in spec.objects]
         self.steps = 0
         self._adm = None
         self._adm_list = None
@@ -354,6 +455,10 @@ class World:
         other._adm_list = self._adm_list
         other._adm_actions = self._adm_actions
         return other
+
+    def can_hold(self, recep: str, otype: str) -> bool:
+        """Do this game's canContain facts let receptacle ``recep`` hold an object of type ``otype``?"""
+        return (self._rtypes[self._ridx[recep]], otype) in self._can
 
     # ------------------------------------------------------------------ admissible commands
 
@@ -379,24 +484,32 @@ class World:
                     adm[f"open {rname}"] = ("open", -1, loc)
                     visible = False
             here = self.contents[loc]
-            onames, otypes = self._onames, self._otypes
+            onames = self._onames
             if held < 0:
                 if visible:
+                    pick = self._pick
                     for o in here:
-                        if otypes[o] in PICKUPABLE:
+                        if pick[o]:
                             adm[f"take {onames[o]} from {rname}"] = ("take", o, loc)
             else:
-                hname, htype = onames[held], otypes[held]
-                if visible and htype in CAN_CONTAIN[rtype]:
+                hname, htype = onames[held], self._otypes[held]
+                if visible and (rtype, htype) in self._can:
                     adm[f"move {hname} to {rname}"] = ("move", held, loc)
-                if rtype in CLEANING_TYPES and htype in CLEANABLE:
+                if rtype in CLEANING_TYPES and self._cleanable[held]:
                     adm[f"clean {hname} with {rname}"] = ("clean", held, loc)
-                elif rtype in HEATING_TYPES and htype in HEATABLE:
+                elif rtype in HEATING_TYPES and self._heatable[held]:
                     adm[f"heat {hname} with {rname}"] = ("heat", held, loc)
-                elif rtype in COOLING_TYPES and htype in COOLABLE:
+                elif rtype in COOLING_TYPES and self._coolable[held]:
                     adm[f"cool {hname} with {rname}"] = ("cool", held, loc)
+                if self._knife[held]:
+                    # alfred.pddl SliceObject: the object only has to be at this location (even in a closed box).
+                    sliceable = self._sliceable
+                    for o in here:
+                        if sliceable[o]:
+                            adm[f"slice {onames[o]} with {hname}"] = ("slice", o, loc)
+            toggleable = self._toggleable
             for o in here:
-                if otypes[o] in TOGGLEABLE:
+                if toggleable[o]:
                     adm[f"use {onames[o]}"] = ("use", o, loc)
         self._adm = adm
         self._adm_list = sorted(adm)
@@ -433,6 +546,8 @@ class World:
         args: dict[str, Value] = {}
         if o >= 0:
             args = self._object_args(o)
+        if verb == "slice":
+            args["tool"] = self._onames[self.held]
         if r >= 0:
             args["recep"] = self._rnames[r]
             args["recep_type"] = self._rtypes[r]
@@ -493,13 +608,28 @@ class World:
         if self.loc < 0:
             # Only the intro lists the receptacles: TextWorld's ``look`` command at the start location binds no
             # receptacle there and lists "nothing" (measured against the engine, see alfworld_facts.md).
-            seen = _listing(self._rnames) if intro else "nothing"
+            seen = _listing(self._rlisting) if intro else "nothing"
             return f"You are in the middle of a room. Looking quickly around you, you see {seen}."
         return f"You are facing the {self._rnames[self.loc]}. Next to it, you see nothing."
 
     def _examine_object(self, o: int) -> str:
-        name, clean, hot, cool = self._onames[o], self.clean[o], self.hot[o], self.cool[o]
-        # alfred.twl2 examineObject.feedback, first matching condition wins (the sliced variants never apply).
+        """alfred.twl2 ``examineObject.feedback``: the first matching condition wins."""
+        name = self._onames[o]
+        if self._recobj[o]:
+            # inReceptacleObject is never set (the actions that would set it are commented out in alfred.pddl)
+            return f"This is a normal {name}. In it, you see nothing."
+        clean, hot, cool, sliced = self.clean[o], self.hot[o], self.cool[o], self.sliced[o]
+        if sliced:
+            if clean and hot:
+                return f"This is a hot and clean sliced {name}."
+            if clean and cool:
+                return f"This is a cool and clean sliced {name}."
+            if clean:
+                return f"This is a clean sliced {name}."
+            if hot:
+                return f"This is a hot sliced {name}."
+            if cool:
+                return f"This is a cool sliced {name}."
         if clean and hot:
             return f"This is a hot and clean {name}."
         if clean and cool:
@@ -510,8 +640,10 @@ class World:
             return f"This is a clean {name}."
         if cool:
             return f"This is a cold {name}."
-        if self._otypes[o] in TOGGLEABLE:
+        if self._toggleable[o]:
             return f"This {name} is {'on' if self.toggled[o] else 'off'}."
+        if sliced and self._sliceable[o]:
+            return f"This is a sliced {name}."
         return f"There's nothing special about {name}."
 
     # ------------------------------------------------------------------ transitions
@@ -532,7 +664,7 @@ class World:
             self.held = o
             obs = f"You pick up the {self._onames[o]} from the {self._rnames[r]}."
         elif verb == "move":
-            self.contents[r].append(o)
+            insort(self.contents[r], o, key=self._orank.__getitem__)
             self.where[o] = r
             self.held = -1
             self.wet[o] = False  # put down to dry (the native-only flag, see the module docstring)
@@ -555,6 +687,9 @@ class World:
             self.cool[o] = True
             self.hot[o] = False
             obs = f"You cool the {self._onames[o]} using the {self._rnames[r]}."
+        elif verb == "slice":
+            self.sliced[o] = True
+            obs = f"You sliced the {self._onames[o]} with the {self._onames[self.held]}."
         elif verb == "use":
             self.toggled[o] = True  # alfred.pddl ToggleObject sets isToggled and never clears it
             obs = f"You turn on the {self._onames[o]}."
@@ -578,26 +713,30 @@ class World:
     # ------------------------------------------------------------------ goal
 
     def won(self) -> bool:
-        """ALFWorld's goal conditions per task type (the PDDL goal of the game)."""
+        """ALFWorld's goal conditions per task type (the PDDL goal of the game, ``goal_library.gdict``)."""
         task = self.spec.task
         tt, otype, rtype = task.task_type, task.obj_type, task.recep_type
         otypes, rtypes = self._otypes, self._rtypes
         if tt == "look_at_obj_in_light":
             if self.held < 0 or otypes[self.held] != otype or self.loc < 0:
                 return False
-            return any(otypes[o] in TOGGLEABLE and self.toggled[o] for o in self.contents[self.loc])
+            lamp = task.toggle_type
+            return any(
+                self._toggleable[o] and self.toggled[o] and (lamp is None or otypes[o] == lamp)
+                for o in self.contents[self.loc]
+            )
         if tt == "pick_two_obj_and_place":
             return any(
                 rtypes[r] == rtype and sum(1 for o in self.contents[r] if otypes[o] == otype) >= 2
                 for r in range(len(rtypes))
             )
-        state = {
-            "pick_clean_then_place_in_recep": self.clean,
-            "pick_heat_then_place_in_recep": self.hot,
-            "pick_cool_then_place_in_recep": self.cool,
-        }.get(tt)
+        state, able = {
+            "pick_clean_then_place_in_recep": (self.clean, self._cleanable),
+            "pick_heat_then_place_in_recep": (self.hot, self._heatable),
+            "pick_cool_then_place_in_recep": (self.cool, self._coolable),
+        }.get(tt, (None, None))
         for o, r in enumerate(self.where):
-            if r >= 0 and otypes[o] == otype and rtypes[r] == rtype and (state is None or state[o]):
+            if r >= 0 and otypes[o] == otype and rtypes[r] == rtype and (state is None or (state[o] and able[o])):
                 return True
         return False
 
