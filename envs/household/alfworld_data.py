@@ -10,6 +10,7 @@ vocabulary, task sentences and room inventories from the tables that ship in the
 - ``receptacle_objects``: ``MOVABLE_RECEPTACLES`` (the types that get ``(isReceptacleObject o)``);
 - ``openable``: ``OPENABLE_CLASS_LIST``; ``object_types``: ``OBJECTS``; ``task_rooms``: ``GOALS_VALID``;
 - ``goal_templates``: ``alfworld/gen/goal_library.py`` ``gdict[task]['templates']`` (every sentence variant);
+- ``goal_pddl``: the PDDL goal of each task type (``gdict[task]['pddl']``, with ``{obj}``/``{recep}``/``{toggle}``);
 - ``scenes``: the room kind (``SCENE_TYPE``) and the object/receptacle types of each AI2-THOR floor plan
   (``alfworld/gen/layouts/FloorPlanN-objects.json``), with the receptacle counts its ``-openable.json`` lists.
 
@@ -49,6 +50,17 @@ def _lower(names: Any) -> list[str]:
     return sorted({str(n).lower() for n in names})
 
 
+def _goal_form(pddl: str) -> str:
+    """The balanced ``(:goal ...)`` expression of a goal-library entry, whitespace collapsed, ``#`` typed as ``-``."""
+    start = pddl.index("(:goal")
+    depth = 0
+    for i, ch in enumerate(pddl[start:], start):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            return " ".join(pddl[start : i + 1].replace("#", "-").split())
+    raise ValueError("unbalanced goal in alfworld's goal library")
+
+
 def extract_tables() -> dict[str, Any]:
     """Read the tables from the installed ``alfworld`` package (see the module docstring for each source)."""
     import alfworld.gen.constants as constants
@@ -85,6 +97,7 @@ def extract_tables() -> dict[str, Any]:
         "object_types": _lower(constants.OBJECTS),
         "task_rooms": {t: _lower(ROOM_OF_SCENE_TYPE[k] for k in constants.GOALS_VALID[t]) for t in TASKS},
         "goal_templates": {t: list(goal_library.gdict[t]["templates"]) for t in TASKS},
+        "goal_pddl": {t: _goal_form(goal_library.gdict[t]["pddl"]) for t in TASKS},
         "scenes": scenes,
     }
 

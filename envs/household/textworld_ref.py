@@ -21,6 +21,7 @@ The facts this module relies on (naming, texts, admissibility) are measured and 
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
 import json
 import re
@@ -39,6 +40,7 @@ from envs.household.env import (
     OBSERVATION_CHARSET,
     HouseholdConfig,
 )
+from envs.household.alfworld_data import load_tables
 from envs.household.rules import Verifier
 from envs.household.world import (
     NOWHERE,
@@ -53,6 +55,9 @@ from envs.household.world import (
 )
 from synthesis.dsl.ast import Value
 from synthesis.errors import ScarsError, WorldError
+
+GOAL_PDDL: Mapping[str, str] = load_tables()["goal_pddl"]
+"""ALFWorld's PDDL goal per task type, with ``{obj}``, ``{recep}``, ``{toggle}`` placeholders."""
 
 INSTALL_HINT = (
     "the TextWorld reference engine needs the optional extra: "
@@ -112,37 +117,12 @@ def _type_const(typ: str) -> str:
 
 
 def _goal_pddl(task: TaskSpec, lamp_type: str | None) -> str:
-    """The PDDL goal of ALFWorld's goal library (``alfworld.gen.goal_library.gdict``) for a native task."""
-    ot = _type_const(task.obj_type)
-    if task.task_type == "look_at_obj_in_light":
-        lamp_type = task.toggle_type or lamp_type
-        if lamp_type is None:
-            raise WorldError("look_at_obj_in_light game has no toggleable lamp to export")
-        lt = _type_const(lamp_type)
-        return (
-            "(:goal (and "
-            f"(exists (?ot - object ?r - receptacle ?a - agent ?l - location) (and (objectType ?ot {lt}) "
-            "(toggleable ?ot) (isToggled ?ot) (receptacleAtLocation ?r ?l) (atLocation ?a ?l) (inReceptacle ?ot ?r))) "
-            f"(exists (?o - object ?a - agent) (and (objectType ?o {ot}) (holds ?a ?o)))))"
-        )
-    rt = _type_const(str(task.recep_type))
-    if task.task_type == "pick_two_obj_and_place":
-        return (
-            "(:goal (exists (?r - receptacle) (exists (?o1 - object) (and "
-            f"(objectType ?o1 {ot}) (receptacleType ?r {rt}) (inReceptacle ?o1 ?r) "
-            "(exists (?o2 - object) (and (not (= ?o1 ?o2)) "
-            f"(objectType ?o2 {ot}) (receptacleType ?r {rt}) (inReceptacle ?o2 ?r)))))))"
-        )
-    state = {
-        "pick_clean_then_place_in_recep": "(cleanable ?o) (isClean ?o) ",
-        "pick_heat_then_place_in_recep": "(heatable ?o) (isHot ?o) ",
-        "pick_cool_then_place_in_recep": "(coolable ?o) (isCool ?o) ",
-        "pick_and_place_simple": "",
-    }[task.task_type]
-    return (
-        "(:goal (exists (?r - receptacle) (exists (?o - object) (and "
-        f"{state}(objectType ?o {ot}) (receptacleType ?r {rt}) (inReceptacle ?o ?r)))))"
-    )
+    """The PDDL goal of ALFWorld's goal library (``alfworld.gen.goal_library.gdict``, carried in
+    ``alfworld_tables.json``) for a native task."""
+    lamp_type = task.toggle_type or lamp_type
+    if task.task_type == "look_at_obj_in_light" and lamp_type is None:
+        raise WorldError("look_at_obj_in_light game has no toggleable lamp to export")
+    return GOAL_PDDL[task.task_type].format(obj=task.obj_type, recep=task.recep_type, toggle=lamp_type)
 
 
 _PROPERTY_FACTS = {p: p for p in PROPERTIES} | {"receptacle_object": "isReceptacleObject"}
@@ -317,6 +297,363 @@ def export_game(spec: GameSpec, path: str | Path) -> Path:
     return path
 
 
+# ---------------------------------------------------------------------------------------------- import
+
+# sha256 of alfworld 0.4.2's data/alfred.pddl and data/alfred.twl2 after _normalise_logic (comments dropped,
+# whitespace collapsed, lower-cased; the grammar's task sentence put back to "UNKNOWN GOAL"). The native engine
+# implements exactly this domain and grammar; a test checks these against the installed alfworld.
+ALFWORLD_DOMAIN_SHA256 = "da18d44ab1bcf831f61e90b88a99ad5766d8bbb562b6f87839b4b6ace4f796fe"
+ALFWORLD_GRAMMAR_SHA256 = "6a29acc53b9fdfa5f5f133d8387732904275a35d414d238a4ba37dcfb13948b6"
+
+_TASK_RULE = re.compile(r'"rhs": "Your task is to: (.*?)\.?"')
+_IGNORED_FACTS = frozenset({"=", "ison", "moveable", "checked", "wasinreceptacle", "examined"})
+_PROPERTY_OF_FACT = {"isreceptacleobject": "receptacle_object"} | {
+    p: p for p in ("pickupable", "cleanable", "heatable", "coolable", "toggleable", "sliceable")
+}
+_STATE_OF_FACT = {"isclean": "is_clean", "ishot": "is_hot", "iscool": "is_cool", "issliced": "is_sliced"}
+_STATE_OF_FACT["istoggled"] = "is_toggled"
+
+
+def _normalise_logic(text: str) -> str:
+    """Comments dropped, whitespace collapsed, lower-cased: what two copies of the same PDDL/grammar share."""
+    lines = [line.split(";", 1)[0] if not line.lstrip().startswith('"') else line for line in text.splitlines()]
+    return " ".join(" ".join(lines).split()).lower()
+
+
+def _fingerprint(text: str) -> str:
+    return hashlib.sha256(_normalise_logic(text).encode()).hexdigest()
+
+
+def _grammar_fingerprint(grammar: str) -> str:
+    return _fingerprint(_TASK_RULE.sub('"rhs": "Your task is to: UNKNOWN GOAL."', grammar, count=1))
+
+
+def _sexpr(text: str, what: str) -> list:
+    """Parse PDDL text into nested lists of lower-cased atoms; raises WorldError naming ``what`` on bad nesting."""
+    tokens = re.findall(r"\(|\)|[^\s()]+", "\n".join(line.split(";", 1)[0] for line in text.splitlines()))
+    stack: list[list] = [[]]
+    for tok in tokens:
+        if tok == "(":
+            stack.append([])
+        elif tok == ")":
+            if len(stack) == 1:
+                raise WorldError(f"{what}: unbalanced ')'")
+            done = stack.pop()
+            stack[-1].append(done)
+        else:
+            stack[-1].append(tok.lower())
+    if len(stack) != 1:
+        raise WorldError(f"{what}: {len(stack) - 1} unclosed '('")
+    if len(stack[0]) != 1 or not isinstance(stack[0][0], list):
+        raise WorldError(f"{what}: expected one (define ...) expression")
+    return stack[0][0]
+
+
+def _atoms(goal: list, problem: str) -> list[tuple[str, ...]]:
+    """The atoms of a goal of and/exists/(not (= a b)) form, variables as written; anything else is unsupported."""
+    out: list[tuple[str, ...]] = []
+
+    def walk(e: Any) -> None:
+        if not isinstance(e, list) or not e:
+            raise WorldError(f"{problem}: malformed goal expression {e!r}")
+        head = e[0]
+        if head == "and":
+            for x in e[1:]:
+                walk(x)
+        elif head == "exists":
+            if len(e) != 3:
+                raise WorldError(f"{problem}: malformed exists in the goal")
+            walk(e[2])
+        elif head == "not":
+            if len(e) == 2 and isinstance(e[1], list) and e[1][:1] == ["="]:
+                out.append(("not=", *sorted(e[1][1:])))
+            else:
+                raise WorldError(f"{problem}: unsupported negation in the goal: {_unparse(e)}")
+        elif all(isinstance(x, str) for x in e):
+            out.append(tuple(e))
+        else:
+            raise WorldError(f"{problem}: unsupported goal construct {head!r} (ALFWorld's goals use and/exists)")
+
+    walk(goal)
+    return sorted(out)
+
+
+def _unparse(e: Any) -> str:
+    return "(" + " ".join(_unparse(x) for x in e) + ")" if isinstance(e, list) else str(e)
+
+
+def _match_goal(goal: list, problem: str) -> TaskSpec:
+    """Which of ALFWorld's six task goals (``GOAL_PDDL``) ``goal`` is, with its object/receptacle/lamp types."""
+    atoms = _atoms(goal, problem)
+    types = [a[2] for a in atoms if a[0] == "objecttype" and len(a) == 3]
+    rtypes = [a[2] for a in atoms if a[0] == "receptacletype" and len(a) == 3]
+
+    def strip(t: str) -> str:
+        return t[: -len("type")] if t.endswith("type") else t
+
+    for task_type, form in GOAL_PDDL.items():
+        for obj in dict.fromkeys(types):
+            for recep in dict.fromkeys(rtypes or [None]):  # type: ignore[list-item]
+                for toggle in dict.fromkeys(types if task_type == "look_at_obj_in_light" else [None]):
+                    expected = form.format(
+                        obj=strip(obj), recep=recep and strip(recep), toggle=toggle and strip(toggle)
+                    )
+                    if _atoms(_sexpr(expected, "goal library")[1], "goal library") == atoms:
+                        return TaskSpec(
+                            task_type, strip(obj), recep and strip(recep), None, toggle and strip(toggle)
+                        )
+    raise WorldError(f"{problem}: the goal is none of ALFWorld's six task goals: {_unparse(goal)[:200]}")
+
+
+def _demangled_names(ids: list[str]) -> dict[str, str]:
+    """ALFWorld's ``Demangler`` naming (``alfworld/agents/utils/misc.py``): the stem before the first ``_bar_``
+    (plus "basin" when the id contains it), numbered over the sorted ids with the FIRST id of a stem getting the
+    HIGHEST number. Every declared id counts, even of objects no command can reach."""
+    stems: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for i in sorted(ids):
+        if "_bar_" in i:
+            stem = i.split("_bar_", 1)[0] + ("basin" if "basin" in i else "")
+            stems[i] = stem
+            counts[stem] = counts.get(stem, 0) + 1
+    names = {}
+    for i in sorted(ids):
+        if i in stems:
+            names[i] = f"{stems[i]} {counts[stems[i]]}"
+            counts[stems[i]] -= 1
+    return names
+
+
+def _declared(objects: list, problem: str) -> dict[str, str]:
+    """The ``(:objects a b - type ...)`` section as id -> PDDL type."""
+    out: dict[str, str] = {}
+    pending: list[str] = []
+    items = iter(objects)
+    for tok in items:
+        if not isinstance(tok, str):
+            raise WorldError(f"{problem}: malformed :objects entry {_unparse(tok)}")
+        if tok == "-":
+            typ = next(items, None)
+            if not isinstance(typ, str):
+                raise WorldError(f"{problem}: ':objects' ends with '-' and no type")
+            for name in pending:
+                out[name] = typ
+            pending = []
+        else:
+            pending.append(tok)
+    for name in pending:
+        out[name] = "object"
+    return out
+
+
+def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpec:
+    """Import an ALFWorld ``game.tw-pddl`` file as a native :class:`GameSpec` (issue 12).
+
+    The file must carry alfworld 0.4.2's PDDL domain and text grammar (the ones the native engine implements;
+    checked by fingerprint) unless ``alfworld_logic`` is set, which plays the file's problem under those instead —
+    as ALFWorld does when it regenerates game files from ``initial_state.pddl`` (:func:`rewrite_with_alfworld_logic`
+    writes that file for TextWorld). Names are ALFWorld's demangled ones; the goal must be one of the six task
+    goals of its goal library. Every construct the native engine cannot reproduce raises :class:`WorldError`
+    naming it: receptacles sharing a location, an object next to a receptacle but in none, an object in two
+    receptacles or away from its receptacle's location, an agent starting at a receptacle or holding something,
+    an unknown predicate.
+    """
+    path = Path(path)
+    where = str(path)
+    if not path.is_file():
+        raise WorldError(f"game file {where!r} does not exist")
+    try:
+        data = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise WorldError(f"{where}: not a JSON game.tw-pddl file ({err})") from None
+    if not isinstance(data, dict):
+        raise WorldError(f"{where}: not a game.tw-pddl file (a JSON object with pddl_domain, grammar, pddl_problem)")
+    missing = [k for k in ("pddl_domain", "grammar", "pddl_problem") if not isinstance(data.get(k), str)]
+    if missing:
+        raise WorldError(f"{where}: game.tw-pddl file without {', '.join(missing)}")
+    if not alfworld_logic:
+        if _fingerprint(data["pddl_domain"]) != ALFWORLD_DOMAIN_SHA256:
+            raise WorldError(
+                f"{where}: its pddl_domain is not alfworld 0.4.2's alfred.pddl, the domain the native engine "
+                "implements (use --alfworld-logic / alfworld_logic=True to play its problem under that domain)"
+            )
+        if _grammar_fingerprint(data["grammar"]) != ALFWORLD_GRAMMAR_SHA256:
+            raise WorldError(
+                f"{where}: its grammar is not alfworld 0.4.2's alfred.twl2 (e.g. the pre-2024 'put X in/on Y' "
+                "grammar); use --alfworld-logic / alfworld_logic=True to play its problem under alfred.twl2"
+            )
+    m = _TASK_RULE.search(data["grammar"])
+    if m is None:
+        raise WorldError(f'{where}: its grammar has no "Your task is to: ..." task sentence')
+    text = m.group(1)
+    problem = f"{where}: pddl_problem"
+    tree = _sexpr(data["pddl_problem"], problem)
+    sections = {s[0]: s for s in tree[1:] if isinstance(s, list) and s and isinstance(s[0], str)}
+    if tree[:1] != ["define"] or not {":objects", ":init", ":goal"} <= set(sections):
+        raise WorldError(f"{problem}: expected (define (problem ..) (:objects ..) (:init ..) (:goal ..))")
+    if sections.get(":domain", [None, "alfred"])[1] != "alfred":
+        raise WorldError(f"{problem}: domain {sections[':domain'][1]!r} is not 'alfred'")
+    declared = _declared(sections[":objects"][1:], problem)
+    names = _demangled_names(list(declared))
+
+    rtype: dict[str, str] = {}
+    otype: dict[str, str] = {}
+    r_at: dict[str, list[str]] = {}
+    o_at: dict[str, list[str]] = {}
+    inside: dict[str, list[str]] = {}
+    props: dict[str, set[str]] = {}
+    state: dict[str, set[str]] = {}
+    opened: set[str] = set()
+    openable: set[str] = set()
+    agent_at: list[str] = []
+    can: list[tuple[str, str]] = []
+    for fact in sections[":init"][1:]:
+        if not isinstance(fact, list) or not fact or not all(isinstance(x, str) for x in fact[1:]):
+            if isinstance(fact, list) and fact[:1] == ["="]:
+                continue
+            raise WorldError(f"{problem}: unsupported :init fact {_unparse(fact)}")
+        pred, args = fact[0], fact[1:]
+        arity = {"receptacletype": 2, "objecttype": 2, "receptacleatlocation": 2, "objectatlocation": 2}
+        arity |= {"inreceptacle": 2, "cancontain": 2, "atlocation": 2, "opened": 1, "openable": 1}
+        if pred in _PROPERTY_OF_FACT or pred in _STATE_OF_FACT:
+            arity[pred] = 1
+        if pred in _IGNORED_FACTS:
+            continue
+        if pred in ("holds", "holdsany", "holdsanyreceptacleobject"):
+            raise WorldError(f"{problem}: the agent holds something at the start ({_unparse(fact)}): not supported")
+        if pred == "inreceptacleobject":
+            raise WorldError(f"{problem}: objects inside receptacle objects ({_unparse(fact)}) are not supported")
+        if pred not in arity:
+            raise WorldError(f"{problem}: unknown predicate {pred!r} in {_unparse(fact)}")
+        if len(args) != arity[pred]:
+            raise WorldError(f"{problem}: {pred} takes {arity[pred]} argument(s): {_unparse(fact)}")
+        a = args[0]
+        if pred == "receptacletype":
+            rtype[a] = args[1]
+        elif pred == "objecttype":
+            otype[a] = args[1]
+        elif pred == "receptacleatlocation":
+            r_at.setdefault(a, []).append(args[1])
+        elif pred == "objectatlocation":
+            o_at.setdefault(a, []).append(args[1])
+        elif pred == "inreceptacle":
+            inside.setdefault(a, []).append(args[1])
+        elif pred == "cancontain":
+            can.append((args[0], args[1]))
+        elif pred == "atlocation":
+            agent_at.append(args[1])
+        elif pred == "opened":
+            opened.add(a)
+        elif pred == "openable":
+            openable.add(a)
+        elif pred in _PROPERTY_OF_FACT:
+            props.setdefault(a, set()).add(_PROPERTY_OF_FACT[pred])
+        else:
+            state.setdefault(a, set()).add(_STATE_OF_FACT[pred])
+
+    def typename(t: str) -> str:
+        return t[: -len("type")] if t.endswith("type") else t
+
+    def native_name(i: str, typ: str) -> str:
+        name = names.get(i)
+        if name is None or name.rsplit(" ", 1)[0] != typ:
+            raise WorldError(
+                f"{problem}: id {i!r} of type {typ!r} does not demangle to '{typ} <n>' (got {name!r}); ALFWorld "
+                f"ids are '<Type>_bar_...' ('<Sink>_bar_..._bar_<SinkBasin>' for basins)"
+            )
+        return name
+
+    receptacles: list[ReceptacleSpec] = []
+    rname: dict[str, str] = {}
+    loc_of: dict[str, str] = {}
+    for r in sorted(rtype):
+        if declared.get(r) != "receptacle":
+            raise WorldError(f"{problem}: {r!r} has a receptacleType but is not declared '- receptacle'")
+        locs = r_at.get(r, [])
+        if len(locs) != 1:
+            raise WorldError(f"{problem}: receptacle {r!r} must stand at exactly one location, has {len(locs)}")
+        if locs[0] in loc_of.values():
+            other = next(k for k, v in loc_of.items() if v == locs[0])
+            raise WorldError(
+                f"{problem}: receptacles {names.get(other, other)!r} and {names.get(r, r)!r} share location "
+                f"{locs[0]!r}; the native engine gives each receptacle its own location"
+            )
+        loc_of[r] = locs[0]
+        t = typename(rtype[r])
+        rname[r] = native_name(r, t)
+        receptacles.append(ReceptacleSpec(rname[r], t, r in openable, r in opened, r))
+    for r in (set(r_at) | openable | opened) - set(rtype):
+        raise WorldError(f"{problem}: receptacle {r!r} has no receptacleType fact")
+    if len(agent_at) != 1:
+        raise WorldError(f"{problem}: the agent must start at exactly one location, has {len(agent_at)}")
+    if agent_at[0] in loc_of.values():
+        raise WorldError(
+            f"{problem}: the agent starts at the location of a receptacle; the native engine starts in the middle "
+            "of the room"
+        )
+    objects: list[ObjectSpec] = []
+    location_receptacle = {v: k for k, v in loc_of.items()}
+    for o in sorted(otype):
+        t = typename(otype[o])
+        containers = inside.get(o, [])
+        locs = o_at.get(o, [])
+        if not containers:
+            if any(loc in location_receptacle for loc in locs):
+                raise WorldError(
+                    f"{problem}: object {names.get(o, o)!r} stands next to receptacle "
+                    f"{rname[location_receptacle[locs[0]]]!r} but in none; not supported"
+                )
+            continue  # a fixture at a location no command reaches (a window, a floor lamp): never observable
+        if len(containers) != 1 or containers[0] not in rname:
+            raise WorldError(f"{problem}: object {o!r} must be in exactly one known receptacle, is in {containers}")
+        if locs != [loc_of[containers[0]]]:
+            raise WorldError(
+                f"{problem}: object {names.get(o, o)!r} is in {rname[containers[0]]!r} but its objectAtLocation is "
+                f"{locs}, not that receptacle's location {loc_of[containers[0]]!r}"
+            )
+        objects.append(
+            ObjectSpec(
+                native_name(o, t),
+                t,
+                rname[containers[0]],
+                frozenset(props.get(o, ())),
+                frozenset(state.get(o, ())),
+                o,
+            )
+        )
+    for o in set(inside) - set(otype):
+        raise WorldError(f"{problem}: object {o!r} is in a receptacle but has no objectType fact")
+    task = _match_goal(sections[":goal"][1], problem)
+    task = TaskSpec(task.task_type, task.obj_type, task.recep_type, text, task.toggle_type)
+    meta = data.get("scars") if isinstance(data.get("scars"), dict) else {}
+    return GameSpec(
+        seed=int(meta.get("seed", -1)),
+        room=str(meta.get("room", "unknown")),
+        receptacles=tuple(receptacles),
+        objects=tuple(objects),
+        task=task,
+        can_contain=tuple(sorted({(typename(r), typename(o)) for r, o in can})),
+    )
+
+
+def rewrite_with_alfworld_logic(src: str | Path, dst: str | Path) -> Path:
+    """Write ``src``'s problem and task sentence with alfworld's own alfred.pddl and alfred.twl2 to ``dst`` (what
+    :func:`load_game_file` plays with ``alfworld_logic=True``), so TextWorld can play the same game. Needs the
+    ``alfworld`` package."""
+    data = json.loads(Path(src).read_text())
+    m = _TASK_RULE.search(str(data.get("grammar", "")))
+    if m is None:
+        raise WorldError(f"{src}: its grammar has no task sentence")
+    out = dict(data)
+    out["pddl_domain"] = _alfworld_data("alfred.pddl")
+    out["grammar"] = _alfworld_data("alfred.twl2").replace("UNKNOWN GOAL", m.group(1))
+    dst = Path(dst)
+    if not dst.name.endswith(".tw-pddl"):
+        raise WorldError(f"output path {str(dst)!r} must end in '.tw-pddl'")
+    dst.write_text(json.dumps(out))
+    return dst
+
+
 # ---------------------------------------------------------------------------------------------- task text
 
 
@@ -417,9 +754,14 @@ class TextWorldGame:
         m = re.search(r"Your task is to: (.*?)\.?\"", data["grammar"])
         self.goal_text = m.group(1) if m else ""
         parsed = parse_task_text(self.goal_text)
-        self.task_type: str = meta.get("task_type", parsed[0])
-        self.target_obj_type: str = meta.get("obj_type", parsed[1])
-        self.target_recep_type: str = meta.get("recep_type", parsed[2]) or NOWHERE
+        try:  # the task as the native importer reads it from the PDDL goal (the same context in both engines)
+            task: TaskSpec | None = load_game_file(path, alfworld_logic=True).task
+        except WorldError:
+            task = None
+        self.task_type: str = task.task_type if task else meta.get("task_type", parsed[0])
+        self.target_obj_type: str = task.obj_type if task else meta.get("obj_type", parsed[1])
+        recep = task.recep_type if task else meta.get("recep_type", parsed[2])
+        self.target_recep_type: str = recep or NOWHERE
         self.room: str = meta.get("room", "unknown")
         infos = env_infos(admissible_commands=True, won=True, facts=True, feedback=True)
         self._env = textworld.start(str(path), request_infos=infos, wrappers=[demangler()])

@@ -401,12 +401,12 @@ class World:
         return cls(spec)
 
     @classmethod
-    def from_tw_pddl(cls, path: str | Path) -> World:
-        """Import an ALFWorld ``game.tw-pddl`` file (see :mod:`envs.household.tw_import`); raises
+    def from_tw_pddl(cls, path: str | Path, *, alfworld_logic: bool = False) -> World:
+        """Import an ALFWorld ``game.tw-pddl`` file (:func:`envs.household.textworld_ref.load_game_file`); raises
         :class:`~synthesis.errors.WorldError` naming the first construct the native engine does not support."""
-        from envs.household.tw_import import load_game_file
+        from envs.household.textworld_ref import load_game_file
 
-        return cls(load_game_file(path))
+        return cls(load_game_file(path, alfworld_logic=alfworld_logic))
 
     # ------------------------------------------------------------------ state
 
