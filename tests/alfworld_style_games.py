@@ -54,8 +54,11 @@ def _coord(rng: random.Random) -> str:
     return "_bar_".join(one() for _ in range(3))
 
 
-def write_alfworld_style_game(path: Path, task_type: str, seed: int) -> Path:
-    """Write one ALFWorld-style game of ``task_type`` to ``path`` (``*.tw-pddl``); deterministic in ``seed``."""
+def write_alfworld_style_game(path: Path, task_type: str, seed: int, *, shared: bool = False) -> Path:
+    """Write one ALFWorld-style game of ``task_type`` to ``path`` (``*.tw-pddl``); deterministic in ``seed``.
+
+    ``shared``: receptacles of the same type stand two by two at one location, as stacked drawers and cabinet
+    pairs do in AI2-THOR (many of ALFWorld's own problems have such locations)."""
     import alfworld.gen.constants as constants
     import alfworld.gen.goal_library as goal_library
 
@@ -72,7 +75,11 @@ def write_alfworld_style_game(path: Path, task_type: str, seed: int) -> Path:
     for i, t in enumerate(rtypes):
         stem = "Sink" if t == "SinkBasin" else "Bathtub" if t == "BathtubBasin" else t
         rid = f"{stem}_bar_{_coord(rng)}" + (f"_bar_{t}" if t.endswith("Basin") else "")
-        receptacles.append((rid, t, f"loc_bar_{i - 3}_bar_{rng.randint(-9, 20)}_bar_{i % 4}_bar_60"))
+        loc = f"loc_bar_{i - 3}_bar_{rng.randint(-9, 20)}_bar_{i % 4}_bar_60"
+        twin = [r for r in receptacles if r[1] == t]
+        if shared and len(twin) % 2 == 1:
+            loc = twin[-1][2]  # the second of a pair stands where the first does
+        receptacles.append((rid, t, loc))
     objects = []  # (id, type, receptacle id)
     picks = [target] * (3 if task_type == "pick_two_obj_and_place" else 2)
     picks += rng.sample(otypes, 5) + (["Knife", "Tomato"] if room == "kitchen" else [])
@@ -92,7 +99,8 @@ def write_alfworld_style_game(path: Path, task_type: str, seed: int) -> Path:
     lines_objects = ["agent1 - agent"] + [f"{t} - object" for t in ("Curtains", "Mirror", "TeddyBear")]
     lines_objects += [f"{o} - object" for o, _, _ in objects + fixtures]
     lines_objects += [f"{r} - receptacle" for r, _, _ in receptacles]
-    locations = [loc for _, _, loc in receptacles] + [loc for _, _, loc in fixtures] + ["loc_bar_9_bar_9_bar_1_bar_30"]
+    locations = list(dict.fromkeys(loc for _, _, loc in receptacles))
+    locations += [loc for _, _, loc in fixtures] + ["loc_bar_9_bar_9_bar_1_bar_30"]
     lines_objects += [f"{loc} - location" for loc in locations]
     lines_objects += [f"{t}Type - otype" for t in sorted({t for _, t, _ in objects + fixtures} | {target})]
     lines_objects += [f"{t}Type - rtype" for t in sorted(set(rtypes) | ({parent} - {None}))]

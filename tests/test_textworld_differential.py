@@ -127,7 +127,7 @@ def test_generated_games_agree_more_seeds(task_type, room, tmp_path):
 @pytest.mark.parametrize("task_type", list(STYLE_TASKS))
 def test_independently_written_files_import_and_agree(task_type, tmp_path):
     """A file from the second writer: the native engine imports it and plays it exactly as TextWorld does."""
-    path = write_alfworld_style_game(tmp_path / f"style_{task_type}.tw-pddl", task_type, seed=3)
+    path = write_alfworld_style_game(tmp_path / f"style_{task_type}.tw-pddl", task_type, seed=3, shared=True)
     spec = load_game_file(path)
     assert spec.task.task_type == task_type
     assert all("_dot_" in (o.pddl_id or "") for o in spec.objects)  # ids with AI2-THOR coordinates

@@ -63,7 +63,7 @@ class _Sim:
         self.cmds.append(cmd)
 
     def goto(self, recep: str) -> None:
-        if self.w.current_location() != recep:
+        if not self.w.is_at(recep):
             self.do(f"go to {recep}")
 
     def open(self, recep: str) -> None:

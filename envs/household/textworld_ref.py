@@ -138,14 +138,18 @@ _STATE_FACTS = {
 def pddl_problem(spec: GameSpec) -> str:
     """The PDDL problem of a native game in ALFWorld's layout (``alfworld.gen.game_states``).
 
-    One location per receptacle (``loc_bar_NNN``), the agent starts at ``loc_bar_start`` where no receptacle
+    One location per receptacle (``loc_bar_NNN``; receptacles with the same ``location`` share one), the agent starts at ``loc_bar_start`` where no receptacle
     stands ("You are in the middle of a room"); every object gets its type, receptacle, location, its property
     facts (including ``isReceptacleObject``) and initial state; ``canContain`` lists the game's (receptacle type,
     object type) pairs (:meth:`GameSpec.containment`: ALFWorld's table unless the game carries its own facts).
     """
     rids = spec.receptacle_ids()
     oids = spec.object_ids()
-    loc = {r.name: f"loc_bar_{i + 1:03d}" for i, r in enumerate(spec.receptacles)}
+    loc: dict[str, str] = {}  # receptacle -> location id; receptacles with the same ``location`` share one
+    shared: dict[str, str] = {}
+    for i, r in enumerate(spec.receptacles):
+        own = f"loc_bar_{i + 1:03d}"
+        loc[r.name] = own if r.location is None else shared.setdefault(r.location, own)
     rtypes = sorted({r.rtype for r in spec.receptacles} | ({spec.task.recep_type} - {None}))
     otypes = sorted({o.otype for o in spec.objects} | {spec.task.obj_type})
     lamp_types = sorted({o.otype for o in spec.objects if "toggleable" in o.property_set()})
@@ -153,7 +157,7 @@ def pddl_problem(spec: GameSpec) -> str:
     objects = ["agent1 - agent"]
     objects += [f"{oids[o.name]} - object" for o in spec.objects]
     objects += [f"{rids[r.name]} - receptacle" for r in spec.receptacles]
-    objects += [f"{loc[r.name]} - location" for r in spec.receptacles] + ["loc_bar_start - location"]
+    objects += [f"{lid} - location" for lid in dict.fromkeys(loc.values())] + ["loc_bar_start - location"]
     objects += [f"{_type_const(t)} - otype" for t in otypes] + [f"{_type_const(t)} - rtype" for t in rtypes]
 
     init = ["(atLocation agent1 loc_bar_start)"]
@@ -228,7 +232,7 @@ def spec_to_dict(spec: GameSpec) -> dict[str, Any]:
         "task_text": task.text,
         "toggle_type": task.toggle_type,
         "receptacles": [
-            [r.name, r.rtype, r.openable, r.start_open, r.pddl_id] for r in spec.receptacles
+            [r.name, r.rtype, r.openable, r.start_open, r.pddl_id, r.location] for r in spec.receptacles
         ],
         "objects": [
             [
@@ -250,8 +254,10 @@ def spec_from_dict(data: Mapping[str, Any]) -> GameSpec:
     try:
         receptacles = []
         for n, t, op, *rest in data["receptacles"]:
-            start_open, rid = (list(rest) + [False, None])[:2]
-            receptacles.append(ReceptacleSpec(str(n), str(t), bool(op), bool(start_open), rid))
+            start_open, rid, place = (list(rest) + [False, None, None])[:3]
+            receptacles.append(
+                ReceptacleSpec(str(n), str(t), bool(op), start_open=bool(start_open), location=place, pddl_id=rid)
+            )
         objects = []
         for n, t, loc, *rest in data["objects"]:
             props, state, oid = (list(rest) + [None, [], None])[:3]
@@ -454,7 +460,7 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
     as ALFWorld does when it regenerates game files from ``initial_state.pddl`` (:func:`rewrite_with_alfworld_logic`
     writes that file for TextWorld). Names are ALFWorld's demangled ones; the goal must be one of the six task
     goals of its goal library. Every construct the native engine cannot reproduce raises :class:`WorldError`
-    naming it: receptacles sharing a location, an object next to a receptacle but in none, an object in two
+    naming it: an object next to a receptacle but in none, an object in two
     receptacles or away from its receptacle's location, an agent starting at a receptacle or holding something,
     an unknown predicate.
     """
@@ -572,16 +578,12 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
         locs = r_at.get(r, [])
         if len(locs) != 1:
             raise WorldError(f"{problem}: receptacle {r!r} must stand at exactly one location, has {len(locs)}")
-        if locs[0] in loc_of.values():
-            other = next(k for k, v in loc_of.items() if v == locs[0])
-            raise WorldError(
-                f"{problem}: receptacles {names.get(other, other)!r} and {names.get(r, r)!r} share location "
-                f"{locs[0]!r}; the native engine gives each receptacle its own location"
-            )
         loc_of[r] = locs[0]
         t = typename(rtype[r])
         rname[r] = native_name(r, t)
-        receptacles.append(ReceptacleSpec(rname[r], t, r in openable, r in opened, r))
+        receptacles.append(
+            ReceptacleSpec(rname[r], t, r in openable, start_open=r in opened, location=locs[0], pddl_id=r)
+        )
     for r in (set(r_at) | openable | opened) - set(rtype):
         raise WorldError(f"{problem}: receptacle {r!r} has no receptacleType fact")
     if len(agent_at) != 1:
@@ -592,7 +594,7 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
             "of the room"
         )
     objects: list[ObjectSpec] = []
-    location_receptacle = {v: k for k, v in loc_of.items()}
+    location_receptacle = {v: k for k, v in sorted(loc_of.items(), reverse=True)}
     for o in sorted(otype):
         t = typename(otype[o])
         containers = inside.get(o, [])
@@ -768,12 +770,14 @@ class TextWorldGame:
         self._state: Any = None
         self._facts: _Facts | None = None
         self._wet: set[str] = set()
+        self._went_to: str | None = None
         self.steps = 0
 
     # ------------------------------------------------------------------ engine state
 
     def _read_facts(self) -> _Facts:
         at: dict[str, str] = {}  # location -> receptacle
+        at_all: dict[str, str] = {}  # receptacle -> location
         agent_loc = None
         held = None
         opened, clean, hot, cool = set(), set(), set(), set()
@@ -783,6 +787,7 @@ class TextWorldGame:
             args = [v.name.strip() for v in fact.arguments]
             if n == "receptacleatlocation":
                 at[args[1]] = args[0]
+                at_all[args[0]] = args[1]
             elif n == "atlocation":
                 agent_loc = args[1]
             elif n == "holds":
@@ -797,8 +802,11 @@ class TextWorldGame:
                 cool.add(args[0])
             elif n == "inreceptacle":
                 contents.setdefault(args[1], []).append(args[0])
+        here = at.get(agent_loc) if agent_loc is not None else None
+        if here is not None and self._went_to is not None and at_all.get(self._went_to) == agent_loc:
+            here = self._went_to  # several receptacles at this location: the one the agent went to
         return _Facts(
-            location=at.get(agent_loc) if agent_loc is not None else None,
+            location=here,
             held=held,
             opened=frozenset(opened),
             clean=frozenset(clean),
@@ -813,6 +821,7 @@ class TextWorldGame:
 
     def reset(self) -> str:
         """Restart the game (TextWorld rebuilds its PDDL state: ~0.3 s); returns the intro text."""
+        self._went_to = None
         self._update(self._env.reset())
         self._wet = set()
         self.steps = 0
@@ -825,7 +834,9 @@ class TextWorldGame:
         self.steps += 1
         if action is not None:
             verb, args = action["name"], action["args"]
-            if verb == "clean":
+            if verb == "goto":
+                self._went_to = str(args["recep"])
+            elif verb == "clean":
                 self._wet.add(str(args["obj"]))
             elif verb == "move":
                 self._wet.discard(str(args["obj"]))
@@ -881,16 +892,22 @@ class TextWorldGame:
             elif verb == "slice":
                 args = self._object_args(groups["obj"])
                 args["tool"] = groups["tool"]
-                if f.location is not None:
-                    args["recep"], args["recep_type"] = f.location, _type_of(f.location)
+                holder = self._holder(groups["obj"])
+                if holder is not None:
+                    args["recep"], args["recep_type"] = holder, _type_of(holder)
             else:
                 if groups.get("obj"):
                     args = self._object_args(groups["obj"])
-                recep = groups.get("recep") or (f.location if verb == "use" else None)
+                recep = groups.get("recep") or (self._holder(groups["obj"]) if verb == "use" else None)
                 if recep:
                     args["recep"], args["recep_type"] = recep, _type_of(recep)
             return {"kind": "env", "name": verb, "args": args, "text": command}
         raise WorldError(f"TextWorld admitted a command of unknown form: {command!r}")
+
+    def _holder(self, obj: str) -> str | None:
+        """The receptacle holding ``obj`` (for use/slice, whose commands name no receptacle)."""
+        assert self._facts is not None
+        return next((r for r, objs in self._facts.contents.items() if obj in objs), self._facts.location)
 
     def admissible_actions(self) -> list[dict]:
         return [self.action_dict(c) for c in self.admissible_commands()]  # type: ignore[misc]

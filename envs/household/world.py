@@ -207,6 +207,9 @@ class ReceptacleSpec:
     openable: bool
     start_open: bool = False
     """Open at the start (an ``(opened r)`` fact of an imported problem)."""
+    location: str | None = None
+    """The location it stands at when several receptacles share one (an imported problem's location id);
+    None: a location of its own."""
     pddl_id: str | None = None
     """Its PDDL id in an imported file; None: the id the exporter gives it (:func:`pddl_ids`)."""
 
@@ -302,11 +305,11 @@ class GameSpec:
 # ---------------------------------------------------------------------------------------------- texts
 
 
-def _listing(names: list[str]) -> str:
+def _listing(names: list[str], article: str = "a ") -> str:
     """TextWorld's list rendering: "a x", "a x, and a y", "a x, a y, and a z", or "nothing"."""
     if not names:
         return "nothing"
-    items = ["a " + n for n in names]
+    items = [article + n for n in names]
     if len(items) == 1:
         return items[0]
     return ", ".join(items[:-1]) + ", and " + items[-1]
@@ -344,6 +347,7 @@ class World:
         "_knife",
         "_can",
         "_goto_cmds",
+        "_members",
         "_ridx",
         "_oidx",
         "_action_cache",
@@ -389,9 +393,16 @@ class World:
         # Structured actions by (command, object state flags): shared by copies, read-only once built.
         self._action_cache: dict[tuple, dict] = {}
         n_r = len(self._rnames)
-        # "go to X" is admissible for every receptacle except the one the agent stands at (index n_r = middle).
+        # Receptacles sharing a location (ALFWorld's stacked drawers): members[i] = all at i's location, id order.
+        place = [r.location or f"own location {i}" for i, r in enumerate(spec.receptacles)]
+        rank = {n: k for k, n in enumerate(self._rlisting)}
+        self._members = [
+            sorted((j for j in range(n_r) if place[j] == place[i]), key=lambda j: rank[self._rnames[j]])
+            for i in range(n_r)
+        ]
+        # "go to X" is admissible for every receptacle not at the agent's location (index n_r = the middle).
         self._goto_cmds = [
-            {f"go to {self._rnames[j]}": ("goto", -1, j) for j in range(n_r) if j != i}
+            {f"go to {self._rnames[j]}": ("goto", -1, j) for j in range(n_r) if i == n_r or j not in self._members[i]}
             for i in range(n_r + 1)
         ]
         self.reset()
@@ -456,6 +467,10 @@ class World:
         other._adm_actions = self._adm_actions
         return other
 
+    def is_at(self, recep: str) -> bool:
+        """Does the agent stand at ``recep``'s location (where ``go to recep`` is not admissible)?"""
+        return self.loc >= 0 and self._ridx[recep] in self._members[self.loc]
+
     def can_hold(self, recep: str, otype: str) -> bool:
         """Do this game's canContain facts let receptacle ``recep`` hold an object of type ``otype``?"""
         return (self._rtypes[self._ridx[recep]], otype) in self._can
@@ -473,44 +488,44 @@ class World:
         if held >= 0:
             adm[f"examine {self._onames[held]}"] = ("examine", held, -1)
         if loc >= 0:
-            rname, rtype = self._rnames[loc], self._rtypes[loc]
-            adm[f"examine {rname}"] = ("examine", -1, loc)
-            openable = self._ropenable[loc]
-            visible = True
-            if openable:
-                if self.opened[loc]:
-                    adm[f"close {rname}"] = ("close", -1, loc)
-                else:
-                    adm[f"open {rname}"] = ("open", -1, loc)
-                    visible = False
-            here = self.contents[loc]
             onames = self._onames
-            if held < 0:
-                if visible:
-                    pick = self._pick
-                    for o in here:
-                        if pick[o]:
-                            adm[f"take {onames[o]} from {rname}"] = ("take", o, loc)
-            else:
-                hname, htype = onames[held], self._otypes[held]
-                if visible and (rtype, htype) in self._can:
-                    adm[f"move {hname} to {rname}"] = ("move", held, loc)
-                if rtype in CLEANING_TYPES and self._cleanable[held]:
-                    adm[f"clean {hname} with {rname}"] = ("clean", held, loc)
-                elif rtype in HEATING_TYPES and self._heatable[held]:
-                    adm[f"heat {hname} with {rname}"] = ("heat", held, loc)
-                elif rtype in COOLING_TYPES and self._coolable[held]:
-                    adm[f"cool {hname} with {rname}"] = ("cool", held, loc)
-                if self._knife[held]:
-                    # alfred.pddl SliceObject: the object only has to be at this location (even in a closed box).
-                    sliceable = self._sliceable
-                    for o in here:
-                        if sliceable[o]:
-                            adm[f"slice {onames[o]} with {hname}"] = ("slice", o, loc)
-            toggleable = self._toggleable
-            for o in here:
-                if toggleable[o]:
-                    adm[f"use {onames[o]}"] = ("use", o, loc)
+            for r in self._members[loc]:  # every receptacle at the agent's location (usually just one)
+                rname, rtype = self._rnames[r], self._rtypes[r]
+                adm[f"examine {rname}"] = ("examine", -1, r)
+                visible = True
+                if self._ropenable[r]:
+                    if self.opened[r]:
+                        adm[f"close {rname}"] = ("close", -1, r)
+                    else:
+                        adm[f"open {rname}"] = ("open", -1, r)
+                        visible = False
+                here = self.contents[r]
+                if held < 0:
+                    if visible:
+                        pick = self._pick
+                        for o in here:
+                            if pick[o]:
+                                adm[f"take {onames[o]} from {rname}"] = ("take", o, r)
+                else:
+                    hname, htype = onames[held], self._otypes[held]
+                    if visible and (rtype, htype) in self._can:
+                        adm[f"move {hname} to {rname}"] = ("move", held, r)
+                    if rtype in CLEANING_TYPES and self._cleanable[held]:
+                        adm[f"clean {hname} with {rname}"] = ("clean", held, r)
+                    elif rtype in HEATING_TYPES and self._heatable[held]:
+                        adm[f"heat {hname} with {rname}"] = ("heat", held, r)
+                    elif rtype in COOLING_TYPES and self._coolable[held]:
+                        adm[f"cool {hname} with {rname}"] = ("cool", held, r)
+                    if self._knife[held]:
+                        # alfred.pddl SliceObject: the object only has to be at this location (even in a closed box)
+                        sliceable = self._sliceable
+                        for o in here:
+                            if sliceable[o]:
+                                adm[f"slice {onames[o]} with {hname}"] = ("slice", o, r)
+                toggleable = self._toggleable
+                for o in here:
+                    if toggleable[o]:
+                        adm[f"use {onames[o]}"] = ("use", o, r)
         self._adm = adm
         self._adm_list = sorted(adm)
         self._adm_actions = None
@@ -610,7 +625,9 @@ class World:
             # receptacle there and lists "nothing" (measured against the engine, see alfworld_facts.md).
             seen = _listing(self._rlisting) if intro else "nothing"
             return f"You are in the middle of a room. Looking quickly around you, you see {seen}."
-        return f"You are facing the {self._rnames[self.loc]}. Next to it, you see nothing."
+        # TextWorld lists every receptacle at the location, in id order, without articles
+        facing = [self._rnames[r] for r in self._members[self.loc]]
+        return f"You are facing the {_listing(facing, article='')}. Next to it, you see nothing."
 
     def _examine_object(self, o: int) -> str:
         """alfred.twl2 ``examineObject.feedback``: the first matching condition wins."""
@@ -723,7 +740,8 @@ class World:
             lamp = task.toggle_type
             return any(
                 self._toggleable[o] and self.toggled[o] and (lamp is None or otypes[o] == lamp)
-                for o in self.contents[self.loc]
+                for r in self._members[self.loc]
+                for o in self.contents[r]
             )
         if tt == "pick_two_obj_and_place":
             return any(
