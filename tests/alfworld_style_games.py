@@ -18,7 +18,17 @@ from pathlib import Path
 
 ROOMS = {  # receptacle types and object types per room kind, AI2-THOR names
     "kitchen": (
-        ["Cabinet", "Cabinet", "Cabinet", "CounterTop", "SinkBasin", "Microwave", "Fridge", "StoveBurner", "Drawer"],
+        [
+            "Cabinet",
+            "Cabinet",
+            "Cabinet",
+            "CounterTop",
+            "SinkBasin",
+            "Microwave",
+            "Fridge",
+            "StoveBurner",
+            "Drawer",
+        ],
         ["Apple", "Mug", "Cup", "Plate", "Knife", "Tomato", "Potato", "Bowl", "Pan", "Egg", "SaltShaker"],
     ),
     "livingroom": (
@@ -89,12 +99,17 @@ def write_alfworld_style_game(path: Path, task_type: str, seed: int, *, shared: 
         if t == "DeskLamp":
             spots = [r for r in receptacles if r[1] in ("Desk", "SideTable")]
         else:
-            spots = [r for r in receptacles if t in constants.VAL_RECEPTACLE_OBJECTS.get(r[1], ()) and r[1] != parent]
+            spots = [
+                r
+                for r in receptacles
+                if t in constants.VAL_RECEPTACLE_OBJECTS.get(r[1], ()) and r[1] != parent
+            ]
         if spots:
             objects.append((f"{t}_bar_{_coord(rng)}", t, rng.choice(spots)[0]))
-    fixtures = [(f"{t}_bar_{_coord(rng)}", t, f"loc_bar_{20 + k}_bar_0_bar_0_bar_0") for k, t in enumerate(
-        ["Window", "Chair", "FloorLamp", "LightSwitch"]
-    )]
+    fixtures = [
+        (f"{t}_bar_{_coord(rng)}", t, f"loc_bar_{20 + k}_bar_0_bar_0_bar_0")
+        for k, t in enumerate(["Window", "Chair", "FloorLamp", "LightSwitch"])
+    ]
 
     lines_objects = ["agent1 - agent"] + [f"{t} - object" for t in ("Curtains", "Mirror", "TeddyBear")]
     lines_objects += [f"{o} - object" for o, _, _ in objects + fixtures]
@@ -109,7 +124,11 @@ def write_alfworld_style_game(path: Path, task_type: str, seed: int, *, shared: 
     init += [f"(objectType {o} {t}Type)" for o, t, _ in objects + fixtures]
     present = {t for _, t, _ in objects}
     for _, rt, _ in receptacles:  # ALFWorld repeats these for every receptacle instance
-        init += [f"(canContain {rt}Type {ot}Type)" for ot in sorted(present) if ot in constants.VAL_RECEPTACLE_OBJECTS.get(rt, ())]
+        init += [
+            f"(canContain {rt}Type {ot}Type)"
+            for ot in sorted(present)
+            if ot in constants.VAL_RECEPTACLE_OBJECTS.get(rt, ())
+        ]
     for o, t, _ in objects:
         if t in pickupable:
             init.append(f"(pickupable {o})")
@@ -143,8 +162,17 @@ def write_alfworld_style_game(path: Path, task_type: str, seed: int, *, shared: 
     goal = entry["pddl"].format(**fill).replace("#", "-")
     sentence = rng.choice(entry["templates"]).format(**{k: v.lower() for k, v in fill.items()})
     problem = "\n".join(
-        [f"(define (problem plan_trial_{seed})", "(:domain alfred)", "(:objects", *lines_objects, ")", "(:init",
-         *init, ")", goal]
+        [
+            f"(define (problem plan_trial_{seed})",
+            "(:domain alfred)",
+            "(:objects",
+            *lines_objects,
+            ")",
+            "(:init",
+            *init,
+            ")",
+            goal,
+        ]
     )
     data = importlib.resources.files("alfworld").joinpath("data")
     game = {

@@ -62,7 +62,9 @@ def _assert_same_state(ref: TextWorldGame, native: World, where: str) -> list[st
 def _play(ref: TextWorldGame, native: World, command: str, where: str) -> bool:
     obs_ref, won_ref = ref.step(command)
     obs_nat, won_nat = native.step(command)
-    assert obs_ref == obs_nat, f"{where} {command!r}: observations differ:\n  TextWorld: {obs_ref!r}\n  native: {obs_nat!r}"
+    assert obs_ref == obs_nat, (
+        f"{where} {command!r}: observations differ:\n  TextWorld: {obs_ref!r}\n  native: {obs_nat!r}"
+    )
     assert won_ref == won_nat, f"{where} {command!r}: won {won_ref} (TextWorld) vs {won_nat} (native)"
     return won_nat
 
@@ -88,11 +90,17 @@ def compare(path: Path, native: World, seed: int, walk: int, key: tuple[str, str
         # state-changing commands first, then examining what is held (its clean/hot/cool/sliced text)
         held = native.held_object()
         visiting = [c for c in adm if c.startswith(STATE_VERBS[:3] + ("slice", "use"))] or [
-            c for c in adm if c.startswith(STATE_VERBS) and (held is None or c == f"examine {held}" or rng.random() < 0.3)
+            c
+            for c in adm
+            if c.startswith(STATE_VERBS) and (held is None or c == f"examine {held}" or rng.random() < 0.3)
         ]
         exploring = step < 0.6 * walk  # explore first (state-changing commands), then let the expert finish
         if u < 0.05:
-            command = f"go to {native.current_location()}" if native.current_location() else "take cup 9 from sofa 9"
+            command = (
+                f"go to {native.current_location()}"
+                if native.current_location()
+                else "take cup 9 from sofa 9"
+            )
         elif not exploring and u < 0.75:
             command = expert_next_command(native) or adm[int(rng.integers(len(adm)))]
         elif exploring and u < 0.5 and visiting:

@@ -35,7 +35,12 @@ SOURCE = (
     "MOVABLE_RECEPTACLES, OPENABLE_CLASS_LIST, OBJECTS, GOALS_VALID, SCENE_TYPE), alfworld/gen/goal_library.py "
     "(gdict templates), alfworld/gen/layouts/FloorPlan*-objects.json and -openable.json"
 )
-ROOM_OF_SCENE_TYPE = {"Kitchen": "kitchen", "LivingRoom": "livingroom", "Bedroom": "bedroom", "Bathroom": "bathroom"}
+ROOM_OF_SCENE_TYPE = {
+    "Kitchen": "kitchen",
+    "LivingRoom": "livingroom",
+    "Bedroom": "bedroom",
+    "Bathroom": "bathroom",
+}
 TASKS = (
     "pick_and_place_simple",
     "look_at_obj_in_light",
@@ -86,7 +91,9 @@ def extract_tables() -> dict[str, Any]:
     actions = constants.VAL_ACTION_OBJECTS
     return {
         "source": SOURCE,
-        "can_contain": {r.lower(): _lower(objs) for r, objs in sorted(constants.VAL_RECEPTACLE_OBJECTS.items())},
+        "can_contain": {
+            r.lower(): _lower(objs) for r, objs in sorted(constants.VAL_RECEPTACLE_OBJECTS.items())
+        },
         "cleanable": _lower(actions["Cleanable"]),
         "heatable": _lower(actions["Heatable"]),
         "coolable": _lower(actions["Coolable"]),

@@ -54,7 +54,9 @@ _TABLES = load_tables()
 
 SCENES: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType(
     {
-        room: tuple(s for _, s in sorted(_TABLES["scenes"].items(), key=lambda kv: int(kv[0])) if s["room"] == room)
+        room: tuple(
+            s for _, s in sorted(_TABLES["scenes"].items(), key=lambda kv: int(kv[0])) if s["room"] == room
+        )
         for room in ROOM_KINDS
     }
 )
@@ -83,7 +85,10 @@ TASK_ROOMS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 """The room kinds each task type is generated in (``alfworld.gen.constants.GOALS_VALID``)."""
 
 MAX_PER_TYPE = 6  # AI2-THOR kitchens have up to 28 cabinets; more than six only lengthens exploration
-_COUNT_KEY = {"sinkbasin": "sink", "bathtubbasin": "bathtub"}  # a basin's layout id starts with its sink/bathtub
+_COUNT_KEY = {
+    "sinkbasin": "sink",
+    "bathtubbasin": "bathtub",
+}  # a basin's layout id starts with its sink/bathtub
 _DEFAULT_COUNT = {"stoveburner": 4}  # not in the layouts' lists; AI2-THOR kitchens have four burners
 
 # The alternatives that keep instance-scoped rules ("microwave 1 is broken") satisfiable: minimum counts.
@@ -116,7 +121,9 @@ def _check_seed(seed: object) -> int:
     return int(seed)
 
 
-def _draw_receptacles(rng: np.random.Generator, scene: Mapping[str, Any], task_type: str) -> list[ReceptacleSpec]:
+def _draw_receptacles(
+    rng: np.random.Generator, scene: Mapping[str, Any], task_type: str
+) -> list[ReceptacleSpec]:
     counts = {}
     for t in scene["types"]:
         if t in CAN_CONTAIN:

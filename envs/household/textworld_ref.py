@@ -33,6 +33,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
+from envs.household.alfworld_data import load_tables
 from envs.household.env import (
     COMMAND_CHARSET,
     MAX_COMMAND_LENGTH,
@@ -40,7 +41,6 @@ from envs.household.env import (
     OBSERVATION_CHARSET,
     HouseholdConfig,
 )
-from envs.household.alfworld_data import load_tables
 from envs.household.rules import Verifier
 from envs.household.world import (
     NOWHERE,
@@ -183,7 +183,10 @@ def pddl_problem(spec: GameSpec) -> str:
         init += [f"({_STATE_FACTS[f]} {oid})" for f in STATE_FLAGS if f in o.state]
     allowed = spec.containment()
     init += [
-        f"(canContain {_type_const(rt)} {_type_const(ot)})" for rt in rtypes for ot in otypes if (rt, ot) in allowed
+        f"(canContain {_type_const(rt)} {_type_const(ot)})"
+        for rt in rtypes
+        for ot in otypes
+        if (rt, ot) in allowed
     ]
 
     goal = _goal_pddl(spec.task, lamp_types[0] if lamp_types else None)
@@ -256,7 +259,9 @@ def spec_from_dict(data: Mapping[str, Any]) -> GameSpec:
         for n, t, op, *rest in data["receptacles"]:
             start_open, rid, place = (list(rest) + [False, None, None])[:3]
             receptacles.append(
-                ReceptacleSpec(str(n), str(t), bool(op), start_open=bool(start_open), location=place, pddl_id=rid)
+                ReceptacleSpec(
+                    str(n), str(t), bool(op), start_open=bool(start_open), location=place, pddl_id=rid
+                )
             )
         objects = []
         for n, t, loc, *rest in data["objects"]:
@@ -322,7 +327,9 @@ _STATE_OF_FACT["istoggled"] = "is_toggled"
 
 def _normalise_logic(text: str) -> str:
     """Comments dropped, whitespace collapsed, lower-cased: what two copies of the same PDDL/grammar share."""
-    lines = [line.split(";", 1)[0] if not line.lstrip().startswith('"') else line for line in text.splitlines()]
+    lines = [
+        line.split(";", 1)[0] if not line.lstrip().startswith('"') else line for line in text.splitlines()
+    ]
     return " ".join(" ".join(lines).split()).lower()
 
 
@@ -378,7 +385,9 @@ def _atoms(goal: list, problem: str) -> list[tuple[str, ...]]:
         elif all(isinstance(x, str) for x in e):
             out.append(tuple(e))
         else:
-            raise WorldError(f"{problem}: unsupported goal construct {head!r} (ALFWorld's goals use and/exists)")
+            raise WorldError(
+                f"{problem}: unsupported goal construct {head!r} (ALFWorld's goals use and/exists)"
+            )
 
     walk(goal)
     return sorted(out)
@@ -473,7 +482,9 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise WorldError(f"{where}: not a JSON game.tw-pddl file ({err})") from None
     if not isinstance(data, dict):
-        raise WorldError(f"{where}: not a game.tw-pddl file (a JSON object with pddl_domain, grammar, pddl_problem)")
+        raise WorldError(
+            f"{where}: not a game.tw-pddl file (a JSON object with pddl_domain, grammar, pddl_problem)"
+        )
     missing = [k for k in ("pddl_domain", "grammar", "pddl_problem") if not isinstance(data.get(k), str)]
     if missing:
         raise WorldError(f"{where}: game.tw-pddl file without {', '.join(missing)}")
@@ -526,9 +537,13 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
         if pred in _IGNORED_FACTS:
             continue
         if pred in ("holds", "holdsany", "holdsanyreceptacleobject"):
-            raise WorldError(f"{problem}: the agent holds something at the start ({_unparse(fact)}): not supported")
+            raise WorldError(
+                f"{problem}: the agent holds something at the start ({_unparse(fact)}): not supported"
+            )
         if pred == "inreceptacleobject":
-            raise WorldError(f"{problem}: objects inside receptacle objects ({_unparse(fact)}) are not supported")
+            raise WorldError(
+                f"{problem}: objects inside receptacle objects ({_unparse(fact)}) are not supported"
+            )
         if pred not in arity:
             raise WorldError(f"{problem}: unknown predicate {pred!r} in {_unparse(fact)}")
         if len(args) != arity[pred]:
@@ -572,12 +587,15 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
     receptacles: list[ReceptacleSpec] = []
     rname: dict[str, str] = {}
     loc_of: dict[str, str] = {}
-    for r in sorted(rtype):
+    order = {i: k for k, i in enumerate(declared)}  # the game's own order: declaration order in :objects
+    for r in sorted(rtype, key=lambda i: order.get(i, len(order))):
         if declared.get(r) != "receptacle":
             raise WorldError(f"{problem}: {r!r} has a receptacleType but is not declared '- receptacle'")
         locs = r_at.get(r, [])
         if len(locs) != 1:
-            raise WorldError(f"{problem}: receptacle {r!r} must stand at exactly one location, has {len(locs)}")
+            raise WorldError(
+                f"{problem}: receptacle {r!r} must stand at exactly one location, has {len(locs)}"
+            )
         loc_of[r] = locs[0]
         t = typename(rtype[r])
         rname[r] = native_name(r, t)
@@ -595,7 +613,7 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
         )
     objects: list[ObjectSpec] = []
     location_receptacle = {v: k for k, v in sorted(loc_of.items(), reverse=True)}
-    for o in sorted(otype):
+    for o in sorted(otype, key=lambda i: order.get(i, len(order))):
         t = typename(otype[o])
         containers = inside.get(o, [])
         locs = o_at.get(o, [])
@@ -607,7 +625,9 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
                 )
             continue  # a fixture at a location no command reaches (a window, a floor lamp): never observable
         if len(containers) != 1 or containers[0] not in rname:
-            raise WorldError(f"{problem}: object {o!r} must be in exactly one known receptacle, is in {containers}")
+            raise WorldError(
+                f"{problem}: object {o!r} must be in exactly one known receptacle, is in {containers}"
+            )
         if locs != [loc_of[containers[0]]]:
             raise WorldError(
                 f"{problem}: object {names.get(o, o)!r} is in {rname[containers[0]]!r} but its objectAtLocation is "

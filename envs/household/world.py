@@ -17,9 +17,9 @@ change and cached, so a random admissible walk runs tens of thousands of steps p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 import re
 from bisect import insort
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -54,7 +54,9 @@ OPENABLE_TYPES: frozenset[str] = frozenset(_TABLES["openable"])
 CLEANING_TYPES: frozenset[str] = frozenset({"sinkbasin"})  # alfred.pddl CleanObject: SinkBasinType only
 HEATING_TYPES: frozenset[str] = frozenset({"microwave"})  # alfred.pddl HeatObject: MicrowaveType only
 COOLING_TYPES: frozenset[str] = frozenset({"fridge"})  # alfred.pddl CoolObject: FridgeType only
-KNIFE_TYPES: frozenset[str] = frozenset({"knife", "butterknife"})  # alfred.pddl SliceObject: the cutting tools
+KNIFE_TYPES: frozenset[str] = frozenset(
+    {"knife", "butterknife"}
+)  # alfred.pddl SliceObject: the cutting tools
 
 # Object property tables of ``alfworld.gen.constants.VAL_ACTION_OBJECTS`` (they include the "...sliced" types that
 # only AI2-THOR's slicing creates; no game of this world has objects of those types).
@@ -96,7 +98,7 @@ OBJECT_CLASSES: Mapping[str, frozenset[str]] = MappingProxyType(
         "fragile": frozenset({"cup", "mug", "plate", "bowl", "vase", "statue", "winebottle", "glassbottle"}),
         "electronics": frozenset({"alarmclock", "cellphone", "laptop", "remotecontrol", "cd", "watch"}),
         "toiletries": frozenset(
-            {"soapbar", "soapbottle", "spraybottle", "toiletpaper", "toiletpaperroll", "towel", "handtowel"}
+            {"soapbar", "soapbottle", "spraybottle", "toiletpaper", "towel", "handtowel"}
         ),
         "sports": frozenset({"baseballbat", "basketball", "tennisracket"}),
         "lamp": frozenset({"desklamp", "floorlamp"}),
@@ -191,7 +193,9 @@ def pddl_ids(names_and_types: list[tuple[str, str]]) -> dict[str, str]:
         if k > n:
             raise WorldError(f"entity {name!r}: numbers of type {typ!r} must be 1..{n}")
         num = f"{n - k + 1:03d}"
-        ids[name] = f"{typ[: -len('basin')]}_bar_{num}_bar_{typ}" if typ.endswith("basin") else f"{typ}_bar_{num}"
+        ids[name] = (
+            f"{typ[: -len('basin')]}_bar_{num}_bar_{typ}" if typ.endswith("basin") else f"{typ}_bar_{num}"
+        )
     return ids
 
 
@@ -283,7 +287,10 @@ class GameSpec:
         otypes = {o.otype for o in self.objects} | {self.task.obj_type}
         rtypes = {r.rtype for r in self.receptacles} | ({self.task.recep_type} - {None})
         return frozenset(
-            (rt, ot) for rt in rtypes for ot in otypes if ot in CAN_CONTAIN.get(rt, ())  # type: ignore[arg-type]
+            (rt, ot)
+            for rt in rtypes
+            for ot in otypes
+            if ot in CAN_CONTAIN.get(rt, ())  # type: ignore[arg-type]
         )
 
     def object_properties(self, name: str) -> dict[str, bool]:
@@ -352,7 +359,15 @@ class World:
         "_oidx",
         "_action_cache",
     )
-    _FLAGS = ("opened", "clean", "hot", "cool", "wet", "toggled", "sliced")  # per-object/receptacle state lists
+    _FLAGS = (
+        "opened",
+        "clean",
+        "hot",
+        "cool",
+        "wet",
+        "toggled",
+        "sliced",
+    )  # per-object/receptacle state lists
     __slots__ = (
         *_SHARED,
         "loc",
@@ -402,7 +417,11 @@ class World:
         ]
         # "go to X" is admissible for every receptacle not at the agent's location (index n_r = the middle).
         self._goto_cmds = [
-            {f"go to {self._rnames[j]}": ("goto", -1, j) for j in range(n_r) if i == n_r or j not in self._members[i]}
+            {
+                f"go to {self._rnames[j]}": ("goto", -1, j)
+                for j in range(n_r)
+                if i == n_r or j not in self._members[i]
+            }
             for i in range(n_r + 1)
         ]
         self.reset()
@@ -754,7 +773,12 @@ class World:
             "pick_cool_then_place_in_recep": (self.cool, self._coolable),
         }.get(tt, (None, None))
         for o, r in enumerate(self.where):
-            if r >= 0 and otypes[o] == otype and rtypes[r] == rtype and (state is None or (state[o] and able[o])):
+            if (
+                r >= 0
+                and otypes[o] == otype
+                and rtypes[r] == rtype
+                and (state is None or (state[o] and able[o]))
+            ):
                 return True
         return False
 

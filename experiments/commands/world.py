@@ -178,7 +178,11 @@ def _verify_in_textworld(game_file: str, world: object, plan: list[str], alfworl
 
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            path = rewrite_with_alfworld_logic(game_file, Path(tmp) / "game.tw-pddl") if alfworld_logic else game_file
+            path = (
+                rewrite_with_alfworld_logic(game_file, Path(tmp) / "game.tw-pddl")
+                if alfworld_logic
+                else game_file
+            )
             ref = TextWorldGame(path)
             native = world  # a fresh World: nothing has been played on it
             if ref.reset() != native.reset():  # type: ignore[attr-defined]
@@ -186,10 +190,14 @@ def _verify_in_textworld(game_file: str, world: object, plan: list[str], alfworl
             for i, cmd in enumerate(plan):
                 got_ref, got_nat = ref.step(cmd), native.step(cmd)  # type: ignore[attr-defined]
                 if got_ref != got_nat:
-                    raise click.ClickException(f"step {i} {cmd!r}: TextWorld {got_ref!r} vs native {got_nat!r}")
+                    raise click.ClickException(
+                        f"step {i} {cmd!r}: TextWorld {got_ref!r} vs native {got_nat!r}"
+                    )
     except TextWorldMissing as err:
         click.echo(f"error: {err}", err=True)
         sys.exit(2)
     if not got_ref[1]:
         raise click.ClickException("the expert walkthrough does not win in TextWorld")
-    click.echo(f"verified: TextWorld's PDDL engine and the native engine agree on all {len(plan)} steps and win")
+    click.echo(
+        f"verified: TextWorld's PDDL engine and the native engine agree on all {len(plan)} steps and win"
+    )
