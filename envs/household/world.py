@@ -18,7 +18,7 @@ change and cached, so a random admissible walk runs tens of thousands of steps p
 from __future__ import annotations
 
 import re
-from bisect import insort
+from bisect import bisect_left, insort
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -325,6 +325,10 @@ def _listing(names: list[str], article: str = "a ") -> str:
 # ---------------------------------------------------------------------------------------------- the world
 
 
+_TABLES_BY_SPEC: dict[int, tuple[GameSpec, dict]] = {}
+_MAX_CACHED_SPECS = 256
+
+
 class World:
     """One play-through of a :class:`GameSpec` with ALFWorld's transitions (``alfred.pddl``) and texts.
 
@@ -354,6 +358,8 @@ class World:
         "_knife",
         "_can",
         "_goto_cmds",
+        "_goto_sorted",
+        "_goto_actions",
         "_members",
         "_ridx",
         "_oidx",
@@ -382,6 +388,20 @@ class World:
     )
 
     def __init__(self, spec: GameSpec) -> None:
+        hit = _TABLES_BY_SPEC.get(id(spec))
+        if hit is not None and hit[0] is spec:  # the env builds a World per episode: reuse the spec's tables
+            for name, value in hit[1].items():
+                setattr(self, name, value)
+        else:
+            self._build_tables(spec)
+            if len(_TABLES_BY_SPEC) >= _MAX_CACHED_SPECS:
+                _TABLES_BY_SPEC.clear()
+            # the spec is kept alive with its tables, so its id cannot be reused while cached
+            _TABLES_BY_SPEC[id(spec)] = (spec, {name: getattr(self, name) for name in World._SHARED})
+        self.reset()
+
+    def _build_tables(self, spec: GameSpec) -> None:
+        """The read-only tables derived from the spec (``_SHARED``): names, flags, containment, command tables."""
         self.spec = spec
         self._rnames = [r.name for r in spec.receptacles]
         self._rtypes = [r.rtype for r in spec.receptacles]
@@ -424,7 +444,8 @@ class World:
             }
             for i in range(n_r + 1)
         ]
-        self.reset()
+        self._goto_sorted = [sorted(g) for g in self._goto_cmds]
+        self._goto_actions: list[list[dict] | None] = [None] * (n_r + 1)  # built on first use, shared
 
     @classmethod
     def from_spec(cls, spec: GameSpec) -> World:
@@ -496,11 +517,17 @@ class World:
 
     # ------------------------------------------------------------------ admissible commands
 
+    def _entry(self, command: str) -> tuple[str, int, int] | None:
+        """(verb, object, receptacle) of an admissible command, None if it is not admissible here."""
+        entry = self._goto_cmds[self.loc].get(command)
+        return entry if entry is not None else self._admissible().get(command)
+
     def _admissible(self) -> dict[str, tuple[str, int, int]]:
+        """The admissible commands other than "go to ..." (those are fixed per location: ``_goto_cmds``)."""
         if self._adm is not None:
             return self._adm
         loc, held = self.loc, self.held
-        adm = dict(self._goto_cmds[loc])
+        adm: dict[str, tuple[str, int, int]] = {}
         adm["inventory"] = ("inventory", -1, -1)
         adm["look"] = ("look", -1, -1)
         adm["help"] = ("help", -1, -1)
@@ -546,7 +573,9 @@ class World:
                     if toggleable[o]:
                         adm[f"use {onames[o]}"] = ("use", o, r)
         self._adm = adm
-        self._adm_list = sorted(adm)
+        others = sorted(adm)
+        cut = bisect_left(others, "go to ")  # every "go to" command sorts in one block at this point
+        self._adm_list = others[:cut] + self._goto_sorted[loc] + others[cut:]
         self._adm_actions = None
         return adm
 
@@ -556,7 +585,7 @@ class World:
         return list(self._adm_list)  # type: ignore[arg-type]
 
     def is_admissible(self, command: str) -> bool:
-        return command in self._admissible()
+        return self._entry(command) is not None
 
     # ------------------------------------------------------------------ structured views
 
@@ -573,7 +602,7 @@ class World:
     def action_dict(self, command: str) -> dict | None:
         """The structured form ``{"kind": "env", "name": verb, "args": {...}, "text": command}`` of an admissible
         command (what ``synthesis.dsl.Action.from_dict`` reads), or None if the command is not admissible here."""
-        entry = self._admissible().get(command)
+        entry = self._entry(command)
         if entry is None:
             return None
         verb, o, r = entry
@@ -594,15 +623,20 @@ class World:
         """
         adm = self._admissible()
         if self._adm_actions is None:
-            cache, out = self._action_cache, []
-            for c in self._adm_list:  # type: ignore[union-attr]
+            loc = self.loc
+            gotos = self._goto_actions[loc]
+            if gotos is None:
+                gotos = self._goto_actions[loc] = [self.action_dict(c) for c in self._goto_sorted[loc]]  # type: ignore[misc]
+            cache, before, after = self._action_cache, [], []
+            clean, hot, cool, wet = self.clean, self.hot, self.cool, self.wet
+            for c in sorted(adm):
                 o = adm[c][1]
-                key = (c, self.clean[o], self.hot[o], self.cool[o], self.wet[o]) if o >= 0 else (c,)
+                key = (c, clean[o], hot[o], cool[o], wet[o]) if o >= 0 else c
                 d = cache.get(key)
                 if d is None:
                     d = cache[key] = self.action_dict(c)  # type: ignore[assignment]
-                out.append(d)
-            self._adm_actions = out
+                (before if c < "go to " else after).append(d)
+            self._adm_actions = before + gotos + after
         return list(self._adm_actions)
 
     def context(self) -> dict[str, Value]:
@@ -687,7 +721,7 @@ class World:
     def step(self, command: str) -> tuple[str, bool]:
         """Apply one command; returns (observation, won). Inadmissible commands answer "Nothing happens."."""
         self.steps += 1
-        entry = self._admissible().get(command)
+        entry = self._entry(command)
         if entry is None:
             return NOTHING_HAPPENS, self.won()
         verb, o, r = entry
