@@ -138,6 +138,7 @@ def test_independently_written_files_import_and_agree(task_type, tmp_path):
     path = write_alfworld_style_game(tmp_path / f"style_{task_type}.tw-pddl", task_type, seed=3, shared=True)
     spec = load_game_file(path)
     assert spec.task.task_type == task_type
+    assert spec.room == STYLE_TASKS[task_type][0]  # inferred from ALFWorld's floor plans
     assert all("_dot_" in (o.pddl_id or "") for o in spec.objects)  # ids with AI2-THOR coordinates
     compare(path, World.from_tw_pddl(path), 3, 40, ("alfworld-style", task_type))
 

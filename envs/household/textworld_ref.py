@@ -43,6 +43,7 @@ from envs.household.env import (
 )
 from envs.household.rules import Verifier
 from envs.household.world import (
+    CAN_CONTAIN,
     NOWHERE,
     PROPERTIES,
     STATE_FLAGS,
@@ -461,6 +462,17 @@ def _declared(objects: list, problem: str) -> dict[str, str]:
     return out
 
 
+def _room_kind(rtypes: set[str]) -> str:
+    """The room kind of the ALFWorld floor plan whose receptacle types best match (Jaccard) ``rtypes``."""
+    best, room = -1.0, "unknown"
+    for scene in load_tables()["scenes"].values():
+        types = {t for t in scene["types"] if t in CAN_CONTAIN}
+        score = len(types & rtypes) / max(1, len(types | rtypes))
+        if score > best:
+            best, room = score, scene["room"]
+    return room
+
+
 def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpec:
     """Import an ALFWorld ``game.tw-pddl`` file as a native :class:`GameSpec` (issue 12).
 
@@ -468,10 +480,11 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
     checked by fingerprint) unless ``alfworld_logic`` is set, which plays the file's problem under those instead —
     as ALFWorld does when it regenerates game files from ``initial_state.pddl`` (:func:`rewrite_with_alfworld_logic`
     writes that file for TextWorld). Names are ALFWorld's demangled ones; the goal must be one of the six task
-    goals of its goal library. Every construct the native engine cannot reproduce raises :class:`WorldError`
-    naming it: an object next to a receptacle but in none, an object in two
-    receptacles or away from its receptacle's location, an agent starting at a receptacle or holding something,
-    an unknown predicate.
+    goals of its goal library; the room kind is that of the ALFWorld floor plan whose receptacle types match
+    best. Receptacles may share a location (stacked drawers). Every construct the native engine cannot reproduce
+    raises :class:`WorldError` naming it: an object next to a receptacle but in none, an object in two receptacles
+    or away from its receptacle's location, an agent starting at a receptacle or holding something, objects inside
+    receptacle objects, an unknown predicate or goal form.
     """
     path = Path(path)
     where = str(path)
@@ -650,7 +663,7 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
     meta = data.get("scars") if isinstance(data.get("scars"), dict) else {}
     return GameSpec(
         seed=int(meta.get("seed", -1)),
-        room=str(meta.get("room", "unknown")),
+        room=str(meta.get("room") or _room_kind({r.rtype for r in receptacles})),
         receptacles=tuple(receptacles),
         objects=tuple(objects),
         task=task,
@@ -776,15 +789,16 @@ class TextWorldGame:
         m = re.search(r"Your task is to: (.*?)\.?\"", data["grammar"])
         self.goal_text = m.group(1) if m else ""
         parsed = parse_task_text(self.goal_text)
-        try:  # the task as the native importer reads it from the PDDL goal (the same context in both engines)
-            task: TaskSpec | None = load_game_file(path, alfworld_logic=True).task
+        try:  # the task and room as the native importer reads them (the same context in both engines)
+            imported: GameSpec | None = load_game_file(path, alfworld_logic=True)
         except WorldError:
-            task = None
+            imported = None
+        task = imported.task if imported else None
         self.task_type: str = task.task_type if task else meta.get("task_type", parsed[0])
         self.target_obj_type: str = task.obj_type if task else meta.get("obj_type", parsed[1])
         recep = task.recep_type if task else meta.get("recep_type", parsed[2])
         self.target_recep_type: str = recep or NOWHERE
-        self.room: str = meta.get("room", "unknown")
+        self.room: str = meta.get("room") or (imported.room if imported else "unknown")
         infos = env_infos(admissible_commands=True, won=True, facts=True, feedback=True)
         self._env = textworld.start(str(path), request_infos=infos, wrappers=[demangler()])
         self._state: Any = None
