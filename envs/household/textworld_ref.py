@@ -6,6 +6,9 @@ replaced by the task sentence), a PDDL problem and a ``solvable`` flag. This mod
 
 - :func:`export_game` writes the ``game.tw-pddl`` of a native :class:`~envs.household.world.GameSpec`, naming its
   PDDL ids so that ALFWorld's ``AlfredDemangler`` shows exactly the native names ("cabinet 2", "sinkbasin 1");
+- :func:`load_game_file` imports an ALFWorld ``game.tw-pddl`` (one the exporter wrote, or ALFWorld's own) as a
+  native :class:`~envs.household.world.GameSpec` (``World.from_tw_pddl``), or names the construct it cannot
+  reproduce;
 - :class:`TextWorldGame` plays any ``.tw-pddl`` file (an exported one or a real ALFWorld game) through TextWorld
   and exposes what the native :class:`~envs.household.world.World` exposes: observation, admissible commands,
   structured admissible actions, the flat context q that rule guards read, and ``won``;
@@ -15,8 +18,8 @@ replaced by the task sentence), a PDDL problem and a ``solvable`` flag. This mod
 
 TextWorld is an optional extra (``pip install 'scars-testbed[textworld]'`` plus ``pip install --no-deps alfworld``);
 it is imported only when a game is played, and its absence raises :class:`TextWorldMissing` saying what to install.
-The facts this module relies on (naming, texts, admissibility) are measured and written down in
-``/work/helpers/alfworld_facts.md``.
+The facts this module relies on (naming, listing order, texts, admissibility) are measured against the engine by
+``tests/test_textworld_differential.py``.
 """
 
 from __future__ import annotations

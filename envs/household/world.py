@@ -2,16 +2,20 @@
 
 The state, the transitions and the texts follow ALFWorld's PDDL domain (``alfred.pddl``) and text grammar
 (``alfred.twl2``): the same receptacle and object type names, the same command grammar (``go to``, ``open``,
-``close``, ``take X from Y``, ``move X to Y``, ``examine``, ``use``, ``heat/clean/cool X with Y``, ``inventory``,
-``look``, ``help``), the same feedback sentences and "Nothing happens." for anything inadmissible.
+``close``, ``take X from Y``, ``move X to Y``, ``examine``, ``use``, ``heat/clean/cool X with Y``, ``slice X with
+K``, ``inventory``, ``look``, ``help``), the same feedback sentences and "Nothing happens." for anything
+inadmissible. Its data — which receptacle type holds which object type (``canContain``), the per-object property
+and receptacle-object flags, the type vocabulary and the task sentences — are ALFWorld's own tables
+(``alfworld_tables.json``, see :mod:`envs.household.alfworld_data`); a game may carry its own facts instead (an
+imported ALFWorld file). Receptacle contents are listed in PDDL id order, as TextWorld lists them.
 
 Beyond ALFWorld the world tracks one extra, text-invisible state flag, ``is_wet``: cleaning an object makes it wet,
 and it dries once it has been put down on (or in) any receptacle. It exists so that the paper's rule "no wet
 dishware straight into the cabinet" (§6.1) has a meaning; it never changes an observation, an admissible command
 or a goal, so the world stays observationally equal to ALFWorld's engine.
 
-A :class:`GameSpec` is the frozen description of a game (what the generator draws and what the TextWorld exporter
-reads); a :class:`World` is one mutable play-through of it. Admissible commands are recomputed only after a state
+A :class:`GameSpec` is the frozen description of a game (what the generator draws, what the TextWorld exporter
+writes and what the importer reads); a :class:`World` is one mutable play-through of it. Admissible commands are recomputed only after a state
 change and cached, so a random admissible walk runs tens of thousands of steps per second.
 """
 
@@ -360,6 +364,8 @@ class World:
         "_goto_cmds",
         "_goto_sorted",
         "_goto_actions",
+        "_goal_objs",
+        "_goal_receps",
         "_members",
         "_ridx",
         "_oidx",
@@ -445,6 +451,9 @@ class World:
             for i in range(n_r + 1)
         ]
         self._goto_sorted = [sorted(g) for g in self._goto_cmds]
+        task = spec.task  # what the goal test reads: the objects and receptacles of the goal types
+        self._goal_objs = [o for o, t in enumerate(self._otypes) if t == task.obj_type]
+        self._goal_receps = frozenset(r for r, t in enumerate(self._rtypes) if t == task.recep_type)
         self._goto_actions: list[list[dict] | None] = [None] * (n_r + 1)  # built on first use, shared
 
     @classmethod
@@ -675,7 +684,7 @@ class World:
     def _look(self, intro: bool = False) -> str:
         if self.loc < 0:
             # Only the intro lists the receptacles: TextWorld's ``look`` command at the start location binds no
-            # receptacle there and lists "nothing" (measured against the engine, see alfworld_facts.md).
+            # receptacle there and lists "nothing" (measured against the engine by the differential test).
             seen = _listing(self._rlisting) if intro else "nothing"
             return f"You are in the middle of a room. Looking quickly around you, you see {seen}."
         # TextWorld lists every receptacle at the location, in id order, without articles
@@ -785,8 +794,7 @@ class World:
     def won(self) -> bool:
         """ALFWorld's goal conditions per task type (the PDDL goal of the game, ``goal_library.gdict``)."""
         task = self.spec.task
-        tt, otype, rtype = task.task_type, task.obj_type, task.recep_type
-        otypes, rtypes = self._otypes, self._rtypes
+        tt, otype, otypes = task.task_type, task.obj_type, self._otypes
         if tt == "look_at_obj_in_light":
             if self.held < 0 or otypes[self.held] != otype or self.loc < 0:
                 return False
@@ -796,23 +804,17 @@ class World:
                 for r in self._members[self.loc]
                 for o in self.contents[r]
             )
+        where, goal_receps = self.where, self._goal_receps
         if tt == "pick_two_obj_and_place":
-            return any(
-                rtypes[r] == rtype and sum(1 for o in self.contents[r] if otypes[o] == otype) >= 2
-                for r in range(len(rtypes))
-            )
+            placed = [where[o] for o in self._goal_objs if where[o] in goal_receps]
+            return len(placed) > len(set(placed))  # two of them in the same receptacle of the goal type
         state, able = {
             "pick_clean_then_place_in_recep": (self.clean, self._cleanable),
             "pick_heat_then_place_in_recep": (self.hot, self._heatable),
             "pick_cool_then_place_in_recep": (self.cool, self._coolable),
         }.get(tt, (None, None))
-        for o, r in enumerate(self.where):
-            if (
-                r >= 0
-                and otypes[o] == otype
-                and rtypes[r] == rtype
-                and (state is None or (state[o] and able[o]))
-            ):
+        for o in self._goal_objs:
+            if where[o] in goal_receps and (state is None or (state[o] and able[o])):
                 return True
         return False
 
