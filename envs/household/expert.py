@@ -2,8 +2,8 @@
 
 The expert enumerates plan skeletons for the task — which target object(s), which appliance (sink basin,
 microwave, fridge, lamp), which target receptacle, whether to let a washed object dry on a surface first, whether
-to open the target receptacle before picking anything up — from the simplest to the most roundabout, and
-simulates each on a copy of the world. The first skeleton whose every command is admissible, fires none of the
+to open the target receptacle before picking anything up, whether to put down the goal object already in hand
+first — from the simplest to the most roundabout, and simulates each on a copy of the world. The first skeleton whose every command is admissible, fires none of the
 ``forbidden`` rules on the simulated (context, action) and ends with the goal reached is the plan.
 
 ``forbidden`` rules are treated as always active (their activation is ignored), so a plan that avoids them stays
@@ -127,6 +127,8 @@ def _skeletons(world: World) -> Iterator:
     tt, otype, rtype = task.task_type, task.obj_type, task.recep_type
     objs = _ordered_objects(world, otype)
     targets = world.receptacles_of_type(rtype) if rtype else []
+    # Last resort while holding a goal object: put it down first (e.g. to open the target with empty hands).
+    drops = (False, True) if world.held_object() in objs else (False,)
 
     if tt == "look_at_obj_in_light":
         here = world.current_location()
@@ -158,10 +160,10 @@ def _skeletons(world: World) -> Iterator:
         for preopen, target in itertools.product((False, True), targets):
             pending = [o for o in objs if world.location_of(o) != target]
             have = len(objs) - len(pending)
-            for pair in itertools.permutations(pending, max(0, 2 - have)):
+            for pair, drop in itertools.product(itertools.permutations(pending, max(0, 2 - have)), drops):
 
-                def run(sim: _Sim, pair=pair, target=target, preopen=preopen) -> None:
-                    sim.free_hands(keep=pair[:1])
+                def run(sim: _Sim, pair=pair, target=target, preopen=preopen, drop=drop) -> None:
+                    sim.free_hands(keep=() if drop else pair[:1])
                     if preopen:
                         sim.goto(target)
                         sim.open(target)
@@ -190,12 +192,14 @@ def _skeletons(world: World) -> Iterator:
                 and world.can_hold(r, otype)
                 and world.receptacle_type(r) not in CLEANING_TYPES | {rtype}
             ][:_MAX_DRYING_SURFACES]
-    for preopen, dry, obj, appliance, target in itertools.product(
-        (False, True), drying, objs, appliances, targets
+    for preopen, dry, obj, drop, appliance, target in itertools.product(
+        (False, True), drying, objs, drops, appliances, targets
     ):
 
-        def run(sim: _Sim, obj=obj, appliance=appliance, target=target, dry=dry, preopen=preopen) -> None:
-            sim.free_hands(keep=(obj,))
+        def run(
+            sim: _Sim, obj=obj, appliance=appliance, target=target, dry=dry, preopen=preopen, drop=drop
+        ) -> None:
+            sim.free_hands(keep=() if drop else (obj,))
             if preopen:
                 sim.goto(target)
                 sim.open(target)
