@@ -325,8 +325,19 @@ _IGNORED_FACTS = frozenset({"=", "ison", "moveable", "checked", "wasinreceptacle
 _PROPERTY_OF_FACT = {"isreceptacleobject": "receptacle_object"} | {
     p: p for p in ("pickupable", "cleanable", "heatable", "coolable", "toggleable", "sliceable")
 }
-_STATE_OF_FACT = {"isclean": "is_clean", "ishot": "is_hot", "iscool": "is_cool", "issliced": "is_sliced"}
-_STATE_OF_FACT["istoggled"] = "is_toggled"
+_STATE_OF_FACT = {
+    "isclean": "is_clean",
+    "ishot": "is_hot",
+    "iscool": "is_cool",
+    "issliced": "is_sliced",
+    "istoggled": "is_toggled",
+}
+_ARITY = {
+    **{p: 2 for p in ("receptacletype", "objecttype", "receptacleatlocation", "objectatlocation")},
+    **{p: 2 for p in ("inreceptacle", "cancontain", "atlocation")},
+    **{p: 1 for p in ("opened", "openable", *_PROPERTY_OF_FACT, *_STATE_OF_FACT)},
+}
+"""The :init predicates the importer reads, with their arity (lower-cased, as PDDL is case-insensitive)."""
 
 
 def _normalise_logic(text: str) -> str:
@@ -546,10 +557,6 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
                 continue
             raise WorldError(f"{problem}: unsupported :init fact {_unparse(fact)}")
         pred, args = fact[0], fact[1:]
-        arity = {"receptacletype": 2, "objecttype": 2, "receptacleatlocation": 2, "objectatlocation": 2}
-        arity |= {"inreceptacle": 2, "cancontain": 2, "atlocation": 2, "opened": 1, "openable": 1}
-        if pred in _PROPERTY_OF_FACT or pred in _STATE_OF_FACT:
-            arity[pred] = 1
         if pred in _IGNORED_FACTS:
             continue
         if pred in ("holds", "holdsany", "holdsanyreceptacleobject"):
@@ -560,10 +567,10 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
             raise WorldError(
                 f"{problem}: objects inside receptacle objects ({_unparse(fact)}) are not supported"
             )
-        if pred not in arity:
+        if pred not in _ARITY:
             raise WorldError(f"{problem}: unknown predicate {pred!r} in {_unparse(fact)}")
-        if len(args) != arity[pred]:
-            raise WorldError(f"{problem}: {pred} takes {arity[pred]} argument(s): {_unparse(fact)}")
+        if len(args) != _ARITY[pred]:
+            raise WorldError(f"{problem}: {pred} takes {_ARITY[pred]} argument(s): {_unparse(fact)}")
         a = args[0]
         if pred == "receptacletype":
             rtype[a] = args[1]
