@@ -121,9 +121,8 @@ def _check_seed(seed: object) -> int:
     return int(seed)
 
 
-def _draw_receptacles(
-    rng: np.random.Generator, scene: Mapping[str, Any], task_type: str
-) -> list[ReceptacleSpec]:
+def _receptacles(scene: Mapping[str, Any], task_type: str) -> list[ReceptacleSpec]:
+    """The floor plan's receptacles (its layout's counts, at most MAX_PER_TYPE) plus the rules' alternatives."""
     counts = {}
     for t in scene["types"]:
         if t in CAN_CONTAIN:
@@ -167,7 +166,7 @@ def _draw_once(rng: np.random.Generator, seed: int, task_type: str, room: str | 
     if task_type == "look_at_obj_in_light":
         scenes = tuple(s for s in scenes if _LAMP in s["types"])
     scene = scenes[int(rng.integers(len(scenes)))]
-    receptacles = _draw_receptacles(rng, scene, task_type)
+    receptacles = _receptacles(scene, task_type)
     scene_objects = [t for t in scene["types"] if t in PICKUPABLE]
     task = _draw_task(rng, scene_objects, task_type, {r.rtype for r in receptacles})
     if task is None:
