@@ -2,8 +2,8 @@
 
 It builds problems the way ALFWorld's own problem generator lays them out (``alfworld/gen/game_states``): CamelCase
 AI2-THOR ids with coordinates (``Cabinet_bar__minus_01_dot_55_bar_...``, sink basins as ``Sink_bar_..._bar_
-SinkBasin``), ``loc_bar_..`` locations, bare type constants and fixtures no command reaches (windows, chairs, a
-floor lamp), ``canContain`` facts repeated for every receptacle instance, property facts, an open receptacle and
+SinkBasin``), ``loc_bar_..`` locations, bare type constants and fixtures no command reaches (windows, a floor lamp,
+a chair standing next to a receptacle), ``canContain`` facts repeated for every receptacle instance, property facts, an open receptacle and
 an already-cool object at the start, sliceable food and a knife — all read straight from the ``alfworld``
 package's tables (``alfworld.gen.constants``, ``alfworld.gen.goal_library``), never from the project's data file
 or exporter. Its games are imported by the native engine and played against TextWorld in the differential test.
@@ -110,12 +110,14 @@ def write_alfworld_style_game(path: Path, task_type: str, seed: int, *, shared: 
         (f"{t}_bar_{_coord(rng)}", t, f"loc_bar_{20 + k}_bar_0_bar_0_bar_0")
         for k, t in enumerate(["Window", "Chair", "FloorLamp", "LightSwitch"])
     ]
+    fixtures[1] = (fixtures[1][0], "Chair", receptacles[0][2])  # a chair next to a receptacle, in none
 
     lines_objects = ["agent1 - agent"] + [f"{t} - object" for t in ("Curtains", "Mirror", "TeddyBear")]
     lines_objects += [f"{o} - object" for o, _, _ in objects + fixtures]
     lines_objects += [f"{r} - receptacle" for r, _, _ in receptacles]
-    locations = list(dict.fromkeys(loc for _, _, loc in receptacles))
-    locations += [loc for _, _, loc in fixtures] + ["loc_bar_9_bar_9_bar_1_bar_30"]
+    locations = list(
+        dict.fromkeys([loc for _, _, loc in receptacles + fixtures] + ["loc_bar_9_bar_9_bar_1_bar_30"])
+    )
     lines_objects += [f"{loc} - location" for loc in locations]
     lines_objects += [f"{t}Type - otype" for t in sorted({t for _, t, _ in objects + fixtures} | {target})]
     lines_objects += [f"{t}Type - rtype" for t in sorted(set(rtypes) | ({parent} - {None}))]

@@ -222,6 +222,15 @@ BAD_CASES = {
         lambda p: _problem_edit(p, "sink_bar_001_bar_sinkbasin", "washer_bar_001", 99),
         "does not demangle",
     ),
+    "sliceable on the floor": (
+        lambda p: _problem_edit(
+            p,
+            "(:init",
+            "(:init (objectType apple_bar_009 appletype) (sliceable apple_bar_009) "
+            "(objectAtLocation apple_bar_009 loc_bar_001)",
+        ),
+        "sliceable object 'apple_bar_009' stands next to receptacle",
+    ),
     "two agents' places": (
         lambda p: _problem_edit(p, "(:init", "(:init (atLocation agent1 loc_bar_001)"),
         "exactly one location",

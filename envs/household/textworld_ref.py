@@ -495,10 +495,11 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
     as ALFWorld does when it regenerates game files from ``initial_state.pddl`` (:func:`rewrite_with_alfworld_logic`
     writes that file for TextWorld). Names are ALFWorld's demangled ones; the goal must be one of the six task
     goals of its goal library; the room kind is that of the ALFWorld floor plan whose receptacle types match
-    best. Receptacles may share a location (stacked drawers). Every construct the native engine cannot reproduce
-    raises :class:`WorldError` naming it: an object next to a receptacle but in none, an object in two receptacles
-    or away from its receptacle's location, an agent starting at a receptacle or holding something, objects inside
-    receptacle objects, an unknown predicate or goal form.
+    best. Receptacles may share a location (stacked drawers); objects in no receptacle (windows, chairs, floor
+    lamps) are never observable in TextWorld and are left out. Every construct the native engine cannot reproduce
+    raises :class:`WorldError` naming it: a sliceable object next to a receptacle but in none, an object in two
+    receptacles or away from its receptacle's location, an agent starting at a receptacle or holding something,
+    objects inside receptacle objects, an unknown predicate or goal form.
     """
     path = Path(path)
     where = str(path)
@@ -641,12 +642,16 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
         containers = inside.get(o, [])
         locs = o_at.get(o, [])
         if not containers:
-            if any(loc in location_receptacle for loc in locs):
+            # In no receptacle: TextWorld never lists, examines, takes or uses it (its "next to it" list is always
+            # "nothing"), so it is left out — unless a knife could slice it where a receptacle stands.
+            near = [loc for loc in locs if loc in location_receptacle]
+            if near and "sliceable" in props.get(o, ()):
                 raise WorldError(
-                    f"{problem}: object {names.get(o, o)!r} stands next to receptacle "
-                    f"{rname[location_receptacle[locs[0]]]!r} but in none; not supported"
+                    f"{problem}: sliceable object {names.get(o, o)!r} stands next to receptacle "
+                    f"{rname[location_receptacle[near[0]]]!r} but in none (TextWorld would let a knife slice it "
+                    "there); not supported"
                 )
-            continue  # a fixture at a location no command reaches (a window, a floor lamp): never observable
+            continue
         if len(containers) != 1 or containers[0] not in rname:
             raise WorldError(
                 f"{problem}: object {o!r} must be in exactly one known receptacle, is in {containers}"
