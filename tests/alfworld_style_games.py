@@ -64,11 +64,14 @@ def _coord(rng: random.Random) -> str:
     return "_bar_".join(one() for _ in range(3))
 
 
-def write_alfworld_style_game(path: Path, task_type: str, seed: int, *, shared: bool = False) -> Path:
+def write_alfworld_style_game(
+    path: Path, task_type: str, seed: int, *, shared: bool = False, start_at_receptacle: bool = False
+) -> Path:
     """Write one ALFWorld-style game of ``task_type`` to ``path`` (``*.tw-pddl``); deterministic in ``seed``.
 
     ``shared``: receptacles of the same type stand two by two at one location, as stacked drawers and cabinet
-    pairs do in AI2-THOR (many of ALFWorld's own problems have such locations)."""
+    pairs do in AI2-THOR (many of ALFWorld's own problems have such locations). ``start_at_receptacle``: the agent
+    starts where the first receptacle stands instead of at a free point."""
     import alfworld.gen.constants as constants
     import alfworld.gen.goal_library as goal_library
 
@@ -150,7 +153,7 @@ def write_alfworld_style_game(path: Path, task_type: str, seed: int, *, shared: 
     coolable_others = [o for o, t, _ in objects if t != target and t in actions["Coolable"]]
     if coolable_others:
         init.append(f"(isCool {coolable_others[0]})")
-    init.append(f"(atLocation agent1 {locations[-1]})")
+    init.append(f"(atLocation agent1 {receptacles[0][2] if start_at_receptacle else locations[-1]})")
     init.append("(toggleable " + fixtures[2][0] + ")")
     loc_of = {r: loc for r, _, loc in receptacles}
     init += [f"(inReceptacle {o} {r})" for o, _, r in objects]

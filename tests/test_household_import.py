@@ -214,10 +214,6 @@ BAD_CASES = {
         "unsupported goal construct 'or'",
     ),
     "bad arity": (lambda p: _problem_edit(p, "(:init", "(:init (openable a b)"), "openable takes 1 argument"),
-    "start at receptacle": (
-        lambda p: _problem_edit(p, "(atLocation agent1 loc_bar_start)", "(atLocation agent1 loc_bar_001)"),
-        "starts at the location of a receptacle",
-    ),
     "bad name": (
         lambda p: _problem_edit(p, "sink_bar_001_bar_sinkbasin", "washer_bar_001", 99),
         "does not demangle",
@@ -268,3 +264,14 @@ def test_missing_file(tmp_path):
         and result.output.strip().startswith("error: ")
         and "does not exist" in result.output
     )
+
+
+def test_agent_starting_at_a_receptacle(tmp_path):
+    path = _exported(tmp_path)
+    moved = _problem_edit(path, "(atLocation agent1 loc_bar_start)", "(atLocation agent1 loc_bar_001)")
+    spec = load_game_file(moved)
+    first = spec.receptacles[0].name
+    assert spec.start == first
+    world = World(spec)
+    assert f"You are facing the {first}. Next to it, you see nothing." in world.reset()
+    assert f"go to {first}" not in world.admissible_commands() and world.context()["location"] == first

@@ -143,6 +143,20 @@ def test_independently_written_files_import_and_agree(task_type, tmp_path):
     compare(path, World.from_tw_pddl(path), 3, 40, ("alfworld-style", task_type))
 
 
+def test_start_at_a_receptacle_agrees(tmp_path):
+    """The agent starts where a receptacle (of a shared pair) stands: intro, context and play agree."""
+    path = write_alfworld_style_game(
+        tmp_path / "start.tw-pddl",
+        "pick_clean_then_place_in_recep",
+        seed=4,
+        shared=True,
+        start_at_receptacle=True,
+    )
+    native = World.from_tw_pddl(path)
+    assert native.spec.start is not None
+    compare(path, native, 4, 30, ("alfworld-style", "start at a receptacle"))
+
+
 def test_zz_print_coverage():
     """Not a check: prints what the differential tests above compared in this run (pytest -s shows it)."""
     if not COVERAGE:

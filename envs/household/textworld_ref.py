@@ -164,7 +164,7 @@ def pddl_problem(spec: GameSpec) -> str:
     objects += [f"{lid} - location" for lid in dict.fromkeys(loc.values())] + ["loc_bar_start - location"]
     objects += [f"{_type_const(t)} - otype" for t in otypes] + [f"{_type_const(t)} - rtype" for t in rtypes]
 
-    init = ["(atLocation agent1 loc_bar_start)"]
+    init = [f"(atLocation agent1 {loc[spec.start] if spec.start is not None else 'loc_bar_start'})"]
     for r in spec.receptacles:
         rid = rids[r.name]
         init += [
@@ -253,6 +253,7 @@ def spec_to_dict(spec: GameSpec) -> dict[str, Any]:
             for o in spec.objects
         ],
         "can_contain": None if spec.can_contain is None else [list(p) for p in spec.can_contain],
+        "start": spec.start,
     }
 
 
@@ -294,6 +295,7 @@ def spec_from_dict(data: Mapping[str, Any]) -> GameSpec:
                 data.get("toggle_type"),
             ),
             can_contain=None if can is None else tuple((str(r), str(o)) for r, o in can),
+            start=data.get("start"),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise WorldError(f"not a scars game description: {err!r}; expected the keys of spec_to_dict") from err
@@ -498,7 +500,7 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
     best. Receptacles may share a location (stacked drawers); objects in no receptacle (windows, chairs, floor
     lamps) are never observable in TextWorld and are left out. Every construct the native engine cannot reproduce
     raises :class:`WorldError` naming it: a sliceable object next to a receptacle but in none, an object in two
-    receptacles or away from its receptacle's location, an agent starting at a receptacle or holding something,
+    receptacles or away from its receptacle's location, an agent holding something at the start,
     objects inside receptacle objects, an unknown predicate or goal form.
     """
     path = Path(path)
@@ -630,11 +632,7 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
         raise WorldError(f"{problem}: receptacle {r!r} has no receptacleType fact")
     if len(agent_at) != 1:
         raise WorldError(f"{problem}: the agent must start at exactly one location, has {len(agent_at)}")
-    if agent_at[0] in loc_of.values():
-        raise WorldError(
-            f"{problem}: the agent starts at the location of a receptacle; the native engine starts in the middle "
-            "of the room"
-        )
+    start = min((rname[r] for r, loc in loc_of.items() if loc == agent_at[0]), default=None)
     objects: list[ObjectSpec] = []
     location_receptacle = {v: k for k, v in sorted(loc_of.items(), reverse=True)}
     for o in sorted(otype, key=lambda i: order.get(i, len(order))):
@@ -683,6 +681,7 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
         objects=tuple(objects),
         task=task,
         can_contain=tuple(sorted({(typename(r), typename(o)) for r, o in can})),
+        start=start,
     )
 
 
@@ -825,7 +824,6 @@ class TextWorldGame:
     # ------------------------------------------------------------------ engine state
 
     def _read_facts(self) -> _Facts:
-        at: dict[str, str] = {}  # location -> receptacle
         at_all: dict[str, str] = {}  # receptacle -> location
         agent_loc = None
         held = None
@@ -835,7 +833,6 @@ class TextWorldGame:
             n = fact.name
             args = [v.name.strip() for v in fact.arguments]
             if n == "receptacleatlocation":
-                at[args[1]] = args[0]
                 at_all[args[0]] = args[1]
             elif n == "atlocation":
                 agent_loc = args[1]
@@ -851,7 +848,8 @@ class TextWorldGame:
                 cool.add(args[0])
             elif n == "inreceptacle":
                 contents.setdefault(args[1], []).append(args[0])
-        here = at.get(agent_loc) if agent_loc is not None else None
+        here_all = [r for r, loc in at_all.items() if loc == agent_loc] if agent_loc is not None else []
+        here = min(here_all) if here_all else None  # at the start: the first by name (as the importer says)
         if here is not None and self._went_to is not None and at_all.get(self._went_to) == agent_loc:
             here = self._went_to  # several receptacles at this location: the one the agent went to
         return _Facts(

@@ -279,6 +279,9 @@ class GameSpec:
     can_contain: tuple[tuple[str, str], ...] | None = None
     """The game's ``(canContain RType OType)`` facts as (receptacle type, object type) pairs; None: ALFWorld's
     table (:data:`CAN_CONTAIN`) for the types of the game."""
+    start: str | None = None
+    """The receptacle at whose location the agent starts (an imported problem's ``atLocation``; of several there,
+    the first by name); None: the middle of the room."""
 
     @property
     def goal_text(self) -> str:
@@ -473,7 +476,7 @@ class World:
     def reset(self) -> str:
         """Put the world back in its initial state; returns the intro text."""
         spec = self.spec
-        self.loc = -1  # -1: the middle of the room, at no receptacle
+        self.loc = self._ridx[spec.start] if spec.start is not None else -1  # -1: the middle of the room
         self.held = -1
         self.contents: list[list[int]] = [[] for _ in self._rnames]
         self.where: list[int] = []
