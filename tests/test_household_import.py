@@ -275,3 +275,20 @@ def test_agent_starting_at_a_receptacle(tmp_path):
     world = World(spec)
     assert f"You are facing the {first}. Next to it, you see nothing." in world.reset()
     assert f"go to {first}" not in world.admissible_commands() and world.context()["location"] == first
+
+
+def test_object_location_matters_only_for_slicing(tmp_path):
+    """objectAtLocation away from the object's receptacle: harmless unless a knife could slice the object there."""
+    import re
+
+    path = _exported(tmp_path)
+    problem = json.loads(path.read_text())["pddl_problem"]
+    fact = re.search(r"\(objectAtLocation (\S+) (loc_bar_\d+)\)", problem)
+    assert fact is not None
+    oid, loc = fact.groups()
+    elsewhere = "loc_bar_start" if loc != "loc_bar_start" else "loc_bar_001"
+    moved = _problem_edit(path, fact.group(0), f"(objectAtLocation {oid} {elsewhere})")
+    assert World.from_tw_pddl(moved).reset() == World.from_tw_pddl(path).reset()
+    sliceable = _problem_edit(moved, "(:init", f"(:init (sliceable {oid})")
+    with pytest.raises(WorldError, match="sliceable object .* but its objectAtLocation is"):
+        load_game_file(sliceable)

@@ -499,8 +499,8 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
     goals of its goal library; the room kind is that of the ALFWorld floor plan whose receptacle types match
     best. Receptacles may share a location (stacked drawers); objects in no receptacle (windows, chairs, floor
     lamps) are never observable in TextWorld and are left out. Every construct the native engine cannot reproduce
-    raises :class:`WorldError` naming it: a sliceable object next to a receptacle but in none, an object in two
-    receptacles or away from its receptacle's location, an agent holding something at the start,
+    raises :class:`WorldError` naming it: a sliceable object next to a receptacle but in none or away from its
+    receptacle's location, an object in two receptacles, an agent holding something at the start,
     objects inside receptacle objects, an unknown predicate or goal form.
     """
     path = Path(path)
@@ -654,9 +654,11 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
             raise WorldError(
                 f"{problem}: object {o!r} must be in exactly one known receptacle, is in {containers}"
             )
-        if locs != [loc_of[containers[0]]]:
+        # objectAtLocation only matters to SliceObject (the "next to it" list is never shown): a sliceable object
+        # must stand where its receptacle does, or a knife would slice it elsewhere in TextWorld.
+        if locs != [loc_of[containers[0]]] and "sliceable" in props.get(o, ()):
             raise WorldError(
-                f"{problem}: object {names.get(o, o)!r} is in {rname[containers[0]]!r} but its objectAtLocation is "
+                f"{problem}: sliceable object {names.get(o, o)!r} is in {rname[containers[0]]!r} but its objectAtLocation is "
                 f"{locs}, not that receptacle's location {loc_of[containers[0]]!r}"
             )
         objects.append(
