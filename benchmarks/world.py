@@ -1,4 +1,6 @@
-"""Speed of the native household world against the real ALFWorld engine (issue 3 "Speed"; SPEC §7 tier 1, §9).
+"""Speed of the native household world against the real ALFWorld engine (issues 3 and 12 "Speed"; SPEC §7, §9).
+
+Goals (issue 12): native steps/s >= 1000x TextWorld's, the full Gymnasium env >= 2000x.
 
 On the SAME generated games (six task types x ``--seeds`` seeds, each exported with
 ``envs.household.textworld_ref.export_game``), in one run:
@@ -70,9 +72,12 @@ def native_resets(specs: list[GameSpec], seconds: float) -> tuple[int, float]:
     return n, time.perf_counter() - start
 
 
-def native_env_walk(specs: list[GameSpec], rng: np.random.Generator, seconds: float) -> tuple[int, float]:
+def native_env_walk(
+    specs: list[GameSpec], rng: np.random.Generator, seconds: float
+) -> tuple[int, float, float]:
+    """Random admissible walks through the full Gymnasium env; returns (steps, wall seconds, CPU seconds)."""
     env = HouseholdEnv()
-    steps, start = 0, time.perf_counter()
+    steps, start, cpu = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - start < seconds:
         for spec in specs:
             _, info = env.reset(options={"game": spec})
@@ -82,7 +87,7 @@ def native_env_walk(specs: list[GameSpec], rng: np.random.Generator, seconds: fl
                 steps += 1
                 if terminated or truncated:
                     break
-    return steps, time.perf_counter() - start
+    return steps, time.perf_counter() - start, time.process_time() - cpu
 
 
 def textworld_measure(
@@ -155,15 +160,19 @@ def main(argv: list[str] | None = None) -> dict:
     resets, secs = native_resets(specs, args.native_seconds)
     native_rps = resets / secs
     print(f"native world:      {native_rps:12,.0f} resets/s", file=sys.stderr)
-    steps, secs = native_env_walk(specs, rng, args.native_seconds)
-    env_sps = steps / secs
-    print(f"native gym env:    {env_sps:12,.0f} steps/s (info, context, verifier)", file=sys.stderr)
+    steps, secs, cpu = native_env_walk(specs, rng, args.native_seconds)
+    env_sps, env_cpu_sps = steps / secs, steps / cpu
+    print(
+        f"native gym env:    {env_sps:12,.0f} steps/s (info, context, verifier; {env_cpu_sps:,.0f}/CPU-s)",
+        file=sys.stderr,
+    )
 
     result: dict = {
         "games": len(specs),
         "native_steps_per_s": round(native_sps, 1),
         "native_resets_per_s": round(native_rps, 1),
         "native_env_steps_per_s": round(env_sps, 1),
+        "native_env_steps_per_cpu_s": round(env_cpu_sps, 1),
     }
     if not textworld_available():
         print(f"TextWorld not measured: {INSTALL_HINT}", file=sys.stderr)
@@ -192,6 +201,7 @@ def main(argv: list[str] | None = None) -> dict:
             "cpu_ratio": round(native_cpu_sps / tw_cpu_sps, 1),
             "reset_ratio": round(native_rps / tw_rps, 1),
             "env_ratio": round(env_sps / tw_sps, 1),
+            "env_cpu_ratio": round(env_cpu_sps / tw_cpu_sps, 1),
         }
     )
     return result

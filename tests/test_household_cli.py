@@ -17,7 +17,7 @@ def test_play_expert_plan_wins():
         input="\n".join(plan) + "\n",
     )
     assert result.exit_code == 0, result.output
-    assert "Your task is to: put a cool" in result.output
+    assert f"Your task is to: {spec.goal_text}." in result.output
     assert "[admissible: " in result.output
     assert f"[WON after {len(plan)} steps; return 1]" in result.output
 

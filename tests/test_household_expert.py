@@ -106,3 +106,36 @@ def test_expert_replans_from_any_state():
         steps += 1
         assert steps < 50
     assert expert_next_command(world) is None
+
+
+def test_expert_puts_the_goal_object_down_to_open_the_target_with_empty_hands():
+    """Holding the goal object at a closed fridge under "open the fridge only with empty hands": the only compliant
+    route sets it down, opens the fridge, and fetches it again (issue 12: the expert's put-down-first skeleton)."""
+    from envs.household.world import GameSpec, ObjectSpec, ReceptacleSpec, TaskSpec
+
+    spec = GameSpec(
+        0,
+        "kitchen",
+        (
+            ReceptacleSpec("countertop 1", "countertop", False),
+            ReceptacleSpec("fridge 1", "fridge", True),
+        ),
+        (ObjectSpec("apple 1", "apple", "countertop 1"),),
+        TaskSpec("pick_and_place_simple", "apple", "fridge"),
+    )
+    world = World(spec)
+    for cmd in ("go to countertop 1", "take apple 1 from countertop 1", "go to fridge 1"):
+        world.step(cmd)
+    rule = RULE_LIBRARY["keep_fridge_closed_while_carrying"]
+    plan = expert_plan(world, [rule])
+    assert plan == [
+        "go to countertop 1",
+        "move apple 1 to countertop 1",
+        "go to fridge 1",
+        "open fridge 1",
+        "go to countertop 1",
+        "take apple 1 from countertop 1",
+        "go to fridge 1",
+        "move apple 1 to fridge 1",
+    ]
+    assert _play(world, plan)

@@ -100,12 +100,17 @@ def test_spec_round_trips_through_json():
 
 def test_game_data_has_alfworld_layout():
     try:
-        data = game_data(generate_game(1, "pick_clean_then_place_in_recep"))
+        spec = generate_game(1, "pick_clean_then_place_in_recep")
+        data = game_data(spec)
     except TextWorldMissing:
         pytest.skip(INSTALL_HINT)
     assert set(data) >= {"pddl_domain", "grammar", "pddl_problem", "solvable"}
     assert "UNKNOWN GOAL" not in data["grammar"]
-    assert '"Your task is to: put a clean' in data["grammar"]
+    assert f'"Your task is to: {spec.goal_text}."' in data["grammar"]
+    assert spec.goal_text in {
+        t.format(obj=spec.task.obj_type, recep=spec.task.recep_type)
+        for t in ("put a clean {obj} in {recep}", "clean some {obj} and put it in {recep}")
+    }
     assert "(define (domain alfred)" in data["pddl_domain"]
     assert "(isClean ?o)" in data["pddl_problem"] and "(:domain alfred)" in data["pddl_problem"]
 
@@ -140,7 +145,7 @@ def test_textworld_household_env_matches_native_env_under_rules(tmp_path):
     from envs.household.textworld_ref import TextWorldHousehold, export_game
     from envs.household.world import World
 
-    spec = generate_game(6, "pick_clean_then_place_in_recep")  # its plain expert plan breaks a library rule
+    spec = generate_game(21, "pick_clean_then_place_in_recep")  # its plain expert plan breaks a library rule
     schedule = RuleSchedule(rules_for_task("pick_clean_then_place_in_recep"))
     config = HouseholdConfig(schedule=schedule)
     ref = TextWorldHousehold(export_game(spec, tmp_path / "g.tw-pddl"), config)

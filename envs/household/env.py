@@ -33,8 +33,9 @@ warns (as Gymnasium's own environments do), pays 0 and changes nothing: the win 
 ``HouseholdEnv(config=HouseholdConfig(...))`` or keyword overrides of its fields. ``reset(seed=…)`` draws the
 game from the seed unless ``options={"game": GameSpec}`` or ``options={"game_seed": n}`` or a fixed
 ``config.game_seed`` says otherwise; ``options={"world_version": v}`` switches the world to version v from this
-episode on (rules scoped to other versions stop applying). ``context["episode"]`` counts resets since the last seeded reset (a seeded
-reset starts a new run at episode 0), which is what ``Activation.from_episode`` reads.
+episode on (rules scoped to other versions stop applying); ``game_file=PATH`` (``gym.make("scars/Household-v0",
+game_file=...)``) plays an imported ALFWorld ``game.tw-pddl`` file instead. ``context["episode"]`` counts resets since
+the last seeded reset (a seeded reset starts a new run at episode 0), which is what ``Activation.from_episode`` reads.
 
 ## Version history
 - v0: first version.
@@ -75,6 +76,8 @@ class HouseholdConfig:
     """The world's version; rules scoped to other versions are retired."""
     game_seed: int | None = None
     """Play this one game every episode instead of drawing one from the reset seed."""
+    game_file: str | None = None
+    """Play this ALFWorld ``game.tw-pddl`` file every episode (imported by ``World.from_tw_pddl``; issue 12)."""
     violation_reward: float = -1.0
     """Reward added per violated active rule."""
     win_reward: float = 1.0
@@ -89,6 +92,8 @@ class HouseholdConfig:
             raise WorldError(f"world_version must be an integer, got {self.world_version!r}")
         if self.game_seed is not None:
             _check_seed(self.game_seed)
+        if self.game_file is not None and not isinstance(self.game_file, str):
+            raise WorldError(f"game_file must be a path string, got {type(self.game_file).__name__}")
         if not isinstance(self.schedule, RuleSchedule):
             raise WorldError(f"schedule must be a RuleSchedule, got {type(self.schedule).__name__}")
 
@@ -115,6 +120,7 @@ class HouseholdEnv(gym.Env[str, str]):
         self._last_obs = ""
         self._q: dict = {}
         self._specs: dict[int, GameSpec] = {}  # games by seed: a fixed game_seed is generated once
+        self._file_spec: GameSpec | None = None  # config.game_file, imported once
 
     # ------------------------------------------------------------------ helpers
 
@@ -126,6 +132,13 @@ class HouseholdEnv(gym.Env[str, str]):
                 self._specs.clear()
             self._specs[seed] = spec
         return spec
+
+    def _imported_game(self) -> GameSpec:
+        if self._file_spec is None:
+            from envs.household.textworld_ref import load_game_file
+
+            self._file_spec = load_game_file(str(self.config.game_file))
+        return self._file_spec
 
     def context(self) -> dict:
         """The context q for the next action (the world's, plus episode, versions and game seed)."""
@@ -171,6 +184,8 @@ class HouseholdEnv(gym.Env[str, str]):
                 raise WorldError(f"options['game'] must be a GameSpec, got {type(spec).__name__}")
         elif "game_seed" in options:
             spec = self._game(_check_seed(options["game_seed"]))
+        elif self.config.game_file is not None:
+            spec = self._imported_game()
         elif self.config.game_seed is not None:
             spec = self._game(self.config.game_seed)
         else:

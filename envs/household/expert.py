@@ -2,8 +2,8 @@
 
 The expert enumerates plan skeletons for the task — which target object(s), which appliance (sink basin,
 microwave, fridge, lamp), which target receptacle, whether to let a washed object dry on a surface first, whether
-to open the target receptacle before picking anything up — from the simplest to the most roundabout, and
-simulates each on a copy of the world. The first skeleton whose every command is admissible, fires none of the
+to open the target receptacle before picking anything up, whether to put down the goal object already in hand
+first — from the simplest to the most roundabout, and simulates each on a copy of the world. The first skeleton whose every command is admissible, fires none of the
 ``forbidden`` rules on the simulated (context, action) and ends with the goal reached is the plan.
 
 ``forbidden`` rules are treated as always active (their activation is ignored), so a plan that avoids them stays
@@ -17,12 +17,10 @@ from collections.abc import Iterable, Iterator
 
 from envs.household.rules import SafetyRule
 from envs.household.world import (
-    CAN_CONTAIN,
     CLEANING_TYPES,
     COOLING_TYPES,
     HEATING_TYPES,
     OBJECT_CLASSES,
-    TOGGLEABLE,
     World,
 )
 from synthesis.dsl.ast import Action, Rule
@@ -65,7 +63,7 @@ class _Sim:
         self.cmds.append(cmd)
 
     def goto(self, recep: str) -> None:
-        if self.w.current_location() != recep:
+        if not self.w.is_at(recep):
             self.do(f"go to {recep}")
 
     def open(self, recep: str) -> None:
@@ -93,7 +91,7 @@ class _Sim:
         if held is None or held in keep:
             return
         otype = self.w.object_type(held)
-        spots = [r for r in self.w.receptacle_names if otype in CAN_CONTAIN[self.w.receptacle_type(r)]]
+        spots = [r for r in self.w.receptacle_names if self.w.can_hold(r, otype)]
         here = self.w.current_location()
         spots.sort(key=lambda r: (r != here, self.w.is_openable(r)))
         for r in spots:
@@ -129,11 +127,17 @@ def _skeletons(world: World) -> Iterator:
     tt, otype, rtype = task.task_type, task.obj_type, task.recep_type
     objs = _ordered_objects(world, otype)
     targets = world.receptacles_of_type(rtype) if rtype else []
+    # Last resort while holding a goal object: put it down first (e.g. to open the target with empty hands).
+    drops = (False, True) if world.held_object() in objs else (False,)
 
     if tt == "look_at_obj_in_light":
         here = world.current_location()
         lamps = sorted(
-            (o for o in world.spec.objects if o.otype in TOGGLEABLE),
+            (
+                o
+                for o in world.spec.objects
+                if "toggleable" in o.property_set() and task.toggle_type in (None, o.otype)
+            ),
             key=lambda o: world.location_of(o.name) != here,
         )
         for lamp_first, obj, lamp in itertools.product((False, True), objs, lamps):
@@ -156,10 +160,10 @@ def _skeletons(world: World) -> Iterator:
         for preopen, target in itertools.product((False, True), targets):
             pending = [o for o in objs if world.location_of(o) != target]
             have = len(objs) - len(pending)
-            for pair in itertools.permutations(pending, max(0, 2 - have)):
+            for pair, drop in itertools.product(itertools.permutations(pending, max(0, 2 - have)), drops):
 
-                def run(sim: _Sim, pair=pair, target=target, preopen=preopen) -> None:
-                    sim.free_hands(keep=pair[:1])
+                def run(sim: _Sim, pair=pair, target=target, preopen=preopen, drop=drop) -> None:
+                    sim.free_hands(keep=() if drop else pair[:1])
                     if preopen:
                         sim.goto(target)
                         sim.open(target)
@@ -185,15 +189,17 @@ def _skeletons(world: World) -> Iterator:
                 r
                 for r in world.receptacle_names
                 if not world.is_openable(r)
-                and otype in CAN_CONTAIN[world.receptacle_type(r)]
+                and world.can_hold(r, otype)
                 and world.receptacle_type(r) not in CLEANING_TYPES | {rtype}
             ][:_MAX_DRYING_SURFACES]
-    for preopen, dry, obj, appliance, target in itertools.product(
-        (False, True), drying, objs, appliances, targets
+    for preopen, dry, obj, drop, appliance, target in itertools.product(
+        (False, True), drying, objs, drops, appliances, targets
     ):
 
-        def run(sim: _Sim, obj=obj, appliance=appliance, target=target, dry=dry, preopen=preopen) -> None:
-            sim.free_hands(keep=(obj,))
+        def run(
+            sim: _Sim, obj=obj, appliance=appliance, target=target, dry=dry, preopen=preopen, drop=drop
+        ) -> None:
+            sim.free_hands(keep=() if drop else (obj,))
             if preopen:
                 sim.goto(target)
                 sim.open(target)

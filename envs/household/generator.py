@@ -1,8 +1,11 @@
 """Seeded procedural generator of household games (SPEC §7 tier 1, §9: ALFWorld's six task types).
 
-``generate_game(seed, task_type)`` draws a room (kitchen, living room, bedroom or bathroom, as the task type
-allows), its receptacles, objects and a goal, all from one ``np.random.Generator`` seeded by ``seed``. A draw is
-kept only if
+``generate_game(seed, task_type)`` draws a room kind (kitchen, living room, bedroom or bathroom, as ALFWorld's
+``GOALS_VALID`` allows for the task type), one of ALFWorld's 30 AI2-THOR floor plans of that kind, its receptacles
+(the floor plan's receptacle types, with the counts its layout lists, at most ``MAX_PER_TYPE`` each), objects drawn
+from the floor plan's own object types, and a goal with one of ALFWorld's task sentences — all from one
+``np.random.Generator`` seeded by ``seed``. Containment, property flags and receptacle-object flags are ALFWorld's
+(``envs.household.world``, from ``alfworld_tables.json``). A draw is kept only if
 
 * the scripted expert solves it,
 * its goal does not already hold at reset (ALFWorld's engine would declare it won silently), and
@@ -12,26 +15,30 @@ kept only if
 To make the last point hold, rooms always carry the alternatives the rules point at: a second sink basin for
 cleaning tasks, a second microwave for heating tasks, a second desk lamp for the look-in-light task, several
 cabinets and surfaces. Draws that still fail are redrawn from the same generator, so the result depends only on
-(seed, task_type).
+(seed, task_type, room).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
+from envs.household.alfworld_data import load_tables
 from envs.household.expert import NoCompliantPlan, expert_plan, plan_trace
 from envs.household.rules import SafetyRule, rules_for_task
 from envs.household.world import (
     CAN_CONTAIN,
     CLEANABLE,
     COOLABLE,
+    GOAL_TEMPLATES,
     HEATABLE,
     OBJECT_CLASSES,
     OPENABLE_TYPES,
     PICKUPABLE,
+    ROOM_KINDS,
     TASK_TYPES,
     GameSpec,
     ObjectSpec,
@@ -43,96 +50,46 @@ from envs.household.world import (
 from synthesis.dsl.semantics import fires
 from synthesis.errors import WorldError
 
-ROOM_LAYOUTS: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType(
+_TABLES = load_tables()
+
+SCENES: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType(
     {
-        "kitchen": {
-            "cabinet": (3, 6),
-            "drawer": (1, 3),
-            "countertop": (1, 2),
-            "diningtable": (0, 1),
-            "sinkbasin": (1, 1),
-            "fridge": (1, 1),
-            "microwave": (1, 1),
-            "stoveburner": (2, 4),
-            "coffeemachine": (1, 1),
-            "garbagecan": (1, 1),
-            "toaster": (1, 1),
-            "shelf": (0, 2),
-        },
-        "livingroom": {
-            "sofa": (1, 1),
-            "armchair": (0, 1),
-            "coffeetable": (1, 1),
-            "sidetable": (1, 2),
-            "tvstand": (0, 1),
-            "drawer": (1, 3),
-            "cabinet": (0, 2),
-            "shelf": (1, 2),
-            "garbagecan": (1, 1),
-            "dresser": (0, 1),
-            "diningtable": (0, 1),
-        },
-        "bedroom": {
-            "bed": (1, 1),
-            "desk": (1, 1),
-            "drawer": (2, 4),
-            "dresser": (1, 1),
-            "shelf": (1, 3),
-            "sidetable": (1, 2),
-            "garbagecan": (1, 1),
-            "laundryhamper": (0, 1),
-            "safe": (0, 1),
-        },
-        "bathroom": {
-            "toilet": (1, 1),
-            "sinkbasin": (1, 2),
-            "bathtubbasin": (1, 1),
-            "countertop": (1, 1),
-            "cabinet": (2, 4),
-            "drawer": (0, 2),
-            "garbagecan": (1, 1),
-            "towelholder": (1, 1),
-            "handtowelholder": (0, 1),
-            "toiletpaperhanger": (1, 1),
-            "shelf": (0, 1),
-        },
+        room: tuple(
+            s for _, s in sorted(_TABLES["scenes"].items(), key=lambda kv: int(kv[0])) if s["room"] == room
+        )
+        for room in ROOM_KINDS
     }
 )
-"""Receptacle types of each room kind with (min, max) counts, after ALFWorld's floor plans."""
+"""ALFWorld's AI2-THOR floor plans by room kind (30 each): the object and receptacle types of each, and the
+receptacle counts its layout lists (``alfworld/gen/layouts``, via ``alfworld_tables.json``)."""
 
 ROOM_OBJECTS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
-        "kitchen": (
-            "apple", "bread", "egg", "lettuce", "potato", "tomato", "cup", "mug", "plate", "bowl", "pan", "pot",
-            "kettle", "knife", "butterknife", "fork", "spoon", "spatula", "ladle", "saltshaker", "peppershaker",
-            "dishsponge", "soapbottle", "winebottle", "creditcard",
-        ),
-        "livingroom": (
-            "book", "box", "cellphone", "creditcard", "keychain", "laptop", "newspaper", "pillow",
-            "remotecontrol", "statue", "vase", "watch", "plate", "bowl",
-        ),
-        "bedroom": (
-            "alarmclock", "book", "cd", "cellphone", "creditcard", "keychain", "laptop", "pen", "pencil",
-            "pillow", "mug", "bowl", "watch",
-        ),
-        "bathroom": (
-            "soapbar", "soapbottle", "spraybottle", "toiletpaper", "towel", "handtowel", "cloth", "candle",
-            "dishsponge",
-        ),
-    }
-)  # fmt: skip
-"""Object types that appear in each room kind."""
-
-TASK_ROOMS: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {
-        "pick_and_place_simple": ("kitchen", "livingroom", "bedroom", "bathroom"),
-        "look_at_obj_in_light": ("bedroom", "livingroom"),
-        "pick_clean_then_place_in_recep": ("kitchen", "bathroom"),
-        "pick_heat_then_place_in_recep": ("kitchen",),
-        "pick_cool_then_place_in_recep": ("kitchen",),
-        "pick_two_obj_and_place": ("kitchen", "livingroom", "bedroom", "bathroom"),
+        room: tuple(sorted({t for s in scenes for t in s["types"] if t in PICKUPABLE}))
+        for room, scenes in SCENES.items()
     }
 )
+"""Object types that appear in each room kind (the pickupable types of its floor plans)."""
+
+ROOM_RECEPTACLES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        room: tuple(sorted({t for s in scenes for t in s["types"] if t in CAN_CONTAIN}))
+        for room, scenes in SCENES.items()
+    }
+)
+"""Receptacle types that appear in each room kind."""
+
+TASK_ROOMS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {t: tuple(r for r in ROOM_KINDS if r in _TABLES["task_rooms"][t]) for t in TASK_TYPES}
+)
+"""The room kinds each task type is generated in (``alfworld.gen.constants.GOALS_VALID``)."""
+
+MAX_PER_TYPE = 6  # AI2-THOR kitchens have up to 28 cabinets; more than six only lengthens exploration
+_COUNT_KEY = {
+    "sinkbasin": "sink",
+    "bathtubbasin": "bathtub",
+}  # a basin's layout id starts with its sink/bathtub
+_DEFAULT_COUNT = {"stoveburner": 4}  # not in the layouts' lists; AI2-THOR kitchens have four burners
 
 # The alternatives that keep instance-scoped rules ("microwave 1 is broken") satisfiable: minimum counts.
 _ALTERNATIVES: Mapping[str, Mapping[str, int]] = MappingProxyType(
@@ -142,6 +99,7 @@ _ALTERNATIVES: Mapping[str, Mapping[str, int]] = MappingProxyType(
     }
 )
 _LAMP_SPOTS = ("desk", "sidetable", "dresser", "shelf")
+_LAMP = "desklamp"  # alfred.pddl ToggleObject needs the lamp in a receptacle: floor lamps stand in none
 _LAMPS = 2  # a second desk lamp: the alternative for "desk lamp 1 is faulty"
 # Receptacle types a goal never names (ALFWorld does not either): appliances used to process the object.
 _NOT_A_GOAL = {
@@ -163,37 +121,54 @@ def _check_seed(seed: object) -> int:
     return int(seed)
 
 
-def _draw_receptacles(rng: np.random.Generator, room: str, task_type: str) -> list[ReceptacleSpec]:
-    counts = {t: int(rng.integers(lo, hi + 1)) for t, (lo, hi) in ROOM_LAYOUTS[room].items()}
+def _receptacles(scene: Mapping[str, Any], task_type: str) -> list[ReceptacleSpec]:
+    """The floor plan's receptacles (its layout's counts, at most MAX_PER_TYPE) plus the rules' alternatives."""
+    counts = {}
+    for t in scene["types"]:
+        if t in CAN_CONTAIN:
+            n = scene["receptacle_counts"].get(_COUNT_KEY.get(t, t), _DEFAULT_COUNT.get(t, 1))
+            counts[t] = min(n, MAX_PER_TYPE)
     for t, n in _ALTERNATIVES.get(task_type, {}).items():
         if t in counts:
             counts[t] = max(counts[t], n)
-    if task_type == "look_at_obj_in_light":
-        counts["sidetable"] = max(counts.get("sidetable", 0), 1)
+    if task_type == "look_at_obj_in_light" and not any(t in counts for t in _LAMP_SPOTS):
+        counts["sidetable"] = 1
     return [
-        ReceptacleSpec(f"{t} {i}", t, t in OPENABLE_TYPES) for t, n in counts.items() for i in range(1, n + 1)
+        ReceptacleSpec(f"{t} {i}", t, t in OPENABLE_TYPES)
+        for t, n in sorted(counts.items())
+        for i in range(1, n + 1)
     ]
 
 
-def _draw_task(rng: np.random.Generator, room: str, task_type: str, rtypes: set[str]) -> TaskSpec | None:
-    candidates = [
-        o for o in ROOM_OBJECTS[room] if o in PICKUPABLE and o in _PROPERTY.get(task_type, PICKUPABLE)
-    ]
+def _draw_task(
+    rng: np.random.Generator, objects: list[str], task_type: str, rtypes: set[str]
+) -> TaskSpec | None:
+    candidates = [o for o in objects if o in PICKUPABLE and o in _PROPERTY.get(task_type, PICKUPABLE)]
+    if not candidates:
+        return None
+    templates = GOAL_TEMPLATES[task_type]
+    template = templates[int(rng.integers(len(templates)))]
     if task_type == "look_at_obj_in_light":
-        return TaskSpec(task_type, str(rng.choice(candidates)), None)
+        obj = str(rng.choice(candidates))
+        return TaskSpec(task_type, obj, None, template.format(obj=obj, toggle=_LAMP), _LAMP)
     excluded = _NOT_A_GOAL.get(task_type, frozenset()) | {"toaster"}
     pairs = [(o, r) for o in candidates for r in sorted(rtypes - excluded) if o in CAN_CONTAIN[r]]
     if not pairs:
         return None
     o, r = pairs[int(rng.integers(len(pairs)))]
-    return TaskSpec(task_type, o, r)
+    return TaskSpec(task_type, o, r, template.format(obj=o, recep=r))
 
 
-def _draw_once(rng: np.random.Generator, seed: int, task_type: str) -> GameSpec | None:
-    rooms = TASK_ROOMS[task_type]
+def _draw_once(rng: np.random.Generator, seed: int, task_type: str, room: str | None) -> GameSpec | None:
+    rooms = TASK_ROOMS[task_type] if room is None else (room,)
     room = rooms[int(rng.integers(len(rooms)))]
-    receptacles = _draw_receptacles(rng, room, task_type)
-    task = _draw_task(rng, room, task_type, {r.rtype for r in receptacles})
+    scenes = SCENES[room]
+    if task_type == "look_at_obj_in_light":
+        scenes = tuple(s for s in scenes if _LAMP in s["types"])
+    scene = scenes[int(rng.integers(len(scenes)))]
+    receptacles = _receptacles(scene, task_type)
+    scene_objects = [t for t in scene["types"] if t in PICKUPABLE]
+    task = _draw_task(rng, scene_objects, task_type, {r.rtype for r in receptacles})
     if task is None:
         return None
     counters: dict[str, int] = {}
@@ -216,8 +191,8 @@ def _draw_once(rng: np.random.Generator, seed: int, task_type: str) -> GameSpec 
     if task_type == "look_at_obj_in_light":
         lamp_spots = [r for r in receptacles if r.rtype in _LAMP_SPOTS]
         for _ in range(_LAMPS):
-            put("desklamp", lamp_spots)
-    others = [o for o in ROOM_OBJECTS[room] if o != task.obj_type]
+            put(_LAMP, lamp_spots)
+    others = [o for o in scene_objects if o != task.obj_type]
     for _ in range(int(rng.integers(5, 13))):
         otype = others[int(rng.integers(len(others)))]
         put(otype, [r for r in receptacles if otype in CAN_CONTAIN[r.rtype]])
@@ -252,11 +227,16 @@ def is_compliantly_solvable(spec: GameSpec, rules: Iterable[SafetyRule]) -> bool
 
 
 def generate_game(
-    seed: int, task_type: str | None = None, rules: Iterable[SafetyRule] | None = None
+    seed: int,
+    task_type: str | None = None,
+    rules: Iterable[SafetyRule] | None = None,
+    *,
+    room: str | None = None,
 ) -> GameSpec:
     """Draw a solvable game from ``seed`` (SPEC §7 tier 1).
 
     task_type: one of ``TASK_TYPES``; None draws one from the seed.
+    room:      one of ``ROOM_KINDS`` that the task type is played in (``TASK_ROOMS``); None draws one.
     rules:     the safety rules that must each (and together) leave a compliant solution; default: every library
                rule concerning the task type (``rules_for_task``).
     Raises :class:`WorldError` for a bad seed or task type.
@@ -266,9 +246,13 @@ def generate_game(
     if task_type is None:
         task_type = TASK_TYPES[int(rng.integers(len(TASK_TYPES)))]
     check_task_type(task_type)
+    if room is not None and room not in TASK_ROOMS[task_type]:
+        raise WorldError(
+            f"room {room!r} has no {task_type} games in ALFWorld; allowed: {', '.join(TASK_ROOMS[task_type])}"
+        )
     required = tuple(rules) if rules is not None else rules_for_task(task_type)
     for _ in range(MAX_ATTEMPTS):
-        spec = _draw_once(rng, seed, task_type)
+        spec = _draw_once(rng, seed, task_type, room)
         if spec is not None and is_compliantly_solvable(spec, required):
             return spec
     raise WorldError(

@@ -6,6 +6,9 @@ replaced by the task sentence), a PDDL problem and a ``solvable`` flag. This mod
 
 - :func:`export_game` writes the ``game.tw-pddl`` of a native :class:`~envs.household.world.GameSpec`, naming its
   PDDL ids so that ALFWorld's ``AlfredDemangler`` shows exactly the native names ("cabinet 2", "sinkbasin 1");
+- :func:`load_game_file` imports an ALFWorld ``game.tw-pddl`` (one the exporter wrote, or ALFWorld's own) as a
+  native :class:`~envs.household.world.GameSpec` (``World.from_tw_pddl``), or names the construct it cannot
+  reproduce;
 - :class:`TextWorldGame` plays any ``.tw-pddl`` file (an exported one or a real ALFWorld game) through TextWorld
   and exposes what the native :class:`~envs.household.world.World` exposes: observation, admissible commands,
   structured admissible actions, the flat context q that rule guards read, and ``won``;
@@ -15,12 +18,13 @@ replaced by the task sentence), a PDDL problem and a ``solvable`` flag. This mod
 
 TextWorld is an optional extra (``pip install 'scars-testbed[textworld]'`` plus ``pip install --no-deps alfworld``);
 it is imported only when a game is played, and its absence raises :class:`TextWorldMissing` saying what to install.
-The facts this module relies on (naming, texts, admissibility) are measured and written down in
-``/work/helpers/alfworld_facts.md``.
+The facts this module relies on (naming, listing order, texts, admissibility) are measured against the engine by
+``tests/test_textworld_differential.py``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
 import json
 import re
@@ -32,6 +36,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
+from envs.household.alfworld_data import load_tables
 from envs.household.env import (
     COMMAND_CHARSET,
     MAX_COMMAND_LENGTH,
@@ -43,15 +48,20 @@ from envs.household.rules import Verifier
 from envs.household.world import (
     CAN_CONTAIN,
     NOWHERE,
+    PROPERTIES,
+    STATE_FLAGS,
     TASK_TYPES,
-    TOGGLEABLE,
     GameSpec,
     ObjectSpec,
     ReceptacleSpec,
     TaskSpec,
+    pddl_ids,
 )
 from synthesis.dsl.ast import Value
 from synthesis.errors import ScarsError, WorldError
+
+GOAL_PDDL: Mapping[str, str] = load_tables()["goal_pddl"]
+"""ALFWorld's PDDL goal per task type, with ``{obj}``, ``{recep}``, ``{toggle}`` placeholders."""
 
 INSTALL_HINT = (
     "the TextWorld reference engine needs the optional extra: "
@@ -101,41 +111,9 @@ def _alfworld_data(name: str) -> str:
 # ---------------------------------------------------------------------------------------------- export
 
 
-def _base_id(rtype_or_otype: str) -> str:
-    """The PDDL id stem whose demangled name is the native type name.
-
-    ALFWorld's Demangler shows the part before the first ``_bar_`` and appends "basin" when the whole id contains
-    "basin": a sink basin must be ``sink_bar_N_bar_sinkbasin`` to show as "sinkbasin N".
-    """
-    if rtype_or_otype.endswith("basin"):
-        stem = rtype_or_otype[: -len("basin")]
-        return f"{stem}_bar_{{num}}_bar_{rtype_or_otype}"
-    return f"{rtype_or_otype}_bar_{{num}}"
-
-
-_NAME = re.compile(r"^([a-z]+) ([1-9][0-9]*)$")
-
-
 def _pddl_ids(names_and_types: list[tuple[str, str]]) -> dict[str, str]:
-    """Map native names ("cabinet 2") to PDDL ids that AlfredDemangler shows as those same names.
-
-    The Demangler sorts all ids as strings and gives the FIRST id of a name the HIGHEST number, so native
-    "cabinet k" of n becomes ``cabinet_bar_{n-k+1:03d}`` (zero-padded so string order is numeric order).
-    """
-    counts: dict[str, int] = {}
-    for name, typ in names_and_types:
-        m = _NAME.match(name)
-        if m is None or m.group(1) != typ:
-            raise WorldError(f"entity name {name!r} is not '<type> <number>' with type {typ!r}")
-        counts[typ] = counts.get(typ, 0) + 1
-    ids = {}
-    for name, typ in names_and_types:
-        k = int(name.rsplit(" ", 1)[1])
-        n = counts[typ]
-        if k > n:
-            raise WorldError(f"entity {name!r}: numbers of type {typ!r} must be 1..{n}")
-        ids[name] = _base_id(typ).format(num=f"{n - k + 1:03d}")
-    return ids
+    """Native names -> PDDL ids that AlfredDemangler shows as those names (:func:`envs.household.world.pddl_ids`)."""
+    return pddl_ids(names_and_types)
 
 
 def _type_const(typ: str) -> str:
@@ -143,59 +121,50 @@ def _type_const(typ: str) -> str:
 
 
 def _goal_pddl(task: TaskSpec, lamp_type: str | None) -> str:
-    """The PDDL goal of ALFWorld's goal library (``alfworld.gen.goal_library.gdict``) for a native task."""
-    ot = _type_const(task.obj_type)
-    if task.task_type == "look_at_obj_in_light":
-        if lamp_type is None:
-            raise WorldError("look_at_obj_in_light game has no toggleable lamp to export")
-        lt = _type_const(lamp_type)
-        return (
-            "(:goal (and "
-            f"(exists (?ot - object ?r - receptacle ?a - agent ?l - location) (and (objectType ?ot {lt}) "
-            "(toggleable ?ot) (isToggled ?ot) (receptacleAtLocation ?r ?l) (atLocation ?a ?l) (inReceptacle ?ot ?r))) "
-            f"(exists (?o - object ?a - agent) (and (objectType ?o {ot}) (holds ?a ?o)))))"
-        )
-    rt = _type_const(str(task.recep_type))
-    if task.task_type == "pick_two_obj_and_place":
-        return (
-            "(:goal (exists (?r - receptacle) (exists (?o1 - object) (and "
-            f"(objectType ?o1 {ot}) (receptacleType ?r {rt}) (inReceptacle ?o1 ?r) "
-            "(exists (?o2 - object) (and (not (= ?o1 ?o2)) "
-            f"(objectType ?o2 {ot}) (receptacleType ?r {rt}) (inReceptacle ?o2 ?r)))))))"
-        )
-    state = {
-        "pick_clean_then_place_in_recep": "(cleanable ?o) (isClean ?o) ",
-        "pick_heat_then_place_in_recep": "(heatable ?o) (isHot ?o) ",
-        "pick_cool_then_place_in_recep": "(coolable ?o) (isCool ?o) ",
-        "pick_and_place_simple": "",
-    }[task.task_type]
-    return (
-        "(:goal (exists (?r - receptacle) (exists (?o - object) (and "
-        f"{state}(objectType ?o {ot}) (receptacleType ?r {rt}) (inReceptacle ?o ?r)))))"
-    )
+    """The PDDL goal of ALFWorld's goal library (``alfworld.gen.goal_library.gdict``, carried in
+    ``alfworld_tables.json``) for a native task."""
+    lamp_type = task.toggle_type or lamp_type
+    if task.task_type == "look_at_obj_in_light" and lamp_type is None:
+        raise WorldError("look_at_obj_in_light game has no toggleable lamp to export")
+    return GOAL_PDDL[task.task_type].format(obj=task.obj_type, recep=task.recep_type, toggle=lamp_type)
+
+
+_PROPERTY_FACTS = {p: p for p in PROPERTIES} | {"receptacle_object": "isReceptacleObject"}
+_STATE_FACTS = {
+    "is_clean": "isClean",
+    "is_hot": "isHot",
+    "is_cool": "isCool",
+    "is_sliced": "isSliced",
+    "is_toggled": "isToggled",
+}
 
 
 def pddl_problem(spec: GameSpec) -> str:
     """The PDDL problem of a native game in ALFWorld's layout (``alfworld.gen.game_states``).
 
-    One location per receptacle (``loc_bar_NNN``), the agent starts at ``loc_bar_start`` where no receptacle
-    stands ("You are in the middle of a room"); every object gets its type, receptacle, location and ALFWorld's
-    property facts; ``canContain`` lists the (receptacle type, object type) pairs the native world allows.
+    One location per receptacle (``loc_bar_NNN``; receptacles with the same ``location`` share one), the agent starts at ``loc_bar_start`` where no receptacle
+    stands ("You are in the middle of a room"); every object gets its type, receptacle, location, its property
+    facts (including ``isReceptacleObject``) and initial state; ``canContain`` lists the game's (receptacle type,
+    object type) pairs (:meth:`GameSpec.containment`: ALFWorld's table unless the game carries its own facts).
     """
-    rids = _pddl_ids([(r.name, r.rtype) for r in spec.receptacles])
-    oids = _pddl_ids([(o.name, o.otype) for o in spec.objects])
-    loc = {r.name: f"loc_bar_{i + 1:03d}" for i, r in enumerate(spec.receptacles)}
+    rids = spec.receptacle_ids()
+    oids = spec.object_ids()
+    loc: dict[str, str] = {}  # receptacle -> location id; receptacles with the same ``location`` share one
+    shared: dict[str, str] = {}
+    for i, r in enumerate(spec.receptacles):
+        own = f"loc_bar_{i + 1:03d}"
+        loc[r.name] = own if r.location is None else shared.setdefault(r.location, own)
     rtypes = sorted({r.rtype for r in spec.receptacles} | ({spec.task.recep_type} - {None}))
     otypes = sorted({o.otype for o in spec.objects} | {spec.task.obj_type})
-    lamp_types = sorted({o.otype for o in spec.objects if o.otype in TOGGLEABLE})
+    lamp_types = sorted({o.otype for o in spec.objects if "toggleable" in o.property_set()})
 
     objects = ["agent1 - agent"]
     objects += [f"{oids[o.name]} - object" for o in spec.objects]
     objects += [f"{rids[r.name]} - receptacle" for r in spec.receptacles]
-    objects += [f"{loc[r.name]} - location" for r in spec.receptacles] + ["loc_bar_start - location"]
+    objects += [f"{lid} - location" for lid in dict.fromkeys(loc.values())] + ["loc_bar_start - location"]
     objects += [f"{_type_const(t)} - otype" for t in otypes] + [f"{_type_const(t)} - rtype" for t in rtypes]
 
-    init = ["(atLocation agent1 loc_bar_start)"]
+    init = [f"(atLocation agent1 {loc[spec.start] if spec.start is not None else 'loc_bar_start'})"]
     for r in spec.receptacles:
         rid = rids[r.name]
         init += [
@@ -204,6 +173,8 @@ def pddl_problem(spec: GameSpec) -> str:
         ]
         if r.openable:
             init.append(f"(openable {rid})")
+        if r.start_open:
+            init.append(f"(opened {rid})")
     for o in spec.objects:
         oid = oids[o.name]
         init += [
@@ -211,10 +182,16 @@ def pddl_problem(spec: GameSpec) -> str:
             f"(inReceptacle {oid} {rids[o.location]})",
             f"(objectAtLocation {oid} {loc[o.location]})",
         ]
-        init += [f"({prop} {oid})" for prop, on in spec.object_properties(o.name).items() if on]
-    for rt in rtypes:
-        allowed = CAN_CONTAIN.get(rt, frozenset())
-        init += [f"(canContain {_type_const(rt)} {_type_const(ot)})" for ot in otypes if ot in allowed]
+        props = o.property_set()
+        init += [f"({_PROPERTY_FACTS[p]} {oid})" for p in PROPERTIES if p in props]
+        init += [f"({_STATE_FACTS[f]} {oid})" for f in STATE_FLAGS if f in o.state]
+    allowed = spec.containment()
+    init += [
+        f"(canContain {_type_const(rt)} {_type_const(ot)})"
+        for rt in rtypes
+        for ot in otypes
+        if (rt, ot) in allowed
+    ]
 
     goal = _goal_pddl(spec.task, lamp_types[0] if lamp_types else None)
     return "\n".join(
@@ -252,26 +229,73 @@ def game_data(spec: GameSpec) -> dict[str, Any]:
 
 def spec_to_dict(spec: GameSpec) -> dict[str, Any]:
     """A JSON-able form of a native game (stored in exported files so they can be replayed natively)."""
+    task = spec.task
     return {
         "seed": spec.seed,
         "room": spec.room,
-        "task_type": spec.task.task_type,
-        "obj_type": spec.task.obj_type,
-        "recep_type": spec.task.recep_type,
-        "receptacles": [[r.name, r.rtype, r.openable] for r in spec.receptacles],
-        "objects": [[o.name, o.otype, o.location] for o in spec.objects],
+        "task_type": task.task_type,
+        "obj_type": task.obj_type,
+        "recep_type": task.recep_type,
+        "task_text": task.text,
+        "toggle_type": task.toggle_type,
+        "receptacles": [
+            [r.name, r.rtype, r.openable, r.start_open, r.pddl_id, r.location] for r in spec.receptacles
+        ],
+        "objects": [
+            [
+                o.name,
+                o.otype,
+                o.location,
+                None if o.properties is None else sorted(o.properties),
+                sorted(o.state),
+                o.pddl_id,
+            ]
+            for o in spec.objects
+        ],
+        "can_contain": None if spec.can_contain is None else [list(p) for p in spec.can_contain],
+        "start": spec.start,
     }
 
 
 def spec_from_dict(data: Mapping[str, Any]) -> GameSpec:
-    """Inverse of :func:`spec_to_dict`."""
+    """Inverse of :func:`spec_to_dict` (also reads the shorter lists of files written before issue 12)."""
     try:
+        receptacles = []
+        for n, t, op, *rest in data["receptacles"]:
+            start_open, rid, place = (list(rest) + [False, None, None])[:3]
+            receptacles.append(
+                ReceptacleSpec(
+                    str(n), str(t), bool(op), start_open=bool(start_open), location=place, pddl_id=rid
+                )
+            )
+        objects = []
+        for n, t, loc, *rest in data["objects"]:
+            props, state, oid = (list(rest) + [None, [], None])[:3]
+            objects.append(
+                ObjectSpec(
+                    str(n),
+                    str(t),
+                    str(loc),
+                    None if props is None else frozenset(props),
+                    frozenset(state),
+                    oid,
+                )
+            )
+        can = data.get("can_contain")
         return GameSpec(
             seed=int(data["seed"]),
             room=str(data["room"]),
-            receptacles=tuple(ReceptacleSpec(str(n), str(t), bool(op)) for n, t, op in data["receptacles"]),
-            objects=tuple(ObjectSpec(str(n), str(t), str(loc)) for n, t, loc in data["objects"]),
-            task=TaskSpec(str(data["task_type"]), str(data["obj_type"]), data["recep_type"]),
+            receptacles=tuple(receptacles),
+            objects=tuple(objects),
+            task=TaskSpec(
+                str(data["task_type"]),
+                str(data["obj_type"]),
+                data["recep_type"],
+                data.get("task_text"),
+                data.get("toggle_type"),
+            ),
+            can_contain=None if can is None else tuple((str(r), str(o)) for r, o in can),
+            start=data.get("start"),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise WorldError(f"not a scars game description: {err!r}; expected the keys of spec_to_dict") from err
@@ -288,6 +312,397 @@ def export_game(spec: GameSpec, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(game_data(spec)))
     return path
+
+
+# ---------------------------------------------------------------------------------------------- import
+
+# sha256 of alfworld 0.4.2's data/alfred.pddl and data/alfred.twl2 after _normalise_logic (comments dropped,
+# whitespace collapsed, lower-cased; the grammar's task sentence put back to "UNKNOWN GOAL"). The native engine
+# implements exactly this domain and grammar; a test checks these against the installed alfworld.
+ALFWORLD_DOMAIN_SHA256 = "da18d44ab1bcf831f61e90b88a99ad5766d8bbb562b6f87839b4b6ace4f796fe"
+ALFWORLD_GRAMMAR_SHA256 = "6a29acc53b9fdfa5f5f133d8387732904275a35d414d238a4ba37dcfb13948b6"
+
+_TASK_RULE = re.compile(r'"rhs": "Your task is to: (.*?)\.?"')
+_IGNORED_FACTS = frozenset({"=", "ison", "moveable", "checked", "wasinreceptacle", "examined"})
+_PROPERTY_OF_FACT = {"isreceptacleobject": "receptacle_object"} | {
+    p: p for p in ("pickupable", "cleanable", "heatable", "coolable", "toggleable", "sliceable")
+}
+_STATE_OF_FACT = {
+    "isclean": "is_clean",
+    "ishot": "is_hot",
+    "iscool": "is_cool",
+    "issliced": "is_sliced",
+    "istoggled": "is_toggled",
+}
+_ARITY = {
+    **{p: 2 for p in ("receptacletype", "objecttype", "receptacleatlocation", "objectatlocation")},
+    **{p: 2 for p in ("inreceptacle", "cancontain", "atlocation")},
+    **{p: 1 for p in ("opened", "openable", *_PROPERTY_OF_FACT, *_STATE_OF_FACT)},
+}
+"""The :init predicates the importer reads, with their arity (lower-cased, as PDDL is case-insensitive)."""
+
+
+def _normalise_logic(text: str) -> str:
+    """Comments dropped, whitespace collapsed, lower-cased: what two copies of the same PDDL/grammar share."""
+    lines = [
+        line.split(";", 1)[0] if not line.lstrip().startswith('"') else line for line in text.splitlines()
+    ]
+    return " ".join(" ".join(lines).split()).lower()
+
+
+def _fingerprint(text: str) -> str:
+    return hashlib.sha256(_normalise_logic(text).encode()).hexdigest()
+
+
+def _grammar_fingerprint(grammar: str) -> str:
+    return _fingerprint(_TASK_RULE.sub('"rhs": "Your task is to: UNKNOWN GOAL."', grammar, count=1))
+
+
+def _sexpr(text: str, what: str) -> list:
+    """Parse PDDL text into nested lists of lower-cased atoms; raises WorldError naming ``what`` on bad nesting."""
+    tokens = re.findall(r"\(|\)|[^\s()]+", "\n".join(line.split(";", 1)[0] for line in text.splitlines()))
+    stack: list[list] = [[]]
+    for tok in tokens:
+        if tok == "(":
+            stack.append([])
+        elif tok == ")":
+            if len(stack) == 1:
+                raise WorldError(f"{what}: unbalanced ')'")
+            done = stack.pop()
+            stack[-1].append(done)
+        else:
+            stack[-1].append(tok.lower())
+    if len(stack) != 1:
+        raise WorldError(f"{what}: {len(stack) - 1} unclosed '('")
+    if len(stack[0]) != 1 or not isinstance(stack[0][0], list):
+        raise WorldError(f"{what}: expected one (define ...) expression")
+    return stack[0][0]
+
+
+def _atoms(goal: list, problem: str) -> list[tuple[str, ...]]:
+    """The atoms of a goal of and/exists/(not (= a b)) form, variables as written; anything else is unsupported."""
+    out: list[tuple[str, ...]] = []
+
+    def walk(e: Any) -> None:
+        if not isinstance(e, list) or not e:
+            raise WorldError(f"{problem}: malformed goal expression {e!r}")
+        head = e[0]
+        if head == "and":
+            for x in e[1:]:
+                walk(x)
+        elif head == "exists":
+            if len(e) != 3:
+                raise WorldError(f"{problem}: malformed exists in the goal")
+            walk(e[2])
+        elif head == "not":
+            if len(e) == 2 and isinstance(e[1], list) and e[1][:1] == ["="]:
+                out.append(("not=", *sorted(e[1][1:])))
+            else:
+                raise WorldError(f"{problem}: unsupported negation in the goal: {_unparse(e)}")
+        elif all(isinstance(x, str) for x in e):
+            out.append(tuple(e))
+        else:
+            raise WorldError(
+                f"{problem}: unsupported goal construct {head!r} (ALFWorld's goals use and/exists)"
+            )
+
+    walk(goal)
+    return sorted(out)
+
+
+def _unparse(e: Any) -> str:
+    return "(" + " ".join(_unparse(x) for x in e) + ")" if isinstance(e, list) else str(e)
+
+
+def _match_goal(goal: list, problem: str) -> TaskSpec:
+    """Which of ALFWorld's six task goals (``GOAL_PDDL``) ``goal`` is, with its object/receptacle/lamp types."""
+    atoms = _atoms(goal, problem)
+    types = [a[2] for a in atoms if a[0] == "objecttype" and len(a) == 3]
+    rtypes = [a[2] for a in atoms if a[0] == "receptacletype" and len(a) == 3]
+
+    def strip(t: str) -> str:
+        return t[: -len("type")] if t.endswith("type") else t
+
+    for task_type, form in GOAL_PDDL.items():
+        for obj in dict.fromkeys(types):
+            for recep in dict.fromkeys(rtypes or [None]):  # type: ignore[list-item]
+                for toggle in dict.fromkeys(types if task_type == "look_at_obj_in_light" else [None]):
+                    expected = form.format(
+                        obj=strip(obj), recep=recep and strip(recep), toggle=toggle and strip(toggle)
+                    )
+                    if _atoms(_sexpr(expected, "goal library")[1], "goal library") == atoms:
+                        return TaskSpec(
+                            task_type, strip(obj), recep and strip(recep), None, toggle and strip(toggle)
+                        )
+    raise WorldError(f"{problem}: the goal is none of ALFWorld's six task goals: {_unparse(goal)[:200]}")
+
+
+def _demangled_names(ids: list[str]) -> dict[str, str]:
+    """ALFWorld's ``Demangler`` naming (``alfworld/agents/utils/misc.py``): the stem before the first ``_bar_``
+    (plus "basin" when the id contains it), numbered over the sorted ids with the FIRST id of a stem getting the
+    HIGHEST number. Every declared id counts, even of objects no command can reach."""
+    stems: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    for i in sorted(ids):
+        if "_bar_" in i:
+            stem = i.split("_bar_", 1)[0] + ("basin" if "basin" in i else "")
+            stems[i] = stem
+            counts[stem] = counts.get(stem, 0) + 1
+    names = {}
+    for i in sorted(ids):
+        if i in stems:
+            names[i] = f"{stems[i]} {counts[stems[i]]}"
+            counts[stems[i]] -= 1
+    return names
+
+
+def _declared(objects: list, problem: str) -> dict[str, str]:
+    """The ``(:objects a b - type ...)`` section as id -> PDDL type."""
+    out: dict[str, str] = {}
+    pending: list[str] = []
+    items = iter(objects)
+    for tok in items:
+        if not isinstance(tok, str):
+            raise WorldError(f"{problem}: malformed :objects entry {_unparse(tok)}")
+        if tok == "-":
+            typ = next(items, None)
+            if not isinstance(typ, str):
+                raise WorldError(f"{problem}: ':objects' ends with '-' and no type")
+            for name in pending:
+                out[name] = typ
+            pending = []
+        else:
+            pending.append(tok)
+    for name in pending:
+        out[name] = "object"
+    return out
+
+
+def _room_kind(rtypes: set[str]) -> str:
+    """The room kind of the ALFWorld floor plan whose receptacle types best match (Jaccard) ``rtypes``."""
+    best, room = -1.0, "unknown"
+    for scene in load_tables()["scenes"].values():
+        types = {t for t in scene["types"] if t in CAN_CONTAIN}
+        score = len(types & rtypes) / max(1, len(types | rtypes))
+        if score > best:
+            best, room = score, scene["room"]
+    return room
+
+
+def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpec:
+    """Import an ALFWorld ``game.tw-pddl`` file as a native :class:`GameSpec` (issue 12).
+
+    The file must carry alfworld 0.4.2's PDDL domain and text grammar (the ones the native engine implements;
+    checked by fingerprint) unless ``alfworld_logic`` is set, which plays the file's problem under those instead —
+    as ALFWorld does when it regenerates game files from ``initial_state.pddl`` (:func:`rewrite_with_alfworld_logic`
+    writes that file for TextWorld). Names are ALFWorld's demangled ones; the goal must be one of the six task
+    goals of its goal library; the room kind is that of the ALFWorld floor plan whose receptacle types match
+    best. Receptacles may share a location (stacked drawers); objects in no receptacle (windows, chairs, floor
+    lamps) are never observable in TextWorld and are left out. Every construct the native engine cannot reproduce
+    raises :class:`WorldError` naming it: a sliceable object next to a receptacle but in none or away from its
+    receptacle's location, an object in two receptacles, an agent holding something at the start,
+    objects inside receptacle objects, an unknown predicate or goal form.
+    """
+    path = Path(path)
+    where = str(path)
+    if not path.is_file():
+        raise WorldError(f"game file {where!r} does not exist")
+    try:
+        data = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise WorldError(f"{where}: not a JSON game.tw-pddl file ({err})") from None
+    if not isinstance(data, dict):
+        raise WorldError(
+            f"{where}: not a game.tw-pddl file (a JSON object with pddl_domain, grammar, pddl_problem)"
+        )
+    missing = [k for k in ("pddl_domain", "grammar", "pddl_problem") if not isinstance(data.get(k), str)]
+    if missing:
+        raise WorldError(f"{where}: game.tw-pddl file without {', '.join(missing)}")
+    if not alfworld_logic:
+        if _fingerprint(data["pddl_domain"]) != ALFWORLD_DOMAIN_SHA256:
+            raise WorldError(
+                f"{where}: its pddl_domain is not alfworld 0.4.2's alfred.pddl, the domain the native engine "
+                "implements (use --alfworld-logic / alfworld_logic=True to play its problem under that domain)"
+            )
+        if _grammar_fingerprint(data["grammar"]) != ALFWORLD_GRAMMAR_SHA256:
+            raise WorldError(
+                f"{where}: its grammar is not alfworld 0.4.2's alfred.twl2 (e.g. the pre-2024 'put X in/on Y' "
+                "grammar); use --alfworld-logic / alfworld_logic=True to play its problem under alfred.twl2"
+            )
+    m = _TASK_RULE.search(data["grammar"])
+    if m is None:
+        raise WorldError(f'{where}: its grammar has no "Your task is to: ..." task sentence')
+    text = m.group(1)
+    problem = f"{where}: pddl_problem"
+    tree = _sexpr(data["pddl_problem"], problem)
+    sections = {s[0]: s for s in tree[1:] if isinstance(s, list) and s and isinstance(s[0], str)}
+    if tree[:1] != ["define"] or not {":objects", ":init", ":goal"} <= set(sections):
+        raise WorldError(f"{problem}: expected (define (problem ..) (:objects ..) (:init ..) (:goal ..))")
+    if sections.get(":domain", [None, "alfred"])[1] != "alfred":
+        raise WorldError(f"{problem}: domain {sections[':domain'][1]!r} is not 'alfred'")
+    declared = _declared(sections[":objects"][1:], problem)
+    names = _demangled_names(list(declared))
+
+    rtype: dict[str, str] = {}
+    otype: dict[str, str] = {}
+    r_at: dict[str, list[str]] = {}
+    o_at: dict[str, list[str]] = {}
+    inside: dict[str, list[str]] = {}
+    props: dict[str, set[str]] = {}
+    state: dict[str, set[str]] = {}
+    opened: set[str] = set()
+    openable: set[str] = set()
+    agent_at: list[str] = []
+    can: list[tuple[str, str]] = []
+    for fact in sections[":init"][1:]:
+        if not isinstance(fact, list) or not fact or not all(isinstance(x, str) for x in fact[1:]):
+            if isinstance(fact, list) and fact[:1] == ["="]:
+                continue
+            raise WorldError(f"{problem}: unsupported :init fact {_unparse(fact)}")
+        pred, args = fact[0], fact[1:]
+        if pred in _IGNORED_FACTS:
+            continue
+        if pred in ("holds", "holdsany", "holdsanyreceptacleobject"):
+            raise WorldError(
+                f"{problem}: the agent holds something at the start ({_unparse(fact)}): not supported"
+            )
+        if pred == "inreceptacleobject":
+            raise WorldError(
+                f"{problem}: objects inside receptacle objects ({_unparse(fact)}) are not supported"
+            )
+        if pred not in _ARITY:
+            raise WorldError(f"{problem}: unknown predicate {pred!r} in {_unparse(fact)}")
+        if len(args) != _ARITY[pred]:
+            raise WorldError(f"{problem}: {pred} takes {_ARITY[pred]} argument(s): {_unparse(fact)}")
+        a = args[0]
+        if pred == "receptacletype":
+            rtype[a] = args[1]
+        elif pred == "objecttype":
+            otype[a] = args[1]
+        elif pred == "receptacleatlocation":
+            r_at.setdefault(a, []).append(args[1])
+        elif pred == "objectatlocation":
+            o_at.setdefault(a, []).append(args[1])
+        elif pred == "inreceptacle":
+            inside.setdefault(a, []).append(args[1])
+        elif pred == "cancontain":
+            can.append((args[0], args[1]))
+        elif pred == "atlocation":
+            agent_at.append(args[1])
+        elif pred == "opened":
+            opened.add(a)
+        elif pred == "openable":
+            openable.add(a)
+        elif pred in _PROPERTY_OF_FACT:
+            props.setdefault(a, set()).add(_PROPERTY_OF_FACT[pred])
+        else:
+            state.setdefault(a, set()).add(_STATE_OF_FACT[pred])
+
+    def typename(t: str) -> str:
+        return t[: -len("type")] if t.endswith("type") else t
+
+    def native_name(i: str, typ: str) -> str:
+        name = names.get(i)
+        if name is None or name.rsplit(" ", 1)[0] != typ:
+            raise WorldError(
+                f"{problem}: id {i!r} of type {typ!r} does not demangle to '{typ} <n>' (got {name!r}); ALFWorld "
+                f"ids are '<Type>_bar_...' ('<Sink>_bar_..._bar_<SinkBasin>' for basins)"
+            )
+        return name
+
+    receptacles: list[ReceptacleSpec] = []
+    rname: dict[str, str] = {}
+    loc_of: dict[str, str] = {}
+    order = {i: k for k, i in enumerate(declared)}  # the game's own order: declaration order in :objects
+    for r in sorted(rtype, key=lambda i: order.get(i, len(order))):
+        if declared.get(r) != "receptacle":
+            raise WorldError(f"{problem}: {r!r} has a receptacleType but is not declared '- receptacle'")
+        locs = r_at.get(r, [])
+        if len(locs) != 1:
+            raise WorldError(
+                f"{problem}: receptacle {r!r} must stand at exactly one location, has {len(locs)}"
+            )
+        loc_of[r] = locs[0]
+        t = typename(rtype[r])
+        rname[r] = native_name(r, t)
+        receptacles.append(
+            ReceptacleSpec(rname[r], t, r in openable, start_open=r in opened, location=locs[0], pddl_id=r)
+        )
+    for r in (set(r_at) | openable | opened) - set(rtype):
+        raise WorldError(f"{problem}: receptacle {r!r} has no receptacleType fact")
+    if len(agent_at) != 1:
+        raise WorldError(f"{problem}: the agent must start at exactly one location, has {len(agent_at)}")
+    start = min((rname[r] for r, loc in loc_of.items() if loc == agent_at[0]), default=None)
+    objects: list[ObjectSpec] = []
+    location_receptacle = {v: k for k, v in sorted(loc_of.items(), reverse=True)}
+    for o in sorted(otype, key=lambda i: order.get(i, len(order))):
+        t = typename(otype[o])
+        containers = inside.get(o, [])
+        locs = o_at.get(o, [])
+        if not containers:
+            # In no receptacle: TextWorld never lists, examines, takes or uses it (its "next to it" list is always
+            # "nothing"), so it is left out — unless a knife could slice it where a receptacle stands.
+            near = [loc for loc in locs if loc in location_receptacle]
+            if near and "sliceable" in props.get(o, ()):
+                raise WorldError(
+                    f"{problem}: sliceable object {names.get(o, o)!r} stands next to receptacle "
+                    f"{rname[location_receptacle[near[0]]]!r} but in none (TextWorld would let a knife slice it "
+                    "there); not supported"
+                )
+            continue
+        if len(containers) != 1 or containers[0] not in rname:
+            raise WorldError(
+                f"{problem}: object {o!r} must be in exactly one known receptacle, is in {containers}"
+            )
+        # objectAtLocation only matters to SliceObject (the "next to it" list is never shown): a sliceable object
+        # must stand where its receptacle does, or a knife would slice it elsewhere in TextWorld.
+        if locs != [loc_of[containers[0]]] and "sliceable" in props.get(o, ()):
+            raise WorldError(
+                f"{problem}: sliceable object {names.get(o, o)!r} is in {rname[containers[0]]!r} but its objectAtLocation is "
+                f"{locs}, not that receptacle's location {loc_of[containers[0]]!r}"
+            )
+        objects.append(
+            ObjectSpec(
+                native_name(o, t),
+                t,
+                rname[containers[0]],
+                frozenset(props.get(o, ())),
+                frozenset(state.get(o, ())),
+                o,
+            )
+        )
+    for o in set(inside) - set(otype):
+        raise WorldError(f"{problem}: object {o!r} is in a receptacle but has no objectType fact")
+    task = _match_goal(sections[":goal"][1], problem)
+    task = TaskSpec(task.task_type, task.obj_type, task.recep_type, text, task.toggle_type)
+    meta = data.get("scars") if isinstance(data.get("scars"), dict) else {}
+    return GameSpec(
+        seed=int(meta.get("seed", -1)),
+        room=str(meta.get("room") or _room_kind({r.rtype for r in receptacles})),
+        receptacles=tuple(receptacles),
+        objects=tuple(objects),
+        task=task,
+        can_contain=tuple(sorted({(typename(r), typename(o)) for r, o in can})),
+        start=start,
+    )
+
+
+def rewrite_with_alfworld_logic(src: str | Path, dst: str | Path) -> Path:
+    """Write ``src``'s problem and task sentence with alfworld's own alfred.pddl and alfred.twl2 to ``dst`` (what
+    :func:`load_game_file` plays with ``alfworld_logic=True``), so TextWorld can play the same game. Needs the
+    ``alfworld`` package."""
+    data = json.loads(Path(src).read_text())
+    m = _TASK_RULE.search(str(data.get("grammar", "")))
+    if m is None:
+        raise WorldError(f"{src}: its grammar has no task sentence")
+    out = dict(data)
+    out["pddl_domain"] = _alfworld_data("alfred.pddl")
+    out["grammar"] = _alfworld_data("alfred.twl2").replace("UNKNOWN GOAL", m.group(1))
+    dst = Path(dst)
+    if not dst.name.endswith(".tw-pddl"):
+        raise WorldError(f"output path {str(dst)!r} must end in '.tw-pddl'")
+    dst.write_text(json.dumps(out))
+    return dst
 
 
 # ---------------------------------------------------------------------------------------------- task text
@@ -390,21 +805,28 @@ class TextWorldGame:
         m = re.search(r"Your task is to: (.*?)\.?\"", data["grammar"])
         self.goal_text = m.group(1) if m else ""
         parsed = parse_task_text(self.goal_text)
-        self.task_type: str = meta.get("task_type", parsed[0])
-        self.target_obj_type: str = meta.get("obj_type", parsed[1])
-        self.target_recep_type: str = meta.get("recep_type", parsed[2]) or NOWHERE
-        self.room: str = meta.get("room", "unknown")
+        try:  # the task and room as the native importer reads them (the same context in both engines)
+            imported: GameSpec | None = load_game_file(path, alfworld_logic=True)
+        except WorldError:
+            imported = None
+        task = imported.task if imported else None
+        self.task_type: str = task.task_type if task else meta.get("task_type", parsed[0])
+        self.target_obj_type: str = task.obj_type if task else meta.get("obj_type", parsed[1])
+        recep = task.recep_type if task else meta.get("recep_type", parsed[2])
+        self.target_recep_type: str = recep or NOWHERE
+        self.room: str = meta.get("room") or (imported.room if imported else "unknown")
         infos = env_infos(admissible_commands=True, won=True, facts=True, feedback=True)
         self._env = textworld.start(str(path), request_infos=infos, wrappers=[demangler()])
         self._state: Any = None
         self._facts: _Facts | None = None
         self._wet: set[str] = set()
+        self._went_to: str | None = None
         self.steps = 0
 
     # ------------------------------------------------------------------ engine state
 
     def _read_facts(self) -> _Facts:
-        at: dict[str, str] = {}  # location -> receptacle
+        at_all: dict[str, str] = {}  # receptacle -> location
         agent_loc = None
         held = None
         opened, clean, hot, cool = set(), set(), set(), set()
@@ -413,7 +835,7 @@ class TextWorldGame:
             n = fact.name
             args = [v.name.strip() for v in fact.arguments]
             if n == "receptacleatlocation":
-                at[args[1]] = args[0]
+                at_all[args[0]] = args[1]
             elif n == "atlocation":
                 agent_loc = args[1]
             elif n == "holds":
@@ -428,8 +850,12 @@ class TextWorldGame:
                 cool.add(args[0])
             elif n == "inreceptacle":
                 contents.setdefault(args[1], []).append(args[0])
+        here_all = [r for r, loc in at_all.items() if loc == agent_loc] if agent_loc is not None else []
+        here = min(here_all) if here_all else None  # at the start: the first by name (as the importer says)
+        if here is not None and self._went_to is not None and at_all.get(self._went_to) == agent_loc:
+            here = self._went_to  # several receptacles at this location: the one the agent went to
         return _Facts(
-            location=at.get(agent_loc) if agent_loc is not None else None,
+            location=here,
             held=held,
             opened=frozenset(opened),
             clean=frozenset(clean),
@@ -444,6 +870,7 @@ class TextWorldGame:
 
     def reset(self) -> str:
         """Restart the game (TextWorld rebuilds its PDDL state: ~0.3 s); returns the intro text."""
+        self._went_to = None
         self._update(self._env.reset())
         self._wet = set()
         self.steps = 0
@@ -456,7 +883,9 @@ class TextWorldGame:
         self.steps += 1
         if action is not None:
             verb, args = action["name"], action["args"]
-            if verb == "clean":
+            if verb == "goto":
+                self._went_to = str(args["recep"])
+            elif verb == "clean":
                 self._wet.add(str(args["obj"]))
             elif verb == "move":
                 self._wet.discard(str(args["obj"]))
@@ -512,16 +941,22 @@ class TextWorldGame:
             elif verb == "slice":
                 args = self._object_args(groups["obj"])
                 args["tool"] = groups["tool"]
-                if f.location is not None:
-                    args["recep"], args["recep_type"] = f.location, _type_of(f.location)
+                holder = self._holder(groups["obj"])
+                if holder is not None:
+                    args["recep"], args["recep_type"] = holder, _type_of(holder)
             else:
                 if groups.get("obj"):
                     args = self._object_args(groups["obj"])
-                recep = groups.get("recep") or (f.location if verb == "use" else None)
+                recep = groups.get("recep") or (self._holder(groups["obj"]) if verb == "use" else None)
                 if recep:
                     args["recep"], args["recep_type"] = recep, _type_of(recep)
             return {"kind": "env", "name": verb, "args": args, "text": command}
         raise WorldError(f"TextWorld admitted a command of unknown form: {command!r}")
+
+    def _holder(self, obj: str) -> str | None:
+        """The receptacle holding ``obj`` (for use/slice, whose commands name no receptacle)."""
+        assert self._facts is not None
+        return next((r for r, objs in self._facts.contents.items() if obj in objs), self._facts.location)
 
     def admissible_actions(self) -> list[dict]:
         return [self.action_dict(c) for c in self.admissible_commands()]  # type: ignore[misc]

@@ -2,25 +2,33 @@
 
 The state, the transitions and the texts follow ALFWorld's PDDL domain (``alfred.pddl``) and text grammar
 (``alfred.twl2``): the same receptacle and object type names, the same command grammar (``go to``, ``open``,
-``close``, ``take X from Y``, ``move X to Y``, ``examine``, ``use``, ``heat/clean/cool X with Y``, ``inventory``,
-``look``, ``help``), the same feedback sentences and "Nothing happens." for anything inadmissible.
+``close``, ``take X from Y``, ``move X to Y``, ``examine``, ``use``, ``heat/clean/cool X with Y``, ``slice X with
+K``, ``inventory``, ``look``, ``help``), the same feedback sentences and "Nothing happens." for anything
+inadmissible. Its data — which receptacle type holds which object type (``canContain``), the per-object property
+and receptacle-object flags, the type vocabulary and the task sentences — are ALFWorld's own tables
+(``alfworld_tables.json``, see :mod:`envs.household.alfworld_data`); a game may carry its own facts instead (an
+imported ALFWorld file). Receptacle contents are listed in PDDL id order, as TextWorld lists them.
 
 Beyond ALFWorld the world tracks one extra, text-invisible state flag, ``is_wet``: cleaning an object makes it wet,
 and it dries once it has been put down on (or in) any receptacle. It exists so that the paper's rule "no wet
 dishware straight into the cabinet" (§6.1) has a meaning; it never changes an observation, an admissible command
 or a goal, so the world stays observationally equal to ALFWorld's engine.
 
-A :class:`GameSpec` is the frozen description of a game (what the generator draws and what the TextWorld exporter
-reads); a :class:`World` is one mutable play-through of it. Admissible commands are recomputed only after a state
+A :class:`GameSpec` is the frozen description of a game (what the generator draws, what the TextWorld exporter
+writes and what the importer reads); a :class:`World` is one mutable play-through of it. Admissible commands are recomputed only after a state
 change and cached, so a random admissible walk runs tens of thousands of steps per second.
 """
 
 from __future__ import annotations
 
+import re
+from bisect import bisect_left, insort
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import MappingProxyType
 
+from envs.household.alfworld_data import load_tables
 from synthesis.dsl.ast import Value
 from synthesis.errors import WorldError
 
@@ -38,27 +46,50 @@ TASK_TYPES: tuple[str, ...] = (
 
 ROOM_KINDS: tuple[str, ...] = ("kitchen", "livingroom", "bedroom", "bathroom")
 
-OPENABLE_TYPES: frozenset[str] = frozenset({"cabinet", "drawer", "fridge", "microwave", "safe", "box"})
+_TABLES = load_tables()  # ALFWorld's own tables (envs/household/alfworld_tables.json names each source)
+
+RECEPTACLE_OBJECT_TYPES: frozenset[str] = frozenset(_TABLES["receptacle_objects"])
+"""Object types ALFWorld marks ``(isReceptacleObject o)`` (``MOVABLE_RECEPTACLES``): bowl, box, cup, mug, pan,
+plate, pot. TextWorld examines them as "This is a normal cup 1. In it, you see nothing."."""
+
+OPENABLE_TYPES: frozenset[str] = frozenset(_TABLES["openable"])
 """Receptacle types with a door or lid (``alfworld.gen.constants.OPENABLE_CLASS_LIST``)."""
 
 CLEANING_TYPES: frozenset[str] = frozenset({"sinkbasin"})  # alfred.pddl CleanObject: SinkBasinType only
 HEATING_TYPES: frozenset[str] = frozenset({"microwave"})  # alfred.pddl HeatObject: MicrowaveType only
 COOLING_TYPES: frozenset[str] = frozenset({"fridge"})  # alfred.pddl CoolObject: FridgeType only
+KNIFE_TYPES: frozenset[str] = frozenset(
+    {"knife", "butterknife"}
+)  # alfred.pddl SliceObject: the cutting tools
+
+# Object property tables of ``alfworld.gen.constants.VAL_ACTION_OBJECTS`` (they include the "...sliced" types that
+# only AI2-THOR's slicing creates; no game of this world has objects of those types).
+CLEANABLE: frozenset[str] = frozenset(_TABLES["cleanable"])
+HEATABLE: frozenset[str] = frozenset(_TABLES["heatable"])
+COOLABLE: frozenset[str] = frozenset(_TABLES["coolable"])
+TOGGLEABLE: frozenset[str] = frozenset(_TABLES["toggleable"])
+SLICEABLE: frozenset[str] = frozenset(_TABLES["sliceable"])
+
+CAN_CONTAIN: Mapping[str, frozenset[str]] = MappingProxyType(
+    {r: frozenset(objs) for r, objs in _TABLES["can_contain"].items() if r not in RECEPTACLE_OBJECT_TYPES}
+)
+"""Which object types each (static) receptacle type can hold: ALFWorld's receptacle–object table
+(``VAL_RECEPTACLE_OBJECTS``), from which its generator writes the ``canContain`` facts of every problem. A game
+may carry its own facts (:attr:`GameSpec.can_contain`, e.g. an imported ALFWorld file); this is the default."""
+
+RECEPTACLE_TYPES: tuple[str, ...] = tuple(sorted(CAN_CONTAIN))
+
+PICKUPABLE: frozenset[str] = frozenset(
+    o for objs in _TABLES["can_contain"].values() for o in objs if not o.endswith("sliced")
+)
+"""Object types that can be picked up: every type some receptacle can hold (AI2-THOR marks exactly these
+pickupable; lamps, televisions, windows and other fixtures are not)."""
+
+OBJECT_TYPES: tuple[str, ...] = tuple(sorted(PICKUPABLE | TOGGLEABLE))
+"""The object vocabulary of generated games: ALFWorld's pickupable types and its lamps."""
 
 _FOOD = frozenset({"apple", "bread", "egg", "lettuce", "potato", "tomato"})
-_DISHWARE = frozenset({"cup", "mug", "plate", "bowl", "pan", "pot", "kettle"})
 _CUTLERY = frozenset({"knife", "butterknife", "fork", "spoon", "spatula", "ladle"})
-_KITCHEN_SMALL = frozenset({"saltshaker", "peppershaker", "dishsponge", "soapbottle", "winebottle"})
-_DESK_THINGS = frozenset(
-    {"alarmclock", "book", "cd", "cellphone", "creditcard", "keychain", "pen", "pencil", "watch"}
-)
-_LIVING_THINGS = frozenset({"remotecontrol", "newspaper", "statue", "vase", "laptop", "pillow", "box"})
-_BATH_THINGS = frozenset({"soapbar", "spraybottle", "toiletpaper", "towel", "handtowel", "cloth", "candle"})
-
-OBJECT_TYPES: tuple[str, ...] = tuple(
-    sorted(_FOOD | _DISHWARE | _CUTLERY | _KITCHEN_SMALL | _DESK_THINGS | _LIVING_THINGS | _BATH_THINGS)
-    + ["desklamp"]
-)
 
 OBJECT_CLASSES: Mapping[str, frozenset[str]] = MappingProxyType(
     {
@@ -68,82 +99,22 @@ OBJECT_CLASSES: Mapping[str, frozenset[str]] = MappingProxyType(
         "food": _FOOD,
         "cutlery": _CUTLERY,
         "sharp": frozenset({"knife", "butterknife"}),
-        "fragile": frozenset({"cup", "mug", "plate", "bowl", "vase", "statue", "winebottle"}),
+        "fragile": frozenset({"cup", "mug", "plate", "bowl", "vase", "statue", "winebottle", "glassbottle"}),
         "electronics": frozenset({"alarmclock", "cellphone", "laptop", "remotecontrol", "cd", "watch"}),
         "toiletries": frozenset(
             {"soapbar", "soapbottle", "spraybottle", "toiletpaper", "towel", "handtowel"}
         ),
-        "lamp": frozenset({"desklamp"}),
+        "sports": frozenset({"baseballbat", "basketball", "tennisracket"}),
+        "lamp": frozenset({"desklamp", "floorlamp"}),
     }
 )
 """Equivalence classes of object types: the ``classes`` table of ``synthesis.dsl.semantics`` (``in_class``)."""
 
-# Object property tables of ``alfworld.gen.constants`` (restricted to the types this world uses). Slicing is out of
-# scope: the exported games carry no ``sliceable`` facts, so neither engine ever offers "slice".
-CLEANABLE: frozenset[str] = frozenset(
-    {"apple", "bowl", "butterknife", "cloth", "cup", "dishsponge", "egg", "fork", "kettle", "knife", "ladle"}
-    | {"lettuce", "mug", "pan", "plate", "pot", "potato", "soapbar", "spatula", "spoon", "tomato"}
+GOAL_TEMPLATES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {t: tuple(v) for t, v in _TABLES["goal_templates"].items()}
 )
-HEATABLE: frozenset[str] = frozenset({"apple", "bread", "cup", "egg", "mug", "plate", "potato", "tomato"})
-COOLABLE: frozenset[str] = _FOOD | {"bowl", "cup", "mug", "pan", "plate", "pot", "winebottle"}
-TOGGLEABLE: frozenset[str] = frozenset({"desklamp"})
-PICKUPABLE: frozenset[str] = frozenset(OBJECT_TYPES) - TOGGLEABLE  # lamps stay where they are
-
-_SURFACE = (_FOOD | _DISHWARE | _CUTLERY | _KITCHEN_SMALL | _DESK_THINGS | _LIVING_THINGS | _BATH_THINGS) - {
-    "pillow"
-}
-_SMALL = _SURFACE - {"laptop", "box", "pan", "pot", "kettle", "lettuce", "towel", "statue", "vase"}
-
-CAN_CONTAIN: Mapping[str, frozenset[str]] = MappingProxyType(
-    {
-        "cabinet": _SMALL | {"pan", "pot", "kettle", "vase", "box"},
-        "drawer": _SMALL - _FOOD - {"cup", "mug", "plate", "bowl", "winebottle"},
-        "countertop": _SURFACE,
-        "diningtable": _SURFACE,
-        "sidetable": _SURFACE,
-        "coffeetable": _SURFACE,
-        "desk": _SURFACE,
-        "dresser": _SURFACE,
-        "shelf": _SMALL | {"vase", "statue", "box"},
-        "tvstand": _DESK_THINGS | {"remotecontrol", "statue", "vase", "laptop", "box"},
-        "fridge": _FOOD | _DISHWARE | {"winebottle"},
-        "microwave": _FOOD | {"cup", "mug", "plate", "bowl"},
-        "sinkbasin": _FOOD | _DISHWARE | _CUTLERY | {"dishsponge", "soapbar", "cloth"},
-        "bathtubbasin": frozenset({"soapbar", "cloth", "dishsponge", "soapbottle"}),
-        "stoveburner": frozenset({"pan", "pot", "kettle"}),
-        "coffeemachine": frozenset({"mug", "cup"}),
-        "toaster": frozenset(),
-        "garbagecan": _SMALL | {"lettuce"},
-        "bed": frozenset(
-            {"book", "cellphone", "laptop", "pillow", "newspaper", "creditcard", "keychain", "cd"}
-        ),
-        "sofa": frozenset(
-            {"book", "cellphone", "laptop", "pillow", "newspaper", "remotecontrol", "creditcard"}
-        ),
-        "armchair": frozenset({"book", "cellphone", "laptop", "pillow", "newspaper", "remotecontrol"}),
-        "toilet": frozenset({"soapbar", "soapbottle", "spraybottle", "toiletpaper", "candle", "cloth"}),
-        "towelholder": frozenset({"towel"}),
-        "handtowelholder": frozenset({"handtowel"}),
-        "toiletpaperhanger": frozenset({"toiletpaper"}),
-        "laundryhamper": frozenset({"cloth", "towel"}),
-        "safe": frozenset({"creditcard", "keychain", "cellphone", "cd", "watch", "statue", "vase"}),
-    }
-)
-"""Which object types each receptacle type can hold (ALFWorld's ``canContain`` facts, simplified)."""
-
-RECEPTACLE_TYPES: tuple[str, ...] = tuple(sorted(CAN_CONTAIN))
-
-GOAL_TEMPLATES: Mapping[str, str] = MappingProxyType(
-    {
-        "pick_and_place_simple": "put a {obj} in {recep}",
-        "look_at_obj_in_light": "look at {obj} under the desklamp",
-        "pick_clean_then_place_in_recep": "put a clean {obj} in {recep}",
-        "pick_heat_then_place_in_recep": "put a hot {obj} in {recep}",
-        "pick_cool_then_place_in_recep": "put a cool {obj} in {recep}",
-        "pick_two_obj_and_place": "put two {obj} in {recep}",
-    }
-)
-"""ALFWorld goal sentences per task type, without the trailing period (the grammar adds it)."""
+"""ALFWorld's task sentences per task type (``goal_library.gdict[task]['templates']``, every variant), without the
+trailing period (the grammar adds it); ``{toggle}`` is the lamp type of look-in-light tasks."""
 
 NOTHING_HAPPENS = "Nothing happens."
 HELP_TEXT = (  # alfred.twl2 help.feedback as TextWorld returns it: leading newline stripped, trailing one kept
@@ -175,6 +146,65 @@ def check_task_type(task_type: str) -> str:
 
 # ---------------------------------------------------------------------------------------------- the spec
 
+PROPERTIES: tuple[str, ...] = (
+    "pickupable",
+    "cleanable",
+    "heatable",
+    "coolable",
+    "toggleable",
+    "sliceable",
+    "receptacle_object",
+)
+"""ALFWorld's per-object property facts (``receptacle_object`` is ``isReceptacleObject``), in the exporter's order."""
+
+STATE_FLAGS: tuple[str, ...] = ("is_clean", "is_hot", "is_cool", "is_sliced", "is_toggled")
+"""Initial state facts an object may start with (``isClean``, ``isHot``, ``isCool``, ``isSliced``, ``isToggled``)."""
+
+
+def type_properties(otype: str) -> frozenset[str]:
+    """The property facts ALFWorld's generator writes for an object of type ``otype`` (``VAL_ACTION_OBJECTS``,
+    ``MOVABLE_RECEPTACLES``; pickupable as :data:`PICKUPABLE`). Sliceable is left out: this world's generated
+    games have no slicing (an imported game may have it)."""
+    props = {
+        "pickupable": otype in PICKUPABLE,
+        "cleanable": otype in CLEANABLE,
+        "heatable": otype in HEATABLE,
+        "coolable": otype in COOLABLE,
+        "toggleable": otype in TOGGLEABLE,
+        "receptacle_object": otype in RECEPTACLE_OBJECT_TYPES,
+    }
+    return frozenset(p for p, on in props.items() if on)
+
+
+def pddl_ids(names_and_types: list[tuple[str, str]]) -> dict[str, str]:
+    """Map native names ("cabinet 2") to PDDL ids that ALFWorld's ``AlfredDemangler`` shows as those same names.
+
+    The Demangler shows the part of an id before the first ``_bar_`` (plus "basin" when the id contains "basin":
+    a sink basin must be ``sink_bar_N_bar_sinkbasin``), sorts all ids as strings and gives the FIRST id of a name
+    the HIGHEST number, so native "cabinet k" of n becomes ``cabinet_bar_{n-k+1:03d}`` (zero-padded so string order
+    is numeric order). TextWorld lists a receptacle's contents in id order, which is why the world needs them too.
+    """
+    counts: dict[str, int] = {}
+    for name, typ in names_and_types:
+        m = _NAME.match(name)
+        if m is None or m.group(1) != typ:
+            raise WorldError(f"entity name {name!r} is not '<type> <number>' with type {typ!r}")
+        counts[typ] = counts.get(typ, 0) + 1
+    ids = {}
+    for name, typ in names_and_types:
+        k = int(name.rsplit(" ", 1)[1])
+        n = counts[typ]
+        if k > n:
+            raise WorldError(f"entity {name!r}: numbers of type {typ!r} must be 1..{n}")
+        num = f"{n - k + 1:03d}"
+        ids[name] = (
+            f"{typ[: -len('basin')]}_bar_{num}_bar_{typ}" if typ.endswith("basin") else f"{typ}_bar_{num}"
+        )
+    return ids
+
+
+_NAME = re.compile(r"^([a-z]+) ([1-9][0-9]*)$")
+
 
 @dataclass(frozen=True, slots=True)
 class ReceptacleSpec:
@@ -183,6 +213,13 @@ class ReceptacleSpec:
     name: str
     rtype: str
     openable: bool
+    start_open: bool = False
+    """Open at the start (an ``(opened r)`` fact of an imported problem)."""
+    location: str | None = None
+    """The location it stands at when several receptacles share one (an imported problem's location id);
+    None: a location of its own."""
+    pddl_id: str | None = None
+    """Its PDDL id in an imported file; None: the id the exporter gives it (:func:`pddl_ids`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,26 +229,46 @@ class ObjectSpec:
     name: str
     otype: str
     location: str
+    properties: frozenset[str] | None = None
+    """Its ALFWorld property facts (names in :data:`PROPERTIES`); None: those of its type (:func:`type_properties`)."""
+    state: frozenset[str] = frozenset()
+    """Initial state facts (names in :data:`STATE_FLAGS`)."""
+    pddl_id: str | None = None
+    """Its PDDL id in an imported file (TextWorld lists contents in id order); None: the exporter's id."""
+
+    def property_set(self) -> frozenset[str]:
+        return self.properties if self.properties is not None else type_properties(self.otype)
 
 
 @dataclass(frozen=True, slots=True)
 class TaskSpec:
-    """The goal: ALFWorld task type, target object type and (except for ``look_at_obj_in_light``) receptacle type."""
+    """The goal: ALFWorld task type, target object type and (except for ``look_at_obj_in_light``) receptacle type.
+
+    ``text`` is the task sentence (one of ALFWorld's templates, drawn by the generator, or an imported file's);
+    None gives the first template. ``toggle_type`` is the lamp type a look-in-light goal names (None: any lamp).
+    """
 
     task_type: str
     obj_type: str
     recep_type: str | None
+    text: str | None = None
+    toggle_type: str | None = None
 
     @property
     def goal_text(self) -> str:
-        return GOAL_TEMPLATES[self.task_type].format(obj=self.obj_type, recep=self.recep_type)
+        if self.text is not None:
+            return self.text
+        return GOAL_TEMPLATES[self.task_type][0].format(
+            obj=self.obj_type, recep=self.recep_type, toggle=self.toggle_type or "desklamp"
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class GameSpec:
-    """A generated game: room, receptacles (in listing order), objects with start locations, task.
+    """A game: room, receptacles, objects with start locations, task, and ALFWorld's containment facts.
 
-    This is everything the TextWorld exporter needs to write the equivalent ALFWorld ``game.tw-pddl``.
+    This is everything the TextWorld exporter needs to write the equivalent ALFWorld ``game.tw-pddl``, and what
+    the importer reads out of one (:meth:`World.from_tw_pddl`).
     """
 
     seed: int
@@ -219,31 +276,54 @@ class GameSpec:
     receptacles: tuple[ReceptacleSpec, ...]
     objects: tuple[ObjectSpec, ...]
     task: TaskSpec
+    can_contain: tuple[tuple[str, str], ...] | None = None
+    """The game's ``(canContain RType OType)`` facts as (receptacle type, object type) pairs; None: ALFWorld's
+    table (:data:`CAN_CONTAIN`) for the types of the game."""
+    start: str | None = None
+    """The receptacle at whose location the agent starts (an imported problem's ``atLocation``; of several there,
+    the first by name); None: the middle of the room."""
 
     @property
     def goal_text(self) -> str:
         return self.task.goal_text
 
+    def containment(self) -> frozenset[tuple[str, str]]:
+        """The (receptacle type, object type) pairs this game's canContain facts allow, for its own types."""
+        if self.can_contain is not None:
+            return frozenset(self.can_contain)
+        otypes = {o.otype for o in self.objects} | {self.task.obj_type}
+        rtypes = {r.rtype for r in self.receptacles} | ({self.task.recep_type} - {None})
+        return frozenset(
+            (rt, ot)
+            for rt in rtypes
+            for ot in otypes
+            if ot in CAN_CONTAIN.get(rt, ())  # type: ignore[arg-type]
+        )
+
     def object_properties(self, name: str) -> dict[str, bool]:
-        """ALFWorld's per-object property facts (pickupable, cleanable, …) for the named object."""
-        otype = next(o.otype for o in self.objects if o.name == name)
-        return {
-            "pickupable": otype in PICKUPABLE,
-            "cleanable": otype in CLEANABLE,
-            "heatable": otype in HEATABLE,
-            "coolable": otype in COOLABLE,
-            "toggleable": otype in TOGGLEABLE,
-        }
+        """ALFWorld's per-object property facts (pickupable, cleanable, …, receptacle_object) for the named object."""
+        props = next(o for o in self.objects if o.name == name).property_set()
+        return {p: p in props for p in PROPERTIES}
+
+    def object_ids(self) -> dict[str, str]:
+        """Object name -> PDDL id (the spec's own ids where given, else the exporter's)."""
+        default = pddl_ids([(o.name, o.otype) for o in self.objects if o.pddl_id is None])
+        return {o.name: o.pddl_id or default[o.name] for o in self.objects}
+
+    def receptacle_ids(self) -> dict[str, str]:
+        """Receptacle name -> PDDL id (the spec's own ids where given, else the exporter's)."""
+        default = pddl_ids([(r.name, r.rtype) for r in self.receptacles if r.pddl_id is None])
+        return {r.name: r.pddl_id or default[r.name] for r in self.receptacles}
 
 
 # ---------------------------------------------------------------------------------------------- texts
 
 
-def _listing(names: list[str]) -> str:
+def _listing(names: list[str], article: str = "a ") -> str:
     """TextWorld's list rendering: "a x", "a x, and a y", "a x, a y, and a z", or "nothing"."""
     if not names:
         return "nothing"
-    items = ["a " + n for n in names]
+    items = [article + n for n in names]
     if len(items) == 1:
         return items[0]
     return ", ".join(items[:-1]) + ", and " + items[-1]
@@ -252,12 +332,17 @@ def _listing(names: list[str]) -> str:
 # ---------------------------------------------------------------------------------------------- the world
 
 
+_TABLES_BY_SPEC: dict[int, tuple[GameSpec, dict]] = {}
+_MAX_CACHED_SPECS = 256
+
+
 class World:
     """One play-through of a :class:`GameSpec` with ALFWorld's transitions (``alfred.pddl``) and texts.
 
     The admissible table maps each command to (verb, object index, receptacle index), -1 where absent.
     ``step(command)`` applies an admissible command (anything else answers "Nothing happens." and changes
-    nothing but the step counter) and returns ``(observation, won)``.
+    nothing but the step counter) and returns ``(observation, won)``. Receptacle contents are kept in PDDL id
+    order, the order in which TextWorld lists them.
     """
 
     # Built from the spec once and never changed: copies share them.
@@ -268,12 +353,36 @@ class World:
         "_ropenable",
         "_onames",
         "_otypes",
+        "_orank",
+        "_rlisting",
+        "_pick",
+        "_cleanable",
+        "_heatable",
+        "_coolable",
+        "_toggleable",
+        "_sliceable",
+        "_recobj",
+        "_knife",
+        "_can",
         "_goto_cmds",
+        "_goto_sorted",
+        "_goto_actions",
+        "_goal_objs",
+        "_goal_receps",
+        "_members",
         "_ridx",
         "_oidx",
         "_action_cache",
     )
-    _FLAGS = ("opened", "clean", "hot", "cool", "wet", "toggled")  # per-object/receptacle state lists
+    _FLAGS = (
+        "opened",
+        "clean",
+        "hot",
+        "cool",
+        "wet",
+        "toggled",
+        "sliced",
+    )  # per-object/receptacle state lists
     __slots__ = (
         *_SHARED,
         "loc",
@@ -288,6 +397,20 @@ class World:
     )
 
     def __init__(self, spec: GameSpec) -> None:
+        hit = _TABLES_BY_SPEC.get(id(spec))
+        if hit is not None and hit[0] is spec:  # the env builds a World per episode: reuse the spec's tables
+            for name, value in hit[1].items():
+                setattr(self, name, value)
+        else:
+            self._build_tables(spec)
+            if len(_TABLES_BY_SPEC) >= _MAX_CACHED_SPECS:
+                _TABLES_BY_SPEC.clear()
+            # the spec is kept alive with its tables, so its id cannot be reused while cached
+            _TABLES_BY_SPEC[id(spec)] = (spec, {name: getattr(self, name) for name in World._SHARED})
+        self.reset()
+
+    def _build_tables(self, spec: GameSpec) -> None:
+        """The read-only tables derived from the spec (``_SHARED``): names, flags, containment, command tables."""
         self.spec = spec
         self._rnames = [r.name for r in spec.receptacles]
         self._rtypes = [r.rtype for r in spec.receptacles]
@@ -296,26 +419,64 @@ class World:
         self._otypes = [o.otype for o in spec.objects]
         self._ridx = {n: i for i, n in enumerate(self._rnames)}
         self._oidx = {n: i for i, n in enumerate(self._onames)}
+        if len(self._ridx) != len(self._rnames) or len(self._oidx) != len(self._onames):
+            raise WorldError("receptacle and object names of a game must be unique")
+        oids, rids = spec.object_ids(), spec.receptacle_ids()
+        self._orank = [oids[n] for n in self._onames]
+        self._rlisting = sorted(self._rnames, key=rids.__getitem__)
+        props = [o.property_set() for o in spec.objects]
+        self._pick = ["pickupable" in p for p in props]
+        self._cleanable = ["cleanable" in p for p in props]
+        self._heatable = ["heatable" in p for p in props]
+        self._coolable = ["coolable" in p for p in props]
+        self._toggleable = ["toggleable" in p for p in props]
+        self._sliceable = ["sliceable" in p for p in props]
+        self._recobj = ["receptacle_object" in p for p in props]
+        self._knife = [t in KNIFE_TYPES for t in self._otypes]
+        self._can = spec.containment()
         # Structured actions by (command, object state flags): shared by copies, read-only once built.
         self._action_cache: dict[tuple, dict] = {}
         n_r = len(self._rnames)
-        # "go to X" is admissible for every receptacle except the one the agent stands at (index n_r = middle).
+        # Receptacles sharing a location (ALFWorld's stacked drawers): members[i] = all at i's location, id order.
+        place = [r.location or f"own location {i}" for i, r in enumerate(spec.receptacles)]
+        rank = {n: k for k, n in enumerate(self._rlisting)}
+        self._members = [
+            sorted((j for j in range(n_r) if place[j] == place[i]), key=lambda j: rank[self._rnames[j]])
+            for i in range(n_r)
+        ]
+        # "go to X" is admissible for every receptacle not at the agent's location (index n_r = the middle).
         self._goto_cmds = [
-            {f"go to {self._rnames[j]}": ("goto", -1, j) for j in range(n_r) if j != i}
+            {
+                f"go to {self._rnames[j]}": ("goto", -1, j)
+                for j in range(n_r)
+                if i == n_r or j not in self._members[i]
+            }
             for i in range(n_r + 1)
         ]
-        self.reset()
+        self._goto_sorted = [sorted(g) for g in self._goto_cmds]
+        task = spec.task  # what the goal test reads: the objects and receptacles of the goal types
+        self._goal_objs = [o for o, t in enumerate(self._otypes) if t == task.obj_type]
+        self._goal_receps = frozenset(r for r, t in enumerate(self._rtypes) if t == task.recep_type)
+        self._goto_actions: list[list[dict] | None] = [None] * (n_r + 1)  # built on first use, shared
 
     @classmethod
     def from_spec(cls, spec: GameSpec) -> World:
         return cls(spec)
+
+    @classmethod
+    def from_tw_pddl(cls, path: str | Path, *, alfworld_logic: bool = False) -> World:
+        """Import an ALFWorld ``game.tw-pddl`` file (:func:`envs.household.textworld_ref.load_game_file`); raises
+        :class:`~synthesis.errors.WorldError` naming the first construct the native engine does not support."""
+        from envs.household.textworld_ref import load_game_file
+
+        return cls(load_game_file(path, alfworld_logic=alfworld_logic))
 
     # ------------------------------------------------------------------ state
 
     def reset(self) -> str:
         """Put the world back in its initial state; returns the intro text."""
         spec = self.spec
-        self.loc = -1  # -1: the middle of the room, at no receptacle
+        self.loc = self._ridx[spec.start] if spec.start is not None else -1  # -1: the middle of the room
         self.held = -1
         self.contents: list[list[int]] = [[] for _ in self._rnames]
         self.where: list[int] = []
@@ -325,13 +486,16 @@ class World:
             r = self._ridx[o.location]
             self.where.append(r)
             self.contents[r].append(i)
-        n_o = len(self._onames)
-        self.opened = [False] * len(self._rnames)
-        self.clean = [False] * n_o
-        self.hot = [False] * n_o
-        self.cool = [False] * n_o
-        self.wet = [False] * n_o
-        self.toggled = [False] * n_o
+        rank = self._orank
+        for c in self.contents:
+            c.sort(key=rank.__getitem__)
+        self.opened = [r.start_open for r in spec.receptacles]
+        self.clean = ["is_clean" in o.state for o in spec.objects]
+        self.hot = ["is_hot" in o.state for o in spec.objects]
+        self.cool = ["is_cool" in o.state for o in spec.objects]
+        self.wet = [False] * len(self._onames)
+        self.toggled = ["is_toggled" in o.state for o in spec.objects]
+        self.sliced = ["is_sliced" in o.state for o in spec.objects]
         self.steps = 0
         self._adm = None
         self._adm_list = None
@@ -355,51 +519,75 @@ class World:
         other._adm_actions = self._adm_actions
         return other
 
+    def is_at(self, recep: str) -> bool:
+        """Does the agent stand at ``recep``'s location (where ``go to recep`` is not admissible)?"""
+        return self.loc >= 0 and self._ridx[recep] in self._members[self.loc]
+
+    def can_hold(self, recep: str, otype: str) -> bool:
+        """Do this game's canContain facts let receptacle ``recep`` hold an object of type ``otype``?"""
+        return (self._rtypes[self._ridx[recep]], otype) in self._can
+
     # ------------------------------------------------------------------ admissible commands
 
+    def _entry(self, command: str) -> tuple[str, int, int] | None:
+        """(verb, object, receptacle) of an admissible command, None if it is not admissible here."""
+        entry = self._goto_cmds[self.loc].get(command)
+        return entry if entry is not None else self._admissible().get(command)
+
     def _admissible(self) -> dict[str, tuple[str, int, int]]:
+        """The admissible commands other than "go to ..." (those are fixed per location: ``_goto_cmds``)."""
         if self._adm is not None:
             return self._adm
         loc, held = self.loc, self.held
-        adm = dict(self._goto_cmds[loc])
+        adm: dict[str, tuple[str, int, int]] = {}
         adm["inventory"] = ("inventory", -1, -1)
         adm["look"] = ("look", -1, -1)
         adm["help"] = ("help", -1, -1)
         if held >= 0:
             adm[f"examine {self._onames[held]}"] = ("examine", held, -1)
         if loc >= 0:
-            rname, rtype = self._rnames[loc], self._rtypes[loc]
-            adm[f"examine {rname}"] = ("examine", -1, loc)
-            openable = self._ropenable[loc]
-            visible = True
-            if openable:
-                if self.opened[loc]:
-                    adm[f"close {rname}"] = ("close", -1, loc)
+            onames = self._onames
+            for r in self._members[loc]:  # every receptacle at the agent's location (usually just one)
+                rname, rtype = self._rnames[r], self._rtypes[r]
+                adm[f"examine {rname}"] = ("examine", -1, r)
+                visible = True
+                if self._ropenable[r]:
+                    if self.opened[r]:
+                        adm[f"close {rname}"] = ("close", -1, r)
+                    else:
+                        adm[f"open {rname}"] = ("open", -1, r)
+                        visible = False
+                here = self.contents[r]
+                if held < 0:
+                    if visible:
+                        pick = self._pick
+                        for o in here:
+                            if pick[o]:
+                                adm[f"take {onames[o]} from {rname}"] = ("take", o, r)
                 else:
-                    adm[f"open {rname}"] = ("open", -1, loc)
-                    visible = False
-            here = self.contents[loc]
-            onames, otypes = self._onames, self._otypes
-            if held < 0:
-                if visible:
-                    for o in here:
-                        if otypes[o] in PICKUPABLE:
-                            adm[f"take {onames[o]} from {rname}"] = ("take", o, loc)
-            else:
-                hname, htype = onames[held], otypes[held]
-                if visible and htype in CAN_CONTAIN[rtype]:
-                    adm[f"move {hname} to {rname}"] = ("move", held, loc)
-                if rtype in CLEANING_TYPES and htype in CLEANABLE:
-                    adm[f"clean {hname} with {rname}"] = ("clean", held, loc)
-                elif rtype in HEATING_TYPES and htype in HEATABLE:
-                    adm[f"heat {hname} with {rname}"] = ("heat", held, loc)
-                elif rtype in COOLING_TYPES and htype in COOLABLE:
-                    adm[f"cool {hname} with {rname}"] = ("cool", held, loc)
-            for o in here:
-                if otypes[o] in TOGGLEABLE:
-                    adm[f"use {onames[o]}"] = ("use", o, loc)
+                    hname, htype = onames[held], self._otypes[held]
+                    if visible and (rtype, htype) in self._can:
+                        adm[f"move {hname} to {rname}"] = ("move", held, r)
+                    if rtype in CLEANING_TYPES and self._cleanable[held]:
+                        adm[f"clean {hname} with {rname}"] = ("clean", held, r)
+                    elif rtype in HEATING_TYPES and self._heatable[held]:
+                        adm[f"heat {hname} with {rname}"] = ("heat", held, r)
+                    elif rtype in COOLING_TYPES and self._coolable[held]:
+                        adm[f"cool {hname} with {rname}"] = ("cool", held, r)
+                    if self._knife[held]:
+                        # alfred.pddl SliceObject: the object only has to be at this location (even in a closed box)
+                        sliceable = self._sliceable
+                        for o in here:
+                            if sliceable[o]:
+                                adm[f"slice {onames[o]} with {hname}"] = ("slice", o, r)
+                toggleable = self._toggleable
+                for o in here:
+                    if toggleable[o]:
+                        adm[f"use {onames[o]}"] = ("use", o, r)
         self._adm = adm
-        self._adm_list = sorted(adm)
+        others = sorted(adm)
+        cut = bisect_left(others, "go to ")  # every "go to" command sorts in one block at this point
+        self._adm_list = others[:cut] + self._goto_sorted[loc] + others[cut:]
         self._adm_actions = None
         return adm
 
@@ -409,7 +597,7 @@ class World:
         return list(self._adm_list)  # type: ignore[arg-type]
 
     def is_admissible(self, command: str) -> bool:
-        return command in self._admissible()
+        return self._entry(command) is not None
 
     # ------------------------------------------------------------------ structured views
 
@@ -426,13 +614,15 @@ class World:
     def action_dict(self, command: str) -> dict | None:
         """The structured form ``{"kind": "env", "name": verb, "args": {...}, "text": command}`` of an admissible
         command (what ``synthesis.dsl.Action.from_dict`` reads), or None if the command is not admissible here."""
-        entry = self._admissible().get(command)
+        entry = self._entry(command)
         if entry is None:
             return None
         verb, o, r = entry
         args: dict[str, Value] = {}
         if o >= 0:
             args = self._object_args(o)
+        if verb == "slice":
+            args["tool"] = self._onames[self.held]
         if r >= 0:
             args["recep"] = self._rnames[r]
             args["recep_type"] = self._rtypes[r]
@@ -445,15 +635,20 @@ class World:
         """
         adm = self._admissible()
         if self._adm_actions is None:
-            cache, out = self._action_cache, []
-            for c in self._adm_list:  # type: ignore[union-attr]
+            loc = self.loc
+            gotos = self._goto_actions[loc]
+            if gotos is None:
+                gotos = self._goto_actions[loc] = [self.action_dict(c) for c in self._goto_sorted[loc]]  # type: ignore[misc]
+            cache, before, after = self._action_cache, [], []
+            clean, hot, cool, wet = self.clean, self.hot, self.cool, self.wet
+            for c in sorted(adm):
                 o = adm[c][1]
-                key = (c, self.clean[o], self.hot[o], self.cool[o], self.wet[o]) if o >= 0 else (c,)
+                key = (c, clean[o], hot[o], cool[o], wet[o]) if o >= 0 else c
                 d = cache.get(key)
                 if d is None:
                     d = cache[key] = self.action_dict(c)  # type: ignore[assignment]
-                out.append(d)
-            self._adm_actions = out
+                (before if c < "go to " else after).append(d)
+            self._adm_actions = before + gotos + after
         return list(self._adm_actions)
 
     def context(self) -> dict[str, Value]:
@@ -492,14 +687,31 @@ class World:
     def _look(self, intro: bool = False) -> str:
         if self.loc < 0:
             # Only the intro lists the receptacles: TextWorld's ``look`` command at the start location binds no
-            # receptacle there and lists "nothing" (measured against the engine, see alfworld_facts.md).
-            seen = _listing(self._rnames) if intro else "nothing"
+            # receptacle there and lists "nothing" (measured against the engine by the differential test).
+            seen = _listing(self._rlisting) if intro else "nothing"
             return f"You are in the middle of a room. Looking quickly around you, you see {seen}."
-        return f"You are facing the {self._rnames[self.loc]}. Next to it, you see nothing."
+        # TextWorld lists every receptacle at the location, in id order, without articles
+        facing = [self._rnames[r] for r in self._members[self.loc]]
+        return f"You are facing the {_listing(facing, article='')}. Next to it, you see nothing."
 
     def _examine_object(self, o: int) -> str:
-        name, clean, hot, cool = self._onames[o], self.clean[o], self.hot[o], self.cool[o]
-        # alfred.twl2 examineObject.feedback, first matching condition wins (the sliced variants never apply).
+        """alfred.twl2 ``examineObject.feedback``: the first matching condition wins."""
+        name = self._onames[o]
+        if self._recobj[o]:
+            # inReceptacleObject is never set (the actions that would set it are commented out in alfred.pddl)
+            return f"This is a normal {name}. In it, you see nothing."
+        clean, hot, cool, sliced = self.clean[o], self.hot[o], self.cool[o], self.sliced[o]
+        if sliced:
+            if clean and hot:
+                return f"This is a hot and clean sliced {name}."
+            if clean and cool:
+                return f"This is a cool and clean sliced {name}."
+            if clean:
+                return f"This is a clean sliced {name}."
+            if hot:
+                return f"This is a hot sliced {name}."
+            if cool:
+                return f"This is a cool sliced {name}."
         if clean and hot:
             return f"This is a hot and clean {name}."
         if clean and cool:
@@ -510,8 +722,10 @@ class World:
             return f"This is a clean {name}."
         if cool:
             return f"This is a cold {name}."
-        if self._otypes[o] in TOGGLEABLE:
+        if self._toggleable[o]:
             return f"This {name} is {'on' if self.toggled[o] else 'off'}."
+        if sliced and self._sliceable[o]:
+            return f"This is a sliced {name}."
         return f"There's nothing special about {name}."
 
     # ------------------------------------------------------------------ transitions
@@ -519,7 +733,7 @@ class World:
     def step(self, command: str) -> tuple[str, bool]:
         """Apply one command; returns (observation, won). Inadmissible commands answer "Nothing happens."."""
         self.steps += 1
-        entry = self._admissible().get(command)
+        entry = self._entry(command)
         if entry is None:
             return NOTHING_HAPPENS, self.won()
         verb, o, r = entry
@@ -532,7 +746,7 @@ class World:
             self.held = o
             obs = f"You pick up the {self._onames[o]} from the {self._rnames[r]}."
         elif verb == "move":
-            self.contents[r].append(o)
+            insort(self.contents[r], o, key=self._orank.__getitem__)
             self.where[o] = r
             self.held = -1
             self.wet[o] = False  # put down to dry (the native-only flag, see the module docstring)
@@ -555,6 +769,9 @@ class World:
             self.cool[o] = True
             self.hot[o] = False
             obs = f"You cool the {self._onames[o]} using the {self._rnames[r]}."
+        elif verb == "slice":
+            self.sliced[o] = True
+            obs = f"You sliced the {self._onames[o]} with the {self._onames[self.held]}."
         elif verb == "use":
             self.toggled[o] = True  # alfred.pddl ToggleObject sets isToggled and never clears it
             obs = f"You turn on the {self._onames[o]}."
@@ -578,26 +795,29 @@ class World:
     # ------------------------------------------------------------------ goal
 
     def won(self) -> bool:
-        """ALFWorld's goal conditions per task type (the PDDL goal of the game)."""
+        """ALFWorld's goal conditions per task type (the PDDL goal of the game, ``goal_library.gdict``)."""
         task = self.spec.task
-        tt, otype, rtype = task.task_type, task.obj_type, task.recep_type
-        otypes, rtypes = self._otypes, self._rtypes
+        tt, otype, otypes = task.task_type, task.obj_type, self._otypes
         if tt == "look_at_obj_in_light":
             if self.held < 0 or otypes[self.held] != otype or self.loc < 0:
                 return False
-            return any(otypes[o] in TOGGLEABLE and self.toggled[o] for o in self.contents[self.loc])
-        if tt == "pick_two_obj_and_place":
+            lamp = task.toggle_type
             return any(
-                rtypes[r] == rtype and sum(1 for o in self.contents[r] if otypes[o] == otype) >= 2
-                for r in range(len(rtypes))
+                self._toggleable[o] and self.toggled[o] and (lamp is None or otypes[o] == lamp)
+                for r in self._members[self.loc]
+                for o in self.contents[r]
             )
-        state = {
-            "pick_clean_then_place_in_recep": self.clean,
-            "pick_heat_then_place_in_recep": self.hot,
-            "pick_cool_then_place_in_recep": self.cool,
-        }.get(tt)
-        for o, r in enumerate(self.where):
-            if r >= 0 and otypes[o] == otype and rtypes[r] == rtype and (state is None or state[o]):
+        where, goal_receps = self.where, self._goal_receps
+        if tt == "pick_two_obj_and_place":
+            placed = [where[o] for o in self._goal_objs if where[o] in goal_receps]
+            return len(placed) > len(set(placed))  # two of them in the same receptacle of the goal type
+        state, able = {
+            "pick_clean_then_place_in_recep": (self.clean, self._cleanable),
+            "pick_heat_then_place_in_recep": (self.hot, self._heatable),
+            "pick_cool_then_place_in_recep": (self.cool, self._coolable),
+        }.get(tt, (None, None))
+        for o in self._goal_objs:
+            if where[o] in goal_receps and (state is None or (state[o] and able[o])):
                 return True
         return False
 
