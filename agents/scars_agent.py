@@ -208,6 +208,7 @@ class ScarsAgent:
         self.history: deque[RecordedStep] = deque(maxlen=config.history)
         self._verifier = self._ask_world  # one object for the run: synthesis memoises a verifier's answers
         self._core_forbidden: tuple[int, tuple[bool, ...]] = (-1, ())
+        self._met: dict[str, dict] = {}  # values met per context variable / action argument (what-if values)
         self.text_rules: list[str] = []  # Text-Reflection Scar: synthesised rules shown as text
         self.t = 0
         self.failures: list[Failure] = []  # every verified failure of the run (the merge keeps them covered)
@@ -265,6 +266,7 @@ class ScarsAgent:
                 d.context, d.actions, feedback.logits, feedback.chosen, feedback.violated, d.episode, d.step
             )
             self.history.append(record)
+            self._meet(record)
         base = np.asarray(feedback.logits, dtype=np.float64)
         probs = np.exp(base - base.max()) if len(base) else base
         proposal = tuple(zip(d.actions, (probs / probs.sum()).tolist(), strict=True)) if len(base) else ()
@@ -337,17 +339,18 @@ class ScarsAgent:
         return bool(self.world.check(context, action))
 
     def _alternatives(self, per_key: int = 24) -> dict[str, list]:
-        """Values the agent has itself met for each context variable and action argument (its recorded steps):
-        realistic what-if values for fragment extraction (e.g. empty hands, another receptacle)."""
-        seen: dict[str, dict] = {}
-        for step in self.history:
-            for k, v in step.context.items():
-                if k not in self.card.bookkeeping:
-                    seen.setdefault(k, {})[(type(v).__name__, v)] = v
-            for a in step.actions:
-                for k, v in a.args:
-                    seen.setdefault(k, {})[(type(v).__name__, v)] = v
-        return {k: list(values.values())[-per_key:] for k, values in seen.items()}
+        """Values the agent has itself met for each context variable and action argument (its recorded steps,
+        gathered as they are recorded): realistic what-if values for fragment extraction (e.g. empty hands)."""
+        return {k: list(values.values())[-per_key:] for k, values in self._met.items()}
+
+    def _meet(self, record: RecordedStep) -> None:
+        met = self._met
+        for k, v in record.context.items():
+            if k not in self.card.bookkeeping:
+                met.setdefault(k, {})[(type(v).__name__, v)] = v
+        for a in record.actions:
+            for k, v in a.args:
+                met.setdefault(k, {})[(type(v).__name__, v)] = v
 
     def _accommodate(self, record: RecordedStep, failure: Failure, trigger: str) -> None:
         try:

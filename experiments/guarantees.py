@@ -93,6 +93,8 @@ class GuaranteeMonitor:
 
     def _catch_up(self, t: int) -> bool:
         """Apply the ledger's new events to the shadow plane and the owed set; True when the schema changed."""
+        if self.store.version == self._seen:
+            return False  # nothing was appended (reading the ledger only when the store reports a change)
         events = self.store.ledger.events(after=self._seen)
         for event in events:
             self._seen = event.seq

@@ -34,7 +34,7 @@ from disequilibrium.composite import SIGNAL_NAMES
 from envs.api import Feedback
 from envs.household.adapter import HouseholdAdapter
 from envs.household.env import HouseholdConfig, HouseholdEnv
-from envs.household.expert import NoCompliantPlan, expert_next_command
+from envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
 from envs.household.world import World
 from experiments.config import Tier1Config
 from experiments.guarantees import GuaranteeMonitor
@@ -63,19 +63,33 @@ def exact_action_rule(action: Action) -> Rule:
 
 
 def task_prior(
-    world: World, actions: tuple[Action, ...], excluded: tuple[Action, ...] = (), rules: tuple[Rule, ...] = ()
+    world: World,
+    actions: tuple[Action, ...],
+    excluded: tuple[Action, ...] = (),
+    rules: tuple[Rule, ...] = (),
+    route: list[str] | None = None,
 ) -> np.ndarray:
     """The simulated LM's competence: HABIT_PRIOR on the expert's next step, ALTERNATIVE_PRIOR on the next step of
     the best route avoiding it (and ``excluded``: actions the controller blocked, and ``rules``: the controller's
     rules that blocked them, so the model re-plans around what its controller enforces, not only around the one
-    blocked action — otherwise it walks from one blocked drawer to the next)."""
+    blocked action — otherwise it walks from one blocked drawer to the next).
+
+    ``route``: with ``rules``, the model keeps to the route it planned around them (a list the caller keeps per
+    episode: its head is the next step while it stays admissible; it is replanned when it runs out or the model
+    strayed from it)."""
     prior = np.zeros(len(actions))
     index = {a.text: i for i, a in enumerate(actions)}
     forbidden = [exact_action_rule(a) for a in excluded] + list(rules)
-    try:
-        habit = expert_next_command(world, forbidden)
-    except NoCompliantPlan:
-        return prior
+    if route is not None and rules and not excluded and route and route[0] in index:
+        habit = route[0]
+    else:
+        try:
+            plan = expert_plan(world, forbidden)
+        except NoCompliantPlan:
+            return prior
+        habit = plan[0] if plan else None
+        if route is not None and rules:
+            route[:] = plan
     if habit is None or habit not in index:
         return prior
     prior[index[habit]] = HABIT_PRIOR
@@ -177,13 +191,14 @@ def run_tier1(
             blockers: dict[
                 Rule, None
             ] = {}  # the controller's rules that blocked the model's plan this episode
+            route: list[str] = []  # the route the model planned around them
             for step in range(cfg.max_steps):
                 q, actions = decision.context, decision.actions
                 flagged = [[v.rule_id for v in world.check(q, a)] for a in actions]
                 if guarantees is not None:
                     guarantees.before_decision(t)
                 window = agent.window(decision)
-                prior = task_prior(env.world, actions, rules=tuple(blockers))
+                prior = task_prior(env.world, actions, rules=tuple(blockers), route=route)
                 salient = world.card.salient_keys
                 inp = PolicyInput(obs, decision.task, q, actions, window, prior, salient)
                 logits = policy.logits(inp, policy_rng)
@@ -198,7 +213,7 @@ def run_tier1(
                     # the controller blocked the step the model had in mind: it re-plans around what blocked it, and
                     # keeps planning around it for the rest of the episode (it was refused once already)
                     blockers.update(dict.fromkeys(blocking_rules(agent, world.card, governed)))
-                    prior = task_prior(env.world, actions, blocked, tuple(blockers))
+                    prior = task_prior(env.world, actions, blocked, tuple(blockers), route=route)
                     inp = PolicyInput(obs, decision.task, q, actions, window, prior, salient)
                     logits = policy.logits(inp, policy_rng)
                     governed = agent.govern(decision, logits)
@@ -222,6 +237,10 @@ def run_tier1(
                 )
                 covered_mass = float(sum(governed.probs[i] for i in range(len(actions)) if masked_by_scar[i]))
                 tokens = memory_tokens(agent, decision)
+                if route and route[0] == action.text:
+                    route.pop(0)  # the model took the next step of its route
+                else:
+                    route.clear()  # it strayed: the next decision replans
                 obs, reward, terminated, truncated, info = env.step(world.command(decision, action))
                 verdicts = world.verdicts(info)
                 violations_in_episode += len(verdicts)

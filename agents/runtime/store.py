@@ -112,6 +112,7 @@ class SchemaStore:
             core=tuple(core), classes=classes, mode=mode, soft_bias=soft_bias, fallback=fallback
         )
         self._plane = replay(self.ledger.events(), **self._plane_kwargs)
+        self._version = report.count  # events in the ledger: read once, then counted as the store appends
 
     # ---------------------------------------------------------------------------------------------- reads
     @property
@@ -123,6 +124,12 @@ class SchemaStore:
     def scars(self) -> tuple[Scar, ...]:
         """S_t: the active scars, in admission order."""
         return self._plane.scars
+
+    @property
+    def version(self) -> int:
+        """The sequence number of the last event this store knows (it changes exactly when the schema's record
+        does): readers poll it instead of querying the ledger."""
+        return self._version
 
     def may_admit(self, scar: Scar) -> tuple[bool, str]:
         """The ledger's no-resurrection check for a candidate (``Ledger.may_admit``)."""
@@ -146,6 +153,7 @@ class SchemaStore:
     # ------------------------------------------------------------------------------------------- commands
     def _applied(self, event: Event) -> Event:
         apply(self._plane, event)
+        self._version = event.seq
         return event
 
     def record_failure(self, failure: Failure, **extra: Any) -> Event:

@@ -24,7 +24,7 @@ from envs.household.world import (
     World,
 )
 from synthesis.dsl.ast import Action, Rule
-from synthesis.dsl.semantics import fires
+from synthesis.dsl.semantics import fires, mask_key
 from synthesis.errors import WorldError
 
 
@@ -48,6 +48,8 @@ class _Sim:
     def __init__(self, world: World, rules: tuple[Rule, ...]) -> None:
         self.w = world.copy()
         self.rules = rules
+        # rules by the (kind, verb) their mask covers: a command only meets the rules that could forbid it
+        self.by_key = _rules_by_key(rules)
         self.cmds: list[str] = []
 
     def do(self, cmd: str) -> None:
@@ -55,10 +57,13 @@ class _Sim:
         if not w.is_admissible(cmd):
             raise _Blocked
         if self.rules:
-            act = Action.from_dict(w.action_dict(cmd))  # type: ignore[arg-type]
-            q = w.context()
-            if any(fires(r, q, act, OBJECT_CLASSES) for r in self.rules):
-                raise _Blocked
+            d = w.action_dict(cmd)
+            rules = self.by_key.get((d["kind"], d["name"])) if d is not None else None  # type: ignore[index]
+            if rules:
+                act = Action.from_dict(d)  # type: ignore[arg-type]
+                q = w.context()
+                if any(fires(r, q, act, OBJECT_CLASSES) for r in rules):
+                    raise _Blocked
         w.step(cmd)
         self.cmds.append(cmd)
 
@@ -109,6 +114,13 @@ def _has_state(world: World, obj: str, verb: str) -> bool:
     """Does ``obj`` already carry the state ``verb`` gives (clean/hot/cool)? Then the plan need not redo it."""
     flag = {"clean": "is_clean", "heat": "is_hot", "cool": "is_cool"}[verb]
     return bool(world.object_state(obj)[flag])
+
+
+def _rules_by_key(rules: tuple[Rule, ...]) -> dict[tuple[str, str], tuple[Rule, ...]]:
+    by_key: dict[tuple[str, str], list[Rule]] = {}
+    for r in rules:
+        by_key.setdefault(mask_key(r.mask), []).append(r)
+    return {k: tuple(v) for k, v in by_key.items()}
 
 
 def _rules_of(forbidden: Iterable[Rule | SafetyRule]) -> tuple[Rule, ...]:
