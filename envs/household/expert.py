@@ -45,11 +45,16 @@ _MAX_DRYING_SURFACES = 3  # enough alternatives; more only slows down the rare a
 
 
 class _Sim:
-    def __init__(self, world: World, rules: tuple[Rule, ...]) -> None:
+    def __init__(
+        self,
+        world: World,
+        rules: tuple[Rule, ...],
+        by_key: dict[tuple[str, str], tuple[Rule, ...]] | None = None,
+    ) -> None:
         self.w = world.copy()
         self.rules = rules
         # rules by the (kind, verb) their mask covers: a command only meets the rules that could forbid it
-        self.by_key = _rules_by_key(rules)
+        self.by_key = _rules_by_key(rules) if by_key is None else by_key
         self.cmds: list[str] = []
 
     def do(self, cmd: str) -> None:
@@ -100,7 +105,7 @@ class _Sim:
         here = self.w.current_location()
         spots.sort(key=lambda r: (r != here, self.w.is_openable(r)))
         for r in spots:
-            trial = _Sim(self.w, self.rules)
+            trial = _Sim(self.w, self.rules, self.by_key)
             try:
                 trial.place(held, r)
             except _Blocked:
@@ -237,8 +242,9 @@ def expert_plan(world: World, forbidden: Iterable[Rule | SafetyRule] = ()) -> li
     if world.won():
         return []
     rules = _rules_of(forbidden)
+    by_key = _rules_by_key(rules)
     for run in _skeletons(world):
-        sim = _Sim(world, rules)
+        sim = _Sim(world, rules, by_key)
         try:
             run(sim)
         except _Blocked:
