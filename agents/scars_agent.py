@@ -327,9 +327,7 @@ class ScarsAgent:
             with contextlib.suppress(Exception):  # a crashed search is reported through poll below
                 future.result(timeout=120)
         self._poll()
-        shutdown = getattr(self.executor, "shutdown", None)
-        if shutdown is not None:
-            shutdown()
+        self.executor.shutdown()
         self.store.close()
 
     # ---------------------------------------------------------------------------------- accommodation

@@ -121,6 +121,10 @@ class _Executor(abc.ABC):
         """``submit(...).result()``: the blocking form."""
         return self.submit(*args, **kwargs).result()
 
+    @abc.abstractmethod
+    def shutdown(self) -> None:
+        """Release what the executor holds."""
+
 
 class InProcessExecutor(_Executor):
     """Runs the root-parallel trees one after another on a background thread of this process.
@@ -185,3 +189,6 @@ class RayExecutor(_Executor):
 
         shared = ray.put(request)  # in the object store once, shared by every tree's task
         return _RayHandle([self._remote.remote(shared, s) for s in seeds], request.config.top_k)
+
+    def shutdown(self) -> None:
+        """Nothing to release: the Ray cluster belongs to whoever started it (the run, a sweep, the user)."""
