@@ -86,10 +86,12 @@ def test_after_step_10_activation():
     wash = Action.env("clean", obj="cup 1", obj_type="cup", recep="sinkbasin 1", recep_type="sinkbasin")
     assert verifier.check({"step": 9}, wash) == []
     assert [v.rule_id for v in verifier.check({"step": 10}, wash)] == [rule.id]
-    other_basin = Action.env(
-        "clean", obj="cup 1", obj_type="cup", recep="sinkbasin 2", recep_type="sinkbasin"
-    )
-    assert verifier.check({"step": 30}, other_basin) == []
+    other_sink = Action.env("clean", obj="cup 1", obj_type="cup", recep="sinkbasin 2", recep_type="sinkbasin")
+    assert [v.rule_id for v in verifier.check({"step": 30}, other_sink)] == [
+        rule.id
+    ]  # every sink from step 10
+    tub = Action.env("clean", obj="cup 1", obj_type="cup", recep="bathtubbasin 1", recep_type="bathtubbasin")
+    assert verifier.check({"step": 30}, tub) == []
 
 
 def test_schedule_changes_the_active_set_and_version():
