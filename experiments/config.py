@@ -60,6 +60,11 @@ class Tier1Config:
     """One of the six ablations of §6.4 (scars only)."""
     tau: float = 0.55
     """Disequilibrium threshold τ; with the paper's d_t = sigmoid(wᵀz), Σw = 1, it must lie in [0.5, 0.731)."""
+    game_files: str = ""
+    """ALFWorld ``game.tw-pddl`` files to play instead of generated games: one file, or a folder searched recursively;
+    the episodes play them in sorted order (cycling), under the schedule's rules."""
+    alfworld_logic: bool = False
+    """With ``game_files``: play each file's problem under alfworld 0.4.2's domain and grammar (older ALFWorld files)."""
     signal_config: str = ""
     """A JSON file written by ``scars calibrate`` (weights w, τ, gain, bias of d_t); it overrides ``tau``."""
     executor: str = "inprocess"
@@ -96,6 +101,10 @@ class Tier1Config:
                 raise ConfigError(f"{name} = {getattr(self, name)!r} must be >= 1")
         if self.seed < 0:
             raise ConfigError(f"seed = {self.seed!r} must be >= 0")
+        if self.game_files and not Path(self.game_files).exists():
+            raise ConfigError(
+                f"game_files = {self.game_files!r} does not exist (a game.tw-pddl file or a folder of them)"
+            )
         if self.signal_config and not Path(self.signal_config).is_file():
             raise ConfigError(
                 f"signal_config = {self.signal_config!r} is not a file (write one with `scars calibrate`)"

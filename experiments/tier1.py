@@ -35,7 +35,7 @@ from envs.api import Feedback
 from envs.household.adapter import HouseholdAdapter
 from envs.household.env import HouseholdConfig, HouseholdEnv
 from envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
-from envs.household.world import World
+from envs.household.world import GameSpec, World
 from experiments.config import Tier1Config
 from experiments.guarantees import GuaranteeMonitor
 from experiments.metrics import (
@@ -48,6 +48,7 @@ from experiments.metrics import (
 from experiments.schedules import SCHEDULES, episode_games
 from experiments.stats import pooled_ratio
 from synthesis.dsl import Action, And, Compare, ForbidEnvAction, Rule
+from synthesis.errors import ConfigError
 
 HABIT_PRIOR = 1.0
 """Task prior of the habitual next step (the unconstrained expert's): what a model of ordinary text would do."""
@@ -114,6 +115,19 @@ def blocking_rules(agent: Agent, card, governed) -> tuple[Rule, ...]:
     return tuple(by_id[i] for i in sorted(ids) if i in by_id)
 
 
+def imported_games(cfg: Tier1Config) -> tuple[GameSpec, ...]:
+    """The run's games from ALFWorld game files (``cfg.game_files``): sorted, cycled over the episodes. A file the
+    native engine cannot play is an error naming it and the construct (never a silently different game)."""
+    from envs.household.textworld_ref import load_game_file
+
+    root = Path(cfg.game_files)
+    files = sorted(root.rglob("*.tw-pddl")) if root.is_dir() else [root]
+    if not files:
+        raise ConfigError(f"game_files = {cfg.game_files!r} holds no *.tw-pddl file")
+    specs = [load_game_file(f, alfworld_logic=cfg.alfworld_logic) for f in files]
+    return tuple(specs[i % len(specs)] for i in range(cfg.episodes))
+
+
 def _set_aside_old_ledger(out: Path) -> None:
     """A run starts from an empty ledger: a ledger left in ``out`` by an earlier run is renamed, never reused or
     deleted (its audit trail stays readable next to the new one)."""
@@ -149,7 +163,7 @@ def run_tier1(
     ``on_step(agent, row)`` is called after every step (tests use it to audit the agent as the run goes)."""
     schedule = SCHEDULES[cfg.schedule]
     rule_schedule = schedule.rule_schedule(cfg.episodes)
-    games = episode_games(cfg.schedule, cfg.episodes, cfg.seed)
+    games = imported_games(cfg) if cfg.game_files else episode_games(cfg.schedule, cfg.episodes, cfg.seed)
     root = np.random.SeedSequence([cfg.seed, 1])
     policy_rng, agent_rng = (np.random.default_rng(s) for s in root.spawn(2))
     env = HouseholdEnv(HouseholdConfig(schedule=rule_schedule, max_steps=cfg.max_steps))

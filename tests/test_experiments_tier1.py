@@ -152,3 +152,23 @@ def test_cli_help_and_errors(tmp_path):
     )
     assert ok.exit_code == 0, ok.output
     assert json.loads((tmp_path / "summary.json").read_text())["reflexion"]["episodes"] == 2
+
+
+def test_a_run_plays_alfworld_game_files(tmp_path):
+    """Every experiment can run on ALFWorld-format game files (issue 12): here files the exporter wrote."""
+    from envs.household.generator import generate_game
+    from envs.household.textworld_ref import export_game
+
+    games = tmp_path / "games"
+    for seed in (3, 4):
+        spec = generate_game(seed, "pick_heat_then_place_in_recep")
+        export_game(spec, games / f"g{seed}" / "game.tw-pddl")
+    cfg = Tier1Config(method="scars", episodes=3, schedule="smoke", game_files=str(games), search_iterations=40)
+    result = run_tier1(cfg, tmp_path / "run")
+    assert result.summary["episodes"] == 3 and result.summary["steps"] > 0
+    assert list(result.episodes["task_type"]) == ["pick_heat_then_place_in_recep"] * 3
+    with pytest.raises(ConfigError, match="does not exist"):
+        Tier1Config(game_files=str(tmp_path / "nowhere"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="holds no"):
+        run_tier1(Tier1Config(episodes=1, game_files=str(tmp_path / "empty")), tmp_path / "r2")
