@@ -78,6 +78,8 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("plane_ledger_ok", "plane = ledger", "{}"),
     ("prop1_ok", "Prop.1", "{}"),
     ("prop2_ok", "Prop.2", "{}"),
+    ("prop2_K", "K (failure patterns)", "{:.0f}"),
+    ("prop2_growth_exponent", "C(S_t) growth exponent", "{:.2f}"),
     ("prop3_ok", "Prop.3", "{}"),
 )
 

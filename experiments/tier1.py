@@ -401,6 +401,9 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
         summary["prop1_ok"] = None  # Prop. 1 is a hard-mask guarantee; soft masks report their leak instead
     for key in ("prop1_ok", "prop2_ok", "prop3_ok", "plane_ledger_ok"):
         summary.setdefault(key, None)
+    if summary.get("prop2"):  # Prop. 2's figures beside its check, for the tables
+        summary["prop2_K"] = summary["prop2"]["K"]
+        summary["prop2_growth_exponent"] = summary["prop2"]["growth_exponent"]
     # a metric that has nothing to measure (no held-out rule seen, no growth to fit) is None, not NaN
     return {k: None if isinstance(v, float) and v != v else v for k, v in summary.items()}
 
