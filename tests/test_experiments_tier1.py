@@ -163,7 +163,9 @@ def test_a_run_plays_alfworld_game_files(tmp_path):
     for seed in (3, 4):
         spec = generate_game(seed, "pick_heat_then_place_in_recep")
         export_game(spec, games / f"g{seed}" / "game.tw-pddl")
-    cfg = Tier1Config(method="scars", episodes=3, schedule="smoke", game_files=str(games), search_iterations=40)
+    cfg = Tier1Config(
+        method="scars", episodes=3, schedule="smoke", game_files=str(games), search_iterations=40
+    )
     result = run_tier1(cfg, tmp_path / "run")
     assert result.summary["episodes"] == 3 and result.summary["steps"] > 0
     assert list(result.episodes["task_type"]) == ["pick_heat_then_place_in_recep"] * 3

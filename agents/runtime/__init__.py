@@ -3,6 +3,7 @@
 - ``scar``:    ``Scar`` = control plane (rule: guard, mask) + audit plane (evidence, ``Provenance``, ``Scope``).
 - ``control``: ``ControlPlane`` enforces H ∪ S_t ∪ temporary masks on candidate actions and base logits.
 - ``ledger``:  ``Ledger``, the append-only, bitemporal, hash-chained SQLite store the control plane projects from.
+- ``store``:   ``SchemaStore``, the one owner of both: typed commands append events and apply them to the plane.
 """
 
 from agents.runtime.control import ControlPlane, ControlPlaneError, Expired, Governed
@@ -16,6 +17,7 @@ from agents.runtime.ledger import (
     VerifyReport,
 )
 from agents.runtime.scar import Provenance, Scar, Scope, canonical_json, scar_id_of
+from agents.runtime.store import SchemaIntegrityError, SchemaStore
 
 __all__ = [
     "EVENT_TYPES",
@@ -28,6 +30,8 @@ __all__ = [
     "LifecycleError",
     "Provenance",
     "ResurrectionRefused",
+    "SchemaIntegrityError",
+    "SchemaStore",
     "Scar",
     "Scope",
     "TemporaryMask",
