@@ -57,6 +57,7 @@ from synthesis.retirement import VerifiedSuccess, decide_retirement, scoped
 ABLATIONS: tuple[str, ...] = (
     "none",
     "storm_only",
+    "hard_blocklist",
     "no_mdl",
     "no_drift_loss",
     "no_ilp_merge",
@@ -105,6 +106,9 @@ class ScarsAgentConfig:
     """Storm control: temporary masks, bounded queue, rate limit."""
     fallback: str = "no_op"
     """a⊥ when every control action is masked."""
+    extract: bool = True
+    """False: a failure is masked in its whole situation (the context without bookkeeping and the step counter),
+    with no counterfactual extraction — with search "none" and masks that never lapse, the hard-blocklist control."""
     min_counter_evidence: int = 1
     """Verified successes a scar must have blocked (recorded after its admission) before it is revoked (§4.5)."""
 
@@ -143,6 +147,16 @@ class ScarsAgentConfig:
             settings["search"] = "direct"
         elif ablation == "storm_only":
             settings["search"] = "none"
+        elif ablation == "hard_blocklist":
+            settings["search"], settings["extract"] = "none", False
+            forever = 10**9
+            settings["storm"] = StormConfig(
+                cooldown_steps=0,
+                max_in_flight=1,
+                temp_mask_ttl=forever,
+                rejected_mask_ttl=forever,
+                mask_scope="action_in_context",
+            )
         elif ablation == "soft_bias_only":
             settings["mask_mode"] = "soft"
             weights = replace(weights, mask_mode="soft")
@@ -351,6 +365,14 @@ class ScarsAgent:
                 met.setdefault(k, {})[(type(v).__name__, v)] = v
 
     def _accommodate(self, record: RecordedStep, failure: Failure, trigger: str) -> None:
+        if not self.config.extract:  # the hard blocklist: this action in this exact situation, no attribution
+            situation = {k: v for k, v in failure.q.items() if k not in self.card.bookkeeping and k != "step"}
+            self.accommodations[trigger] += 1
+            decision = self.storm.on_disequilibrium(
+                self.t, replace(failure, q=situation), context=record.context
+            )
+            self._carry_out(decision.requests)
+            return
         try:
             fragment = extract_fragment(
                 record,

@@ -20,6 +20,7 @@ ABLATIONS: tuple[str, ...] = (
     "llm_only_patch",  # the rule is generated directly (one proposal, no search) instead of by MCTS
     "soft_bias_only",  # finite negative bias instead of −∞
     "storm_only",  # control: storm control's temporary masks alone, no synthesis (how much of the gain is any mask)
+    "hard_blocklist",  # control: block exactly the failing action in exactly that situation, forever, no synthesis
 )
 EXECUTORS: tuple[str, ...] = ("inprocess", "ray")
 

@@ -198,5 +198,21 @@ def test_ablations_are_one_setting_each():
     assert ScarsAgentConfig.for_ablation("no_drift_loss").search_config.weights.beta3 == 0.0
     assert ScarsAgentConfig.for_ablation("no_mdl").search_config.weights.use_description_length is False
     assert ScarsAgentConfig.for_ablation("storm_only").search == "none"
-    with pytest.raises(ConfigError, match="unknown ablation .no_such.; known: none, storm_only, no_mdl"):
+    blocklist = ScarsAgentConfig.for_ablation("hard_blocklist")
+    assert (blocklist.search, blocklist.extract, blocklist.storm.rejected_mask_ttl) == ("none", False, 10**9)
+    with pytest.raises(
+        ConfigError, match="unknown ablation .no_such.; known: none, storm_only, hard_blocklist"
+    ):
         ScarsAgentConfig.for_ablation("no_such")
+
+
+def test_the_hard_blocklist_blocks_the_exact_situation_forever_and_nothing_else(tmp_path):
+    agent = _agent(tmp_path, ablation="hard_blocklist")
+    _step(agent, 0)  # heat with microwave 1 fails
+    for t in range(1, 300):  # no synthesis, and the mask never lapses
+        governed, _ = _step(agent, t, chosen=1, verdicts=())
+        assert governed.probs[0] == 0.0 and governed.probs[1] > 0
+    assert agent.store.scars == () and agent.stats()["syntheses"] == 0
+    elsewhere = Decision("", "", "", {"location": "pantry", "step": 1}, (HEAT_1, HEAT_2), 301, 0, 1)
+    assert agent.govern(elsewhere, np.zeros(2)).probs[0] > 0  # another situation: not blocked
+    agent.close()
