@@ -36,7 +36,9 @@ def read_trajectories(paths: list[Path], label: str = "violation") -> pd.DataFra
             frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
         except Exception as exc:  # pandas raises many types for a file that is not a table
             detail = " ".join(str(exc).split())  # one line, whatever the parser printed
-            raise ConfigError(f"{path} is not a readable step table ({type(exc).__name__}: {detail})") from exc
+            raise ConfigError(
+                f"{path} is not a readable step table ({type(exc).__name__}: {detail})"
+            ) from exc
         missing = [c for c in SIGNAL_NAMES if c not in frame.columns]
         if missing:
             raise ConfigError(

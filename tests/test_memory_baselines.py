@@ -88,7 +88,22 @@ def test_scg_memory_deduplicates_on_its_schema_key():
     for _ in range(10):
         m.observe(_feedback(SINK, (VERDICT,)))
     assert len(m.memory_texts(_decision())) == 1
-    assert "obj_type=cup; recep_type=sinkbasin" in m.memory_texts(_decision())[0]
+    text = m.memory_texts(_decision())[0]
+    assert (
+        "action: verb=clean; obj_type=cup; recep_type=sinkbasin" in text
+        and "situation: location=sinkbasin 1" in text
+    )
+    assert "rule: no washing cups in the sink" in text
+
+
+def test_scg_memory_retrieves_by_situation_when_no_action_field_matches():
+    m = SCGMemory(CARD)
+    m.observe(_feedback(SINK, (VERDICT,)))
+    knife = Action.env("clean", "clean knife 1 with sinkbasin 1", obj_type="knife", recep_type="tub")
+    d = Decision("", "clean a knife", "pick_clean", CTX, (knife, GO), 0, 0, 1)
+    assert len(m.memory_texts(d)) == 1  # same place, same verb: the schema's situation field matches
+    elsewhere = Decision("", "t", "pick_clean", {"location": "garage"}, (knife, GO), 0, 0, 1)
+    assert m.memory_texts(elsewhere) == []
 
 
 def test_skill_library_grows_additively_from_won_episodes_only():
@@ -118,3 +133,30 @@ def test_every_baseline_controller_enforces_the_worlds_core_schema():
     ):
         governed = mechanism.govern(_decision(), np.zeros(3))
         assert governed.probs[0] == 0.0 and governed.probs[1] > 0, mechanism.name
+
+
+def test_reflexion_reflects_on_each_failure_signal_at_once():
+    m = Reflexion(CARD)
+    m.begin_episode(_decision(0))
+    assert m.memory_texts(_decision()) == []
+    m.observe(_feedback(SINK, (VERDICT,)))
+    assert len(m.memory_texts(_decision())) == 1  # within the same episode, from the next decision on
+    m.end_episode(False)
+    assert len(m.reflections) == 1  # the lost episode was already blamed on its violation
+    m.begin_episode(_decision(1))
+    m.end_episode(False)  # lost with no violation: a reflection on the lost trial
+    assert len(m.reflections) == 2
+
+
+def test_voyager_keeps_only_verified_skills_and_drops_one_that_caused_a_violation():
+    m = SkillLibrary(CARD)
+    m.begin_episode(_decision(0))
+    m.observe(_feedback(SINK, won=True))
+    m.end_episode(True)
+    assert len(m.skills) == 1
+    m.begin_episode(_decision(1))
+    m.observe(_feedback(TUB))
+    m.observe(_feedback(SINK, (VERDICT,)))  # the skill's own step now breaks a rule
+    assert m.skills == []  # dropped at once
+    m.end_episode(True)  # won, but the trace broke a rule: not a success, not stored
+    assert m.skills == []

@@ -456,3 +456,16 @@ def test_memo_never_shares_a_result_between_look_alike_values_of_other_types():
     plane = ControlPlane(scars=[Scar(parse_rule('if action.amount > 0 then forbid_tool_call("harvest")'))])
     for amount, fires_on_it in ((1, True), (True, False), (np.int64(1), False), (1, True)):
         assert plane.masked({}, [Action.tool("harvest", amount=amount)]) == [fires_on_it]
+
+
+def test_a_readmission_does_not_change_the_expiry_the_plane_enforces():
+    """Found by the property test above: the index and ``expire`` must read the same expiry (the first one; a
+    re-admission of an active id refreshes the audit plane only)."""
+    rule = parse_rule('if action.obj_type == "cup" then forbid_env_action("move")')
+    cup = Action.env("move", obj_type="cup", recep="sinkbasin 1")
+    for first, second, expired in ((1, None, True), (None, 1, False)):
+        plane = ControlPlane()
+        assert plane.add(Scar(rule, scope=Scope(expires_at_step=first)))
+        assert not plane.add(Scar(rule, ({"more": "evidence"},), scope=Scope(expires_at_step=second)))
+        assert plane.masked({}, [cup], step=5) == [not expired]
+        assert (Scar(rule).id in plane.expire(2).scar_ids) is expired

@@ -1,7 +1,10 @@
 """Reflexion baseline (Shinn et al. 2023; noahshinn/reflexion): verbal reflections on failed trials.
 
-After each episode that broke a rule or was lost, the agent writes a reflection; only the last three reach the
-prompt, formatted "Your memory for the task below: Trial i: …" (``render_window``). With the embedded backend the
+Every failure signal ends a trial: a verified violation is a failed trial, reflected on at once (the reflection
+reaches the prompt from the next decision on), and an episode lost without one is reflected on at its end. Only the
+last three reflections reach the prompt, formatted "Your memory for the task below: Trial i: …" (``render_window``),
+as in the paper's code. Kept from the paper: the sliding window of three, model-written text with a real model.
+Dropped: the paper re-runs the same task after each trial; here the next trial is the next decision or episode. With the embedded backend the
 reflection comes from a template over the structured failure; with an LLM backend the runner can pass a
 ``reflect`` callable that asks the model.
 """
@@ -43,12 +46,13 @@ class Reflexion(MemoryMechanism):
         self._failures = []
 
     def observe(self, feedback):
-        if feedback.violated:
+        if feedback.violated:  # a failure signal: reflect now, not at the end of the episode
             self._failures.append(feedback)
+            self.reflections.append(self.reflect([feedback], False))
 
     def end_episode(self, won):
-        if self._failures or not won:
-            self.reflections.append(self.reflect(self._failures, won))
+        if not won and not self._failures:  # a lost trial with no violation to blame
+            self.reflections.append(self.reflect([], False))
 
     def window(self, decision):
         recent = self.reflections[-self.window_size :]

@@ -1,19 +1,36 @@
 """SCG-MEM baseline: schema-constrained generative memory (paper §6.1).
 
-Memories are stored and retrieved under a FIXED key schema (the verb or tool, then the world's schema arguments —
-``WorldCard.schema_args``, e.g. object type and receptacle type — and the outcome) instead of
-free text: each verified failure becomes one record keyed by the failed action's schema fields, and at decision time
-the records whose keys match an admissible action's fields — on the verb and at least one schema argument — enter
-the context, rendered from the schema. Records deduplicate on their key, so the memory grows with the number
-of distinct failure keys, not with experience.
+Every verified failure is written as one structured memory under a FIXED schema instead of free text:
+
+    situation — the world's salient context values (``WorldCard.salient_keys``, e.g. where the agent is, what it holds)
+    action    — the verb or tool and the world's schema arguments (``WorldCard.schema_args``, e.g. object and
+                receptacle type)
+    outcome   — "violation"
+    rule      — the verifier's rule id and its text
+
+Memories deduplicate on (action, rule), so the memory grows with distinct failures, not with experience. Retrieval is
+by schema match, field by field: a memory enters the context when an admissible action matches its action fields
+(same verb and at least one schema argument), or when the current situation matches its situation on at least one
+field and an admissible action has its verb. Memories are rendered from the schema, most specific match first.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from agents.memory.base import MemoryMechanism
 from agents.policies.base import ContextItem
 from envs.api import WorldCard
 from synthesis.dsl import Action
+
+
+@dataclass(frozen=True)
+class SchemaMemory:
+    situation: tuple[tuple[str, str], ...]
+    action: tuple[str, ...]
+    outcome: str
+    rule: str
+    rule_text: str
 
 
 class SCGMemory(MemoryMechanism):
@@ -22,32 +39,45 @@ class SCGMemory(MemoryMechanism):
     def __init__(self, card: WorldCard, max_items: int = 8):
         super().__init__(card)
         self.max_items = max_items
-        self.records: dict[tuple[str, ...], str] = {}
+        self.records: dict[tuple[tuple[str, ...], str], SchemaMemory] = {}
 
     def schema_key(self, action: Action) -> tuple[str, ...]:
         return (action.name, *(str(action.arg(k, "*")) for k in self.card.schema_args))
 
+    def _situation(self, context) -> tuple[tuple[str, str], ...]:
+        return tuple((k, str(context[k])) for k in self.card.salient_keys if k in context)
+
     def observe(self, feedback):
         if feedback.violated:
-            self.records[self.schema_key(feedback.action)] = feedback.verdicts[0].message
+            key = self.schema_key(feedback.action)
+            situation = self._situation(feedback.decision.context)
+            for v in feedback.verdicts:
+                self.records[(key, v.rule_id)] = SchemaMemory(
+                    situation, key, "violation", v.rule_id, v.message
+                )
 
-    def _matches(self, key: tuple[str, ...], candidate: tuple[str, ...]) -> bool:
+    def _action_match(self, key: tuple[str, ...], candidate: tuple[str, ...]) -> bool:
         return key[0] == candidate[0] and any(
             k == c != "*" for k, c in zip(key[1:], candidate[1:], strict=True)
         )
 
+    def _render(self, m: SchemaMemory) -> str:
+        fields = ("verb", *self.card.schema_args)
+        situation = "; ".join(f"{k}={v}" for k, v in m.situation) or "-"
+        action = "; ".join(f"{f}={v}" for f, v in zip(fields, m.action, strict=True))
+        return (
+            f"MEMORY[situation: {situation} | action: {action} | outcome: {m.outcome} | rule: {m.rule_text}]"
+        )
+
     def window(self, decision):
         keys = {self.schema_key(a) for a in decision.actions}
-        hits = [(k, msg) for k, msg in self.records.items() if any(self._matches(k, c) for c in keys)]
-        fields = ("verb", *self.card.schema_args)
-        items = [
-            ContextItem(
-                "memory",
-                "MEMORY["
-                + "; ".join(f"{f}={v}" for f, v in zip(fields, k, strict=True))
-                + f"] outcome=violation: {m}",
-                -1,
-            )
-            for k, m in hits[: self.max_items]
-        ]
-        return (self.persona(), *items)
+        verbs = {k[0] for k in keys}
+        here = set(self._situation(decision.context))
+        by_action, by_situation = [], []
+        for m in self.records.values():
+            if any(self._action_match(m.action, c) for c in keys):
+                by_action.append(m)
+            elif m.action[0] in verbs and here & set(m.situation):
+                by_situation.append(m)
+        hits = (by_action + by_situation)[: self.max_items]
+        return (self.persona(), *(ContextItem("memory", self._render(m), -1) for m in hits))

@@ -1,10 +1,12 @@
 """Voyager-style skill library baseline (Wang et al. 2023; paper §6.1).
 
-Each won episode's action sequence is stored (Voyager's self-verification checks task success only) as a reusable skill (its task as the description), added to the
-library additively — skills are never revised or removed. At each decision the top-k skills whose description is
-most similar to the current task enter the context as "skill" items with polarity +1: they pull the policy towards
-the actions they contain. A skill recorded before a rule changed keeps recommending the now-forbidden route: the
-failure mode additive memories have.
+A won episode's action sequence becomes a reusable skill (its task as the description) only if the environment's
+feedback confirms it: Voyager's self-verification plus its environment-feedback loop, so a trace that broke a rule
+is not a success and is not stored. When an action later draws a violation, every skill that prescribes it is
+dropped (Voyager revises a skill that fails; here the revision is removal, and a clean retry adds it back). At each
+decision the top-k skills whose description is most similar to the current task enter the context as "skill" items
+with polarity +1: they pull the policy towards the actions they contain. Kept: additive growth from verified
+successes, retrieval by description. Dropped: code skills (the actions are the skill's body).
 """
 
 from __future__ import annotations
@@ -28,18 +30,28 @@ class SkillLibrary(MemoryMechanism):
         self.skills: list[tuple[str, str]] = []  # (description, body)
         self._vectors: list[np.ndarray] = []
         self._trace: list[str] = []
+        self._violated = False
 
     def begin_episode(self, decision):
         super().begin_episode(decision)
         self._trace = []
+        self._violated = False
 
     def observe(self, feedback):
         action = feedback.action
+        command = action.text or action.name
+        if (
+            feedback.violated
+        ):  # environment feedback: this trace is no success, and skills doing this are wrong
+            self._violated = True
+            keep = [i for i, (_, body) in enumerate(self.skills) if command not in body.split("; ")]
+            self.skills = [self.skills[i] for i in keep]
+            self._vectors = [self._vectors[i] for i in keep]
         if action.is_control and action.name not in self.card.passive_actions:
-            self._trace.append(action.text or action.name)
+            self._trace.append(command)
 
     def end_episode(self, won):
-        if won and self._trace:
+        if won and self._trace and not self._violated:
             body = "; ".join(self._trace[: self.max_steps_per_skill])
             self.skills.append((self.task, body))
             self._vectors.append(self.embedder.embed(self.task))

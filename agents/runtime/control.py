@@ -526,6 +526,7 @@ class ControlPlane:
         self._deciders: dict[tuple[str, str], Decider] = {}  # (kind, name) → its bucket's compiled decider
         self._core: dict[str, Rule] = {}
         self._scars: dict[str, Scar] = {}
+        self._expiry: dict[str, int | None] = {}  # scar id -> the expires_at_step its index enforces
         self._temp: dict[str, tuple[Rule, int]] = {}
         self._temp_counter = 0
         for item in core:
@@ -638,6 +639,9 @@ class ControlPlane:
         is_new = scar.id not in self._scars
         self._scars[scar.id] = scar
         if is_new:
+            # the step expiry is part of enforcement: fixed when the scar becomes active (a re-admission only
+            # refreshes the audit plane), and ``expire`` reads the same value the index enforces
+            self._expiry[scar.id] = scar.scope.expires_at_step
             self._index(scar.id, scar.rule, until_step=None, expires_at_step=scar.scope.expires_at_step)
         return is_new
 
@@ -648,6 +652,7 @@ class ControlPlane:
                 f"{scar_id!r} belongs to the read-only core schema H and cannot be removed"
             )
         scar = self._scars.pop(scar_id, None)
+        self._expiry.pop(scar_id, None)
         if scar is None:
             raise ControlPlaneError(f"no active scar with id {scar_id!r}; active: {list(self._scars)[:20]}")
         self._unindex(scar_id, scar.rule)
@@ -681,7 +686,7 @@ class ControlPlane:
         temp_ids = tuple(m for m, (_, until) in self._temp.items() if until <= step)
         for mask_id in temp_ids:
             self.lift_temporary_mask(mask_id)
-        scar_ids = tuple(s.id for s in self._scars.values() if s.scope.expired(step=step))
+        scar_ids = tuple(sid for sid, stop in self._expiry.items() if stop is not None and step >= stop)
         for scar_id in scar_ids:
             self.remove(scar_id)
         return Expired(temp_ids, scar_ids)
