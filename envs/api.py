@@ -213,3 +213,38 @@ def read_rules(path: Path) -> tuple[Rule, ...]:
         if text and not text.startswith("#"):
             rules.append(parse_rule(text))
     return tuple(rules)
+
+
+class CountingWorld:
+    """A ``WorldAdapter`` that counts the method's questions to the world's verifier (``check``) and forwards
+    everything else: the information protocol made visible. The experiment hands this view to the method and keeps
+    the plain adapter for its own measurements (exposure), so ``verifier_calls`` counts only what the method asked."""
+
+    def __init__(self, world: WorldAdapter) -> None:
+        self._world = world
+        self.card = world.card
+        self.verifier_calls = 0
+
+    @property
+    def norm_verifier(self) -> NormVerifier | None:
+        return self._world.norm_verifier
+
+    @property
+    def judge(self) -> SemanticJudge | None:
+        return self._world.judge
+
+    def decision(self, observation: Any, info: Mapping[str, Any], *, t: int) -> Decision:
+        return self._world.decision(observation, info, t=t)
+
+    def command(self, decision: Decision, action: Action) -> Any:
+        return self._world.command(decision, action)
+
+    def verdicts(self, info: Mapping[str, Any]) -> tuple[Verdict, ...]:
+        return self._world.verdicts(info)
+
+    def punishments(self, info: Mapping[str, Any]) -> tuple[Punishment, ...]:
+        return self._world.punishments(info)
+
+    def check(self, context: Mapping[str, Value], action: Action) -> tuple[Verdict, ...]:
+        self.verifier_calls += 1
+        return self._world.check(context, action)

@@ -75,6 +75,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("complexity_tokens_final", "memory tokens", "{:.0f}"),
     ("scars_active_final", "active scars", "{:.0f}"),
     ("synthesis_median_seconds", "synth. s (median)", "{:.3f}"),
+    ("verifier_calls_per_step", "verifier questions / decision", "{:.1f}"),
     ("plane_ledger_ok", "plane = ledger", "{}"),
     ("prop1_ok", "Prop.1", "{}"),
     ("prop2_ok", "Prop.2", "{}"),

@@ -31,7 +31,7 @@ from agents.runtime.control import CORE_PREFIX, TEMP_PREFIX
 from agents.runtime.ledger import ledger_files
 from agents.runtime.scar import scar_id_of
 from disequilibrium.composite import SIGNAL_NAMES
-from envs.api import Feedback
+from envs.api import CountingWorld, Feedback
 from envs.household.adapter import HouseholdAdapter
 from envs.household.env import HouseholdConfig, HouseholdEnv
 from envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
@@ -176,7 +176,10 @@ def run_tier1(
         from experiments.calibrate import load_signal_config
 
         settings["signal"] = load_signal_config(Path(cfg.signal_config))
-    spec = MethodSpec(world, policy, out, int(agent_rng.integers(2**31 - 1)), settings)
+    # the method sees the world through a view that counts its verifier questions (the experiment's own exposure
+    # measurement below asks the plain adapter and is not counted)
+    method_world = CountingWorld(world)
+    spec = MethodSpec(method_world, policy, out, int(agent_rng.integers(2**31 - 1)), settings)
     agent = METHODS.get(cfg.method)(spec)
     schema = agent.self_schema()
     guarantees = (
@@ -327,6 +330,8 @@ def run_tier1(
             if progress is not None:
                 progress(episode + 1, cfg.episodes)
         agent_stats = agent.stats()
+        agent_stats["verifier_calls"] = method_world.verifier_calls
+        agent_stats["verifier_calls_per_step"] = method_world.verifier_calls / max(t, 1)
         if guarantees is not None:
             agent_stats.update(guarantees.summary())
     finally:

@@ -280,3 +280,15 @@ def test_nothing_under_agents_names_a_world_concept():
     root = Path(__file__).resolve().parents[1] / "agents"
     found = {str(p): w for p in sorted(root.rglob("*.py")) if (w := world_words(p.read_text()))}
     assert found == {}
+
+
+def test_the_summary_counts_the_methods_questions_to_the_verifier(tmp_path):
+    """The information protocol made visible: text baselines learn from the verdicts on executed actions only (0
+    questions); the scars agent's counterfactual extraction and D_t labelling ask the verifier (issue 11 will make
+    that an option every method can get)."""
+    baseline = run_tier1(Tier1Config(method="reflexion", episodes=4, seed=0), tmp_path / "b").summary
+    assert baseline["verifier_calls"] == 0
+    scars = run_tier1(
+        Tier1Config(method="scars", episodes=12, seed=0, search_iterations=40), tmp_path / "s"
+    ).summary
+    assert scars["verifier_calls"] > scars["steps"] and scars["verifier_calls_per_step"] > 1
