@@ -37,16 +37,18 @@ from envs.api import Decision
 from experiments.metrics import growth_fit
 from synthesis.dsl import Action, description_length
 from synthesis.dsl.semantics import Classes
+from synthesis.failure import Failure
+from synthesis.merge import requirement_ids
 
 _TOL = 1e-9
 
 
 @dataclass
 class _Owed:
+    """A recorded failure an admitted scar brought as evidence, and that scar."""
+
     scar_id: str
-    failure_id: str
-    q: Mapping[str, Any]
-    F: tuple[Action, ...]
+    failure: Failure
 
 
 @dataclass
@@ -105,10 +107,8 @@ class GuaranteeMonitor:
             elif event.type == "scar_admitted":
                 scar = Scar.from_json(p)
                 for i, item in enumerate(scar.evidence):
-                    if "q" in item and "F" in item:
-                        failed = tuple(Action.from_dict(a) for a in item["F"])
-                        fid = _failure_id(item)
-                        self._owed[(scar.id, i)] = _Owed(scar.id, fid, dict(item["q"]), failed)
+                    if "q" in item and "F" in item:  # a failure's JSON form (evidence may carry more)
+                        self._owed[(scar.id, i)] = _Owed(scar.id, Failure.from_json(item))
                 settings = dict(scar.provenance.synthesiser_settings)
                 theta = next((item.get("theta") for item in scar.evidence if "theta" in item), None)
                 if "drift_budget" in settings:
@@ -129,7 +129,9 @@ class GuaranteeMonitor:
             elif event.type == "merge_decision":
                 uncovered = set(p.get("uncovered", ()))
                 self._owed = {
-                    k: v for k, v in self._owed.items() if not uncovered & {v.failure_id, *_reqs(v)}
+                    k: v
+                    for k, v in self._owed.items()
+                    if not uncovered & {v.failure.id, *requirement_ids(v.failure.id, v.failure.F)}
                 }
         return bool(events)
 
@@ -177,8 +179,8 @@ class GuaranteeMonitor:
         q = decision.context
         index = {(a.kind, a.name, a.args): i for i, a in enumerate(decision.actions)}
         for owed in self._owed.values():
-            if all(k in q and q[k] == v for k, v in owed.q.items()):
-                for a in owed.F:
+            if all(k in q and q[k] == v for k, v in owed.failure.q.items()):
+                for a in owed.failure.F:
                     i = index.get((a.kind, a.name, a.args))
                     if i is not None:
                         self.prop1["checks"] += 1
@@ -188,7 +190,8 @@ class GuaranteeMonitor:
     def _replay_owed(self, t: int) -> None:
         plane = self.store.plane
         for owed in self._owed.values():
-            for a, masked in zip(owed.F, plane.masked(owed.q, owed.F, step=t), strict=True):
+            f = owed.failure
+            for a, masked in zip(f.F, plane.masked(f.q, f.F, step=t), strict=True):
                 self.prop1["checks"] += 1
                 if not masked:
                     self._uncovered(t, owed, a, "on replay")
@@ -199,7 +202,7 @@ class GuaranteeMonitor:
             self.prop1["first"] = {
                 "t": t,
                 "where": where,
-                "failure": owed.failure_id,
+                "failure": owed.failure.id,
                 "scar": owed.scar_id,
                 "action": action.text or action.name,
             }
@@ -276,16 +279,6 @@ class GuaranteeMonitor:
                 "per_scar": per_scar,
             },
         }
-
-
-def _failure_id(item: Mapping[str, Any]) -> str:
-    s = item.get("source", {})
-    world, episode, step = s.get("world", ""), s.get("episode", 0), s.get("step", 0)
-    return f"{world}:{episode}:{step}" if world else f"{episode}:{step}"
-
-
-def _reqs(owed: _Owed) -> set[str]:
-    return {f"{owed.failure_id}[{j}]" for j in range(len(owed.F))}
 
 
 def _tv_without(

@@ -60,7 +60,7 @@ from rich.progress import (
 
 from experiments.config import ABLATIONS, METHODS, Tier1Config
 from experiments.report import atomic_write_bytes, atomic_write_text, write_json, write_table
-from experiments.tier1 import RunResult, run_tier1
+from experiments.tier1 import RunResult, method_label, run_tier1
 from experiments.tracking import Tracker
 from synthesis.errors import ConfigError
 
@@ -197,7 +197,7 @@ def parse_names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ..
 
 def label(cfg: Tier1Config) -> str:
     """The method/ablation label of a run (the runner's convention: ``rag``, ``scars``, ``scars:no_mdl``)."""
-    return cfg.method if cfg.ablation == "none" else f"scars:{cfg.ablation}"
+    return method_label(cfg)
 
 
 def expand_grid(cfg: SweepConfig) -> tuple[Tier1Config, ...]:

@@ -27,9 +27,8 @@ from agents.api import Agent
 from agents.memory.base import memory_tokens
 from agents.policies import PolicyInput, sample_action
 from agents.registry import BACKENDS, METHODS, MethodSpec
-from agents.runtime.control import CORE_PREFIX, TEMP_PREFIX
+from agents.runtime.control import TEMP_PREFIX, core_rule_id
 from agents.runtime.ledger import ledger_files
-from agents.runtime.scar import scar_id_of
 from disequilibrium.composite import SIGNAL_NAMES
 from envs.api import CountingWorld, Feedback
 from envs.household.adapter import HouseholdAdapter
@@ -108,7 +107,7 @@ def blocking_rules(agent: Agent, card, governed) -> tuple[Rule, ...]:
     ids = {i for _, fired in governed.fired for i in fired}
     schema = agent.self_schema()
     plane = schema.plane if schema is not None else None
-    by_id = {CORE_PREFIX + scar_id_of(r): r for r in card.core}
+    by_id = {core_rule_id(r): r for r in card.core}
     if plane is not None:
         by_id.update({s.id: s.rule for s in plane.scars})
         by_id.update({m: rule for m, (rule, _) in plane.temporary_masks.items()})

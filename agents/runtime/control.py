@@ -53,6 +53,11 @@ CORE_PREFIX = "H:"
 TEMP_PREFIX = "tmp:"
 
 
+def core_rule_id(rule: Rule) -> str:
+    """The id a rule of the core schema H has in every control plane (and in ``Governed.fired``)."""
+    return CORE_PREFIX + scar_id_of(rule)
+
+
 class ControlPlaneError(ScarsError, ValueError):
     """A control-plane operation got a bad argument (unknown id, logits of the wrong shape, …)."""
 
@@ -533,7 +538,7 @@ class ControlPlane:
             rule = item.rule if isinstance(item, Scar) else item
             if not isinstance(rule, Rule):
                 raise ConfigError(f"core schema items must be Rules or Scars, got {type(item).__name__}")
-            rule_id = CORE_PREFIX + scar_id_of(rule)
+            rule_id = core_rule_id(rule)
             if rule_id not in self._core:
                 self._core[rule_id] = rule
                 self._index(rule_id, rule, until_step=None, expires_at_step=None)

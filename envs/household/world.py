@@ -28,21 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from envs.household.alfworld_data import load_tables
+from envs.household.alfworld_data import TASKS, load_tables
 from synthesis.dsl.ast import Value
 from synthesis.errors import WorldError
 
 # ---------------------------------------------------------------------------------------------- vocabulary
 
-TASK_TYPES: tuple[str, ...] = (
-    "pick_and_place_simple",
-    "look_at_obj_in_light",
-    "pick_clean_then_place_in_recep",
-    "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep",
-    "pick_two_obj_and_place",
-)
-"""ALFWorld's six task types (SPEC §9), in ALFWorld's order."""
+TASK_TYPES: tuple[str, ...] = TASKS
+"""ALFWorld's six task types (SPEC §9), in ALFWorld's order (the data module's list)."""
 
 ROOM_KINDS: tuple[str, ...] = ("kitchen", "livingroom", "bedroom", "bathroom")
 
