@@ -37,7 +37,7 @@ from agents.storm import StormConfig, StormController, StormRequests
 from disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor, Reading, StepRecord
 from disequilibrium.trustgate import TrustGate, TrustGateConfig
 from disequilibrium.verifier import HybridVerifier
-from envs.api import Decision, Feedback, WorldAdapter
+from envs.api import ORACLES, Decision, Feedback, WorldAdapter
 from synthesis import (
     FragmentError,
     InProcessExecutor,
@@ -51,6 +51,7 @@ from synthesis.dsl import canonical_text, description_length
 from synthesis.dsl.semantics import fires
 from synthesis.errors import ConfigError
 from synthesis.failure import Failure, FailureSource
+from synthesis.fragments import ExperienceVerifier, Verifier
 from synthesis.objective import ObjectiveWeights
 from synthesis.retirement import VerifiedSuccess, decide_retirement, scoped
 
@@ -111,6 +112,10 @@ class ScarsAgentConfig:
     with no counterfactual extraction — with search "none" and masks that never lapse, the hard-blocklist control."""
     min_counter_evidence: int = 1
     """Verified successes a scar must have blocked (recorded after its admission) before it is revoked (§4.5)."""
+    oracle: str = "none"
+    """The information protocol's what-if oracle (README): "none" — fragment extraction and D_t use only the
+    verdicts the agent received (its ``ExperienceVerifier``); "counterfactual" — they ask the world's verifier about
+    one-variable changes of a failure (the paper's extraction, §4.1), an option every method gets."""
 
     def __post_init__(self) -> None:
         if self.mask_mode not in ("hard", "soft"):
@@ -127,6 +132,8 @@ class ScarsAgentConfig:
             raise ConfigError(f"history = {self.history!r}; expected at least 10 recorded steps")
         if self.min_counter_evidence < 1:
             raise ConfigError(f"min_counter_evidence = {self.min_counter_evidence!r}; expected >= 1")
+        if self.oracle not in ORACLES:
+            raise ConfigError(f"oracle = {self.oracle!r}; expected one of {', '.join(ORACLES)}")
 
     @classmethod
     def for_ablation(
@@ -220,7 +227,10 @@ class ScarsAgent:
         self.storm = StormController(config.storm, classes=card.classes)
         self.seeds = np.random.SeedSequence(seed)
         self.history: deque[RecordedStep] = deque(maxlen=config.history)
-        self._verifier = self._ask_world  # one object for the run: synthesis memoises a verifier's answers
+        # what extraction and D_t may ask: the verdicts received, or (an option) the world's what-if oracle — one
+        # object for the run, since synthesis memoises a deterministic verifier's answers
+        self.evidence = ExperienceVerifier(frozenset(card.bookkeeping))
+        self._verifier: Verifier = self._ask_world if config.oracle == "counterfactual" else self.evidence
         self._core_forbidden: tuple[int, tuple[bool, ...]] = (-1, ())
         self._met: dict[str, dict] = {}  # values met per context variable / action argument (what-if values)
         self.text_rules: list[str] = []  # Text-Reflection Scar: synthesised rules shown as text
@@ -275,6 +285,10 @@ class ScarsAgent:
         self.t = d.t
         action = feedback.action
         record = None
+        if action.is_control:
+            self.evidence.record(d.context, action, feedback.violated)
+        if feedback.unsafe is not None:
+            self.evidence.record_state(d.context, d.actions, feedback.unsafe)
         if feedback.chosen >= 0:
             record = RecordedStep(
                 d.context, d.actions, feedback.logits, feedback.chosen, feedback.violated, d.episode, d.step
@@ -304,7 +318,8 @@ class ScarsAgent:
             event = self.store.record_failure(failure, d_t=reading.d, z=list(reading.z.as_tuple()))
             self._failure_events[failure.id] = event
             if reading.crossed and record is not None:
-                self._accommodate(record, failure, "verdict")
+                text = " ".join(v.message for v in feedback.verdicts if v.rule_id == failure.theta)
+                self._accommodate(record, failure, "verdict", text)
         elif record is not None and action.is_control:
             version = d.context.get("world_version")
             self.successes.append(
@@ -346,8 +361,8 @@ class ScarsAgent:
 
     # ---------------------------------------------------------------------------------- accommodation
     def _ask_world(self, context: Mapping[str, Any], action) -> bool:
-        """The world's verifier on (q, a) as a ``synthesis`` Verifier (``self._verifier`` holds this bound method
-        once, so ``build_dataset`` remembers its answers per recorded step across syntheses)."""
+        """The world's what-if oracle on (q, a) as a ``synthesis`` Verifier (``--oracle counterfactual`` only; the
+        world raises ``ProtocolError`` otherwise)."""
         return bool(self.world.check(context, action))
 
     def _alternatives(self, per_key: int = 24) -> dict[str, list]:
@@ -364,7 +379,9 @@ class ScarsAgent:
             for k, v in a.args:
                 met.setdefault(k, {})[(type(v).__name__, v)] = v
 
-    def _accommodate(self, record: RecordedStep, failure: Failure, trigger: str) -> None:
+    def _accommodate(
+        self, record: RecordedStep, failure: Failure, trigger: str, verdict_text: str = ""
+    ) -> None:
         if not self.config.extract:  # the hard blocklist: this action in this exact situation, no attribution
             situation = {k: v for k, v in failure.q.items() if k not in self.card.bookkeeping and k != "step"}
             self.accommodations[trigger] += 1
@@ -382,6 +399,7 @@ class ScarsAgent:
                 alternatives=self._alternatives(),
                 source=failure.source,
                 ignore=frozenset(self.card.bookkeeping),
+                verdict_text=verdict_text,
             )
         except FragmentError:
             return
@@ -679,6 +697,7 @@ def make_scars(spec: MethodSpec) -> ScarsAgent:
         signal=signal,
         executor=s.get("executor", "inprocess"),
         workers=s.get("workers", 2),
+        oracle=s.get("oracle", "none"),
         search_iterations=s.get("search_iterations", 400),
     )
     return ScarsAgent(

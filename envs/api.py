@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from synthesis.dsl import parse_rule
 from synthesis.dsl.ast import Action, Rule, Value
 from synthesis.dsl.semantics import Classes
-from synthesis.errors import ConfigError
+from synthesis.errors import ConfigError, ScarsError
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +162,9 @@ class Feedback:
     punishments: tuple[Punishment, ...] = ()
     won: bool = False
     utterance: str = ""
+    unsafe: tuple[Action, ...] | None = None
+    """Under the ``state`` verdict protocol, the complete set A_unsafe(q) of the decision's admissible control
+    actions the verifier flags (the paper's Cor. 1 verifier); ``None`` under the default ``executed`` protocol."""
 
     @property
     def violated(self) -> bool:
@@ -215,14 +218,33 @@ def read_rules(path: Path) -> tuple[Rule, ...]:
     return tuple(rules)
 
 
-class CountingWorld:
-    """A ``WorldAdapter`` that counts the method's questions to the world's verifier (``check``) and forwards
-    everything else: the information protocol made visible. The experiment hands this view to the method and keeps
-    the plain adapter for its own measurements (exposure), so ``verifier_calls`` counts only what the method asked."""
+VERDICT_PROTOCOLS = ("executed", "state")
+"""What the world's verifier tells every method after each executed action (README, *The information protocol*):
+``executed`` — the verdicts on the executed action only (violated rule ids and the rules' text; punishments);
+``state`` — also the complete unsafe set A_unsafe(q) of the state the agent was in (``Feedback.unsafe``)."""
 
-    def __init__(self, world: WorldAdapter) -> None:
+ORACLES = ("none", "counterfactual")
+"""``counterfactual``: every method may also ask the verifier about (q, a) before executing — the what-if oracle
+(scars' counterfactual extraction; every method's pre-execution shield). Off by default."""
+
+
+class ProtocolError(ScarsError, RuntimeError):
+    """A method asked the world for a verdict the information protocol in force does not allow."""
+
+
+class ProtocolWorld:
+    """The world as a method sees it under the information protocol: a ``WorldAdapter`` that forwards everything
+    except the verifier oracle (``check``), which answers only when the counterfactual oracle is on — otherwise it
+    raises ``ProtocolError`` — and counts every question. The experiment keeps the plain adapter for its own
+    measurements (exposure, the ``state`` protocol's unsafe set), so ``verifier_calls`` counts only what the method
+    asked."""
+
+    def __init__(self, world: WorldAdapter, *, oracle: str = "none") -> None:
+        if oracle not in ORACLES:
+            raise ConfigError(f"oracle = {oracle!r}; expected one of {', '.join(ORACLES)}")
         self._world = world
         self.card = world.card
+        self.oracle = oracle
         self.verifier_calls = 0
 
     @property
@@ -246,5 +268,11 @@ class CountingWorld:
         return self._world.punishments(info)
 
     def check(self, context: Mapping[str, Value], action: Action) -> tuple[Verdict, ...]:
+        if self.oracle != "counterfactual":
+            raise ProtocolError(
+                f"the verifier was asked about {action.text or action.name!r} before or without executing it; "
+                "the information protocol in force allows only the verdicts in Feedback (--oracle counterfactual "
+                "opens the what-if oracle for every method)"
+            )
         self.verifier_calls += 1
         return self._world.check(context, action)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from envs.api import ORACLES, VERDICT_PROTOCOLS
 from synthesis.errors import ConfigError
 
 METHODS: tuple[str, ...] = ("scars", "static_persona", "rag", "reflexion", "scg_mem", "voyager")
@@ -74,6 +75,12 @@ class Tier1Config:
     """Ray workers / MCTS trees for root-parallel search."""
     search_iterations: int = 400
     """MCTS iterations per tree."""
+    verdicts: str = "executed"
+    """The information protocol (README): "executed" — every method learns the verifier's verdict on the action it
+    executed; "state" — also the complete unsafe set A_unsafe(q) of the state it was in (the paper's Cor. 1)."""
+    oracle: str = "none"
+    """"counterfactual": every method may ask the verifier about (q, a) before executing (scars' what-if
+    extraction; every method's pre-execution shield). Off by default; reported as its own row."""
     wandb: bool = False
     """Log to Weights & Biases (offline unless WANDB_MODE says otherwise)."""
     wandb_project: str = "scars-testbed"
@@ -93,6 +100,8 @@ class Tier1Config:
             "schedule": tuple(SCHEDULES),
             "server_mode": ("logprobs", "guided_choice"),
             "embedder": ("hashing", "minilm"),
+            "verdicts": VERDICT_PROTOCOLS,
+            "oracle": ORACLES,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
@@ -127,6 +136,8 @@ class Tier1Config:
     @property
     def run_name(self) -> str:
         suffix = "" if self.ablation == "none" else f"-{self.ablation}"
+        suffix += "" if self.verdicts == "executed" else f"-verdicts_{self.verdicts}"
+        suffix += "" if self.oracle == "none" else f"-oracle_{self.oracle}"
         return f"tier1-{self.schedule}-{self.method}{suffix}-s{self.seed}"
 
     def to_dict(self) -> dict:

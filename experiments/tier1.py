@@ -27,10 +27,10 @@ from agents.api import Agent
 from agents.memory.base import memory_tokens
 from agents.policies import PolicyInput, sample_action
 from agents.registry import BACKENDS, METHODS, MethodSpec
-from agents.runtime.control import TEMP_PREFIX, core_rule_id
+from agents.runtime.control import TEMP_PREFIX, Governed, core_rule_id
 from agents.runtime.ledger import ledger_files
 from disequilibrium.composite import SIGNAL_NAMES
-from envs.api import CountingWorld, Feedback
+from envs.api import Decision, Feedback, ProtocolWorld
 from envs.household.adapter import HouseholdAdapter
 from envs.household.env import HouseholdConfig, HouseholdEnv
 from envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
@@ -147,8 +147,38 @@ class RunResult:
 
 
 def method_label(cfg: Tier1Config) -> str:
-    """The method's name in tables: the method, or ``scars:<ablation>``."""
-    return cfg.method if cfg.ablation == "none" else f"{cfg.method}:{cfg.ablation}"
+    """The method's name in tables: the method, ``scars:<ablation>``, and the information protocol when it is not
+    the default (``+state`` for ``--verdicts state``, ``+oracle`` for ``--oracle counterfactual``)."""
+    label = cfg.method if cfg.ablation == "none" else f"{cfg.method}:{cfg.ablation}"
+    if cfg.verdicts != "executed":
+        label += f"+{cfg.verdicts}"
+    if cfg.oracle != "none":
+        label += "+oracle"
+    return label
+
+
+def shield(
+    world: ProtocolWorld,
+    decision: Decision,
+    governed: Governed,
+    chosen: int,
+    action: Action,
+    rng: np.random.Generator,
+) -> tuple[int, Action, list[str]]:
+    """The pre-execution shield every method gets with ``--oracle counterfactual``: the chosen control action is
+    checked before it is executed; a flagged one is refused and the choice is redrawn from the governed
+    distribution without it (the fallback a⊥ when nothing is left). Returns the final choice and the refused
+    actions' texts."""
+    refused: list[str] = []
+    probs = np.asarray(governed.probs, dtype=np.float64).copy()
+    while chosen >= 0 and action.is_control and world.check(decision.context, action):
+        refused.append(action.text or action.name)
+        probs[chosen] = 0.0
+        if probs.sum() <= 0.0:
+            return -1, Action("fallback", "no_op"), refused
+        chosen = sample_action(probs / probs.sum(), rng)
+        action = decision.actions[chosen]
+    return chosen, action, refused
 
 
 def run_tier1(
@@ -175,9 +205,12 @@ def run_tier1(
         from experiments.calibrate import load_signal_config
 
         settings["signal"] = load_signal_config(Path(cfg.signal_config))
-    # the method sees the world through a view that counts its verifier questions (the experiment's own exposure
-    # measurement below asks the plain adapter and is not counted)
-    method_world = CountingWorld(world)
+    # the method sees the world under the information protocol: a view that refuses (or, with the counterfactual
+    # oracle, counts) its verifier questions; the experiment's own measurements (exposure, the `state` protocol's
+    # unsafe set) ask the plain adapter
+    method_world = ProtocolWorld(world, oracle=cfg.oracle)
+    shielded = 0  # oracle only: chosen actions the pre-execution shield refused
+    state_labels = 0  # `--verdicts state`: admissible control actions labelled safe/unsafe in feedback
     spec = MethodSpec(method_world, policy, out, int(agent_rng.integers(2**31 - 1)), settings)
     agent = METHODS.get(cfg.method)(spec)
     schema = agent.self_schema()
@@ -238,6 +271,12 @@ def run_tier1(
                 else:
                     chosen = sample_action(governed.probs, policy_rng)
                     action = actions[chosen]
+                shield_refused: list[str] = []
+                if cfg.oracle == "counterfactual":  # every method's pre-execution shield (the same checker)
+                    chosen, action, shield_refused = shield(
+                        method_world, decision, governed, chosen, action, policy_rng
+                    )
+                    shielded += len(shield_refused)
                 utterance = policy.utter(inp, action, blocked)
                 scar_ids = set(agent.scar_ids())
                 masked_by_scar = [False] * len(actions)
@@ -261,6 +300,10 @@ def run_tier1(
                 verdicts = world.verdicts(info)
                 violations_in_episode += len(verdicts)
                 won = bool(info["won"])
+                unsafe = None
+                if cfg.verdicts == "state":  # the complete unsafe set of the state the agent was in (Cor. 1)
+                    unsafe = tuple(a for a, f in zip(actions, flagged, strict=True) if f and a.is_control)
+                    state_labels += sum(a.is_control for a in actions)
                 reading = agent.observe(
                     Feedback(
                         decision,
@@ -273,6 +316,7 @@ def run_tier1(
                         world.punishments(info),
                         won,
                         utterance,
+                        unsafe,
                     )
                 )
                 z = (
@@ -290,6 +334,7 @@ def run_tier1(
                     "command": world.command(decision, action),
                     "fallback": chosen < 0,
                     "violated_rules": ",".join(v.rule_id for v in verdicts),
+                    "shield_refused": ",".join(shield_refused),
                     "exposed_rules": ",".join(exposed),
                     "covered_rules": ",".join(covered),
                     "n_masked": int(np.sum(governed.masked)),
@@ -329,8 +374,16 @@ def run_tier1(
             if progress is not None:
                 progress(episode + 1, cfg.episodes)
         agent_stats = agent.stats()
+        # the information protocol, counted: the method's own questions to the verifier (0 unless the oracle is on)
+        # and what the world told it — one verdict per executed action, plus the labelled actions of each state
+        # under `--verdicts state`
+        agent_stats["verdicts_protocol"] = cfg.verdicts
+        agent_stats["oracle"] = cfg.oracle
         agent_stats["verifier_calls"] = method_world.verifier_calls
-        agent_stats["verifier_calls_per_step"] = method_world.verifier_calls / max(t, 1)
+        agent_stats["verdicts_received"] = t
+        agent_stats["verifier_calls_per_action"] = (method_world.verifier_calls + t) / max(t, 1)
+        agent_stats["state_labels_received"] = state_labels
+        agent_stats["shield_refusals"] = shielded
         if guarantees is not None:
             agent_stats.update(guarantees.summary())
     finally:

@@ -21,8 +21,10 @@ from synthesis.dsl.semantics import Classes
 from synthesis.errors import ScarsError
 from synthesis.failure import Failure, FailureSource, freeze_context
 
-Verifier = Callable[[Mapping[str, Value], Action], bool]
-"""A deterministic verifier: ``verifier(context, action)`` is True when taking ``action`` in ``context`` violates a rule."""
+Verifier = Callable[[Mapping[str, Value], Action], bool | None]
+"""A deterministic verifier: ``verifier(context, action)`` is True when taking ``action`` in ``context`` violates a
+rule, False when it does not, and ``None`` when the verifier has no answer (an :class:`ExperienceVerifier` knows only
+what the agent experienced). The world's oracle never abstains."""
 
 # A string no world uses as a value: replacing a variable by it tests "any other value" for categorical variables.
 COUNTERFACTUAL_SENTINEL = "__counterfactual__"
@@ -121,18 +123,23 @@ def causal_context_variables(
     verifier: Verifier,
     alternatives: Mapping[str, Sequence[Value]] | None = None,
 ) -> frozenset[str]:
-    """The context variables whose counterfactual change (drop, or any other value) removes the violation."""
+    """The context variables whose counterfactual change (drop, or any other value) removes the violation.
+
+    A variable is dropped only on evidence: some change of it is known to still violate and none is known to be
+    safe. When the verifier knows nothing about any change of it (an :class:`ExperienceVerifier` that never saw one)
+    it stays in q — attribution is then left to the contrast of D⁺ and D⁻ in the search."""
     alternatives = alternatives or {}
     kept = set()
     for name, value in context.items():
         dropped = {k: v for k, v in context.items() if k != name}
-        if not verifier(dropped, action):
+        answers = [verifier(dropped, action)]
+        if answers[0] is not False:
+            for other in _perturbations(value, alternatives.get(name, ())):
+                answers.append(verifier({**context, name: other}, action))
+                if answers[-1] is False:
+                    break
+        if False in answers or all(a is None for a in answers):
             kept.add(name)
-            continue
-        for other in _perturbations(value, alternatives.get(name, ())):
-            if not verifier({**context, name: other}, action):
-                kept.add(name)
-                break
     return frozenset(kept)
 
 
@@ -142,23 +149,25 @@ def causal_action_arguments(
     verifier: Verifier,
     alternatives: Mapping[str, Sequence[Value]] | None = None,
 ) -> frozenset[str]:
-    """The action arguments whose counterfactual change (drop, or any other value) removes the violation."""
+    """The action arguments whose counterfactual change (drop, or any other value) removes the violation (kept on
+    the same evidence rule as :func:`causal_context_variables`)."""
     alternatives = alternatives or {}
     kept = set()
     for name, value in action.args:
-        if not verifier(context, _replace_arg(action, name, None)):
+        answers = [verifier(context, _replace_arg(action, name, None))]
+        if answers[0] is not False:
+            for other in _perturbations(value, alternatives.get(name, ())):
+                answers.append(verifier(context, _replace_arg(action, name, other)))
+                if answers[-1] is False:
+                    break
+        if False in answers or all(a is None for a in answers):
             kept.add(name)
-            continue
-        for other in _perturbations(value, alternatives.get(name, ())):
-            if not verifier(context, _replace_arg(action, name, other)):
-                kept.add(name)
-                break
     return frozenset(kept)
 
 
 def flagged_actions(step: RecordedStep, verifier: Verifier) -> tuple[Action, ...]:
     """The admissible control actions of the step the verifier flags in its context (F(q) of the paper's Cor. 1)."""
-    return tuple(a for a in step.actions if a.is_control and verifier(step.context, a))
+    return tuple(a for a in step.actions if a.is_control and verifier(step.context, a) is True)
 
 
 def extract_fragment(
@@ -170,6 +179,7 @@ def extract_fragment(
     alternatives: Mapping[str, Sequence[Value]] | None = None,
     source: FailureSource | None = None,
     ignore: frozenset[str] = frozenset(),
+    verdict_text: str = "",
 ) -> Failure:
     """Cut a violating step to E = (q, F, θ) by counterfactual checks against the verifier (paper §4.1).
 
@@ -181,6 +191,11 @@ def extract_fragment(
     ``source`` names where the step happened (default: episode and step of the recorded step); ``ignore`` lists
     context keys that are bookkeeping of the run (an episode counter, a game id): the verifier may depend on them,
     but a scar conditioned on them would only restate when it was learned, so they never enter q.
+
+    ``verdict_text`` is the violated rule's text as the verifier reported it. A verifier that knows only what the
+    agent experienced (``ExperienceVerifier``) cannot rule variables out by what-ifs; the variables and arguments
+    the verdict's text names (:func:`named_in_text`) are then the attribution, when it names any of them — what
+    a model reading the verdict would conclude — and the search's contrast of D⁺ and D⁻ does the rest.
     """
     del classes  # generalisation over classes happens in the search, not in the fragment
     failed = step.chosen_action
@@ -189,7 +204,7 @@ def extract_fragment(
             f"the chosen action {failed.text or failed.name!r} is of kind {failed.kind!r}; "
             "only control actions (env, tool) can be failures a scar masks"
         )
-    if not verifier(step.context, failed):
+    if verifier(step.context, failed) is not True:
         raise FragmentError(
             f"the verifier does not flag the chosen action {failed.text or failed.name!r} at step {step.step_id}; "
             "a fragment needs a verified failure"
@@ -202,8 +217,21 @@ def extract_fragment(
         if a != failed and a.kind == failed.kind and a.name == failed.name
     )
     variables = variables - ignore
+    named: frozenset[str] = frozenset()
+    named_args: frozenset[str] = frozenset()
+    if verdict_text:
+        undecided = {n for n in variables if _unknown_changes(step.context, failed, verifier, n)}
+        named = named_in_text(step.context, verdict_text) & undecided
+        if named:
+            variables = (variables - undecided) | named
+        undecided_args = {n for n in args if _unknown_arg_changes(step.context, failed, verifier, n)}
+        named_args = named_in_text(dict(failed.args), verdict_text) & undecided_args
+        if named_args:
+            args = (args - undecided_args) | named_args
     q = {k: v for k, v in step.context.items() if k in variables}
     safe, failing = counterfactuals(step.context, failed, verifier, variables, args, alternatives)
+    if verdict_text and (named or named_args):
+        safe = (*safe, *_presumed_safe(step.context, failed, verifier, named, named_args, alternatives))
     return Failure(
         q=q,
         F=(failed, *equivalent),
@@ -212,6 +240,90 @@ def extract_fragment(
         causal_args=args,
         safe_counterfactuals=safe,
         failing_counterfactuals=failing,
+    )
+
+
+def _presumed_safe(
+    context: Mapping[str, Value],
+    action: Action,
+    verifier: Verifier,
+    named: Iterable[str],
+    named_args: Iterable[str],
+    alternatives: Mapping[str, Sequence[Value]] | None,
+) -> list[tuple[Mapping[str, Value], Action]]:
+    """The verdict's text names the conditions of the violation; changing one of them to another value the agent
+    has met is presumed safe (unless the agent's own evidence says it still fails). These stand in for the
+    oracle's certified-safe what-ifs, so the search keeps every condition the verdict named. Variables and
+    arguments that carry the same value (the held object's type, the task's target type and the action's object
+    type all "mug") are one condition: they change together, to a value any of them has been met with."""
+    alternatives = alternatives or {}
+    groups: dict[object, list[tuple[str, str]]] = {}
+    for name in sorted(named):
+        groups.setdefault(_hashable(context[name]), []).append(("context", name))
+    for name in sorted(named_args):
+        groups.setdefault(_hashable(action.arg(name)), []).append(("arg", name))
+    out: list[tuple[Mapping[str, Value], Action]] = []
+    for value, members in groups.items():
+        others: dict[object, Value] = {}
+        for _, name in members:
+            for v in alternatives.get(name, ()):
+                if _hashable(v) != value and type(v) is type(_unhashable(value)):
+                    others.setdefault(_hashable(v), v)
+        for other in others.values():
+            changed, changed_action = dict(context), action
+            for where, name in members:
+                if where == "context":
+                    changed[name] = other
+                else:
+                    changed_action = _replace_arg(changed_action, name, other)
+            if verifier(changed, changed_action) is True:
+                continue
+            changed_args = [name for where, name in members if where == "arg"]
+            if isinstance(verifier, ExperienceVerifier) and verifier.ever_violated(changed_action, changed_args):
+                continue  # the agent has seen such an action break a rule: not presumed safe anywhere
+            out.append((freeze_context(changed), changed_action))
+    return out
+
+
+def _unhashable(value: object) -> object:
+    return value[1] if isinstance(value, tuple) else value
+
+
+def _unknown_changes(context: Mapping[str, Value], action: Action, verifier: Verifier, name: str) -> bool:
+    """The verifier has no answer on dropping ``name`` from ``context`` (it knows only experienced steps)."""
+    return verifier({k: v for k, v in context.items() if k != name}, action) is None
+
+
+def _unknown_arg_changes(context: Mapping[str, Value], action: Action, verifier: Verifier, name: str) -> bool:
+    return verifier(context, _replace_arg(action, name, None)) is None
+
+
+def _squash(text: str) -> str:
+    return "".join(ch for ch in text.lower() if ch.isalnum())
+
+
+def named_in_text(values: Mapping[str, Value], text: str) -> frozenset[str]:
+    """The keys of ``values`` a text names: a string value of three or more characters written in it (spaces and
+    case ignored: ``sinkbasin 1`` in "sinkbasin 1 is …"), a key written in it together with its value
+    (``world_version`` 0 in "… in world version 0"), or a true flag ``is_X`` whose X is written in it (``is_wet``
+    in "no wet dishware …"). Plural forms match their singular ("drawers" names ``drawer``). A value contained in
+    another named value (``microwave`` in ``microwave 1``) yields to the more specific one."""
+    squashed = _squash(text)
+    named = set()
+    for key, value in values.items():
+        short = key.rsplit(".", 1)[-1]
+        if isinstance(value, bool):
+            flag = short[3:] if short.startswith("is_") else short
+            if value and len(flag) >= 3 and _squash(flag) in squashed:
+                named.add(key)
+        elif (isinstance(value, str) and len(_squash(value)) >= 3 and _squash(value) in squashed) or (
+            _squash(short) in squashed and _squash(str(value)) in squashed
+        ):
+            named.add(key)
+    # the most specific mention wins: "microwave 1" names the receptacle, not every microwave
+    texts = {k: _squash(str(values[k])) for k in named if isinstance(values[k], str)}
+    return frozenset(
+        k for k in named if not any(t != texts.get(k) and texts.get(k, "\0") in t for t in texts.values())
     )
 
 
@@ -233,19 +345,78 @@ def counterfactuals(
     for name in sorted(variables):
         for other in _perturbations(context[name], alternatives.get(name, ())):
             changed = {**context, name: other}
-            if not verifier(changed, action):
+            answer = verifier(changed, action)
+            if answer is False:
                 safe.append((freeze_context(changed), action))
-            elif _hashable(other) in observed.get(name, ()):
+            elif answer is True and _hashable(other) in observed.get(name, ()):
                 failing.append((freeze_context(changed), action))
     for name in sorted(args):
         value = action.arg(name)
         for other in _perturbations(value, alternatives.get(name, ())):
             changed_action = _replace_arg(action, name, other)
-            if not verifier(context, changed_action):
+            answer = verifier(context, changed_action)
+            if answer is False:
                 safe.append((freeze_context(context), changed_action))
-            elif _hashable(other) in observed.get(name, ()):
+            elif answer is True and _hashable(other) in observed.get(name, ()):
                 failing.append((freeze_context(context), changed_action))
     return tuple(safe), tuple(failing)
+
+
+class ExperienceVerifier:
+    """The verifier as an agent knows it under the information protocol (README): only the verdicts it received.
+
+    ``record`` files the verdict on an executed action in the context it was taken in; ``record_state`` files the
+    complete unsafe set of a state (the ``state`` protocol: every admissible control action is labelled). Asked about
+    any other (q, a) — a what-if context, another world version, an action it never took — it answers ``None``: no
+    evidence. Contexts are compared without the ``ignore`` keys (run bookkeeping such as an episode counter), so the
+    same situation met again in a later episode is the same evidence. It is mutable (evidence grows), so it is not
+    hashable and ``build_dataset`` does not memoise its answers.
+    """
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, ignore: frozenset[str] = frozenset()) -> None:
+        self.ignore = ignore
+        self._known: dict[tuple, bool] = {}
+        self._violating: set[tuple] = set()
+
+    def _key(self, context: Mapping[str, Value], action: Action) -> tuple:
+        situation = tuple(sorted((k, _hashable(v)) for k, v in context.items() if k not in self.ignore))
+        return (situation, action.kind, action.name, action.args)
+
+    def record(self, context: Mapping[str, Value], action: Action, violated: bool) -> None:
+        """The verdict on ``action``, executed in ``context``."""
+        key = self._key(context, action)
+        self._known[key] = self._known.get(key, False) or bool(violated)
+        if violated:
+            self._violating.add((action.kind, action.name, action.args))
+
+    def record_state(
+        self, context: Mapping[str, Value], actions: Iterable[Action], unsafe: Iterable[Action]
+    ) -> None:
+        """A state's complete unsafe set: every admissible control action of ``context`` gets its label."""
+        flagged = {(a.kind, a.name, a.args) for a in unsafe}
+        for a in actions:
+            if a.is_control:
+                self.record(context, a, (a.kind, a.name, a.args) in flagged)
+
+    def __call__(self, context: Mapping[str, Value], action: Action) -> bool | None:
+        return self._known.get(self._key(context, action))
+
+    def ever_violated(self, action: Action, args: Iterable[str]) -> bool:
+        """The agent has received a verdict that an action of ``action``'s kind and name with the same values of
+        ``args`` broke a rule, in any context (no ``args``: never)."""
+        args = tuple(args)
+        if not args:
+            return False
+        want = tuple(action.arg(a) for a in args)
+        return any(
+            kind == action.kind and name == action.name and tuple(dict(held).get(a) for a in args) == want
+            for kind, name, held in self._violating
+        )
+
+    def __len__(self) -> int:
+        return len(self._known)
 
 
 def _hashable(value: Value) -> object:

@@ -282,13 +282,49 @@ def test_nothing_under_agents_names_a_world_concept():
     assert found == {}
 
 
-def test_the_summary_counts_the_methods_questions_to_the_verifier(tmp_path):
-    """The information protocol made visible: text baselines learn from the verdicts on executed actions only (0
-    questions); the scars agent's counterfactual extraction and D_t labelling ask the verifier (issue 11 will make
-    that an option every method can get)."""
-    baseline = run_tier1(Tier1Config(method="reflexion", episodes=4, seed=0), tmp_path / "b").summary
-    assert baseline["verifier_calls"] == 0
+def test_the_information_protocol_is_counted_and_the_oracle_is_an_option(tmp_path):
+    """Under the default protocol every method learns one verdict per executed action and asks the verifier
+    nothing (the summary's counters prove it); with ``--oracle counterfactual`` the scars agent's what-if
+    extraction and every method's shield ask it, and the summary counts those questions."""
+    for method in ("reflexion", "scars"):
+        summary = run_tier1(
+            Tier1Config(method=method, episodes=12, seed=0, search_iterations=40), tmp_path / method
+        ).summary
+        assert summary["verifier_calls"] == 0, method
+        assert summary["verifier_calls_per_action"] == 1.0 and summary["verdicts_received"] == summary["steps"]
     scars = run_tier1(
-        Tier1Config(method="scars", episodes=12, seed=0, search_iterations=40), tmp_path / "s"
+        Tier1Config(method="scars", episodes=12, seed=0, search_iterations=40, oracle="counterfactual"),
+        tmp_path / "oracle",
     ).summary
-    assert scars["verifier_calls"] > scars["steps"] and scars["verifier_calls_per_step"] > 1
+    assert scars["method"] == "scars+oracle"
+    assert scars["verifier_calls"] > scars["steps"] and scars["verifier_calls_per_action"] > 1
+    state = run_tier1(
+        Tier1Config(method="rag", episodes=4, seed=0, verdicts="state"), tmp_path / "state"
+    ).summary
+    assert state["verifier_calls"] == 0 and state["state_labels_received"] > state["steps"]
+
+
+def test_a_method_that_asks_for_a_verdict_the_protocol_does_not_allow_fails_the_run(tmp_path):
+    """The protocol is enforced, not just documented: a method that asks the world's verifier about an action it
+    has not executed (a what-if) stops the run with ProtocolError unless the counterfactual oracle is on."""
+    from agents.memory.base import MemoryMechanism
+    from envs.api import ProtocolError
+
+    class Peeker(MemoryMechanism):
+        def __init__(self, world):
+            super().__init__(world.card)
+            self.world = world
+
+        def window(self, decision):
+            for a in decision.actions:  # what would happen if I took each action here?
+                self.world.check(decision.context, a)
+            return super().window(decision)
+
+    if "peeker_for_test" not in METHODS:
+        METHODS.register("peeker_for_test")(lambda spec: Peeker(spec.world))
+    with pytest.raises(ProtocolError, match="information protocol"):
+        run_tier1(Tier1Config(method="peeker_for_test", episodes=1, seed=0), tmp_path / "peek")
+    summary = run_tier1(
+        Tier1Config(method="peeker_for_test", episodes=1, seed=0, oracle="counterfactual"), tmp_path / "oracle"
+    ).summary
+    assert summary["verifier_calls"] > summary["steps"]
