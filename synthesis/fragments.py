@@ -279,7 +279,9 @@ def _presumed_safe(
             if verifier(changed, changed_action) is True:
                 continue
             changed_args = [name for where, name in members if where == "arg"]
-            if isinstance(verifier, ExperienceVerifier) and verifier.ever_violated(changed_action, changed_args):
+            if isinstance(verifier, ExperienceVerifier) and verifier.ever_violated(
+                changed_action, changed_args
+            ):
                 continue  # the agent has seen such an action break a rule: not presumed safe anywhere
             out.append((freeze_context(changed), changed_action))
     return out

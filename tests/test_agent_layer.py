@@ -291,7 +291,9 @@ def test_the_information_protocol_is_counted_and_the_oracle_is_an_option(tmp_pat
             Tier1Config(method=method, episodes=12, seed=0, search_iterations=40), tmp_path / method
         ).summary
         assert summary["verifier_calls"] == 0, method
-        assert summary["verifier_calls_per_action"] == 1.0 and summary["verdicts_received"] == summary["steps"]
+        assert (
+            summary["verifier_calls_per_action"] == 1.0 and summary["verdicts_received"] == summary["steps"]
+        )
     scars = run_tier1(
         Tier1Config(method="scars", episodes=12, seed=0, search_iterations=40, oracle="counterfactual"),
         tmp_path / "oracle",
@@ -325,6 +327,7 @@ def test_a_method_that_asks_for_a_verdict_the_protocol_does_not_allow_fails_the_
     with pytest.raises(ProtocolError, match="information protocol"):
         run_tier1(Tier1Config(method="peeker_for_test", episodes=1, seed=0), tmp_path / "peek")
     summary = run_tier1(
-        Tier1Config(method="peeker_for_test", episodes=1, seed=0, oracle="counterfactual"), tmp_path / "oracle"
+        Tier1Config(method="peeker_for_test", episodes=1, seed=0, oracle="counterfactual"),
+        tmp_path / "oracle",
     ).summary
     assert summary["verifier_calls"] > summary["steps"]
