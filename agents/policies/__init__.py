@@ -15,7 +15,9 @@ from agents.registry import register_backend
 def make_embedded(settings: Mapping[str, Any]) -> SimulatedLM:
     return SimulatedLM(
         SimulatedLMConfig(
-            compliance=settings.get("compliance", 1.0), temperature=settings.get("temperature", 0.7)
+            compliance=settings.get("compliance", 1.0),
+            temperature=settings.get("temperature", 0.7),
+            influence_gain=settings.get("influence_gain", 12.0),
         )
     )
 

@@ -21,7 +21,9 @@ Logits over the admissible actions a_1..a_n are
   relevant to "clean cup 1 with sinkbasin 1", barely to "clean cup 1 with bathtubbasin 1", and not at all to
   "go to fridge 1".
 - polarity ∈ {−1, 0, +1}: prohibitions and recorded failures push the relevant actions down, recommendations and
-  recorded successes push them up; a neutral item pushes nothing but still takes up context.
+  recorded successes push them up; a neutral item pushes nothing but still takes up context. A prohibition acts
+  only on the actions it describes best (``prohibition_focus``): it lowers the forbidden command and leaves the
+  compliant alternatives on the same topic alone.
 - dilution(window) = 1 / (1 + window_tokens / dilution_tokens): a long context dilutes every item's influence (the
   "lost in the middle" effect), so irrelevant or poisoned items distract from the relevant ones.
 """
@@ -54,6 +56,11 @@ class SimulatedLMConfig:
     """Cosine similarity under which an item is judged irrelevant to an action."""
     dilution_tokens: float = 600.0
     """Context length (tokens) at which each item's influence is halved."""
+    prohibition_focus: float = 0.8
+    """A prohibition (negative item) acts only on the actions it describes best — relevance at least this share of
+    its best match among the admissible actions: a model that reads "do not wash mugs in sinkbasin 1" understands
+    which command is forbidden and does not shy away from washing the mug in another basin (1.0: only the best
+    match; 0.0: every relevant action, the topic-avoidance of a bag-of-words reader)."""
 
     def __post_init__(self) -> None:
         for name in ("task_gain", "influence_gain", "dilution_tokens"):
@@ -65,6 +72,10 @@ class SimulatedLMConfig:
             raise ConfigError(f"SimulatedLMConfig.exploration = {self.exploration!r} must be in [0, 1)")
         if not 0.0 <= self.compliance <= 1.0:
             raise ConfigError(f"SimulatedLMConfig.compliance = {self.compliance!r} must be in [0, 1]")
+        if not 0.0 <= self.prohibition_focus <= 1.0:
+            raise ConfigError(
+                f"SimulatedLMConfig.prohibition_focus = {self.prohibition_focus!r} must be in [0, 1]"
+            )
         if not 0.0 <= self.relevance_threshold < 1.0:
             raise ConfigError(
                 f"SimulatedLMConfig.relevance_threshold = {self.relevance_threshold!r} must be in [0, 1)"
@@ -111,6 +122,10 @@ class SimulatedLM:
         floor = np.maximum(cfg.relevance_threshold, cos.mean(axis=0, keepdims=True))
         rel = np.clip((cos - floor) / (1.0 - cfg.relevance_threshold), 0.0, None)
         polarity = np.array([it.polarity for it in signed], dtype=np.float64)
+        # a prohibition acts on what it forbids, not on the compliant alternatives that share its topic
+        best = rel.max(axis=0, keepdims=True)
+        focused = np.where(rel >= cfg.prohibition_focus * best, rel, 0.0)
+        rel = np.where(polarity[None, :] < 0, focused, rel)
         return cfg.compliance * cfg.influence_gain * dilution * (rel @ polarity)
 
     def utter(self, inp: PolicyInput, action: Action, blocked) -> str:

@@ -1,0 +1,109 @@
+"""``scars sensitivity``: every method over a grid of the simulated LM's text-channel settings (issue 11)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from synthesis.errors import ScarsError
+
+
+def _floats(text: str, name: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not a comma-separated list of numbers", param_hint=name
+        ) from None
+    if not values:
+        raise click.BadParameter("give at least one value", param_hint=name)
+    return values
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    try:
+        if "-" in text:
+            lo, hi = (int(x) for x in text.split("-", 1))
+            return tuple(range(lo, hi + 1))
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: expected 0-4 or 0,1,2", param_hint="--seeds") from None
+
+
+@click.command("sensitivity")
+@click.option(
+    "--methods",
+    default=None,
+    help="Comma-separated methods (scars:<ablation> allowed); default: every "
+    "method of the tier-1 table and the hard_blocklist and storm_only controls.",
+)
+@click.option(
+    "--influence-gain",
+    "gains",
+    default="4,12,36,96",
+    show_default=True,
+    help="Simulated LM influence_gain values.",
+)
+@click.option(
+    "--compliance",
+    "compliances",
+    default="0.5,1",
+    show_default=True,
+    help="Simulated LM compliance values (each in [0, 1]).",
+)
+@click.option("--seeds", default="0", show_default=True, help="Seeds: 0-4 or 0,1,2.")
+@click.option("--episodes", default=36, show_default=True, type=click.IntRange(1), help="Episodes per run.")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="Output folder.")
+def sensitivity(methods, gains, compliances, seeds, episodes, out) -> None:
+    """Run every method at every (influence_gain, compliance) grid point of the embedded simulated LM and draw
+    success vs SVR per method as a frontier plot (frontier.png), with the table (frontier.csv, frontier.md) and
+    which headline claims hold at how many grid points (claims.md)."""
+    from experiments.report import atomic_write_text, write_table
+    from experiments.sensitivity import (
+        DEFAULT_METHODS,
+        Grid,
+        claims,
+        config_for,
+        frontier,
+        frontier_markdown,
+        plot_frontier,
+    )
+
+    grid = Grid(_floats(gains, "--influence-gain"), _floats(compliances, "--compliance"))
+    chosen = tuple(m.strip() for m in methods.split(",")) if methods else DEFAULT_METHODS
+    seed_list = _seeds(seeds)
+    try:
+        for m in chosen:  # validate every method and grid value before the first run
+            for g, c in grid.points():
+                config_for(m, episodes=episodes, influence_gain=g, compliance=c)
+        if out.exists() and any(out.iterdir()):
+            raise ScarsError(f"--out {out} exists and is not empty; choose a new folder")
+        from experiments.sensitivity import run_sensitivity
+
+        total = len(chosen) * len(grid.points()) * len(seed_list)
+        click.echo(
+            f"{total} runs: {len(chosen)} methods × {len(grid.points())} grid points × {len(seed_list)} seeds"
+        )
+        episodes_table = run_sensitivity(
+            chosen,
+            grid,
+            seed_list,
+            episodes,
+            out,
+            progress=lambda i, n, what: click.echo(f"[{i}/{n}] {what}", err=True),
+        )
+    except ScarsError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    table = frontier(episodes_table)
+    write_table(episodes_table, out / "episodes")
+    write_table(table, out / "frontier")
+    atomic_write_text(out / "frontier.md", frontier_markdown(table))
+    lines = claims(table)
+    atomic_write_text(out / "claims.md", "\n".join(f"- {line}" for line in lines) + "\n")
+    plot_frontier(table, out / "frontier.png")
+    for line in lines:
+        click.echo(f"- {line}")
+    click.echo(f"-> {out}/frontier.png, frontier.md, claims.md")
