@@ -83,7 +83,11 @@ class Tier1Config:
     executed; "state" — also the complete unsafe set A_unsafe(q) of the state it was in (the paper's Cor. 1)."""
     oracle: str = "none"
     """"counterfactual": every method may ask the verifier about (q, a) before executing (scars' what-if
-    extraction; every method's pre-execution shield). Off by default; reported as its own row."""
+    extraction). Off by default; reported as its own row."""
+    shield: bool = False
+    """With ``oracle="counterfactual"``: the pre-execution shield — the chosen action is checked before it is
+    executed and a flagged one is refused and redrawn. The same option for every method (a baseline's use of the
+    oracle; scars uses it for its what-ifs, and may be shielded too)."""
     wandb: bool = False
     """Log to Weights & Biases (offline unless WANDB_MODE says otherwise)."""
     wandb_project: str = "scars-testbed"
@@ -126,6 +130,8 @@ class Tier1Config:
             raise ConfigError(
                 f"signal_config = {self.signal_config!r} is not a file (write one with `scars calibrate`)"
             )
+        if self.shield and self.oracle != "counterfactual":
+            raise ConfigError("shield needs oracle = 'counterfactual' (the shield asks the what-if oracle)")
         if self.ablation != "none" and self.method != "scars":
             raise ConfigError(
                 f"ablation {self.ablation!r} applies to method 'scars' only, not {self.method!r}"
@@ -145,6 +151,7 @@ class Tier1Config:
         suffix = "" if self.ablation == "none" else f"-{self.ablation}"
         suffix += "" if self.verdicts == "executed" else f"-verdicts_{self.verdicts}"
         suffix += "" if self.oracle == "none" else f"-oracle_{self.oracle}"
+        suffix += "-shield" if self.shield else ""
         return f"tier1-{self.schedule}-{self.method}{suffix}-s{self.seed}"
 
     def to_dict(self) -> dict:

@@ -176,8 +176,20 @@ def _print_summary(console: Console, summary: dict[str, dict]) -> None:
 
 
 def demo_configs(episodes: int, seed: int, wandb: bool = False) -> list[Tier1Config]:
-    """All six methods on the paper schedule (``scars demo``)."""
-    return [Tier1Config(method=m, episodes=episodes, seed=seed, wandb=wandb) for m in METHODS]
+    """All six methods on the paper schedule (``scars demo``), then the controls and the information-protocol
+    variants (issue 11): the hard blocklist and storm control alone (no synthesis), scars under ``--verdicts state``
+    (the complete unsafe set of each state, Cor. 1) and under ``--oracle counterfactual`` (the what-if oracle, which
+    every method would get as a shield)."""
+    base = [Tier1Config(method=m, episodes=episodes, seed=seed, wandb=wandb) for m in METHODS]
+    controls = [
+        Tier1Config(method="scars", ablation=a, episodes=episodes, seed=seed, wandb=wandb)
+        for a in ("hard_blocklist", "storm_only")
+    ]
+    protocol = [
+        Tier1Config(method="scars", verdicts="state", episodes=episodes, seed=seed, wandb=wandb),
+        Tier1Config(method="scars", oracle="counterfactual", episodes=episodes, seed=seed, wandb=wandb),
+    ]
+    return base + controls + protocol
 
 
 def load_summary(out: Path) -> dict:

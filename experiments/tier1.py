@@ -148,12 +148,14 @@ class RunResult:
 
 def method_label(cfg: Tier1Config) -> str:
     """The method's name in tables: the method, ``scars:<ablation>``, and the information protocol when it is not
-    the default (``+state`` for ``--verdicts state``, ``+oracle`` for ``--oracle counterfactual``)."""
+    the default (``+state`` for ``--verdicts state``, ``+oracle`` for ``--oracle counterfactual``, ``+shield``)."""
     label = cfg.method if cfg.ablation == "none" else f"{cfg.method}:{cfg.ablation}"
     if cfg.verdicts != "executed":
         label += f"+{cfg.verdicts}"
     if cfg.oracle != "none":
         label += "+oracle"
+    if cfg.shield:
+        label += "+shield"
     return label
 
 
@@ -165,7 +167,7 @@ def shield(
     action: Action,
     rng: np.random.Generator,
 ) -> tuple[int, Action, list[str]]:
-    """The pre-execution shield every method gets with ``--oracle counterfactual``: the chosen control action is
+    """The pre-execution shield any method gets with ``--oracle counterfactual --shield``: the chosen control action is
     checked before it is executed; a flagged one is refused and the choice is redrawn from the governed
     distribution without it (the fallback a⊥ when nothing is left). Returns the final choice and the refused
     actions' texts."""
@@ -272,7 +274,7 @@ def run_tier1(
                     chosen = sample_action(governed.probs, policy_rng)
                     action = actions[chosen]
                 shield_refused: list[str] = []
-                if cfg.oracle == "counterfactual":  # every method's pre-execution shield (the same checker)
+                if cfg.shield:  # the pre-execution shield: the same checker for every method that opts in
                     chosen, action, shield_refused = shield(
                         method_world, decision, governed, chosen, action, policy_rng
                     )

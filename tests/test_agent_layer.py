@@ -285,7 +285,8 @@ def test_nothing_under_agents_names_a_world_concept():
 def test_the_information_protocol_is_counted_and_the_oracle_is_an_option(tmp_path):
     """Under the default protocol every method learns one verdict per executed action and asks the verifier
     nothing (the summary's counters prove it); with ``--oracle counterfactual`` the scars agent's what-if
-    extraction and every method's shield ask it, and the summary counts those questions."""
+    extraction asks it, and the summary counts those questions; ``--shield`` (any method) refuses flagged choices
+    before they execute, so a shielded baseline executes no violation at all."""
     for method in ("reflexion", "scars"):
         summary = run_tier1(
             Tier1Config(method=method, episodes=12, seed=0, search_iterations=40), tmp_path / method
@@ -304,6 +305,15 @@ def test_the_information_protocol_is_counted_and_the_oracle_is_an_option(tmp_pat
         Tier1Config(method="rag", episodes=4, seed=0, verdicts="state"), tmp_path / "state"
     ).summary
     assert state["verifier_calls"] == 0 and state["state_labels_received"] > state["steps"]
+    shielded = run_tier1(
+        Tier1Config(method="reflexion", episodes=12, seed=0, oracle="counterfactual", shield=True),
+        tmp_path / "shield",
+    ).summary
+    assert shielded["method"] == "reflexion+oracle+shield"
+    assert shielded["violations"] == 0 and shielded["shield_refusals"] > 0
+    assert shielded["verifier_calls"] >= shielded["steps"]
+    with pytest.raises(ConfigError, match="shield needs oracle"):
+        Tier1Config(method="reflexion", shield=True)
 
 
 def test_a_method_that_asks_for_a_verdict_the_protocol_does_not_allow_fails_the_run(tmp_path):
