@@ -145,6 +145,33 @@ def claims(table: pd.DataFrame, reference: str = "scars") -> list[str]:
             line += f" ({undefined} undefined)"
         line += "." if not lost else "; beaten at " + "; ".join(lost) + "."
         out.append(line)
+    dominated, dominates = [], 0
+    for (gain, compliance), g in points:
+        ref = g[g["method"] == reference]
+        if ref.empty or ref[["success", "svr"]].isna().any(axis=None):
+            continue
+        success, svr = float(ref["success"].iloc[0]), float(ref["svr"].iloc[0])
+        others = g[(g["method"] != reference) & g["success"].notna() & g["svr"].notna()]
+        better = others[
+            (others["success"] >= success)
+            & (others["svr"] <= svr)
+            & ((others["success"] > success) | (others["svr"] < svr))
+        ]
+        worse = others[
+            (others["success"] <= success)
+            & (others["svr"] >= svr)
+            & ((others["success"] < success) | (others["svr"] > svr))
+        ]
+        dominates += len(worse)
+        dominated += [f"{r.method} at gain {gain:g}, compliance {compliance:g}" for r in better.itertuples()]
+    line = (
+        f"Frontier (success vs SVR, point estimates): {reference} is dominated at "
+        f"{len(dominated)} (method, grid point) pairs"
+    )
+    line += ("." if not dominated else ": " + "; ".join(dominated) + ".") + (
+        f" It dominates {dominates} (method, grid point) pairs."
+    )
+    out.append(line)
     return out
 
 
