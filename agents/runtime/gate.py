@@ -444,6 +444,8 @@ class Gate:
         self.log = decision_log
         self._lock = accommodator.lock
         self._plane = accommodator.plane
+        self.fallback_name: str = accommodator.plane.fallback
+        """a⊥'s name (safe_refusal / ask_human / no_op): what adapters put in place of a blocked call."""
         self._context: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
             "scars_gate_context", default=_NO_CONTEXT
         )
