@@ -53,7 +53,11 @@ class OpenAIToolGate:
             for i, call in enumerate(calls):
                 if getattr(call, "type", "function") != "function":
                     decision = GateDecision(
-                        False, str(getattr(call, "type", "?")), None, (), ContextMappingError("not a function call")
+                        False,
+                        str(getattr(call, "type", "?")),
+                        None,
+                        (),
+                        ContextMappingError("not a function call"),
                     )
                 else:
                     decision = self._decide(call.function.name, call.function.arguments, context)
@@ -73,7 +77,11 @@ class OpenAIToolGate:
     def _fallback_call(self, call: Any, decision: GateDecision) -> Any:
         body = {"refused": decision.tool, "rules": list(decision.fired), "reason": decision.reason}
         return call.model_copy(
-            update={"function": call.function.model_copy(update={"name": self.fallback, "arguments": json.dumps(body)})}
+            update={
+                "function": call.function.model_copy(
+                    update={"name": self.fallback, "arguments": json.dumps(body)}
+                )
+            }
         )
 
     def create(self, client: Any, *, context: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
@@ -102,7 +110,9 @@ class OpenAIToolGate:
             if name == self.fallback:
                 content = f"refused by the scars gate: {arguments.get('reason', 'no reason given')}"
             else:
-                self.gate.enforce(name, arguments, context)  # defence in depth: an unscreened completion fails closed here
+                self.gate.enforce(
+                    name, arguments, context
+                )  # defence in depth: an unscreened completion fails closed here
                 content = str(functions[name](**arguments))
             messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
         return messages
