@@ -582,11 +582,12 @@ class Gate:
         action: Action | tuple[str, Mapping[str, Any]],
         verdict: Verdict,
     ):
-        """A verified failure of an executed call: ``action`` is a DSL ``Action`` or ``(tool, arguments)``;
+        """A verified failure of an executed call in ``context`` (None: the ``using`` block's): ``action`` is a DSL
+        ``Action`` or ``(tool, arguments)``;
         ``verdict`` is the verifier's ``envs.api.Verdict`` (rule id, message, verifier id). Returns at once with a
         ``concurrent.futures.Future`` of the :class:`Outcome`; the signal, synthesis, merge and ledger writes run on
         the accommodation worker, off the decision path."""
-        q = dict(self.mapping.context(context))
+        q = dict(self.mapping.context(self._context.get() if context is None else context))
         if not isinstance(action, Action):
             tool, arguments = action
             action = self.mapping.action(tool, arguments)
