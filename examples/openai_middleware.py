@@ -66,7 +66,7 @@ client = openai.OpenAI(
 )
 
 with open_gate(Path(tempfile.mkdtemp()) / "ledger.sqlite") as gate:
-    gate.admit(
+    gate.admit_rule(
         'if action.seats > 9 then forbid_tool_call("book_flight")', reason="group bookings need a human"
     )
     middleware = OpenAIToolGate(gate)

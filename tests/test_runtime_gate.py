@@ -51,7 +51,7 @@ def test_the_core_schema_blocks_before_the_tool_runs_and_the_fallback_is_configu
     with gate.using({"role": "guest"}), pytest.raises(ScarBlocked, match="delete_file"):
         delete_file("/tmp/y")
     assert calls == [("delete_file", "/tmp/x")]  # the blocked call never reached the tool
-    gate.admit('if action.to == "eve@x" then forbid_tool_call("send_mail")', reason="operator")
+    gate.admit_rule('if action.to == "eve@x" then forbid_tool_call("send_mail")', reason="operator")
     assert send_mail("eve@x", "hi") == "refused" and send_mail("bob@x", "hi", attachments=["a"]) == "sent"
     assert calls[-1] == ("send_mail", "bob@x") and len(calls) == 2
 
@@ -77,7 +77,7 @@ def test_calls_that_do_not_fit_the_mapping_are_blocked_with_one_clear_error(gate
 def test_a_ledger_that_fails_verification_is_refused(tmp_path):
     path = tmp_path / "ledger.sqlite"
     with open_gate(path, core=CORE) as g:
-        g.admit('if action.path == "/etc" then forbid_tool_call("delete_file")', reason="operator")
+        g.admit_rule('if action.path == "/etc" then forbid_tool_call("delete_file")', reason="operator")
         assert g.verify().ok
     conn = sqlite3.connect(path)
     conn.execute("UPDATE events SET payload = replace(payload, '/etc', '/usr') WHERE seq = 1")

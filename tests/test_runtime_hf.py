@@ -57,7 +57,7 @@ def test_the_processor_never_spells_a_masked_call(tmp_path, model_and_tokenizer)
     ) as gate:
         gate.mapping.declare(ToolSignature("search", {"q": (str,)}))
         gate.mapping.declare(ToolSignature("delete", {"what": (str,)}))
-        gate.admit('if action.q == "dogs" then forbid_tool_call("search")', reason="operator")
+        gate.admit_rule('if action.q == "dogs" then forbid_tool_call("search")', reason="operator")
         prompt = tok("call now please", add_special_tokens=False)["input_ids"]
         processor, allowed = logits_processor(gate, tok, len(prompt), CANDIDATES, {"user": "guest"})
         assert [t for t, _ in allowed] == ["search cats"]

@@ -98,7 +98,7 @@ def gate(tmp_path):
     g = open_gate(
         tmp_path / "ledger.sqlite", core=['if mode == "readonly" then forbid_tool_call("wipe_disk")']
     )
-    g.admit('if action.to == "mallory" then forbid_tool_call("transfer")', reason="operator")
+    g.admit_rule('if action.to == "mallory" then forbid_tool_call("transfer")', reason="operator")
     yield g
     g.close()
 

@@ -30,7 +30,7 @@ def gate(tmp_path):
     g = open_gate(
         tmp_path / "ledger.sqlite", core=['if action.what == "all" then forbid_tool_call("delete")']
     )
-    g.admit('if action.q == "dogs" then forbid_tool_arg("search", "q", "dogs")', reason="operator")
+    g.admit_rule('if action.q == "dogs" then forbid_tool_arg("search", "q", "dogs")', reason="operator")
     g.mapping.declare(ToolSignature("search", {"q": (str,)}))
     g.mapping.declare(ToolSignature("delete", {"what": (str,)}))
     yield g

@@ -172,7 +172,7 @@ class Accommodator:
     ) -> concurrent.futures.Future:
         return self._run(self._accommodate, q, action, verdict)
 
-    def admit(self, rule: Rule, *, reason: str) -> str:
+    def admit_rule(self, rule: Rule, *, reason: str) -> str:
         def admit() -> str:
             with self.lock:
                 return self.store.admit(Scar(rule), reason=reason).subject  # type: ignore[return-value]

@@ -290,7 +290,7 @@ CREATE TABLE IF NOT EXISTS decisions (
     id        INTEGER PRIMARY KEY,
     time_us   INTEGER NOT NULL,
     tool      TEXT NOT NULL,
-    action    TEXT,
+    action    TEXT,  -- the DSL action's arguments (JSON object); NULL when the call did not fit the mapping
     context   TEXT NOT NULL,
     allowed   INTEGER NOT NULL,
     fired     TEXT NOT NULL,
@@ -303,7 +303,7 @@ CREATE TABLE IF NOT EXISTS decisions (
 class DecisionLog:
     """Every gate decision, written in batches by a background thread (the call only appends to a queue).
 
-    Rows: time, tool, the DSL action and context as JSON, allowed, the fired rule ids, the mapping error and the
+    Rows: time, tool, the call's DSL arguments (``action``) and context as JSON, allowed, the fired rule ids, the mapping error and the
     schema version (the ledger event count the decision was taken under). ``flush()`` waits until everything queued
     so far is written; ``close()`` flushes and stops the thread. Not hash-chained: the ledger is the evidence of what
     was enforced; this log is what was decided under it.
@@ -349,16 +349,21 @@ class DecisionLog:
 
     def _write(self, conn: sqlite3.Connection) -> None:
         rows = []
+        dumps = json.dumps
+        last_q: Any = None
+        last_json = "{}"
         while self._queue:
             t, tool, action, context, allowed, fired, error, version = self._queue.popleft()
+            if context is not last_q:  # a session's context is one object across its calls: serialised once
+                last_q, last_json = context, dumps(dict(context), sort_keys=True, default=str)
             rows.append(
                 (
                     t,
                     tool,
-                    None if action is None else json.dumps(action.to_dict(), sort_keys=True),
-                    json.dumps(dict(context), sort_keys=True, default=str),
+                    None if action is None else dumps(dict(action.args), sort_keys=True),
+                    last_json,
                     int(allowed),
-                    json.dumps(list(fired)),
+                    dumps(fired) if fired else "[]",
                     error,
                     version,
                 )
@@ -416,6 +421,50 @@ class DecisionLog:
 # ------------------------------------------------------------------------------------------ the gate
 _RAISE = object()
 _NO_CONTEXT: Mapping[str, Any] = {}
+
+
+def _binder(f: Callable[..., Any], spec: ToolSignature) -> Callable[[tuple, dict], dict[str, Any]]:
+    """(args, kwargs) → the named arguments of a call of ``f`` (defaults filled in; ``*args``/``**kwargs`` left out),
+    as ``inspect.Signature.bind`` would, without its cost on the common path; a call it cannot bind raises
+    ``TypeError`` from ``bind`` itself."""
+    signature = inspect.signature(f)
+    params = list(signature.parameters.values())
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    keywords = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    defaults = {
+        p.name: p.default
+        for p in params
+        if p.default is not p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+    required = {
+        p.name for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+    simple = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
+    declared = set(spec.params) | set(spec.opaque)
+
+    def slow(args: tuple, kwargs: dict) -> dict[str, Any]:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return {k: v for k, v in bound.arguments.items() if k in declared}
+
+    if not simple:
+        return slow
+
+    def bind(args: tuple, kwargs: dict) -> dict[str, Any]:
+        if len(args) > len(positional):
+            return slow(args, kwargs)
+        arguments = dict(defaults)
+        arguments.update(zip(positional, args, strict=False))
+        if kwargs:
+            taken = positional[: len(args)]
+            if any(k not in keywords or k in taken for k in kwargs):
+                return slow(args, kwargs)
+            arguments.update(kwargs)
+        if not required <= arguments.keys():
+            return slow(args, kwargs)
+        return arguments
+
+    return bind
 
 
 def read_core_schema(source: str | Path | Iterable[str | Rule]) -> tuple[Rule, ...]:
@@ -554,13 +603,11 @@ class Gate:
         def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
             spec = ToolSignature.from_function(f, name)
             self.mapping.declare(spec)
-            signature = inspect.signature(f)
+            bind = _binder(f, spec)
 
             @functools.wraps(f)
             def gated(*args: Any, **kwargs: Any) -> Any:
-                bound = signature.bind(*args, **kwargs)
-                bound.apply_defaults()
-                arguments = {k: v for k, v in bound.arguments.items() if k in spec.params or k in spec.opaque}
+                arguments = bind(args, kwargs)
                 decision = self.check(spec.name, arguments, None if context is None else context())
                 if decision.allowed:
                     return f(*args, **kwargs)
@@ -595,9 +642,9 @@ class Gate:
             raise ConfigError(f"verdict must be an envs.api.Verdict, got {type(verdict).__name__}")
         return self._acc.report_failure(q, action, verdict)
 
-    def admit(self, rule: Rule | str, *, reason: str) -> str:
+    def admit_rule(self, rule: Rule | str, *, reason: str) -> str:
         """Admit a rule by hand (a human operator, outside any merge); returns the scar id."""
-        return self._acc.admit(parse_rule(rule) if isinstance(rule, str) else rule, reason=reason)
+        return self._acc.admit_rule(parse_rule(rule) if isinstance(rule, str) else rule, reason=reason)
 
     def verify(self) -> VerifyReport:
         """Verify the ledger's hash chain (and MACs, head file) now."""
