@@ -52,3 +52,8 @@ def test_the_example_runs_and_shows_what_it_claims(name):
     assert done.returncode == 0, done.stderr[-2000:]
     for line in expected:
         assert line in done.stdout, (line, done.stdout)
+
+
+def test_the_readme_quick_start_is_the_example():
+    code = (ROOT / "examples" / "quickstart.py").read_text().split("\n", 2)[2].strip("\n")
+    assert code in (ROOT / "README.md").read_text()
