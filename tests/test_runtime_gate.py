@@ -10,6 +10,7 @@ import pytest
 from agents.runtime import (
     ContextMapping,
     ContextMappingError,
+    GateError,
     Ledger,
     ScarBlocked,
     SchemaIntegrityError,
@@ -147,3 +148,21 @@ def test_a_reported_failure_is_synthesised_merged_written_and_enforced(tmp_path)
     with Ledger(tmp_path / "ledger.sqlite", read_only=True) as ledger:
         events = [e.type for e in ledger.events()]
     assert events[:1] == ["failure_observed"] and "scar_admitted" in events and "merge_decision" in events
+
+
+def test_close_writes_every_queued_decision(tmp_path):
+    gate = open_gate(tmp_path / "ledger.sqlite", core=CORE)
+    calls = []
+    delete_file, _ = make_tools(gate, calls)
+    with gate.using({"role": "guest"}):
+        for i in range(300):
+            with pytest.raises(ScarBlocked):
+                delete_file(f"/f{i}")
+    gate.close()
+    conn = sqlite3.connect(tmp_path / "ledger.sqlite.decisions.sqlite")
+    rows = conn.execute("SELECT allowed, fired, context FROM decisions").fetchall()
+    conn.close()
+    assert len(rows) == 300 and {r[0] for r in rows} == {0} and calls == []
+    assert rows[0][2] == '{"role": "guest"}' and rows[0][1].startswith('["H:')
+    with pytest.raises(GateError, match="closed"):
+        gate.check("delete_file", {"path": "/x"}, {})

@@ -71,3 +71,27 @@ def test_an_admin_may_delete_and_a_bad_option_exits_2(tmp_path):
         main(["--ledger", str(tmp_path / "l.sqlite")])
     assert info.value.code == 2
     assert main(["--ledger", str(tmp_path / "l2.sqlite"), "--context", "novalue", "--", "true"]) == 2
+
+
+def test_an_upstream_that_cannot_start_is_one_line_and_nothing_is_served(tmp_path):
+    import subprocess
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agents.runtime.adapters.mcp_gate",
+            "--ledger",
+            str(tmp_path / "l.sqlite"),
+            "--",
+            str(tmp_path / "no_such_server"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "no_such_server' failed" in done.stderr

@@ -171,6 +171,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ContextMappingError as exc:
         print(f"mcp_gate: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # the upstream could not be started or reached: nothing is served (fail closed)
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        print(
+            f"mcp_gate: the upstream MCP server {' '.join(command)!r} failed: {exc}; nothing is served",
+            file=sys.stderr,
+        )
+        return 1
     finally:
         gate.close()
     return 0
