@@ -1,8 +1,11 @@
 """The scars mask behind vLLM's per-request logits-processor interface (issue 18).
 
-vLLM (``SamplingParams(logits_processors=[fn])``) calls each processor once per generated token as
-``fn(output_token_ids, logits)`` or ``fn(prompt_token_ids, output_token_ids, logits)`` — ``logits`` a 1-D tensor over
-the vocabulary — and uses the returned tensor. :class:`VLLMLogitsProcessor` accepts both forms: it sets −inf on every
+vLLM's per-request logits processor is a callable invoked once per generated token as ``fn(output_token_ids, logits)``
+or ``fn(prompt_token_ids, output_token_ids, logits)`` — ``logits`` a 1-D tensor over the vocabulary — whose returned
+tensor is sampled from. The V0 engine takes it as ``SamplingParams(logits_processors=[fn])``; the V1 engine (vLLM ≥
+0.10) runs such callables through a subclass of ``vllm.v1.sample.logits_processor.AdapterLogitsProcessor`` whose
+``new_req_logits_processor(params)`` returns one (vLLM cannot be installed here: the tests check the callable contract
+with both signatures, on numpy arrays and torch tensors). :class:`VLLMLogitsProcessor` accepts both forms: it sets −inf on every
 token that does not continue an allowed candidate call (the gate decides the candidates, as in ``adapters.hf``) and
 returns the same tensor. It only indexes ``logits`` (works on a torch tensor or a numpy array); vLLM is not imported.
 """
