@@ -1,6 +1,6 @@
 """OpenAI tool calling under the scars gate, with the real ``openai`` client and a local OpenAI-compatible server
-(started here in a thread; no network): the forbidden tool is not offered, a forbidden returned call becomes the
-fallback before execution. Needs the 'runtime' extra."""
+(started here in a thread; no network): a tool forbidden outright is not offered, a forbidden returned call becomes
+the fallback before execution. Needs the 'runtime' extra."""
 
 import json
 import tempfile
@@ -21,6 +21,7 @@ TOOLS = [
     for n, p, r in [
         ("get_weather", {"city": {"type": "string"}}, ["city"]),
         ("book_flight", {"to": {"type": "string"}, "seats": {"type": "integer"}}, ["to", "seats"]),
+        ("close_account", {"reason": {"type": "string"}}, []),
     ]
 ]
 
@@ -65,7 +66,8 @@ client = openai.OpenAI(
     base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="local", max_retries=0
 )
 
-with open_gate(Path(tempfile.mkdtemp()) / "ledger.sqlite") as gate:
+core = ['if user_tier == "basic" then forbid_tool_call("close_account")']  # H: never offered to a basic user
+with open_gate(Path(tempfile.mkdtemp()) / "ledger.sqlite", core=core) as gate:
     gate.admit_rule(
         'if action.seats > 9 then forbid_tool_call("book_flight")', reason="group bookings need a human"
     )

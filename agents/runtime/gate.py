@@ -313,8 +313,10 @@ class DecisionLog:
         self.path = Path(path)
         self.interval_s, self.batch = interval_s, batch
         self._queue: deque[tuple] = deque()
-        self._queued = 0
-        self._written = 0
+        self._requested = (
+            0  # flush requests made / served: a served request wrote everything queued before it
+        )
+        self._served = 0
         self._done = threading.Condition()
         self._wake = threading.Event()
         self._closing = False
@@ -327,7 +329,6 @@ class DecisionLog:
 
     def append(self, row: tuple) -> None:
         self._queue.append(row)
-        self._queued += 1
         if len(self._queue) >= self.batch:
             self._wake.set()
 
@@ -337,7 +338,12 @@ class DecisionLog:
             while True:
                 self._wake.wait(self.interval_s)
                 self._wake.clear()
+                with self._done:
+                    request = self._requested
                 self._write(conn)
+                with self._done:
+                    self._served = request
+                    self._done.notify_all()
                 if self._closing and not self._queue:
                     return
         except BaseException as exc:  # reported by flush/close
@@ -375,21 +381,19 @@ class DecisionLog:
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
-        with self._done:
-            self._written += len(rows)
-            self._done.notify_all()
 
     def flush(self, timeout: float = 30.0) -> None:
-        target = self._queued
+        """Wait until every decision queued before this call is written."""
+        with self._done:
+            self._requested += 1
+            request = self._requested
         self._wake.set()
         with self._done:
-            ok = self._done.wait_for(lambda: self._written >= target or self._error is not None, timeout)
+            ok = self._done.wait_for(lambda: self._served >= request or self._error is not None, timeout)
         if self._error is not None:
             raise GateError(f"the decision log {self.path} failed: {self._error!r}") from self._error
         if not ok:
-            raise GateError(
-                f"the decision log {self.path} did not write {target - self._written} decision(s) in {timeout}s"
-            )
+            raise GateError(f"the decision log {self.path} was not written within {timeout}s")
 
     def close(self) -> None:
         if self._closing:
