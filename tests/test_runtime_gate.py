@@ -166,3 +166,36 @@ def test_close_writes_every_queued_decision(tmp_path):
     assert rows[0][2] == '{"role": "guest"}' and rows[0][1].startswith('["H:')
     with pytest.raises(GateError, match="closed"):
         gate.check("delete_file", {"path": "/x"}, {})
+
+
+def test_with_a_verifier_the_failure_is_cut_by_counterfactual_questions(tmp_path):
+    asked = []
+
+    def verifier(q, a):  # the framework's own check: deleting under /data in production violates
+        asked.append((dict(q), a))
+        return (
+            a.name == "delete_file" and q.get("env") == "prod" and str(a.arg("path", "")).startswith("/data")
+        )
+
+    calls = []
+    with open_gate(tmp_path / "ledger.sqlite", core=CORE, verifier=verifier) as gate:
+        delete_file, _ = make_tools(gate, calls)
+        for env in ("dev", "prod"):
+            with gate.using({"role": "admin", "env": env, "team": "x"}):
+                delete_file("/tmp/a")
+                if env == "dev":
+                    delete_file("/data/old")
+        with gate.using({"role": "admin", "env": "prod", "team": "x"}):
+            delete_file("/data/old")
+            outcome = gate.report_failure(
+                None,
+                ("delete_file", {"path": "/data/old", "force": False}),
+                Verdict("no_prod_data", "", "ops"),
+            ).result(timeout=60)
+            assert outcome.admitted, outcome
+            with pytest.raises(ScarBlocked):
+                delete_file("/data/old")
+            assert delete_file("/tmp/a") == "deleted"
+        with gate.using({"role": "admin", "env": "dev", "team": "x"}):
+            assert delete_file("/data/old") == "deleted"  # the what-if answers kept env in the rule
+        assert "prod" in outcome.rule and len(asked) > 3
