@@ -34,7 +34,15 @@ def test_every_example_is_listed():
     assert {p.name for p in (ROOT / "examples").glob("*.py")} == {*EXAMPLES, "mcp_upstream.py"}
 
 
-@pytest.mark.parametrize("name", sorted(EXAMPLES))
+SLOW = {
+    "hf_logits.py",
+    "mcp_gate.py",
+}  # 10-17 s (torch import; three Python processes): CI's slow run has them
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in sorted(EXAMPLES)]
+)
 def test_the_example_runs_and_shows_what_it_claims(name):
     needs, expected = EXAMPLES[name]
     missing = [m for m in needs if importlib.util.find_spec(m) is None]
