@@ -154,15 +154,18 @@ def test_close_writes_every_queued_decision(tmp_path):
     gate = open_gate(tmp_path / "ledger.sqlite", core=CORE)
     calls = []
     delete_file, _ = make_tools(gate, calls)
-    with gate.using({"role": "guest"}):
+    session = {"role": "guest"}
+    with gate.using(session):
         for i in range(300):
             with pytest.raises(ScarBlocked):
                 delete_file(f"/f{i}")
+    session["role"] = "admin"  # the framework changes its state later: what was decided stays recorded
+    assert not gate.check("delete_file", {"path": "/x"}, {1: object()}).allowed  # logged, the writer survives
     gate.close()
     conn = sqlite3.connect(tmp_path / "ledger.sqlite.decisions.sqlite")
     rows = conn.execute("SELECT allowed, fired, context FROM decisions").fetchall()
     conn.close()
-    assert len(rows) == 300 and {r[0] for r in rows} == {0} and calls == []
+    assert len(rows) == 301 and {r[0] for r in rows} == {0} and calls == []
     assert rows[0][2] == '{"role": "guest"}' and rows[0][1].startswith('["H:')
     with pytest.raises(GateError, match="closed"):
         gate.check("delete_file", {"path": "/x"}, {})

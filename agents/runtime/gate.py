@@ -25,7 +25,6 @@ import contextlib
 import contextvars
 import functools
 import inspect
-import itertools
 import json
 import sqlite3
 import threading
@@ -45,7 +44,6 @@ from synthesis.dsl import Action, Rule, parse_rule
 from synthesis.errors import ConfigError, ScarsError
 from synthesis.fragments import Verifier
 
-Scalar = (str, int, float, bool)
 _ANY_SCALAR: tuple[type, ...] = (str, int, float, bool)
 
 
@@ -168,7 +166,7 @@ def _json_types(sub: Mapping[str, Any]) -> tuple[type, ...] | None:
     kind = sub.get("type")
     if kind is None and "enum" in sub:
         values = sub["enum"]
-        if values and all(v is None or isinstance(v, Scalar) for v in values):
+        if values and all(v is None or isinstance(v, _ANY_SCALAR) for v in values):
             return tuple(dict.fromkeys(type(v) for v in values if v is not None)) or None
         return None
     kinds = [k for k in (kind if isinstance(kind, list) else [kind]) if k != "null"]
@@ -255,8 +253,9 @@ class ContextMapping:
         args.sort()
         return Action("tool", name, tuple(args))
 
-    def context(self, context: Mapping[str, Any] | None) -> Mapping[str, Any]:
-        """The DSL context q of a call, or ``ContextMappingError``."""
+    def context(self, context: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The DSL context q of a call — a copy, so a framework that keeps mutating its session state does not change
+        what was decided and recorded; ``None`` values are left out (absent) — or ``ContextMappingError``."""
         if context is None:
             return {}
         if not isinstance(context, Mapping):
@@ -281,7 +280,7 @@ class ContextMapping:
                 raise ContextMappingError(
                     f"context value {key!r} = {value!r:.80} is a {type(value).__name__}; allowed: {_type_names(types)}"
                 )
-        return context
+        return {k: v for k, v in context.items() if v is not None}
 
 
 # ------------------------------------------------------------------------------------------ the decision log
@@ -356,18 +355,14 @@ class DecisionLog:
     def _write(self, conn: sqlite3.Connection) -> None:
         rows = []
         dumps = json.dumps
-        last_q: Any = None
-        last_json = "{}"
         while self._queue:
             t, tool, action, context, allowed, fired, error, version = self._queue.popleft()
-            if context is not last_q:  # a session's context is one object across its calls: serialised once
-                last_q, last_json = context, dumps(dict(context), sort_keys=True, default=str)
             rows.append(
                 (
                     t,
                     tool,
                     None if action is None else dumps(dict(action.args), sort_keys=True),
-                    last_json,
+                    dumps(context, sort_keys=True, default=str) if context else "{}",
                     int(allowed),
                     dumps(fired) if fired else "[]",
                     error,
@@ -503,7 +498,6 @@ class Gate:
             "scars_gate_context", default=_NO_CONTEXT
         )
         self._closed = False
-        self._count = itertools.count()
         atexit.register(self.close)
 
     # ------------------------------------------------------------------------------------------ reads
@@ -545,7 +539,12 @@ class Gate:
             action = self.mapping.action(tool, arguments)
         except ContextMappingError as exc:
             decision = GateDecision(False, tool, None, (), exc)
-            self._record(decision, q if isinstance(q, Mapping) else {})
+            printable = (
+                {str(k): v if isinstance(v, _ANY_SCALAR) else repr(v) for k, v in q.items()}
+                if isinstance(q, Mapping)
+                else {}
+            )
+            self._record(decision, printable)
             return decision
         with self._lock:
             fired = self._plane.fired_rules(q, action)
