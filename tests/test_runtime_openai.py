@@ -12,7 +12,7 @@ import pytest
 
 openai = pytest.importorskip("openai", reason="the 'runtime' extra (openai) is not installed")
 
-from agents.runtime import ContextMappingError, ScarBlocked, open_gate  # noqa: E402
+from agents.runtime import ContextMappingError, GateError, ScarBlocked, open_gate  # noqa: E402
 from agents.runtime.adapters.openai_tools import OpenAIToolGate  # noqa: E402
 
 TOOLS = [
@@ -147,3 +147,6 @@ def test_an_unscreened_completion_fails_closed_at_execution(server, gate):
     assert executed == []
     with pytest.raises(ContextMappingError, match="not an OpenAI function tool"):
         middleware.declare([{"type": "function"}])
+    with pytest.raises(GateError, match="stream=True"):
+        middleware.create(client, model="m", messages=[], tools=TOOLS, stream=True)
+    assert len(server.requests) == 1  # the streamed request was never sent

@@ -28,6 +28,9 @@ from typing import Any
 from agents.runtime.gate import ContextMappingError, Gate, GateError, ToolSignature, open_gate
 from synthesis.errors import ScarsError
 
+_MAX_PAGES = 1000
+"""Pages of an upstream tool listing read at most (a misbehaving upstream cannot loop the proxy)."""
+
 
 class UpstreamGone(GateError):
     """The upstream MCP server died or stopped answering: the gate refuses every call from now on."""
@@ -69,14 +72,20 @@ class McpGate:
         _, types = _require_mcp()
         if self._gone is not None:
             raise UpstreamGone(self._gone)
+        tools, cursor = [], None
         try:
-            listed = await self._client.list_tools()
+            for _ in range(_MAX_PAGES):  # every page of the upstream's listing, offered as one
+                page = await self._client.list_tools(cursor=cursor)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
         except Exception as exc:
             raise UpstreamGone(self._lost(exc)) from None
-        for tool in listed.tools:
+        for tool in tools:
             self.gate.mapping.declare(ToolSignature.from_json_schema(tool.name, tool.input_schema))
-        masked = self.gate.masked_tools([t.name for t in listed.tools], self.context)
-        return types.ListToolsResult(tools=[t for t in listed.tools if t.name not in masked])
+        masked = self.gate.masked_tools([t.name for t in tools], self.context)
+        return types.ListToolsResult(tools=[t for t in tools if t.name not in masked])
 
     async def _call_tool(self, ctx: Any, params: Any):
         if self._gone is not None:

@@ -8,6 +8,7 @@ it, by a call of the fallback a⊥ (``function.name`` = the gate's fallback, e.g
 ``{"refused": tool, "rules": [...], "reason": ...}``), keeping its id so the conversation stays well formed.
 :meth:`OpenAIToolGate.run_tool_calls` executes the allowed calls and answers fallback calls with the refusal.
 
+Streaming is refused (``stream=True`` raises ``GateError``): tool calls would reach the caller before being screened.
 Works with any object with ``chat.completions.create(**kwargs)`` returning a ``ChatCompletion`` (``openai.OpenAI``,
 an OpenAI-compatible server such as vLLM or llama.cpp behind it).
 """
@@ -18,7 +19,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agents.runtime.gate import ContextMappingError, Gate, GateDecision, ToolSignature
+from agents.runtime.gate import ContextMappingError, Gate, GateDecision, GateError, ToolSignature
 
 
 class OpenAIToolGate:
@@ -87,6 +88,11 @@ class OpenAIToolGate:
     def create(self, client: Any, *, context: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
         """``client.chat.completions.create(**kwargs)`` with the masked tools removed from ``tools`` and the
         response screened. When every tool is masked, the request goes without tools (the model can only answer)."""
+        if kwargs.get("stream"):
+            raise GateError(
+                "stream=True: a streamed response's tool calls would reach the caller before they are screened; "
+                "call without stream (the middleware screens whole responses)"
+            )
         tools = kwargs.pop("tools", None)
         if tools:
             offered = self.offered(tools, context)
