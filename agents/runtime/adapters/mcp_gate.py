@@ -7,7 +7,7 @@ client it offers the upstream tools minus those a rule forbids outright in the p
 decided by the gate first — a forbidden call, or one whose arguments do not fit the tool's schema, is answered with
 an error result (``isError``) naming the rules or the mismatch and is never forwarded. The context q is the proxy's
 (``--context key=value``: the deployment's session state; MCP requests carry no such state). The upstream server
-runs in the proxy's environment.
+runs in the proxy's environment. Only tools are forwarded (not the upstream's resources or prompts).
 
 If the upstream server dies, every later call (and listing) is refused with one error — "upstream MCP server …
 is gone; the gate refuses every call (fail closed)" — and nothing is forwarded.
