@@ -14,14 +14,19 @@ to the control plane (the only writer of either):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from agents.runtime.scar import Scar
+from agents.runtime.ledger import Event, verdict_evidence
+from agents.runtime.scar import Provenance, Scar, Scope
 from agents.runtime.store import SchemaStore
 from synthesis.dsl.cost import Lambdas
-from synthesis.dsl.semantics import Classes
+from synthesis.dsl.semantics import Classes, fires
 from synthesis.failure import Failure
+from synthesis.fragments import SynthesisData
+from synthesis.mcts import SynthesisResult
 from synthesis.merge import (
     MergeMode,
     MergeResult,
@@ -42,6 +47,65 @@ class EquilibrationReport:
     retired: tuple[str, ...]
     refused_resurrection: tuple[str, ...]
     decision_seq: int
+
+
+def scar_from_synthesis(
+    result: SynthesisResult,
+    fragment: Failure,
+    *,
+    classes: Classes | None,
+    data: SynthesisData | None = None,
+    failure_event: Event | None = None,
+    seed: int | None = None,
+    synthesiser: str = "mcts",
+    settings: Mapping[str, Any] | None = None,
+    verifier_id: str = "",
+) -> Scar:
+    """The scar ΔS* a finished synthesis proposes, with its audit plane (evidence, provenance, scope).
+
+    The evidence cites the failure's recorded verdict (``failure_event``: its ``failure_observed`` event) — the only
+    evidence that may re-admit a retired id. The scope is the world version only when the counterfactual checks
+    found it causal (§4.1); confidence is Laplace's rule of succession over the recorded failures the rule masks (k)
+    and the recorded successes it would have blocked (m) in ``data``: (k + 1) / (k + m + 2).
+    """
+    if result.rule is None:
+        raise ValueError("the synthesis proposed no rule; there is no scar to build")
+    version = fragment.q.get("world_version")
+    covered, blocked = 0, 0
+    if data is not None:
+        covered = sum(1 for case in data.D_minus for a in case.F if fires(result.rule, case.q, a, classes))
+        blocked = sum(1 for case in data.D_plus if fires(result.rule, case.q, case.a_star, classes))
+    evidence = (
+        fragment.to_json() if failure_event is None else verdict_evidence(failure_event, **fragment.to_json())
+    )
+    return Scar(
+        rule=result.rule,
+        evidence=(evidence,),
+        provenance=Provenance(
+            source_episode=fragment.source.episode,
+            source_step=fragment.source.step,
+            verifier_id=fragment.source.verifier_id or verifier_id,
+            synthesiser=synthesiser,
+            synthesiser_settings=tuple(sorted((settings or {}).items())),
+            seed=seed,
+            synthesised_at_us=time.time_ns() // 1000,
+        ),
+        scope=Scope(
+            env_version=None if version is None else str(version),
+            confidence=(covered + 1) / (covered + blocked + 2),
+        ),
+    )
+
+
+def owed_failures(
+    failures: Iterable[Failure], candidates: Iterable[Scar], classes: Classes | None
+) -> list[Failure]:
+    """The recorded failures the merge must keep covered: one per failure id (the latest), each one some candidate
+    resolves. Coverage is owed to the whole record, not a recent window — retiring a rule must not forget a failure
+    (§4.5); failures only resolved by scars retired for scope have no candidate left and drop out with them."""
+    rules = [c.rule for c in candidates]
+    unique = {f.id: f for f in reversed(list(failures))}
+    return [f for f in unique.values() if any(fires(r, f.q, a, classes) for r in rules for a in f.F)]
 
 
 def equilibrate(

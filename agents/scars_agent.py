@@ -16,7 +16,6 @@ revoke it. Everything world-specific comes from the world adapter (``envs.api``)
 from __future__ import annotations
 
 import contextlib
-import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -25,13 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from agents.equilibration import equilibrate, prune
+from agents.equilibration import equilibrate, owed_failures, prune, scar_from_synthesis
 from agents.policies.base import ContextItem
 from agents.registry import MethodSpec, register_method
 from agents.rule_writer import direct_patch
 from agents.runtime.control import CORE_PREFIX, ControlPlane, Governed
-from agents.runtime.ledger import Event, verdict_evidence
-from agents.runtime.scar import Provenance, Scar, Scope
+from agents.runtime.ledger import Event
+from agents.runtime.scar import Scar
 from agents.runtime.store import SchemaStore
 from agents.storm import StormConfig, StormController, StormRequests
 from disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor, Reading, StepRecord
@@ -48,7 +47,6 @@ from synthesis import (
     extract_fragment,
 )
 from synthesis.dsl import canonical_text, description_length
-from synthesis.dsl.semantics import fires
 from synthesis.errors import ConfigError
 from synthesis.failure import Failure, FailureSource
 from synthesis.fragments import ExperienceVerifier, Verifier
@@ -506,52 +504,27 @@ class ScarsAgent:
                 self.storm.on_synthesis_rejected(done.ticket, step=self.t)
 
     def _scar_from(self, result: SynthesisResult, fragment: Failure, handle: _AtStep | None) -> Scar:
-        version = fragment.q.get("world_version")
-        seed = None if handle is None else int(handle.seed.generate_state(1)[0])
-        covered, blocked = 0, 0
-        if handle is not None:
-            covered = sum(
-                1
-                for case in handle.data.D_minus
-                for a in case.F
-                if fires(result.rule, case.q, a, self.card.classes)
-            )
-            blocked = sum(
-                1 for case in handle.data.D_plus if fires(result.rule, case.q, case.a_star, self.card.classes)
-            )
         search = self.config.search_config
-        # the evidence cites the failure's recorded verdict: the only evidence that may re-admit a retired id
-        event = self._failure_events.get(fragment.id)
-        evidence = fragment.to_json() if event is None else verdict_evidence(event, **fragment.to_json())
-        return Scar(
-            rule=result.rule,
-            evidence=(evidence,),
-            provenance=Provenance(
-                source_episode=fragment.source.episode,
-                source_step=fragment.source.step,
-                verifier_id=fragment.source.verifier_id or self.card.verifier_id,
-                synthesiser="mcts" if self.config.search == "mcts" else "direct",
-                synthesiser_settings=(
-                    ("drift_budget", search.weights.drift_budget),
-                    ("executor", self.config.executor),
-                    ("l_drift", None if result.score is None else result.score.l_drift),
-                    ("max_predicates", search.max_predicates),
-                    ("merge_mode", self.config.merge_mode),
-                    ("num_simulations", search.num_simulations),
-                    ("run_seed", self.seed),
-                    ("workers", self.config.workers),
-                    ("world", self.card.id),
-                ),
-                seed=seed,
-                synthesised_at_us=time.time_ns() // 1000,
-            ),
-            # the scope is the world version only when the counterfactual checks found it causal (§4.1);
-            # confidence: Laplace's rule of succession over the recorded failures the rule masks (k) and the
-            # recorded successes it would have blocked (m): (k + 1) / (k + m + 2)
-            scope=Scope(
-                env_version=None if version is None else str(version),
-                confidence=(covered + 1) / (covered + blocked + 2),
-            ),
+        return scar_from_synthesis(
+            result,
+            fragment,
+            classes=self.card.classes,
+            data=None if handle is None else handle.data,
+            failure_event=self._failure_events.get(fragment.id),
+            seed=None if handle is None else int(handle.seed.generate_state(1)[0]),
+            synthesiser="mcts" if self.config.search == "mcts" else "direct",
+            settings={
+                "drift_budget": search.weights.drift_budget,
+                "executor": self.config.executor,
+                "l_drift": None if result.score is None else result.score.l_drift,
+                "max_predicates": search.max_predicates,
+                "merge_mode": self.config.merge_mode,
+                "num_simulations": search.num_simulations,
+                "run_seed": self.seed,
+                "workers": self.config.workers,
+                "world": self.card.id,
+            },
+            verifier_id=self.card.verifier_id,
         )
 
     def _equilibrate(self, new: Scar) -> None:
@@ -560,19 +533,14 @@ class ScarsAgent:
         # not just the recent window: retiring a rule must not forget a failure (§4.5). Failures only resolved by
         # scars retired for scope have no candidate left and drop out with them.
         candidates = [*self.store.scars, new]
-        classes = self.card.classes
-        # one failure per id (a step's verdict and a punishment of that step's action are the same failed action)
-        unique = {f.id: f for f in reversed(self.failures)}
-        failures = [
-            f for f in unique.values() if any(fires(c.rule, f.q, a, classes) for c in candidates for a in f.F)
-        ]
+        failures = owed_failures(self.failures, candidates, self.card.classes)
         before = tuple(s.rule for s in self.store.scars)
         report = equilibrate(
             self.store,
             [new],
             failures,
             [(step.context, step.actions) for step in self.history],
-            classes,
+            self.card.classes,
             self.config.search_config.weights.lambdas,
             merge_mode=self.config.merge_mode,
         )

@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from synthesis.dsl import parse_rule
 from synthesis.dsl.ast import Action, Rule, Value
 from synthesis.dsl.semantics import Classes
-from synthesis.errors import ConfigError, ScarsError
+from synthesis.errors import ConfigError, DSLSyntaxError, ScarsError
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,13 +208,34 @@ class WorldAdapter(Protocol):
         ...
 
 
-def read_rules(path: Path) -> tuple[Rule, ...]:
-    """A core schema file: rules of the patch DSL, one per line; blank lines and ``#`` comments are skipped."""
+def read_rules(path: str | Path) -> tuple[Rule, ...]:
+    """A core schema file: rules of the patch DSL, one per line; blank lines and ``#`` comments are skipped.
+
+    A missing or unreadable file is a ``ConfigError`` naming it; a line that does not parse is a ``DSLSyntaxError``
+    naming the file, its line and the column in that line (``line``/``column`` are the file's)."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"cannot read the rule file {path}: {exc}; expected a UTF-8 text file of DSL rules"
+        ) from None
     rules = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for number, line in enumerate(lines, start=1):
         text = line.strip()
         if text and not text.startswith("#"):
-            rules.append(parse_rule(text))
+            try:
+                rules.append(parse_rule(text))
+            except DSLSyntaxError as exc:
+                column = exc.column + len(line) - len(line.lstrip())
+                reason = str(exc).split(": ", 1)[-1]
+                raise DSLSyntaxError(
+                    f"{reason} (rule file {path})",
+                    text=line,
+                    line=number,
+                    column=column,
+                    expected=exc.expected,
+                ) from None
     return tuple(rules)
 
 

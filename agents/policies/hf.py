@@ -32,6 +32,16 @@ def _require_transformers():
     return torch, transformers
 
 
+def allowed_next_tokens(
+    sequences: Sequence[tuple[int, ...]], generated: tuple[int, ...], eos: int
+) -> list[int]:
+    """The tokens that continue some allowed token sequence after ``generated`` (EOS once one is complete; only EOS
+    when ``generated`` left every allowed path, which a processor built on this never lets happen)."""
+    n = len(generated)
+    nxt = {seq[n] if len(seq) > n else eos for seq in sequences if seq[:n] == generated}
+    return sorted(nxt) if nxt else [eos]
+
+
 def make_scars_logits_processor(tokenizer, prompt_len: int, allowed: Sequence[str]):
     """Build a ``LogitsProcessor`` that restricts generation to the token sequences of ``allowed`` commands.
 
@@ -53,13 +63,7 @@ def make_scars_logits_processor(tokenizer, prompt_len: int, allowed: Sequence[st
             out = torch.full_like(scores, float("-inf"))
             for row in range(input_ids.shape[0]):
                 generated = tuple(input_ids[row, prompt_len:].tolist())
-                nxt: set[int] = set()
-                for seq in sequences:
-                    if seq[: len(generated)] == generated:
-                        nxt.add(seq[len(generated)] if len(seq) > len(generated) else eos)
-                if not nxt:  # off every allowed path (cannot happen under this processor): only EOS
-                    nxt = {eos}
-                idx = torch.tensor(sorted(nxt), dtype=torch.long)
+                idx = torch.tensor(allowed_next_tokens(sequences, generated, eos), dtype=torch.long)
                 out[row, idx] = scores[row, idx]
             return out
 

@@ -4,6 +4,15 @@
 - ``control``: ``ControlPlane`` enforces H ∪ S_t ∪ temporary masks on candidate actions and base logits.
 - ``ledger``:  ``Ledger``, the append-only, bitemporal, hash-chained SQLite store the control plane projects from.
 - ``store``:   ``SchemaStore``, the one owner of both: typed commands append events and apply them to the plane.
+
+``scars-runtime``, the public library (README: "scars-runtime: gate any framework's tool calls"): this package is its
+one import path. ``open_gate`` opens a scar set from a ledger (fail closed if it does not verify) with a core schema H
+from a rule file (``read_core_schema``) behind a ``Gate``: ``check`` / ``enforce`` / the ``tool`` decorator decide
+calls through the ``ContextMapping`` (``ToolSignature`` per tool; ``ContextMappingError`` when a call does not fit);
+a blocked call raises ``ScarBlocked`` or returns a fallback; ``report_failure`` feeds the background accommodation
+loop (``AccommodationConfig``, ``Outcome``); ``DecisionLog`` holds the batched audit of decisions. Adapters live in
+``agents.runtime.adapters`` (OpenAI tool calling, HuggingFace and vLLM logits processors, an MCP gate). The gate's
+names are loaded on first use (``agents.equilibration`` imports this package).
 """
 
 from agents.runtime.control import ControlPlane, ControlPlaneError, Expired, Governed
@@ -19,7 +28,34 @@ from agents.runtime.ledger import (
 from agents.runtime.scar import Provenance, Scar, Scope, canonical_json, scar_id_of
 from agents.runtime.store import SchemaIntegrityError, SchemaStore
 
+_GATE_NAMES = {
+    "AccommodationConfig": "agents.runtime.accommodation",
+    "Outcome": "agents.runtime.accommodation",
+    "ContextMapping": "agents.runtime.gate",
+    "ContextMappingError": "agents.runtime.gate",
+    "DecisionLog": "agents.runtime.gate",
+    "Gate": "agents.runtime.gate",
+    "GateDecision": "agents.runtime.gate",
+    "GateError": "agents.runtime.gate",
+    "ScarBlocked": "agents.runtime.gate",
+    "ToolSignature": "agents.runtime.gate",
+    "open_gate": "agents.runtime.gate",
+    "read_core_schema": "agents.runtime.gate",
+    "Verdict": "envs.api",
+}
+
+
+def __getattr__(name: str):
+    module = _GATE_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agents.runtime' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
 __all__ = [
+    *_GATE_NAMES,
     "EVENT_TYPES",
     "ControlPlane",
     "ControlPlaneError",

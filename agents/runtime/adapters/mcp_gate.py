@@ -1,0 +1,197 @@
+"""An MCP gate: a proxy MCP server (official ``mcp`` SDK) that forwards an upstream MCP server's tools and refuses
+the calls a scar forbids (issue 18).
+
+The proxy connects to the upstream server as an MCP client (``mcp.Client`` over stdio: it launches the upstream
+command), lists its tools and declares each one in the gate's context mapping from its ``inputSchema``. To its own
+client it offers the upstream tools minus those a rule forbids outright in the proxy's context; a ``tools/call`` is
+decided by the gate first — a forbidden call, or one whose arguments do not fit the tool's schema, is answered with
+an error result (``isError``) naming the rules or the mismatch and is never forwarded. The context q is the proxy's
+(``--context key=value``: the deployment's session state; MCP requests carry no such state). The upstream server
+runs in the proxy's environment. Only tools are forwarded (not the upstream's resources or prompts).
+
+If the upstream server dies, every later call (and listing) is refused with one error — "upstream MCP server …
+is gone; the gate refuses every call (fail closed)" — and nothing is forwarded.
+
+Run it as ``python -m agents.runtime.adapters.mcp_gate --ledger L [--core FILE] [--context k=v …] -- CMD ARGS…``
+(every option has ``--help``); bad options exit 2 with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from agents.runtime.gate import ContextMappingError, Gate, GateError, ToolSignature, open_gate
+from synthesis.errors import ScarsError
+
+_MAX_PAGES = 1000
+"""Pages of an upstream tool listing read at most (a misbehaving upstream cannot loop the proxy)."""
+
+
+class UpstreamGone(GateError):
+    """The upstream MCP server died or stopped answering: the gate refuses every call from now on."""
+
+
+def _require_mcp():
+    try:
+        import mcp
+        import mcp_types
+    except ImportError as exc:  # pragma: no cover - depends on the optional extra
+        raise ScarsError("the MCP gate needs the optional extra: pip install -e '.[runtime]'") from exc
+    return mcp, mcp_types
+
+
+class McpGate:
+    """The proxy (module docstring). ``upstream``: ``mcp.StdioServerParameters`` of the upstream server;
+    ``context``: the q every call is decided in."""
+
+    def __init__(self, gate: Gate, upstream: Any, *, context: Mapping[str, Any] | None = None) -> None:
+        self.gate = gate
+        self.upstream = upstream
+        self.context = dict(gate.mapping.context(context or {}))
+        self._client: Any = None
+        self._gone: str | None = None
+
+    def _refusal(self, text: str):
+        _, types = _require_mcp()
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+    def _lost(self, exc: BaseException) -> str:
+        if self._gone is None:
+            self._gone = (
+                f"upstream MCP server {' '.join([self.upstream.command, *self.upstream.args])!r} is gone "
+                f"({type(exc).__name__}: {exc}); the gate refuses every call (fail closed)"
+            )
+        return self._gone
+
+    async def _list_tools(self, ctx: Any, params: Any):
+        _, types = _require_mcp()
+        if self._gone is not None:
+            raise UpstreamGone(self._gone)
+        tools, cursor = [], None
+        try:
+            for _ in range(_MAX_PAGES):  # every page of the upstream's listing, offered as one
+                page = await self._client.list_tools(cursor=cursor)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+        except Exception as exc:
+            raise UpstreamGone(self._lost(exc)) from None
+        for tool in tools:
+            self.gate.mapping.declare(ToolSignature.from_json_schema(tool.name, tool.input_schema))
+        masked = self.gate.masked_tools([t.name for t in tools], self.context)
+        return types.ListToolsResult(tools=[t for t in tools if t.name not in masked])
+
+    async def _call_tool(self, ctx: Any, params: Any):
+        if self._gone is not None:
+            return self._refusal(self._gone)
+        if self.gate.mapping.signature(params.name) is None:
+            await self._list_tools(ctx, None)  # a client may call without listing first
+        decision = self.gate.check(params.name, params.arguments or {}, self.context)
+        if not decision.allowed:
+            return self._refusal(f"refused by the scars gate: {decision.reason}")
+        try:
+            return await self._client.call_tool(params.name, params.arguments or {})
+        except Exception as exc:
+            return self._refusal(self._lost(exc))
+
+    def server(self):
+        """The proxy as an ``mcp.server.lowlevel.Server`` (serve it on any transport while ``connect`` is open)."""
+        from mcp.server.lowlevel import Server
+
+        return Server("scars-gate", on_list_tools=self._list_tools, on_call_tool=self._call_tool)
+
+    @contextlib.asynccontextmanager
+    async def connect(self):
+        """Connect to the upstream server for the duration of the block."""
+        mcp, _ = _require_mcp()
+        async with mcp.Client(self.upstream, raise_exceptions=True) as client:
+            self._client = client
+            try:
+                yield self
+            finally:
+                self._client = None
+
+    async def serve_stdio(self) -> None:
+        """Serve the proxy over this process's stdin/stdout."""
+        from mcp.server.stdio import stdio_server
+
+        server = self.server()
+        async with self.connect(), stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+
+def _parse_context(items: Sequence[str]) -> dict[str, Any]:
+    context: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ContextMappingError(f"--context {item!r}: expected KEY=VALUE")
+        value: Any = raw
+        if raw in ("true", "false"):
+            value = raw == "true"
+        else:
+            for kind in (int, float):
+                try:
+                    value = kind(raw)
+                    break
+                except ValueError:
+                    continue
+        context[key] = value
+    return context
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m agents.runtime.adapters.mcp_gate",
+        description="A proxy MCP server (stdio) that forwards an upstream MCP server's tools and refuses the calls "
+        "the scars of LEDGER (and the core schema H) forbid in the given context.",
+    )
+    parser.add_argument("--ledger", required=True, help="the scars ledger (created if absent; must verify)")
+    parser.add_argument("--core", default=None, help="the core schema H: a DSL rule file (one rule per line)")
+    parser.add_argument(
+        "--context", action="append", default=[], metavar="KEY=VALUE", help="the context q (repeatable)"
+    )
+    parser.add_argument(
+        "upstream", nargs=argparse.REMAINDER, help="-- then the upstream server's command and args"
+    )
+    args = parser.parse_args(argv)
+    command = args.upstream[1:] if args.upstream[:1] == ["--"] else args.upstream
+    if not command:
+        parser.error("the upstream server's command is missing (after --)")
+    mcp, _ = _require_mcp()
+    import anyio
+
+    try:
+        context = _parse_context(args.context)
+        gate = open_gate(args.ledger, core=args.core or ())
+    except (ScarsError, OSError) as exc:
+        print(f"mcp_gate: {exc}", file=sys.stderr)
+        return 2
+    try:
+        upstream = mcp.StdioServerParameters(command=command[0], args=list(command[1:]), env=dict(os.environ))
+        proxy = McpGate(gate, upstream, context=context)
+        anyio.run(proxy.serve_stdio)
+    except ContextMappingError as exc:
+        print(f"mcp_gate: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # the upstream could not be started or reached: nothing is served (fail closed)
+        while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+            exc = exc.exceptions[0]
+        print(
+            f"mcp_gate: the upstream MCP server {' '.join(command)!r} failed: {exc}; nothing is served",
+            file=sys.stderr,
+        )
+        return 1
+    finally:
+        gate.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
