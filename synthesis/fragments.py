@@ -15,6 +15,7 @@ import math
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from synthesis.dsl.ast import Action, Value
 from synthesis.dsl.semantics import Classes
@@ -381,10 +382,17 @@ class ExperienceVerifier:
         self.ignore = ignore
         self._known: dict[tuple, bool] = {}
         self._violating: set[tuple] = set()
+        self._last_context: object = None
+        self._last_situation: tuple = ()
 
     def _key(self, context: Mapping[str, Value], action: Action) -> tuple:
-        situation = tuple(sorted((k, _hashable(v)) for k, v in context.items() if k not in self.ignore))
-        return (situation, action.kind, action.name, action.args)
+        # D_t asks about every action of one recorded (frozen, read-only) context in turn: its key is built once
+        if context is not self._last_context or not isinstance(context, MappingProxyType):
+            self._last_situation = tuple(
+                sorted((k, _hashable(v)) for k, v in context.items() if k not in self.ignore)
+            )
+            self._last_context = context
+        return (self._last_situation, action.kind, action.name, action.args)
 
     def record(self, context: Mapping[str, Value], action: Action, violated: bool) -> None:
         """The verdict on ``action``, executed in ``context``."""
