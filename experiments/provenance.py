@@ -112,9 +112,10 @@ def write_provenance(
     return path
 
 
-def default_out(tier: str, method: str, root: Path = Path("runs")) -> Path:
-    """``runs/<tier>-<method>-<UTC yyyymmddTHHMMSS>``, with ``-2``, ``-3`` … if that folder exists already."""
-    stem = f"{tier}-{method}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}"
+def default_out(*parts: str, root: Path = Path("runs")) -> Path:
+    """``runs/<parts…>-<UTC yyyymmddTHHMMSS>`` (e.g. ``runs/tier1-scars-20261201T023000``), with ``-2``, ``-3`` … if
+    that folder exists already."""
+    stem = "-".join([*parts, time.strftime("%Y%m%dT%H%M%S", time.gmtime())])
     candidate, k = root / stem, 1
     while candidate.exists():
         k += 1

@@ -430,7 +430,9 @@ def runs_frame(grid, trials: tuple[Trial, ...]) -> pd.DataFrame:
         if result.error is None and isinstance(text, str):
             summaries[name] = json.loads(text)
         elif result.error is not None:
-            errors[name] = " ".join(str(result.error).strip().splitlines()[-1:]) or type(result.error).__name__
+            errors[name] = (
+                " ".join(str(result.error).strip().splitlines()[-1:]) or type(result.error).__name__
+            )
     rows = []
     for t in trials:
         row: dict[str, Any] = {"run_name": t.run_name, "label": t.label}
