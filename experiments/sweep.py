@@ -393,14 +393,18 @@ def run_sweep(
             tuner = tune.Tuner.restore(
                 str(experiment), trainable=resourced, resume_unfinished=True, restart_errored=True
             )
-            already = sum(1 for r in tuner.get_results() if r.error is None and r.metrics)
-            console.print(f"resuming the sweep in {out}: {already} of {len(points)} runs finished already")
+            already = sum(1 for p in points if (out / "runs" / p["run_name"] / "summary.json").is_file())
+            console.print(
+                f"resuming the sweep in {out} (Tuner.restore): {already} of {len(points)} runs finished"
+            )
         _PROGRESS.total, _PROGRESS.done, _PROGRESS.started = len(points), already, time.time()
         if not restored:
             tuner = tune.Tuner(
                 resourced,
                 param_space={"trial": tune.grid_search(points)},
-                tune_config=tune.TuneConfig(max_concurrent_trials=spec.max_concurrent or None),
+                tune_config=tune.TuneConfig(
+                    max_concurrent_trials=spec.max_concurrent or None, reuse_actors=True
+                ),
                 run_config=tune.RunConfig(
                     name="tune",
                     storage_path=str(out),
