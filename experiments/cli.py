@@ -43,6 +43,8 @@ COMMAND_MODULES: tuple[tuple[str, str], ...] = (
     ("run", "run"),
     ("run", "demo"),
     ("sweep", "sweep"),
+    ("report", "report"),
+    ("paper", "paper"),
 )
 
 

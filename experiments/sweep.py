@@ -617,7 +617,7 @@ def _pooled_cell(row: Mapping[str, Any], name: str) -> str:
     lo, hi = row.get(f"{name}_pooled_ci_low"), row.get(f"{name}_pooled_ci_high")
     flag = " ⚠ <5 runs" if row.get(f"{name}_pooled_few_runs") else ""
     ci = "" if lo is None or lo != lo else f" [{lo:.3f}, {hi:.3f}]"
-    return f"{est:.3f}{ci} (n={row.get(f'{name}_pooled_runs')} runs){flag}"
+    return f"{est:.3f}{ci} (n={int(row.get(f'{name}_pooled_runs') or 0)} runs){flag}"
 
 
 def _diff_cell(row: Mapping[str, Any], name: str, reference: str) -> str:
@@ -626,7 +626,7 @@ def _diff_cell(row: Mapping[str, Any], name: str, reference: str) -> str:
         return "–"
     lo, hi = row.get(f"{name}_diff_ci_low"), row.get(f"{name}_diff_ci_high")
     ci = "" if lo is None or lo != lo else f" [{lo:+.3f}, {hi:+.3f}]"
-    return f"{est:+.3f}{ci} (n={row.get(f'{name}_paired_seeds')} seeds)"
+    return f"{est:+.3f}{ci} (n={int(row.get(f'{name}_paired_seeds') or 0)} seeds)"
 
 
 def aggregate_markdown(spec: SweepSpec, aggregate: pd.DataFrame, runs: pd.DataFrame) -> str:
