@@ -349,16 +349,23 @@ def _sweep_section(doc: Doc, folder: Path, assets: Path, chosen_run: str | None)
         schedule = identity.get("fixed", {}).get("schedule", "paper")
         count = int(episodes["episode"].max()) + 1
         versions = _version_changes(episodes)
-        path = plot_over_episodes(
-            episodes,
-            assets / f"{slug}-episodes.png",
-            switches=rule_switches(schedule, count) if isinstance(schedule, str) else [],
-            versions=versions,
-            title=f"{tier}: per episode, mean over seeds with 95% CI band",
+        methods = [lab for lab in dict.fromkeys(episodes["label"]) if ":" not in lab]
+        variants = [lab for lab in dict.fromkeys(episodes["label"]) if lab.startswith("scars")]
+        groups = (
+            [("methods", methods), ("scars variants", variants)] if len(variants) > 1 else [("all", methods)]
         )
-        doc.image(
-            path, "Success and violations per episode (dashed: rule switches; dotted: world-version changes)"
-        )
+        for name, labels in groups:
+            path = plot_over_episodes(
+                episodes[episodes["label"].isin(labels)],
+                assets / f"{slug}-episodes-{name.replace(' ', '_')}.png",
+                switches=rule_switches(schedule, count) if isinstance(schedule, str) else [],
+                versions=versions,
+                title=f"{tier}, {name}: per episode, mean over seeds with 95% CI band",
+            )
+            doc.image(
+                path,
+                f"{name}: success and violations per episode (dashed: rule switches; dotted: world-version changes)",
+            )
     _signal_section(doc, steps_by_run, assets, slug, chosen_run)
 
 
@@ -478,9 +485,25 @@ def _markdown_to_frame(text: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=header)
 
 
+def expand_folders(folders: Sequence[Path]) -> list[Path]:
+    """The result folders: a folder of tier sweeps (``scars paper``'s output) stands for its sweeps."""
+    out: list[Path] = []
+    for folder in folders:
+        if not (folder / "runs.parquet").is_file() and not (folder / "summary.json").is_file():
+            inner = (
+                sorted(p for p in folder.iterdir() if (p / "sweep.json").is_file()) if folder.is_dir() else []
+            )
+            if inner:
+                out.extend(inner)
+                continue
+        out.append(folder)
+    return out
+
+
 def write_report(folders: Sequence[Path], out: Path, *, run: str | None = None) -> tuple[Path, Path]:
     """Write ``out/report.md`` (PNG files beside it in ``out/report_assets/``) and the self-contained
     ``out/report.html``; returns both paths."""
+    folders = expand_folders(folders)
     kinds = [(folder, folder_kind(folder)) for folder in folders]
     assets = out / "report_assets"
     assets.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,7 @@ def report(folders: tuple[Path, ...], out: Path | None, run_name: str | None) ->
     runner folders (scars demo / scars run): every tier's tables with n, CIs and paired differences, the ablation
     table with each ablation's own measures, plots with CI bands and markers at rule switches and world-version
     changes, and d_t with its four terms for one run."""
-    from experiments.results_report import folder_kind, write_report
+    from experiments.results_report import expand_folders, folder_kind, write_report
     from synthesis.errors import ScarsError
 
     out = out or folders[0]
@@ -38,6 +38,7 @@ def report(folders: tuple[Path, ...], out: Path | None, run_name: str | None) ->
         for folder in folders:
             if not folder.is_dir():
                 raise click.BadParameter(f"{str(folder)!r} is not a folder", param_hint="'DIR'")
+        for folder in expand_folders(folders):
             folder_kind(folder)
         markdown, html = write_report(list(folders), out, run=run_name)
     except ScarsError as exc:
