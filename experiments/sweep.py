@@ -41,10 +41,11 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 import tomllib
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from io import BytesIO
 from pathlib import Path
@@ -332,15 +333,21 @@ def _connect(address: str) -> bool:
 
 
 def run_sweep(
-    spec: SweepSpec, out: Path, *, run_fn: RunFn | None = None, console: Console | None = None
+    spec: SweepSpec,
+    out: Path,
+    *,
+    run_fn: RunFn | None = None,
+    console: Console | None = None,
+    callbacks: Sequence[tune.Callback] = (),
 ) -> SweepResult:
     """Run every trial of the spec on Ray Tune (resuming a killed sweep in ``out``), then write the run table, the
     aggregate over seeds, its Markdown and the ablation plot. A failed run is recorded (``status = failed`` and
     its error) and the sweep goes on; the failures are printed and returned in ``SweepResult.failed``.
 
     ``run_fn(config, out, *, tracking) -> summary`` replaces the tier's run function (tests pass one to count or
-    fail runs); Ray ships it to the workers with cloudpickle."""
-    console = console or Console()
+    fail runs); Ray ships it to the workers with cloudpickle. ``callbacks``: further Tune callbacks (e.g. Tune's
+    ``WandbLoggerCallback``; ``benchmarks/sweep.py`` compares it with the in-run W&B logging)."""
+    console = console or Console(width=None if sys.stdout.isatty() else 140)
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     stored = _read_json(out / "sweep.json")
@@ -409,7 +416,7 @@ def run_sweep(
                     name="tune",
                     storage_path=str(out),
                     failure_config=tune.FailureConfig(max_failures=spec.max_failures),
-                    callbacks=[ProgressCallback()],
+                    callbacks=[ProgressCallback(), *callbacks],
                     verbose=0,
                 ),
             )
