@@ -5,7 +5,8 @@
    the same calls as plain ``ray.remote`` tasks (what the hand-made executor did) — wall seconds per trial.
 2. Speed-up: the same 12-trial tier-1 sweep (scars, rag, reflexion × seeds 0–3, ``--episodes`` episodes of the paper
    schedule) with ``max_concurrent`` 1 and then 2 on a 2-CPU Ray instance. Goal ≥ 1.7× on an idle two-core machine;
-   the 1-minute load average before and after each measurement is recorded (the machine may be shared).
+   the 1-minute load average before and after each measurement is recorded (the machine may be shared). Beside it,
+   12 trials that each wait 1 s without CPU: Tune's own parallelism, independent of the load.
 3. W&B: 4 tier-1 trials (1 worker) without W&B, with the in-run ``Tracker`` (live per-episode logging, tables, plots,
    artifacts) and with Tune's ``WandbLoggerCallback`` (offline) — wall seconds per trial.
 
@@ -32,6 +33,12 @@ from experiments.sweep import SweepSpec, run_sweep  # noqa: E402
 
 
 def trivial_run(cfg, out, *, tracking=None, progress=None):
+    return {"success_rate": 1.0, "episodes": cfg.episodes}
+
+
+def sleep_run(cfg, out, *, tracking=None, progress=None):
+    """A trial that waits 1 s without using the CPU: isolates Tune's parallelism from the machine's load."""
+    time.sleep(1.0)
     return {"success_rate": 1.0, "episodes": cfg.episodes}
 
 
@@ -92,6 +99,17 @@ def main() -> None:
     out["sweep12_1_worker"] = one
     out["sweep12_2_workers"] = two
     out["speedup_2_over_1"] = round(one["seconds"] / two["seconds"], 2)
+
+    # 2b. the same 12 trials as 1-second waits (no CPU used): Tune's parallelism alone, whatever the load
+    sleeps = {"seed": list(range(12))}
+    one_sleep = timed_sweep(
+        SweepSpec(grid=sleeps, fixed={"method": "rag"}, name="s1", max_concurrent=1), sleep_run
+    )
+    two_sleep = timed_sweep(
+        SweepSpec(grid=sleeps, fixed={"method": "rag"}, name="s2", max_concurrent=2), sleep_run
+    )
+    out["sleep12_speedup_2_over_1"] = round(one_sleep["seconds"] / two_sleep["seconds"], 2)
+    out["sleep12"] = {"1_worker": one_sleep, "2_workers": two_sleep}
 
     # 3. W&B: none / in-run Tracker / Tune's WandbLoggerCallback, 4 trials on one worker
     if not args.skip_wandb:

@@ -29,11 +29,11 @@ PNG = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def sweep_folder(tmp_path_factory) -> Path:
     """A sweep folder written by the sweep's own writer from real tier-1 runs (scars, scars:soft_bias_only, rag ×
-    2 seeds, 2 episodes), without Ray (the Tune path is tested in test_sweep_tune.py)."""
+    2 seeds, 1 episode), without Ray (the Tune path is tested in test_sweep_tune.py)."""
     out = tmp_path_factory.mktemp("report") / "sweep"
     spec = SweepSpec(
         grid={"method": ["scars", "rag"], "ablation": ["none", "soft_bias_only"], "seed": [0, 1]},
-        fixed={"episodes": 2, "schedule": "smoke", "search_iterations": 40},
+        fixed={"episodes": 1, "schedule": "smoke", "search_iterations": 20},
         name="report-test",
     )
     rows = []

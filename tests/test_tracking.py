@@ -33,6 +33,7 @@ def _records(run: Path, needle: bytes = b"episode/won", wait: float = 15.0) -> b
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_demo_with_wandb_exits_0_with_one_live_run_per_method(tmp_path):
     out = tmp_path / "demo"
     result = CliRunner().invoke(main, ["demo", "--episodes", "2", "--wandb", "--out", str(out)])
