@@ -21,9 +21,9 @@ as a pandas frame and aggregates it over seeds (``experiments.stats``). Output l
 
 Resume: a sweep that was killed is resumed by re-running the same command: ``Tuner.restore`` keeps every finished
 trial and runs the unfinished ones again (``restart_errored``: failed ones too). Tune snapshots its experiment state
-on every step of its loop here (``TUNE_GLOBAL_CHECKPOINT_S=0``); a run that finished in the instant between its
-end and that snapshot is found by its ``summary.json`` (written last, atomically, with its config) and reported
-without running it again — so no finished run is ever run twice.
+periodically (every ≥ 10 s by default; ``TUNE_GLOBAL_CHECKPOINT_S`` sets it); a trial that finished after the last
+snapshot is scheduled again by Tune, finds its run's ``summary.json`` (written last, atomically, beside the run's
+config) and reports it without running the run again — so no finished run is ever run twice.
 
 Confidence intervals: percentile bootstrap over the per-seed values of a metric (runs where it is undefined, e.g.
 RVR with no re-exposure, are left out; ``n`` counts the rest), seeded from (``bootstrap_seed``, CRC32 of the label
@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import re
 import shutil
@@ -298,6 +299,11 @@ class ProgressCallback(tune.Callback):
         print(f"[{_PROGRESS.done}/{_PROGRESS.total}] {status} {name}  ({elapsed:.0f} s)", flush=True)
 
 
+def trial_name(trial) -> str:
+    """Tune's name and folder for a trial: the run's name (``tune/<run_name>``)."""
+    return trial.config["trial"]["run_name"]
+
+
 # ---- the sweep ---------------------------------------------------------------------------------------------------
 
 
@@ -377,11 +383,11 @@ def run_sweep(
         }
         for t in trials
     ]
-    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "0")  # snapshot the experiment on every step (resume)
-    os.environ.setdefault(
-        "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1"
-    )  # no CSV/JSON/TensorBoard loggers per trial
+    # no CSV/JSON/TensorBoard history files per trial: a run's result is one report, kept in Tune's experiment state
+    # and the ResultGrid (and the run's own summary.json); without them Tune warns once per trial, so it is quietened
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     started_here = _connect(spec.address)
     try:
         import ray
@@ -410,7 +416,10 @@ def run_sweep(
                 resourced,
                 param_space={"trial": tune.grid_search(points)},
                 tune_config=tune.TuneConfig(
-                    max_concurrent_trials=spec.max_concurrent or None, reuse_actors=True
+                    max_concurrent_trials=spec.max_concurrent or None,
+                    reuse_actors=True,
+                    trial_name_creator=trial_name,
+                    trial_dirname_creator=trial_name,
                 ),
                 run_config=tune.RunConfig(
                     name="tune",
