@@ -21,7 +21,9 @@ from synthesis.errors import ConfigError
 
 
 class RunFolder(Protocol):
-    """Run one config into ``out`` (its files, ``summary.json`` last) and return its summary."""
+    """Run one config into ``out`` and return its summary. The folder gets ``config.json`` (``asdict(config)``),
+    ``provenance.json`` and the run's tables, and ``summary.json`` last: a sweep takes a folder with both JSON files
+    and the same config for a finished run (``experiments.sweep``: no finished run is run twice)."""
 
     def __call__(
         self,
