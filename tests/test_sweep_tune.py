@@ -292,3 +292,27 @@ def test_cli_bad_sweep_input_exits_2_naming_the_value(tmp_path, bad, named):
     assert result.exit_code == 2, result.output
     assert named in result.output and "Traceback" not in result.output
     assert not (tmp_path / "bad").exists()  # nothing half-written
+
+
+@pytest.mark.slow
+def test_paper_runs_each_tiers_protocol_on_tune_and_writes_the_report(ray_session, tmp_path, monkeypatch):
+    import dataclasses
+
+    from experiments import tiers
+
+    tiny = dataclasses.replace(
+        tiers.TIERS["tier1"],
+        protocol=lambda scale: (
+            {"method": ["scars", "rag"], "seed": [0, 1]},
+            {"episodes": 1, "schedule": "smoke"},
+        ),
+    )
+    monkeypatch.setitem(tiers.TIERS, "tier1", tiny)
+    out = tmp_path / "paper"
+    result = CliRunner().invoke(main, ["paper", "--scale", "smoke", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "4 runs (0 failed)" in result.output
+    assert (out / "tier1" / "runs.parquet").is_file() and (out / "report.html").is_file()
+    assert "tier1: sweep `paper-smoke-tier1`" in (out / "report.md").read_text()
+    bad = CliRunner().invoke(main, ["paper", "--tiers", "tier9", "--out", str(tmp_path / "x")])
+    assert bad.exit_code == 2 and "'tier9'" in bad.output and not (tmp_path / "x").exists()
