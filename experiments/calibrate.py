@@ -11,8 +11,6 @@ itself is ``disequilibrium.calibration.calibrate``; the result is a JSON file th
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ import pandas as pd
 
 from disequilibrium.calibration import CalibrationResult, calibrate
 from disequilibrium.composite import SIGNAL_NAMES, DisequilibriumConfig
+from experiments.report import atomic_write_text
 from synthesis.errors import ConfigError
 
 SIGNAL_CONFIG_FORMAT = "scars-signal-config/1"
@@ -82,11 +81,7 @@ def write_signal_config(result: CalibrationResult, path: Path, sources: list[str
         },
         "sources": sources,
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(record, f, indent=2)
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(record, indent=2))
     return record
 
 

@@ -44,6 +44,8 @@ COMMAND_MODULES: tuple[tuple[str, str], ...] = (
     ("run", "demo"),
     ("sweep", "sweep"),
     ("sensitivity", "sensitivity"),
+    ("report", "report"),
+    ("paper", "paper"),
 )
 
 

@@ -1,6 +1,8 @@
 """Results a researcher puts in a paper: a Markdown table and PNG plots from a run's tables (pandas, matplotlib).
 
 Writes are atomic (temporary file + ``os.replace``), so a crash mid-write never leaves a half-written results file.
+``tempfile.mkstemp`` creates its file mode 0600 whatever the umask; every write here sets the user's mode
+(0666 minus the umask, like ``open``) before the rename, so collaborators can read the results.
 """
 
 from __future__ import annotations
@@ -21,10 +23,23 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
+def file_mode() -> int:
+    """The mode ``open()`` gives a new file: 0666 minus the process umask (Linux reports the umask in
+    /proc/self/status, read without touching it; elsewhere it is set and restored at once)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            mask = next(int(line.split()[1], 8) for line in fh if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return 0o666 & ~mask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -55,6 +70,7 @@ def write_table(df: pd.DataFrame, stem: Path) -> None:
         os.close(fd)
         try:
             writer(tmp)
+            os.chmod(tmp, file_mode())
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -264,6 +280,7 @@ def _save(fig, path: Path) -> Path:
     os.close(fd)
     try:
         fig.savefig(tmp, dpi=130, format="png")
+        os.chmod(tmp, file_mode())
         os.replace(tmp, path)
     finally:
         plt.close(fig)

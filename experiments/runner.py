@@ -9,21 +9,29 @@ Output layout of ``DIR``::
     results.md            the comparison table
     rvr_success.png, complexity.png, svr.png, signal.png (the terms of d_t per decision, methods with a monitor)
     config.json           every method's frozen config
-    <method>/ledger.sqlite   the scars agent's audit ledger (scars methods only)
+    provenance.json       git commit and dirty flag, package versions, command line, Python, host, start/end
+    <method>/             the method's own run folder: summary.json, config.json (replay it with --config),
+                          provenance.json, steps/episodes tables, svr.png, signal.png, ledger.sqlite (scars)
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agents.api import Agent
+from agents.runtime.ledger import ledger_files
+from disequilibrium.composite import SIGNAL_NAMES
 from experiments.config import METHODS, Tier1Config
+from experiments.provenance import write_provenance
 from experiments.report import (
     atomic_write_text,
     markdown_table,
@@ -37,18 +45,152 @@ from experiments.report import (
     write_table,
 )
 from experiments.tier1 import RunResult, method_label, run_tier1
-from experiments.tracking import Tracker
+from experiments.tracking import Tracker, TrackingSettings
 
 
-def run_many(configs: Sequence[Tier1Config], out: Path, console: Console | None = None) -> dict[str, dict]:
-    """Run each config in turn (with a progress bar), then write the combined outputs into ``out``."""
+def tier1_tags(cfg: Tier1Config) -> tuple[str, ...]:
+    """W&B tags of a tier-1 run: ablation, seed, backend."""
+    return (f"ablation:{cfg.ablation}", f"seed:{cfg.seed}", f"backend:{cfg.backend}")
+
+
+class LiveLog:
+    """Logs a tier-1 run to W&B while it runs: per episode (``progress`` fires after each one) the episode's
+    outcome, the mean and max of every term of d_t over its decisions, crossings, and the scars admitted and retired
+    (seen as changes of the agent's active scar ids after each step). The scar events become a W&B table."""
+
+    def __init__(self, tracker: Tracker):
+        self.tracker = tracker
+        self.rows: list[dict[str, Any]] = []
+        self.scars: set[str] = set()
+        self.events: list[dict[str, Any]] = []
+        self.won = 0
+
+    def on_step(self, agent: Agent, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        ids = set(agent.scar_ids())
+        for kind, changed in (("admitted", ids - self.scars), ("retired", self.scars - ids)):
+            for scar in sorted(changed):
+                self.events.append({"t": row["t"], "episode": row["episode"], "event": kind, "scar": scar})
+        self.scars = ids
+
+    def on_episode(self, done: int, total: int) -> None:
+        if not self.tracker.enabled or not self.rows:
+            return
+        episode = done - 1
+        rows = [r for r in self.rows if r["episode"] == episode]
+        self.rows = []
+        if not rows:
+            return
+        won = bool(rows[-1]["won"])
+        self.won += won
+        metrics: dict[str, Any] = {
+            "episode/won": float(won),
+            "episode/success_so_far": self.won / done,
+            "episode/steps": len(rows),
+            "episode/violations": sum(bool(r["violated_rules"]) for r in rows),
+            "episode/memory_tokens": rows[-1]["memory_tokens"],
+            "episode/world_version": rows[-1]["world_version"],
+            "scars/active": len(self.scars),
+            "scars/admitted_total": sum(e["event"] == "admitted" for e in self.events),
+            "scars/retired_total": sum(e["event"] == "retired" for e in self.events),
+        }
+        for name in (*SIGNAL_NAMES, "d_t"):
+            values = [float(r[name]) for r in rows if r.get(name) is not None]
+            if values:
+                metrics[f"signal/{name}_mean"] = sum(values) / len(values)
+                metrics[f"signal/{name}_max"] = max(values)
+        crossed = [r["crossed"] for r in rows if r.get("crossed") is not None]
+        if crossed:
+            metrics["signal/crossings"] = int(sum(bool(c) for c in crossed))
+        self.tracker.log(metrics, step=episode)
+
+
+def run_tier1_folder(
+    cfg: Tier1Config,
+    out: Path,
+    *,
+    tracking: TrackingSettings | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    finish: bool = True,
+) -> tuple[RunResult, Tracker]:
+    """One tier-1 run into its own folder ``out``: provenance.json (written at the start, completed at the end),
+    steps and episodes (Parquet + CSV), config.json, the per-run plots, summary.json last (its presence marks a
+    finished run), and (scars) the ledger. With tracking on, the run is logged to W&B live (:class:`LiveLog`) and
+    at the end gets its d_t table, scar events, summary, plots and files as artifacts; ``finish=False`` leaves the
+    W&B run open for the caller (the demo adds the comparison plots)."""
+    started = time.time()
+    out.mkdir(parents=True, exist_ok=True)
+    write_provenance(out, cfg.to_dict(), tier="tier1", started=started)
+    label = method_label(cfg)
+    tracker = Tracker(
+        tracking or TrackingSettings(),
+        name=cfg.run_name,
+        config=cfg.to_dict(),
+        out=out,
+        job_type=f"tier1/{label}",
+        tags=tier1_tags(cfg),
+    )
+    live = LiveLog(tracker)
+
+    def on_episode(done: int, total: int) -> None:
+        live.on_episode(done, total)
+        if progress is not None:
+            progress(done, total)
+
+    try:
+        result = run_tier1(cfg, out, progress=on_episode, on_step=live.on_step if tracker.enabled else None)
+    except BaseException:
+        tracker.finish()
+        raise
+    write_table(result.steps, out / "steps")
+    write_table(result.episodes, out / "episodes")
+    write_json(out / "config.json", cfg.to_dict())
+    plots = {"svr": plot_svr(result.episodes, out / "svr.png")}
+    signal = plot_signal(result.steps, out / "signal.png", tau=cfg.tau)
+    if signal is not None:
+        plots["signal"] = signal
+    write_provenance(out, cfg.to_dict(), tier="tier1", started=started, ended=time.time())
+    write_json(out / "summary.json", result.summary)
+    if tracker.enabled:
+        columns = ["t", "episode", "world_version", *SIGNAL_NAMES, "d_t", "crossed"]
+        tracker.log_table("tables/d_t", result.steps[columns])
+        tracker.log_table(
+            "tables/scar_events", pd.DataFrame(live.events, columns=["t", "episode", "event", "scar"])
+        )
+        tracker.log_images(plots)
+        tracker.summary(result.summary)
+        files = [
+            out / "steps.parquet",
+            out / "episodes.parquet",
+            out / "summary.json",
+            out / "provenance.json",
+        ]
+        tracker.log_artifact(f"{cfg.run_name}-tables", "run-tables", files)
+        # the ledger's database and head file; never its key (a secret) or its lock file
+        ledger = [p for p in ledger_files(out / "ledger.sqlite") if p.suffix not in (".key", ".lock")]
+        tracker.log_artifact(f"{cfg.run_name}-ledger", "ledger", ledger)
+        if finish:
+            tracker.finish()
+    return result, tracker
+
+
+def run_many(
+    configs: Sequence[Tier1Config],
+    out: Path,
+    console: Console | None = None,
+    tracking: TrackingSettings | None = None,
+) -> dict[str, dict]:
+    """Run each config in turn (with a progress bar), each into ``out/<label>/``, then write the combined outputs
+    into ``out``. ``tracking``: W&B settings (default: on when a config asks for it, grouped by the folder name)."""
     console = console or Console()
     if (
         not console.is_terminal and console.width < 120
     ):  # logs and pipes: do not squeeze the table into 80 columns
         console = Console(width=120)
     out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, RunResult] = {}
+    started = time.time()
+    write_provenance(out, _configs_json(configs), tier="tier1", started=started)
+    results: dict[str, tuple[RunResult, Tracker]] = {}
     with Progress(
         TextColumn("[bold]{task.description:<28}"),
         BarColumn(),
@@ -61,28 +203,22 @@ def run_many(configs: Sequence[Tier1Config], out: Path, console: Console | None 
         for cfg in configs:
             label = method_label(cfg)
             task = progress.add_task(label, total=cfg.episodes)
-            method_dir = out / label.replace(":", "-")
-            tracker = Tracker(
-                cfg.wandb,
-                project=cfg.wandb_project,
-                name=cfg.run_name,
-                config=cfg.to_dict(),
-                out=out,
-                group=out.name,
+            settings = tracking or TrackingSettings(
+                enabled=cfg.wandb, project=cfg.wandb_project, group=out.resolve().name, directory=str(out)
             )
-            result = run_tier1(
-                cfg, method_dir, progress=lambda done, total, task=task: progress.update(task, completed=done)
+            results[label] = run_tier1_folder(
+                cfg,
+                out / label.replace(":", "-"),
+                tracking=settings,
+                progress=lambda done, total, task=task: progress.update(task, completed=done),
+                finish=False,
             )
-            tracker.log_run(result.episodes, result.summary)
-            results[label] = (result, tracker)
     summary = {label: r.summary for label, (r, _) in results.items()}
     steps = pd.concat([r.steps for r, _ in results.values()], ignore_index=True)
     episodes = pd.concat([r.episodes for r, _ in results.values()], ignore_index=True)
     write_table(steps, out / "steps")
     write_table(episodes, out / "episodes")
-    write_json(
-        out / "config.json", {label: cfg.to_dict() for label, cfg in zip(results, configs, strict=True)}
-    )
+    write_json(out / "config.json", _configs_json(configs))
     table = markdown_table(summary)
     reference = "scars" if "scars" in summary else next(iter(summary))
     paired = paired_differences(episodes, reference, seed=configs[0].seed if configs else 0)
@@ -96,9 +232,10 @@ def run_many(configs: Sequence[Tier1Config], out: Path, console: Console | None 
     signal = plot_signal(steps, out / "signal.png", tau=configs[0].tau if configs else None)
     if signal is not None:
         plots["signal"] = signal
-    for _, tracker in results.values():
-        tracker.log_images(plots)
+    for _, tracker in results.values():  # every W&B run is still open: the comparison plots go to each
+        tracker.log_images({f"comparison_{k}": v for k, v in plots.items()})
         tracker.finish()
+    write_provenance(out, _configs_json(configs), tier="tier1", started=started, ended=time.time())
     write_json(out / "summary.json", summary)
     _print_summary(console, summary)
     for label, m in summary.items():
@@ -108,6 +245,10 @@ def run_many(configs: Sequence[Tier1Config], out: Path, console: Console | None 
                 f"[bold red]GUARANTEE VIOLATED[/] in {label}: {', '.join(broken)} — see summary.json"
             )
     return summary
+
+
+def _configs_json(configs: Sequence[Tier1Config]) -> dict[str, dict]:
+    return {method_label(cfg): cfg.to_dict() for cfg in configs}
 
 
 GUARANTEES: tuple[tuple[str, str], ...] = (
@@ -196,4 +337,4 @@ def load_summary(out: Path) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
-__all__ = ["demo_configs", "load_summary", "run_many"]
+__all__ = ["LiveLog", "demo_configs", "load_summary", "run_many", "run_tier1_folder", "tier1_tags"]

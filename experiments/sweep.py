@@ -1,46 +1,52 @@
-"""Ablation sweeps (SPEC §8: "many seeds × methods × ablations … on one machine or a Ray cluster"; §7 tier 1,
-the six ablations of paper §6.4).
+"""Sweeps on Ray Tune (SPEC §8: "many seeds × methods × ablations … on one machine or a Ray cluster").
 
-A sweep is a frozen :class:`SweepConfig`; :func:`expand_grid` turns it into one frozen :class:`Tier1Config` per run
-(methods × scars ablations × seeds) and :func:`run_sweep` runs them — in this process one after another, or each
-as a Ray task (``num_cpus=1``) gathered as it finishes — then aggregates over seeds. Output layout of ``DIR``::
+A sweep is a frozen :class:`SweepSpec`: a tier (``experiments.tiers``), a grid (config field → values; the cross
+product is run, minus the points the tier skips, e.g. a scars ablation crossed with a baseline) and fixed fields.
+Any field of the tier's config may be varied or fixed (an unknown field is one error listing the allowed ones). A
+spec comes from a TOML file (:func:`load_spec`) or the ``scars sweep`` flags. Each grid point is one Tune trial
+running one run; :func:`run_sweep` hands them to ``ray.tune.Tuner`` (one grid-search dimension over the trials,
+``tune.with_resources`` per trial — a GPU per trial for HF backends when the cluster has GPUs —,
+``FailureConfig(max_failures)`` retries, a progress callback), then builds the run table from the ``ResultGrid``
+as a pandas frame and aggregates it over seeds (``experiments.stats``). Output layout of ``DIR``::
 
-    sweep.json                the sweep's config
-    runs.parquet/.csv         one row per run: its identity, status (ok / failed), error and its summary metrics
-    aggregate.parquet/.csv    per method/ablation: n, mean and 95% bootstrap CI over seeds of each metric; RVR and
-                              success pooled over runs (run-clustered bootstrap) and paired differences vs scars
+    sweep.json                the sweep's spec (a re-run must ask for the same sweep)
+    tune/                     Tune's experiment folder (its state; ``Tuner.restore`` resumes from it)
+    runs.parquet/.csv         one row per run: its fields, label, status (ok / failed), error and summary metrics
+    aggregate.parquet/.csv    per label: n, mean and 95% bootstrap CI over seeds of each metric; RVR and success
+                              pooled over runs (run-clustered bootstrap) and paired differences vs scars
     aggregate.md              the same as a Markdown table (plus the list of failed runs)
-    ablations.png             RVR and success per method/ablation, bars with CI error bars
-    runs/<run_name>/          summary.json, config.json, steps.parquet/.csv, episodes.parquet/.csv,
-                              (scars) ledger.sqlite; error.txt with the traceback if the run failed
+    ablations.png             RVR and success per label, bars with CI error bars and n
+    runs/<run_name>/          the run's folder (summary.json, config.json, provenance.json, tables, ledger)
     wandb/                    offline W&B runs (``--wandb``), one per run, grouped by the sweep name
 
-Resume: a run whose ``runs/<run_name>/summary.json`` exists (written last, atomically) is not run again, so a sweep
-that crashed at run 37 of 40 is finished by re-running the same command. A run that failed (or was cut off) has
-no summary and is run again from scratch; so is a run whose summary.json or config.json is missing, truncated or
-not a JSON object (edited or damaged on disk).
+Resume: a sweep that was killed is resumed by re-running the same command: ``Tuner.restore`` keeps every finished
+trial and runs the unfinished ones again (``restart_errored``: failed ones too). Tune snapshots its experiment state
+periodically (every ≥ 10 s by default; ``TUNE_GLOBAL_CHECKPOINT_S`` sets it); a trial that finished after the last
+snapshot is scheduled again by Tune, finds its run's ``summary.json`` (written last, atomically, beside the run's
+config) and reports it without running the run again — so no finished run is ever run twice.
 
 Confidence intervals: percentile bootstrap over the per-seed values of a metric (runs where it is undefined, e.g.
-RVR with no re-exposure, are left out; ``n`` counts the rest): ``bootstrap_samples`` resamples of size n with
-replacement, CI = the 2.5 % and 97.5 % quantiles of the resampled means. The resampling generator is seeded from
-(``bootstrap_seed``, CRC32 of the method/ablation label and the metric name), so a group's CI does not depend on
-which other groups are in the sweep and the same runs always give the same aggregate. With n < 2 the CI is
-undefined (NaN): one seed says nothing about seed-to-seed spread.
+RVR with no re-exposure, are left out; ``n`` counts the rest), seeded from (``bootstrap_seed``, CRC32 of the label
+and the metric), so a group's CI does not depend on which other groups are in the sweep. With n < 2 the CI is
+undefined (NaN).
 
-With ``executor="ray"`` every run is a remote task that returns its tables to the driver, and the driver writes
-every file, so the outputs are the same on a laptop and on a cluster without a shared file system (except the
-scars ledger, which the agent writes where it runs). Inside a run, MCTS stays in-process (``Tier1Config.executor``
-= "inprocess"): a run already holds one Ray CPU, and nesting root-parallel search would oversubscribe it.
+Inside a run, MCTS stays in-process (``Tier1Config.executor`` = "inprocess"): a trial already holds one CPU, and
+nesting root-parallel search would oversubscribe it.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
+import os
 import re
 import shutil
-import traceback
+import sys
+import time
+import tomllib
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from io import BytesIO
 from pathlib import Path
@@ -48,23 +54,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from ray import tune
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
-from experiments.config import ABLATIONS, METHODS, Tier1Config
 from experiments.report import atomic_write_bytes, atomic_write_text, write_json, write_table
-from experiments.tier1 import RunResult, method_label, run_tier1
-from experiments.tracking import Tracker
+from experiments.tiers import get_tier
+from experiments.tracking import TrackingSettings
 from synthesis.errors import ConfigError
 
-SWEEP_EXECUTORS: tuple[str, ...] = ("inprocess", "ray")
 AGGREGATE_METRICS: tuple[str, ...] = (
     "success_rate",
     "rvr",
@@ -74,164 +71,240 @@ AGGREGATE_METRICS: tuple[str, ...] = (
     "complexity_tokens_final",
 )
 """The metrics aggregated over seeds (SPEC §7: task success, RVR, pointwise SVR, held-out generalisation,
-description complexity)."""
+description complexity); a tier without one leaves its column empty (n = 0)."""
 
-RunFn = Callable[..., RunResult]
+LABEL_FIELDS: tuple[str, ...] = ("method", "ablation", "seed")
+"""Fields the tier's label already shows (or, for the seed, that runs are aggregated over)."""
+
+RunFn = Callable[..., dict[str, Any]]
 
 
 class SweepError(ConfigError):
-    """A sweep cannot go on as asked (bad grid, or an output directory that holds runs of another config)."""
+    """A sweep cannot go on as asked (bad spec, or an output folder that holds another sweep)."""
 
 
 @dataclass(frozen=True)
-class SweepConfig:
-    """A grid of tier-1 runs: methods × ablations (scars only) × seeds, on one schedule (SPEC §7, §8)."""
+class SweepSpec:
+    """A grid of runs of one tier, and how Tune runs them."""
 
-    methods: tuple[str, ...] = ("scars", "rag", "reflexion")
-    """Methods to run (scars and/or the five baselines)."""
-    ablations: tuple[str, ...] = ()
-    """Ablations of §6.4, applied to the scars method only; the full scars agent ("none") is always included."""
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    """Root seeds; every method/ablation runs every seed (same seed, same games)."""
-    episodes: int = 36
-    """Episodes per run."""
-    schedule: str = "paper"
-    """Named rule schedule (``experiments.schedules.SCHEDULES``)."""
-    max_steps: int = 30
-    """Steps per episode before truncation."""
-    search_iterations: int = 400
-    """MCTS iterations per tree (scars runs)."""
-    executor: str = "inprocess"
-    """Where runs execute: "inprocess" (sequential) or "ray" (one remote task per run, num_cpus=1)."""
-    ray_address: str = ""
-    """Ray cluster address for ``ray.init(address=...)``; empty: the running Ray instance, else a local one."""
+    tier: str = "tier1"
+    grid: Mapping[str, tuple] = field(default_factory=dict)
+    """Config field → the values to sweep (cross product, in the order given)."""
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    """Config field → one value for every run."""
     name: str = "sweep"
-    """Sweep name: the W&B group of its runs and the title of aggregate.md."""
+    """Sweep name: the W&B group of its runs, the Tune experiment's name and the title of aggregate.md."""
+    max_failures: int = 0
+    """Tune's FailureConfig: how often a failed trial is retried (a run is deterministic: 0 by default)."""
+    max_concurrent: int = 0
+    """Trials running at once (0: as many as the cluster's CPUs allow)."""
+    cpus_per_trial: float = 1.0
+    gpus_per_trial: float | None = None
+    """GPUs per trial; None: one per trial of an HF backend when the cluster has GPUs, else 0."""
+    address: str = ""
+    """Ray cluster address (``ray start --head`` prints it); empty: a local Ray instance."""
     wandb: bool = False
-    """Log each run as its own offline W&B run, grouped by the sweep name."""
     wandb_project: str = "scars-testbed"
-    """W&B project name."""
+    wandb_entity: str = ""
     bootstrap_samples: int = 2000
-    """Bootstrap resamples per confidence interval."""
     bootstrap_seed: int = 0
-    """Seed of the bootstrap resampling."""
 
     def __post_init__(self) -> None:
-        # lists from callers become tuples, so the frozen config stays hashable and immutable
-        for name in ("methods", "ablations", "seeds"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        if not self.methods:
-            raise SweepError(f"methods = {self.methods!r} is empty; choose from {METHODS}")
-        if not self.seeds:
-            raise SweepError("seeds = () is empty; give at least one seed, e.g. (0,)")
-        for name, allowed in (("methods", METHODS), ("ablations", ABLATIONS)):
-            values = getattr(self, name)
-            for value in values:
-                if value not in allowed:
-                    raise SweepError(f"{name[:-1]} {value!r} is not one of {allowed}")
-            _no_duplicates(name, values)
-        _no_duplicates("seeds", self.seeds)
-        for seed in self.seeds:
-            if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
-                raise SweepError(f"seed {seed!r} must be an integer >= 0")
-        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
-        if any(a != "none" for a in self.ablations) and "scars" not in self.methods:
-            raise SweepError(
-                f"ablations {self.ablations!r} apply to method 'scars' only, which is not in methods {self.methods!r}"
-            )
-        if self.executor not in SWEEP_EXECUTORS:
-            raise SweepError(f"executor = {self.executor!r} is not one of {SWEEP_EXECUTORS}")
-        if self.ray_address and self.executor != "ray":
-            raise SweepError(
-                f"ray_address = {self.ray_address!r} needs executor 'ray', not {self.executor!r}"
-            )
+        grid = {k: tuple(v) if isinstance(v, list | tuple) else (v,) for k, v in dict(self.grid).items()}
+        object.__setattr__(self, "grid", grid)
+        object.__setattr__(self, "fixed", dict(self.fixed))
+        tier = get_tier(self.tier)
+        from experiments.provenance import check_fields
+
+        check_fields(grid, tier.config, "sweep grid")
+        check_fields(self.fixed, tier.config, "sweep fixed fields")
+        for key, values in grid.items():
+            if not values:
+                raise SweepError(f"grid field {key!r} has no values")
+            if len(set(map(repr, values))) != len(values):
+                raise SweepError(f"grid field {key!r} lists a value twice: {list(values)!r}")
+        both = set(grid) & set(self.fixed)
+        if both:
+            raise SweepError(f"field(s) {sorted(both)} are both swept and fixed")
+        if not self.name or not re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name):
+            raise SweepError(f"name = {self.name!r} must be non-empty letters, digits, '_', '.' or '-'")
+        if self.max_failures < 0 or self.max_concurrent < 0:
+            raise SweepError("max_failures and max_concurrent must be >= 0")
+        if self.cpus_per_trial <= 0 or (self.gpus_per_trial is not None and self.gpus_per_trial < 0):
+            raise SweepError("cpus_per_trial must be > 0 and gpus_per_trial >= 0")
         if self.bootstrap_samples < 100:
             raise SweepError(f"bootstrap_samples = {self.bootstrap_samples!r} must be >= 100")
         if self.bootstrap_seed < 0:
             raise SweepError(f"bootstrap_seed = {self.bootstrap_seed!r} must be >= 0")
-        if not self.name or not re.fullmatch(r"[A-Za-z0-9_.\-]+", self.name):
-            raise SweepError(f"name = {self.name!r} must be non-empty letters, digits, '_', '.' or '-'")
-        expand_grid(self)  # every run's own config validates here (episodes, schedule, max_steps, …)
-
-    @property
-    def scars_ablations(self) -> tuple[str, ...]:
-        """The scars variants run: the full agent first, then the ablations asked for."""
-        return ("none", *(a for a in self.ablations if a != "none"))
+        if not expand(self):
+            raise SweepError("the grid has no run left (every point is skipped by the tier)")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data["grid"] = {k: list(v) for k, v in self.grid.items()}
+        return data
 
-
-def _no_duplicates(name: str, values: tuple) -> None:
-    seen = set()
-    for value in values:
-        if value in seen:
-            raise SweepError(f"{name} lists {value!r} twice: {values!r}")
-        seen.add(value)
-
-
-def parse_seeds(text: str) -> tuple[int, ...]:
-    """``"0-4"`` → (0, 1, 2, 3, 4); ``"0,3,7-9"`` → (0, 3, 7, 8, 9). Ranges are inclusive."""
-    seeds: list[int] = []
-    for part in (p.strip() for p in text.split(",")):
-        match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
-        if not match:
-            raise SweepError(f"seeds {text!r}: {part!r} is not a seed or an inclusive range like 0-4")
-        lo, hi = int(match.group(1)), int(match.group(2) or match.group(1))
-        if hi < lo:
-            raise SweepError(f"seeds {text!r}: range {part!r} runs backwards")
-        seeds.extend(range(lo, hi + 1))
-    return tuple(seeds)
-
-
-def parse_names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
-    """A comma-separated list of names (``all`` = every allowed name); an unknown name is an error naming it."""
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    if names == ("all",):
-        return allowed
-    for n in names:
-        if n not in allowed:
-            raise SweepError(f"{what} {n!r} is not one of {allowed} (or 'all')")
-    return names
-
-
-def label(cfg: Tier1Config) -> str:
-    """The method/ablation label of a run (the runner's convention: ``rag``, ``scars``, ``scars:no_mdl``)."""
-    return method_label(cfg)
-
-
-def expand_grid(cfg: SweepConfig) -> tuple[Tier1Config, ...]:
-    """One tier-1 config per run, ordered method → ablation → seed (the order of the tables and plots)."""
-    runs = []
-    for method in cfg.methods:
-        for ablation in cfg.scars_ablations if method == "scars" else ("none",):
-            for seed in cfg.seeds:
-                runs.append(
-                    Tier1Config(
-                        method=method,
-                        ablation=ablation,
-                        seed=seed,
-                        episodes=cfg.episodes,
-                        schedule=cfg.schedule,
-                        max_steps=cfg.max_steps,
-                        search_iterations=cfg.search_iterations,
-                        executor="inprocess",
-                        wandb=cfg.wandb,
-                        wandb_project=cfg.wandb_project,
-                    )
-                )
-    return tuple(runs)
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What makes two sweeps the same sweep (a resume must ask for the same runs)."""
+        return {
+            "tier": self.tier,
+            "grid": self.to_dict()["grid"],
+            "fixed": dict(self.fixed),
+            "name": self.name,
+        }
 
 
 @dataclass(frozen=True)
-class RunOutcome:
-    """What one run of the grid gave: its summary, or the error it failed with."""
+class Trial:
+    """One grid point: the run's config, its name (its folder) and its label (its group in the tables)."""
 
-    config: Tier1Config
-    status: str
-    """"ok", "resumed" (summary found on disk, not run again) or "failed"."""
-    summary: Mapping[str, Any] = field(default_factory=dict)
-    error: str = ""
+    fields: Mapping[str, Any]
+    config: Any
+    run_name: str
+    label: str
+
+
+def _slug(value: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=\-]+", "_", str(value))
+
+
+def expand(spec: SweepSpec) -> tuple[Trial, ...]:
+    """One trial per grid point the tier runs, ordered as the grid lists its values (the tables' order). A point
+    whose config the tier refuses is an error naming the point."""
+    tier = get_tier(spec.tier)
+    keys = list(spec.grid)
+    varied = [k for k in keys if k not in LABEL_FIELDS and len(spec.grid[k]) > 1]
+    trials: list[Trial] = []
+    seen: set[str] = set()
+    for values in itertools.product(*(spec.grid[k] for k in keys)):
+        fields = {**spec.fixed, **dict(zip(keys, values, strict=True))}
+        if tier.skip(fields):
+            continue
+        try:
+            cfg = tier.config(**fields)
+        except ConfigError as exc:
+            raise SweepError(f"grid point {dict(zip(keys, values, strict=True))}: {exc}") from None
+        extra = " ".join(f"{k}={fields[k]}" for k in varied)
+        label = tier.label(cfg) + (f" {extra}" if extra else "")
+        seed = fields.get(tier.seed_field, getattr(cfg, tier.seed_field, 0))
+        run_name = _slug(f"{tier.name}-{label.replace(':', '-').replace(' ', '-')}-s{seed}")
+        if run_name in seen:
+            continue
+        seen.add(run_name)
+        trials.append(Trial(fields, cfg, run_name, label))
+    return tuple(trials)
+
+
+def load_spec(path: Path, **overrides: Any) -> SweepSpec:
+    """A spec from a TOML file::
+
+        tier = "tier1"
+        name = "ablations"
+        [grid]
+        method = ["scars", "rag"]
+        ablation = ["none", "no_mdl"]
+        seed = [0, 1, 2]
+        [fixed]
+        episodes = 12
+        [tune]            # optional: max_failures, max_concurrent, cpus_per_trial, gpus_per_trial, address
+        max_failures = 1
+
+    ``overrides`` (from flags) replace top-level keys."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SweepError(f"sweep spec {str(path)!r} is not a readable TOML file ({exc})") from None
+    allowed_top = {"tier", "name", "grid", "fixed", "tune", "wandb", "bootstrap"}
+    unknown = set(data) - allowed_top
+    if unknown:
+        raise SweepError(
+            f"sweep spec {str(path)!r}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed_top)}"
+        )
+    kwargs: dict[str, Any] = {k: data[k] for k in ("tier", "name", "grid", "fixed") if k in data}
+    for section, prefix in (("tune", ""), ("wandb", "wandb_"), ("bootstrap", "bootstrap_")):
+        for key, value in data.get(section, {}).items():
+            name = key if section == "tune" or key == "enabled" else f"{prefix}{key}"
+            name = "wandb" if (section, key) == ("wandb", "enabled") else name
+            if name not in SweepSpec.__dataclass_fields__ or name in ("tier", "name", "grid", "fixed"):
+                raise SweepError(f"sweep spec {str(path)!r}: unknown key {key!r} in [{section}]")
+            kwargs[name] = value
+    kwargs.update({k: v for k, v in overrides.items() if v is not None})
+    return SweepSpec(**kwargs)
+
+
+# ---- one trial ---------------------------------------------------------------------------------------------------
+
+
+def _finished_summary(directory: Path, cfg: Any) -> dict[str, Any] | None:
+    """The summary of this run if it finished earlier with this config (module docstring), else None."""
+    try:
+        stored = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        summary = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(summary, dict) or stored != json.loads(json.dumps(asdict(cfg), default=str)):
+        return None
+    return summary
+
+
+def _scalar(value: Any) -> Any:
+    return (
+        value
+        if value is None or isinstance(value, bool | int | float | str)
+        else json.dumps(value, default=str)
+    )
+
+
+def _trial(params: dict[str, Any], run_fn: RunFn | None = None) -> None:
+    """A Tune function trainable: run one grid point into ``<out>/runs/<run_name>`` and report its summary."""
+    tier = get_tier(params["tier"])
+    cfg = tier.config(**params["fields"])
+    directory = Path(params["out"]) / "runs" / params["run_name"]
+    summary = _finished_summary(directory, cfg)
+    if summary is None:
+        if directory.exists():  # an unfinished earlier attempt: start over (its ledger too)
+            shutil.rmtree(directory)
+        tracking = TrackingSettings(**params["tracking"])
+        summary = (run_fn or tier.run)(cfg, directory, tracking=tracking)
+    tune.report({"summary_json": json.dumps(summary, default=str), "run_name": params["run_name"]})
+
+
+@dataclass
+class _ProgressState:
+    total: int = 0
+    done: int = 0
+    started: float = 0.0
+
+
+_PROGRESS = _ProgressState()
+"""The progress of the sweep this process runs (module state, so the callback Tune pickles with its run config
+and unpickles on ``Tuner.restore`` carries none of its own)."""
+
+
+class ProgressCallback(tune.Callback):
+    """One line per finished or failed trial, with the count so far and the time since the sweep started."""
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self._line("ok", trial)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self._line("FAILED", trial)
+
+    @staticmethod
+    def _line(status: str, trial) -> None:
+        _PROGRESS.done += 1
+        name = trial.config.get("trial", {}).get("run_name", trial.trial_id)
+        elapsed = time.time() - _PROGRESS.started
+        print(f"[{_PROGRESS.done}/{_PROGRESS.total}] {status} {name}  ({elapsed:.0f} s)", flush=True)
+
+
+def trial_name(trial) -> str:
+    """Tune's name and folder for a trial: the run's name (``tune/<run_name>``)."""
+    return trial.config["trial"]["run_name"]
+
+
+# ---- the sweep ---------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -239,220 +312,186 @@ class SweepResult:
     runs: pd.DataFrame
     """One row per run (runs.parquet)."""
     aggregate: pd.DataFrame
-    """One row per method/ablation (aggregate.parquet)."""
-    ran: tuple[str, ...]
-    resumed: tuple[str, ...]
+    """One row per label (aggregate.parquet)."""
     failed: tuple[str, ...]
+    restored: bool
+    """True when the sweep resumed a killed one (``Tuner.restore``)."""
 
 
-def run_dir(out: Path, cfg: Tier1Config) -> Path:
-    return out / "runs" / cfg.run_name
+def _resources(spec: SweepSpec, gpus_available: float) -> Callable[[dict], dict[str, float]]:
+    def per_trial(config: dict) -> dict[str, float]:
+        gpus = spec.gpus_per_trial
+        if gpus is None:
+            gpus = 1.0 if config["trial"]["fields"].get("backend") == "hf" and gpus_available >= 1 else 0.0
+        return {"cpu": spec.cpus_per_trial, "gpu": gpus}
+
+    return per_trial
 
 
-def execute_run(run_fn: RunFn, cfg: Tier1Config, directory: str) -> tuple[str, RunResult | str]:
-    """Run one config, catching its failure: ("ok", result) or ("failed", traceback). Runs in a Ray worker too,
-    so it takes and returns only picklable values and writes nothing but what the run itself writes."""
+def _connect(address: str) -> bool:
+    """Join the cluster at ``address``, or start a local Ray instance; True when this call started Ray."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    ray.init(address=address or None, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    return True
+
+
+def run_sweep(
+    spec: SweepSpec,
+    out: Path,
+    *,
+    run_fn: RunFn | None = None,
+    console: Console | None = None,
+    callbacks: Sequence[tune.Callback] = (),
+) -> SweepResult:
+    """Run every trial of the spec on Ray Tune (resuming a killed sweep in ``out``), then write the run table, the
+    aggregate over seeds, its Markdown and the ablation plot. A failed run is recorded (``status = failed`` and
+    its error) and the sweep goes on; the failures are printed and returned in ``SweepResult.failed``.
+
+    ``run_fn(config, out, *, tracking) -> summary`` replaces the tier's run function (tests pass one to count or
+    fail runs); Ray ships it to the workers with cloudpickle. ``callbacks``: further Tune callbacks (e.g. Tune's
+    ``WandbLoggerCallback``; ``benchmarks/sweep.py`` compares it with the in-run W&B logging)."""
+    console = console or Console(width=None if sys.stdout.isatty() else 140)
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    stored = _read_json(out / "sweep.json")
+    if stored is not None and stored.get("identity") != json.loads(json.dumps(spec.identity, default=str)):
+        raise SweepError(
+            f"{out} holds another sweep ({stored.get('identity')}); use another --out or remove it"
+        )
+    write_json(out / "sweep.json", {"identity": spec.identity, "spec": spec.to_dict()})
+    trials = expand(spec)
+    tracking = asdict(
+        TrackingSettings(
+            enabled=spec.wandb,
+            project=spec.wandb_project,
+            entity=spec.wandb_entity,
+            group=spec.name,
+            directory=str(out),
+        )
+    )
+    points = [
+        {
+            "tier": spec.tier,
+            "fields": json.loads(json.dumps(dict(t.fields), default=str)),
+            "run_name": t.run_name,
+            "label": t.label,
+            "out": str(out),
+            "tracking": tracking,
+        }
+        for t in trials
+    ]
+    # no CSV/JSON/TensorBoard history files per trial: a run's result is one report, kept in Tune's experiment state
+    # and the ResultGrid (and the run's own summary.json); without them Tune warns once per trial, so it is quietened
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+    started_here = _connect(spec.address)
     try:
-        return "ok", run_fn(cfg, Path(directory))
-    except Exception:
-        return "failed", traceback.format_exc()
+        import ray
+
+        gpus = float(ray.cluster_resources().get("GPU", 0.0))
+
+        def trainable(config: dict) -> None:
+            _trial(config["trial"], run_fn)
+
+        trainable.__name__ = f"{spec.tier}_run"
+        resourced = tune.with_resources(trainable, _resources(spec, gpus))
+        experiment = out / "tune"
+        restored = tune.Tuner.can_restore(str(experiment))
+        already = 0
+        if restored:
+            tuner = tune.Tuner.restore(
+                str(experiment), trainable=resourced, resume_unfinished=True, restart_errored=True
+            )
+            already = sum(1 for p in points if (out / "runs" / p["run_name"] / "summary.json").is_file())
+            console.print(
+                f"resuming the sweep in {out} (Tuner.restore): {already} of {len(points)} runs finished"
+            )
+        _PROGRESS.total, _PROGRESS.done, _PROGRESS.started = len(points), already, time.time()
+        if not restored:
+            tuner = tune.Tuner(
+                resourced,
+                param_space={"trial": tune.grid_search(points)},
+                tune_config=tune.TuneConfig(
+                    max_concurrent_trials=spec.max_concurrent or None,
+                    reuse_actors=True,
+                    trial_name_creator=trial_name,
+                    trial_dirname_creator=trial_name,
+                ),
+                run_config=tune.RunConfig(
+                    name="tune",
+                    storage_path=str(out),
+                    failure_config=tune.FailureConfig(max_failures=spec.max_failures),
+                    callbacks=[ProgressCallback(), *callbacks],
+                    verbose=0,
+                ),
+            )
+        grid = tuner.fit()
+    finally:
+        if started_here:
+            import ray
+
+            ray.shutdown()
+    runs = runs_frame(grid, trials)
+    return _write_outputs(spec, out, runs, console, restored)
 
 
-def _read_json_object(path: Path) -> dict[str, Any] | None:
-    """A JSON object read from ``path``, or None when it is missing, unreadable, truncated or not an object."""
+def runs_frame(grid, trials: tuple[Trial, ...]) -> pd.DataFrame:
+    """One row per trial from Tune's ``ResultGrid`` (each result's reported summary, or its error), in grid order: run_name, label, the fields, status,
+    error, then the summary's scalars (a non-scalar value is kept as JSON text)."""
+    summaries: dict[str, dict[str, Any]] = {}
+    errors: dict[str, str] = {}
+    for result in grid:
+        name = result.config["trial"]["run_name"]
+        text = (result.metrics or {}).get("summary_json")
+        if result.error is None and isinstance(text, str):
+            summaries[name] = json.loads(text)
+        elif result.error is not None:
+            errors[name] = (
+                " ".join(str(result.error).strip().splitlines()[-1:]) or type(result.error).__name__
+            )
+    rows = []
+    for t in trials:
+        row: dict[str, Any] = {"run_name": t.run_name, "label": t.label}
+        row |= {k: _scalar(v) for k, v in t.fields.items()}
+        for key in LABEL_FIELDS:
+            row.setdefault(key, _scalar(getattr(t.config, key, None)))
+        summary = summaries.get(t.run_name)
+        if summary is None:
+            row |= {"status": "failed", "error": errors.get(t.run_name, "the trial reported no result")}
+        else:
+            row |= {"status": "ok", "error": ""}
+            row |= {k: _scalar(v) for k, v in summary.items() if k not in row}
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+    except (OSError, UnicodeDecodeError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
-def _finished_summary(out: Path, cfg: Tier1Config) -> dict[str, Any] | None:
-    """The summary of a run finished earlier, or None. A finished run of another config is a conflict.
-
-    A run whose ``summary.json`` or ``config.json`` is missing, truncated or malformed did not finish as far as
-    resume can tell: it is run again (None), never a crash of the whole sweep.
-    """
-    directory = run_dir(out, cfg)
-    summary_path = directory / "summary.json"
-    if not summary_path.exists():
-        return None
-    stored = _read_json_object(directory / "config.json")
-    summary = _read_json_object(summary_path)
-    if stored is None or summary is None:
-        return None
-    if stored != cfg.to_dict():
-        diff = {k: (stored.get(k), v) for k, v in cfg.to_dict().items() if stored.get(k) != v}
-        raise SweepError(
-            f"{directory} holds a finished run of another config (field: (stored, asked) = {diff}); "
-            "use another --out or remove that run"
-        )
-    return summary
-
-
-def _record(out: Path, cfg: Tier1Config, status: str, value: RunResult | str) -> RunOutcome:
-    """Write a finished run's files (summary.json last: it marks the run done for resume) or its error."""
-    directory = run_dir(out, cfg)
-    if status == "failed":
-        atomic_write_text(directory / "error.txt", str(value))
-        last = str(value).strip().splitlines()[-1] if str(value).strip() else "unknown error"
-        return RunOutcome(cfg, "failed", error=last)
-    assert isinstance(value, RunResult)
-    write_table(value.steps, directory / "steps")
-    write_table(value.episodes, directory / "episodes")
-    write_json(directory / "config.json", cfg.to_dict())
-    (directory / "error.txt").unlink(missing_ok=True)
-    write_json(directory / "summary.json", value.summary)
-    return RunOutcome(cfg, "ok", summary=json.loads(json.dumps(value.summary, default=str)))
-
-
-def _track(cfg: Tier1Config, sweep: SweepConfig, out: Path, result: RunResult) -> None:
-    """One offline W&B run per tier-1 run, grouped by the sweep name (logged from the driver, after the run)."""
-    tracker = Tracker(
-        True, project=sweep.wandb_project, name=cfg.run_name, config=cfg.to_dict(), out=out, group=sweep.name
-    )
-    tracker.log_run(result.episodes, result.summary)
-    tracker.finish()
-
-
-def _progress(console: Console) -> Progress:
-    return Progress(
-        TextColumn("[bold]{task.description:<40}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-    )
-
-
-def _run_inprocess(
-    pending: list[Tier1Config], out: Path, run_fn: RunFn, console: Console
-) -> Iterator[tuple[Tier1Config, str, RunResult | str]]:
-    with _progress(console) as progress:
-        overall = progress.add_task("sweep (runs)", total=len(pending))
-        for cfg in pending:
-            episodes = progress.add_task(f"  {cfg.run_name}", total=cfg.episodes)
-
-            def on_episode(done: int, total: int, task=episodes) -> None:
-                progress.update(task, completed=done)
-
-            status, value = execute_run(
-                lambda c, d: run_fn(c, d, progress=on_episode), cfg, str(run_dir(out, cfg))
-            )
-            progress.remove_task(episodes)
-            progress.advance(overall)
-            yield cfg, status, value
-
-
-def _run_ray(
-    pending: list[Tier1Config], out: Path, run_fn: RunFn, console: Console, address: str
-) -> Iterator[tuple[Tier1Config, str, RunResult | str]]:
-    import ray
-
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(
-            address=address or None, include_dashboard=False, log_to_driver=False, configure_logging=False
-        )
-    try:
-        # max_retries=0: a run is deterministic, so a retry after a worker crash would crash the same way
-        remote = ray.remote(num_cpus=1, max_retries=0)(execute_run)
-        fn_ref = ray.put(run_fn)
-        refs = {remote.remote(fn_ref, cfg, str(run_dir(out, cfg))): cfg for cfg in pending}
-        with _progress(console) as progress:
-            overall = progress.add_task(f"sweep on Ray ({len(pending)} runs)", total=len(pending))
-            while refs:
-                done, _ = ray.wait(list(refs), num_returns=1)
-                cfg = refs.pop(done[0])
-                try:
-                    status, value = ray.get(done[0])
-                except Exception:  # the worker died (OOM, signal): record it like any failed run
-                    status, value = "failed", traceback.format_exc()
-                progress.update(overall, advance=1, description=f"done: {cfg.run_name}")
-                yield cfg, status, value
-    finally:
-        if started_here:
-            ray.shutdown()
-
-
-def run_sweep(
-    cfg: SweepConfig, out: Path, *, run_fn: RunFn = run_tier1, console: Console | None = None
+def _write_outputs(
+    spec: SweepSpec, out: Path, runs: pd.DataFrame, console: Console, restored: bool
 ) -> SweepResult:
-    """Run every config of the grid not finished in ``out`` yet, then write the run table, the aggregate over
-    seeds, its Markdown and the ablation plot. A failed run is recorded (``error.txt``, ``status = failed``) and
-    the sweep goes on; the failures are printed at the end and returned in ``SweepResult.failed``.
-
-    ``run_fn(cfg, out, progress=None) -> RunResult`` is the tier-1 entry point (:func:`experiments.tier1.run_tier1`);
-    tests pass a wrapper to count calls. On Ray it is shipped to the workers with cloudpickle, so it must be
-    importable there (a module-level function of the project) or defined inside a function (shipped by value)."""
-    console = console or Console()
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "sweep.json", cfg.to_dict())
-    grid = expand_grid(cfg)
-    outcomes: dict[str, RunOutcome] = {}
-    pending: list[Tier1Config] = []
-    for run in grid:
-        summary = _finished_summary(out, run)
-        if summary is not None:
-            outcomes[run.run_name] = RunOutcome(run, "resumed", summary=summary)
-        else:
-            shutil.rmtree(run_dir(out, run), ignore_errors=True)  # a cut-off run starts over, ledger included
-            pending.append(run)
-    if outcomes:
-        console.print(f"resuming: {len(outcomes)} of {len(grid)} runs already finished in {out / 'runs'}")
-    if cfg.executor == "ray":
-        finished = _run_ray(pending, out, run_fn, console, cfg.ray_address)
-    else:
-        finished = _run_inprocess(pending, out, run_fn, console)
-    for run, status, value in finished:
-        outcomes[run.run_name] = _record(out, run, status, value)
-        if status == "ok" and cfg.wandb:
-            _track(run, cfg, out, value)
-    ordered = [outcomes[run.run_name] for run in grid]
-    runs = runs_table(ordered)
-    aggregate = aggregate_runs(runs, samples=cfg.bootstrap_samples, seed=cfg.bootstrap_seed)
+    aggregate = aggregate_runs(runs, samples=spec.bootstrap_samples, seed=spec.bootstrap_seed)
     aggregate = aggregate.merge(
-        pooled_runs(runs, samples=cfg.bootstrap_samples, seed=cfg.bootstrap_seed), on="label", how="left"
+        pooled_runs(runs, samples=spec.bootstrap_samples, seed=spec.bootstrap_seed), on="label", how="left"
     )
     write_table(_parquet_safe(runs), out / "runs")
     write_table(aggregate, out / "aggregate")
-    failed = tuple(o.config.run_name for o in ordered if o.status == "failed")
-    atomic_write_text(out / "aggregate.md", aggregate_markdown(cfg, aggregate, ordered))
+    atomic_write_text(out / "aggregate.md", aggregate_markdown(spec, aggregate, runs))
     plot_ablations(aggregate, out / "ablations.png")
-    result = SweepResult(
-        runs=runs,
-        aggregate=aggregate,
-        ran=tuple(o.config.run_name for o in ordered if o.status in ("ok", "failed")),
-        resumed=tuple(o.config.run_name for o in ordered if o.status == "resumed"),
-        failed=failed,
-    )
-    _report(console, cfg, out, result, ordered)
+    failed = tuple(runs.loc[runs["status"] == "failed", "run_name"])
+    result = SweepResult(runs=runs, aggregate=aggregate, failed=failed, restored=restored)
+    _report(console, spec, out, result)
     return result
-
-
-def runs_table(outcomes: Iterable[RunOutcome]) -> pd.DataFrame:
-    """One row per run: run_name, label, method, ablation, seed, status, error, then the summary's scalars (a
-    non-scalar summary value is kept as JSON text)."""
-    rows = []
-    for o in outcomes:
-        row: dict[str, Any] = {
-            "run_name": o.config.run_name,
-            "label": label(o.config),
-            "method": o.config.method,
-            "ablation": o.config.ablation,
-            "seed": o.config.seed,
-            "status": o.status,
-            "error": o.error,
-        }
-        for key, value in o.summary.items():
-            if key in row:
-                continue
-            row[key] = (
-                value if value is None or isinstance(value, bool | int | float | str) else json.dumps(value)
-            )
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
@@ -487,8 +526,8 @@ def aggregate_runs(
         ok = group[group["status"] != "failed"]
         row: dict[str, Any] = {
             "label": lab,
-            "method": group["method"].iloc[0],
-            "ablation": group["ablation"].iloc[0],
+            "method": group["method"].iloc[0] if "method" in group else None,
+            "ablation": group["ablation"].iloc[0] if "ablation" in group else None,
             "runs": len(group),
             "failed": int((group["status"] == "failed").sum()),
         }
@@ -543,7 +582,8 @@ def pooled_runs(
     from experiments.stats import paired_difference, pooled_ratio
 
     ok = runs[runs["status"] != "failed"].copy()
-    if ok.empty:
+    needed = {"success_rate", "episodes", "repeat_violations", "reexposures", "seed"}
+    if ok.empty or not needed <= set(ok.columns):  # a tier without these counts has no pooled rates
         return pd.DataFrame({"label": pd.Series(dtype=str)})
     ok["episodes_won"] = pd.to_numeric(ok["success_rate"], errors="coerce") * pd.to_numeric(ok["episodes"])
     for col in ("repeat_violations", "reexposures", "episodes"):
@@ -593,7 +633,7 @@ def _pooled_cell(row: Mapping[str, Any], name: str) -> str:
     lo, hi = row.get(f"{name}_pooled_ci_low"), row.get(f"{name}_pooled_ci_high")
     flag = " ⚠ <5 runs" if row.get(f"{name}_pooled_few_runs") else ""
     ci = "" if lo is None or lo != lo else f" [{lo:.3f}, {hi:.3f}]"
-    return f"{est:.3f}{ci} (n={row.get(f'{name}_pooled_runs')} runs){flag}"
+    return f"{est:.3f}{ci} (n={int(row.get(f'{name}_pooled_runs') or 0)} runs){flag}"
 
 
 def _diff_cell(row: Mapping[str, Any], name: str, reference: str) -> str:
@@ -602,24 +642,26 @@ def _diff_cell(row: Mapping[str, Any], name: str, reference: str) -> str:
         return "–"
     lo, hi = row.get(f"{name}_diff_ci_low"), row.get(f"{name}_diff_ci_high")
     ci = "" if lo is None or lo != lo else f" [{lo:+.3f}, {hi:+.3f}]"
-    return f"{est:+.3f}{ci} (n={row.get(f'{name}_paired_seeds')} seeds)"
+    return f"{est:+.3f}{ci} (n={int(row.get(f'{name}_paired_seeds') or 0)} seeds)"
 
 
-def aggregate_markdown(cfg: SweepConfig, aggregate: pd.DataFrame, outcomes: list[RunOutcome]) -> str:
-    header = "| method | runs | " + " | ".join(h for _, h, _ in _MD_COLUMNS) + " |"
+def aggregate_markdown(spec: SweepSpec, aggregate: pd.DataFrame, runs: pd.DataFrame) -> str:
+    header = "| label | runs | " + " | ".join(h for _, h, _ in _MD_COLUMNS) + " |"
     rule = "| --- | ---: | " + " | ".join("---:" for _ in _MD_COLUMNS) + " |"
     rows = []
     for row in aggregate.to_dict("records"):
-        runs = f"{row['runs'] - row['failed']}/{row['runs']}"
+        count = f"{row['runs'] - row['failed']}/{row['runs']}"
         rows.append(
-            f"| {row['label']} | {runs} | " + " | ".join(_cell(row, m, f) for m, _, f in _MD_COLUMNS) + " |"
+            f"| {row['label']} | {count} | " + " | ".join(_cell(row, m, f) for m, _, f in _MD_COLUMNS) + " |"
         )
+    grid = ", ".join(f"{k} ∈ {list(v)}" for k, v in spec.grid.items())
+    fixed = ", ".join(f"{k} = {v!r}" for k, v in spec.fixed.items()) or "defaults"
     lines = [
-        f"# Sweep `{cfg.name}`: tier 1, schedule `{cfg.schedule}`",
+        f"# Sweep `{spec.name}`: {spec.tier}",
         "",
-        f"Seeds {list(cfg.seeds)}, {cfg.episodes} episodes per run. Each cell: mean over seeds "
-        f"[95% percentile-bootstrap CI, {cfg.bootstrap_samples} resamples, bootstrap seed {cfg.bootstrap_seed}]; "
-        "runs where a metric is undefined are left out of it; with one value the cell shows n=1 and no CI.",
+        f"Grid: {grid}; fixed: {fixed}. Each cell: mean over seeds [95% percentile-bootstrap CI, "
+        f"{spec.bootstrap_samples} resamples, bootstrap seed {spec.bootstrap_seed}]; runs where a metric is "
+        "undefined are left out of it; with one value the cell shows n=1 and no CI.",
         "",
         header,
         rule,
@@ -630,11 +672,11 @@ def aggregate_markdown(cfg: SweepConfig, aggregate: pd.DataFrame, outcomes: list
             "",
             "## Pooled counts and paired differences",
             "",
-            "RVR = Σ repeats / Σ re-exposures and success = Σ won / Σ episodes over a method's runs, with a 95% "
+            "RVR = Σ repeats / Σ re-exposures and success = Σ won / Σ episodes over a label's runs, with a 95% "
             "run-clustered bootstrap interval; runs with no re-exposure (RVR undefined) are counted, not averaged "
-            "in as 0. Δ: the method minus scars on the seeds both ran (same games), paired bootstrap.",
+            "in as 0. Δ: the label minus scars on the seeds both ran (same games), paired bootstrap.",
             "",
-            "| method | RVR pooled | RVR undefined runs | success pooled | Δ RVR vs scars | Δ success vs scars |",
+            "| label | RVR pooled | RVR undefined runs | success pooled | Δ RVR vs scars | Δ success vs scars |",
             "| --- | ---: | ---: | ---: | ---: | ---: |",
         ]
         for row in aggregate.to_dict("records"):
@@ -643,10 +685,10 @@ def aggregate_markdown(cfg: SweepConfig, aggregate: pd.DataFrame, outcomes: list
                 f"{_pooled_cell(row, 'success')} | {_diff_cell(row, 'rvr', 'scars')} | "
                 f"{_diff_cell(row, 'success', 'scars')} |"
             )
-    failed = [o for o in outcomes if o.status == "failed"]
-    if failed:
+    failed = runs[runs["status"] == "failed"]
+    if len(failed):
         lines += ["", f"## {len(failed)} FAILED run(s)", ""]
-        lines += [f"- `{o.config.run_name}`: {o.error} (runs/{o.config.run_name}/error.txt)" for o in failed]
+        lines += [f"- `{r.run_name}`: {r.error}" for r in failed.itertuples()]
     return "\n".join(lines) + "\n"
 
 
@@ -663,9 +705,9 @@ def plot_ablations(aggregate: pd.DataFrame, path: Path) -> Path:
         "#c0392b" if lab == "scars" else "#e67e22" if lab.startswith("scars:") else "#7f8c8d"
         for lab in labels
     ]
-    for ax, metric, title in (
-        (axes[0], "rvr", "Repeat-violation rate (RVR) ↓"),
-        (axes[1], "success_rate", "Task success ↑"),
+    for ax, metric, title, ylabel in (
+        (axes[0], "rvr", "Repeat-violation rate (RVR) ↓", "RVR, mean over seeds (95% CI)"),
+        (axes[1], "success_rate", "Task success ↑", "success rate, mean over seeds (95% CI)"),
     ):
         mean = aggregate[f"{metric}_mean"].to_numpy(dtype=float)
         lo = aggregate[f"{metric}_ci_low"].to_numpy(dtype=float)
@@ -673,7 +715,12 @@ def plot_ablations(aggregate: pd.DataFrame, path: Path) -> Path:
         shown = np.nan_to_num(mean)
         err = np.nan_to_num(np.vstack([mean - lo, hi - mean]))  # no CI (n < 2): no error bar
         ax.bar(labels, shown, yerr=err, capsize=4, color=colours)
+        for i, n in enumerate(aggregate[f"{metric}_n"]):
+            text = f"n={int(n)}" if mean[i] == mean[i] else "n/a"
+            ax.text(i, 0.01, text, ha="center", va="bottom", fontsize=7, transform=ax.get_xaxis_transform())
         ax.set_title(title)
+        ax.set_ylabel(ylabel)
+        ax.set_xlabel("method / ablation (n = seeds with a defined value)")
         ax.tick_params(axis="x", rotation=35)
         top = np.nanmax(np.concatenate([hi, mean])) if len(labels) and not np.all(np.isnan(mean)) else 1.0
         ax.set_ylim(0, max(1.0, float(top) * 1.1))
@@ -684,13 +731,11 @@ def plot_ablations(aggregate: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def _report(
-    console: Console, cfg: SweepConfig, out: Path, result: SweepResult, outcomes: list[RunOutcome]
-) -> None:
+def _report(console: Console, spec: SweepSpec, out: Path, result: SweepResult) -> None:
     from rich.table import Table
 
-    table = Table(title=f"Sweep {cfg.name}: mean [95% bootstrap CI] over seeds")
-    table.add_column("method")
+    table = Table(title=f"Sweep {spec.name}: mean [95% bootstrap CI] over seeds")
+    table.add_column("label")
     table.add_column("runs", justify="right")
     for _, header, _ in _MD_COLUMNS:
         table.add_column(header, justify="right")
@@ -701,32 +746,69 @@ def _report(
             *(_cell(row, m, f) for m, _, f in _MD_COLUMNS),
         )
     console.print(table)
-    console.print(
-        f"{len(result.ran)} run(s) ran, {len(result.resumed)} resumed from disk; results: {out / 'aggregate.md'}"
-    )
+    console.print(f"{len(result.runs)} run(s); results: {out / 'aggregate.md'}")
     if result.failed:
         console.print(
-            f"[bold red]{len(result.failed)} of {len(outcomes)} RUN(S) FAILED[/] (the sweep went on):"
+            f"[bold red]{len(result.failed)} of {len(result.runs)} RUN(S) FAILED[/] (the sweep went on):"
         )
-        for o in outcomes:
-            if o.status == "failed":
-                console.print(
-                    f"[red]  {o.config.run_name}: {o.error}[/]  → {run_dir(out, o.config) / 'error.txt'}"
-                )
-        console.print("re-run the same command to retry only the failed runs")
+        for r in result.runs[result.runs["status"] == "failed"].itertuples():
+            console.print(f"[red]  {r.run_name}: {r.error}[/]")
+        console.print("re-run the same command to retry only the failed runs (Tuner.restore)")
 
 
 __all__ = [
     "AGGREGATE_METRICS",
-    "RunOutcome",
-    "SweepConfig",
+    "ProgressCallback",
     "SweepError",
     "SweepResult",
+    "SweepSpec",
+    "Trial",
     "aggregate_runs",
     "bootstrap_ci",
-    "expand_grid",
-    "parse_names",
-    "parse_seeds",
+    "expand",
+    "load_spec",
+    "parse_values",
+    "pooled_runs",
     "run_sweep",
-    "runs_table",
+    "runs_frame",
 ]
+
+
+def parse_values(tier_name: str, text: str, *, many: bool) -> tuple[str, tuple]:
+    """``FIELD=V1,V2`` (``many``) or ``FIELD=VALUE``: the field must be one of the tier's config fields; values
+    take the field's type (int fields accept inclusive ranges: ``seed=0-4``; bools: true/false)."""
+    tier = get_tier(tier_name)
+    name, sep, raw = text.partition("=")
+    name = name.strip().replace("-", "_")
+    if not sep or not name:
+        raise SweepError(f"{text!r} is not FIELD=VALUE{'[,VALUE…]' if many else ''}")
+    from experiments.provenance import check_fields
+
+    check_fields({name: None}, tier.config, f"tier {tier.name}")
+    default = tier.config.__dataclass_fields__[name].default
+    parts = [p.strip() for p in raw.split(",")] if many else [raw.strip()]
+    values: list[Any] = []
+    for part in parts:
+        if isinstance(default, bool):
+            if part.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise SweepError(f"{name}={part!r} is not a boolean (true or false)")
+            values.append(part.lower() in ("true", "1", "yes"))
+        elif isinstance(default, int):
+            match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
+            if not match:
+                raise SweepError(f"{name}={part!r} is not an integer or an inclusive range like 0-4")
+            lo, hi = int(match.group(1)), int(match.group(2) or match.group(1))
+            if hi < lo or hi - lo >= 10_000:
+                raise SweepError(f"{name}={part!r}: a range must run upwards and hold at most 10,000 values")
+            values.extend(range(lo, hi + 1) if many else [lo])
+        elif isinstance(default, float):
+            try:
+                number = float(part)
+            except ValueError:
+                raise SweepError(f"{name}={part!r} is not a number") from None
+            if number != number or number in (float("inf"), float("-inf")):
+                raise SweepError(f"{name}={part!r} is not a finite number")
+            values.append(number)
+        else:
+            values.append(part)
+    return name, tuple(values)

@@ -253,7 +253,9 @@ def run_tier1(
                 salient = world.card.salient_keys
                 inp = PolicyInput(obs, decision.task, q, actions, window, prior, salient)
                 logits = policy.logits(inp, policy_rng)
+                enforce_started = time.perf_counter()
                 governed = agent.govern(decision, logits)
+                enforce_seconds = time.perf_counter() - enforce_started
                 blocked = tuple(a for a, m in zip(actions, governed.masked, strict=True) if m)
                 if (
                     governed.fallback is None
@@ -267,7 +269,9 @@ def run_tier1(
                     prior = task_prior(env.world, actions, blocked, tuple(blockers), route=route)
                     inp = PolicyInput(obs, decision.task, q, actions, window, prior, salient)
                     logits = policy.logits(inp, policy_rng)
+                    enforce_started = time.perf_counter()
                     governed = agent.govern(decision, logits)
+                    enforce_seconds += time.perf_counter() - enforce_started
                 if governed.fallback is not None:
                     chosen, action = -1, governed.fallback
                 else:
@@ -342,6 +346,7 @@ def run_tier1(
                     "n_masked": int(np.sum(governed.masked)),
                     "temp_masked": any(i.startswith(TEMP_PREFIX) for _, ids in governed.fired for i in ids),
                     "covered_mass": covered_mass,
+                    "enforce_seconds": enforce_seconds,
                     "memory_tokens": tokens,
                     "reward": reward,
                     "won": won,
@@ -460,6 +465,19 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
         summary["prop1_ok"] = None  # Prop. 1 is a hard-mask guarantee; soft masks report their leak instead
     for key in ("prop1_ok", "prop2_ok", "prop3_ok", "plane_ledger_ok"):
         summary.setdefault(key, None)
+    # the ablations' own measures (paper §6.4): enforcement time per decision (No-MDL: bigger rules cost more to
+    # enforce), mean description length of an active rule, mean TV drift per measured scar (No-Drift)
+    summary["enforcement_ms_per_decision"] = 1000.0 * float(steps["enforce_seconds"].mean())
+    active = summary.get("scars_active_final")
+    summary["rule_dl_mean"] = (
+        summary["complexity_mdl_final"] / active
+        if active and summary.get("complexity_mdl_final") is not None
+        else None
+    )
+    drift = (summary.get("prop3") or {}).get("per_scar") or {}
+    tvs = [v["mean_tv"] for v in drift.values() if v.get("mean_tv") is not None]
+    summary["tv_drift_mean"] = float(np.mean(tvs)) if tvs else None
+    summary["tv_drift_scars"] = len(tvs) if scars else None
     if summary.get("prop2"):  # Prop. 2's figures beside its check, for the tables
         summary["prop2_K"] = summary["prop2"]["K"]
         summary["prop2_growth_exponent"] = summary["prop2"]["growth_exponent"]

@@ -18,6 +18,7 @@ TIMING = {
     "wall_seconds",
     "synthesis_median_seconds",
     "merge_median_seconds",
+    "enforcement_ms_per_decision",
     "ledger_head",
 }  # the head hash covers transaction times
 

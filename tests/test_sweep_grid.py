@@ -1,104 +1,104 @@
-"""Sweep grid expansion, config validation, seed parsing and the seeded bootstrap (SPEC §8; experiments/sweep.py)."""
+"""Sweep specs (any config field of a tier, validated), grid expansion, value parsing, TOML specs and the seeded
+bootstrap aggregation (SPEC §8; experiments/sweep.py, experiments/tiers.py)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from experiments.sweep import (
-    SweepConfig,
     SweepError,
+    SweepSpec,
     aggregate_runs,
     bootstrap_ci,
-    expand_grid,
-    parse_names,
-    parse_seeds,
+    expand,
+    load_spec,
+    parse_values,
 )
+from experiments.tiers import get_tier
 from synthesis.errors import ConfigError
 
 
-def test_grid_is_methods_times_scars_ablations_times_seeds():
-    cfg = SweepConfig(
-        methods=("scars", "rag", "reflexion"),
-        ablations=("no_mdl", "soft_bias_only"),
-        seeds=(0, 1, 2),
-        episodes=4,
-    )
-    grid = expand_grid(cfg)
-    # scars: none + 2 ablations; baselines: none only → (3 + 1 + 1) × 3 seeds
-    assert len(grid) == 15
-    assert len({c.run_name for c in grid}) == 15
-    assert {(c.method, c.ablation) for c in grid} == {
-        ("scars", "none"),
-        ("scars", "no_mdl"),
-        ("scars", "soft_bias_only"),
-        ("rag", "none"),
-        ("reflexion", "none"),
-    }
-    assert [c.seed for c in grid[:3]] == [0, 1, 2]
-    assert all(c.episodes == 4 and c.schedule == "paper" and c.executor == "inprocess" for c in grid)
-    # the full scars agent comes first, ablations in the order asked, then the baselines
-    assert [c.ablation for c in grid if c.seed == 0] == ["none", "no_mdl", "soft_bias_only", "none", "none"]
+def test_grid_is_the_cross_product_minus_ablations_of_baselines():
+    spec = SweepSpec(grid={"method": ["scars", "rag"], "ablation": ["none", "no_mdl"], "seed": [0, 1]})
+    names = [t.run_name for t in expand(spec)]
+    assert names == [
+        "tier1-scars-s0",
+        "tier1-scars-s1",
+        "tier1-scars-no_mdl-s0",
+        "tier1-scars-no_mdl-s1",
+        "tier1-rag-s0",
+        "tier1-rag-s1",
+    ]
+    assert [t.label for t in expand(spec)][::2] == ["scars", "scars:no_mdl", "rag"]
 
 
-def test_none_is_always_run_for_scars_and_not_duplicated():
-    cfg = SweepConfig(methods=("scars",), ablations=("none", "no_mdl"), seeds=(3,))
-    assert [c.ablation for c in expand_grid(cfg)] == ["none", "no_mdl"]
-    assert [c.ablation for c in expand_grid(SweepConfig(methods=("scars",), seeds=(3,)))] == ["none"]
-
-
-def test_lists_become_tuples_and_the_config_is_frozen():
-    cfg = SweepConfig(methods=["rag"], seeds=[np.int64(2)])
-    assert cfg.methods == ("rag",) and cfg.seeds == (2,) and type(cfg.seeds[0]) is int
-    hash(cfg)
-    with pytest.raises(AttributeError):
-        cfg.episodes = 3
+def test_any_config_field_can_be_swept_and_shows_in_the_label():
+    spec = SweepSpec(grid={"tau": [0.55, 0.6], "seed": [0, 1]}, fixed={"method": "rag", "episodes": 3})
+    trials = expand(spec)
+    assert [t.label for t in trials] == ["rag tau=0.55", "rag tau=0.55", "rag tau=0.6", "rag tau=0.6"]
+    assert len({t.run_name for t in trials}) == 4
+    assert all(t.config.episodes == 3 and t.config.method == "rag" for t in trials)
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "named"),
+    "kwargs, named",
     [
-        ({"methods": ("rag", "gpt")}, "'gpt'"),
-        ({"methods": ()}, "methods"),
-        ({"seeds": ()}, "seeds"),
-        ({"seeds": (0, -1)}, "-1"),
-        ({"seeds": (1, 1)}, "1"),
-        ({"methods": ("rag", "rag")}, "'rag'"),
-        ({"ablations": ("no_gc",)}, "'no_gc'"),
-        ({"methods": ("rag",), "ablations": ("no_mdl",)}, "'no_mdl'"),
-        ({"executor": "slurm"}, "'slurm'"),
-        ({"ray_address": "auto"}, "'auto'"),
-        ({"episodes": 0}, "episodes"),
-        ({"schedule": "weekly"}, "'weekly'"),
-        ({"name": "my sweep"}, "'my sweep'"),
-        ({"bootstrap_samples": 10}, "10"),
+        ({"grid": {"methd": ["scars"]}}, "'methd'"),
+        ({"grid": {"seed": [0]}, "fixed": {"episode": 3}}, "'episode'"),
+        ({"grid": {"seed": [0, 0]}}, "twice"),
+        ({"grid": {"seed": []}}, "no values"),
+        ({"grid": {"seed": [0]}, "fixed": {"seed": 1}}, "both swept and fixed"),
+        ({"grid": {"method": ["nope"]}}, "'nope'"),
+        ({"grid": {"tau": [0.9]}}, "tau"),
+        ({"grid": {"seed": [0]}, "name": "a b"}, "name"),
+        ({"grid": {"seed": [0]}, "tier": "tier9"}, "'tier9'"),
+        ({"grid": {"seed": [0]}, "bootstrap_samples": 5}, "bootstrap_samples"),
     ],
 )
-def test_validation_names_the_bad_value(kwargs, named):
-    with pytest.raises(ConfigError, match=named.replace("(", r"\(")):
-        SweepConfig(**kwargs)
+def test_a_bad_spec_is_one_error_naming_the_value(kwargs, named):
+    with pytest.raises(ConfigError, match=named):
+        SweepSpec(**kwargs)
 
 
-def test_sweep_error_is_a_config_error():
-    assert issubclass(SweepError, ConfigError)
+def test_an_unknown_field_lists_the_allowed_ones():
+    with pytest.raises(ConfigError) as err:
+        SweepSpec(grid={"temprature": [0.5]})
+    for field in dataclasses.fields(get_tier("tier1").config):
+        assert field.name in str(err.value)
 
 
-def test_parse_seeds():
-    assert parse_seeds("0-4") == (0, 1, 2, 3, 4)
-    assert parse_seeds("0,3,7-9") == (0, 3, 7, 8, 9)
-    assert parse_seeds(" 5 ") == (5,)
-    for bad in ("", "a", "4-1", "1-", "-3"):
-        with pytest.raises(SweepError, match="seeds"):
-            parse_seeds(bad)
+def test_parse_values_takes_the_fields_type():
+    assert parse_values("tier1", "seed=0-2,7", many=True) == ("seed", (0, 1, 2, 7))
+    assert parse_values("tier1", "tau=0.6", many=False) == ("tau", (0.6,))
+    assert parse_values("tier1", "alfworld-logic=true", many=False) == ("alfworld_logic", (True,))
+    assert parse_values("tier1", "method=scars,rag", many=True) == ("method", ("scars", "rag"))
+    for bad, named in (("seed=x", "'x'"), ("tau=nan", "finite"), ("seed", "FIELD=VALUE"), ("sed=1", "'sed'")):
+        with pytest.raises(ConfigError, match=named):
+            parse_values("tier1", bad, many=True)
 
 
-def test_parse_names():
-    methods = ("scars", "rag")
-    assert parse_names("rag, scars", methods, "method") == ("rag", "scars")
-    assert parse_names("all", methods, "method") == methods
-    with pytest.raises(SweepError, match="'ragg'"):
-        parse_names("ragg", methods, "method")
+def test_load_spec_reads_toml_and_refuses_unknown_keys(tmp_path):
+    good = tmp_path / "s.toml"
+    good.write_text(
+        'name = "abl"\n[grid]\nmethod = ["scars"]\nseed = [0, 1]\n[fixed]\nepisodes = 2\n'
+        "[tune]\nmax_failures = 1\n[wandb]\nenabled = true\nproject = 'p'\n"
+    )
+    spec = load_spec(good)
+    assert spec.name == "abl" and spec.grid == {"method": ("scars",), "seed": (0, 1)}
+    assert (
+        spec.fixed == {"episodes": 2} and spec.max_failures == 1 and spec.wandb and spec.wandb_project == "p"
+    )
+    bad = tmp_path / "b.toml"
+    bad.write_text("[grid]\nseed = [0]\n[tune]\nretries = 3\n")
+    with pytest.raises(SweepError, match="'retries'"):
+        load_spec(bad)
+    bad.write_text("grid = [")
+    with pytest.raises(SweepError, match="TOML"):
+        load_spec(bad)
 
 
 def test_bootstrap_ci_is_seeded_brackets_the_mean_and_needs_two_values():

@@ -301,9 +301,18 @@ def revoke(path: Path, scar_id: str, evidence_json: str, reason: str, key_file: 
     "--anchor", default=None, help="COUNT:HASH (or a summary.json holding ledger_head) to check against."
 )
 @click.option("--key-file", type=click.Path(dir_okay=False, path_type=Path), default=None, help=_KEY_HELP)
-def show(path: Path, anchor: str | None, key_file: Path | None) -> None:
-    """Print the events, the verification result and the active scars of the ledger at PATH (read-only)."""
-    console = Console()
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("table", "json", "csv")),
+    default="table",
+    show_default=True,
+    help="table: for people (never truncated when piped); json: events, verification and active scars; csv: the "
+    "events, one row each.",
+)
+def show(path: Path, anchor: str | None, key_file: Path | None, fmt: str) -> None:
+    """Print the events, the verification result and the active scars of the ledger at PATH (read-only). Exit 1
+    when the ledger does not verify (its active scars are then not shown: fail closed)."""
     with _open(path, key_file, read_only=True, anchor=_anchor_option(anchor)) as led:
         try:
             rows = led.rows()
@@ -317,6 +326,58 @@ def show(path: Path, anchor: str | None, key_file: Path | None) -> None:
                 active = led.active_scars()
             except LedgerError as exc:
                 projection_error = str(exc)
+    ok = report.ok and not projection_error
+    if fmt == "json":
+        click.echo(
+            json.dumps(
+                {
+                    "path": str(path),
+                    "events": [
+                        {k: (_time(v) if k == "tx_time" and isinstance(v, int) else v) for k, v in r.items()}
+                        for r in rows
+                    ],
+                    "verification": {
+                        "ok": report.ok,
+                        "reason": report.reason,
+                        "first_bad_seq": report.first_bad_seq,
+                        "anchor": report.anchor if report.ok else None,
+                    },
+                    "projection_error": projection_error or None,
+                    "active_scars": [
+                        {
+                            "id": s.id,
+                            "rule": s.control_text,
+                            "scope": {k: v for k, v in s.scope.to_json().items() if v is not None},
+                            "evidence_items": len(s.evidence),
+                        }
+                        for s in active
+                    ],
+                },
+                indent=2,
+                default=str,
+            )
+        )
+        if not ok:
+            raise SystemExit(1)
+        return
+    if fmt == "csv":
+        import csv
+        import sys
+
+        columns = ("seq", "type", "subject", "tx_time", "valid_from", "valid_to", "hash")
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        for r in rows:
+            writer.writerow(
+                [_time(r[c]) if c == "tx_time" and isinstance(r[c], int) else r.get(c) for c in columns]
+            )
+        sys.stdout.flush()
+        if not ok:
+            click.echo(f"error: {report.reason if not report.ok else projection_error}", err=True)
+            raise SystemExit(1)
+        return
+    # a pipe or a file gets the full width: nothing is cut to 80 columns
+    console = Console() if Console().is_terminal else Console(width=100_000)
     table = Table(title=f"ledger {escape(str(path))}")
     for column in ("seq", "type", "subject", "tx time (UTC)", "valid from", "valid to", "hash"):
         table.add_column(column, justify="right" if column == "seq" else "left")
@@ -343,7 +404,7 @@ def show(path: Path, anchor: str | None, key_file: Path | None) -> None:
         raise SystemExit(1)
     scars = Table(title=f"active scars ({len(active)})")
     for column in ("id", "rule", "scope", "evidence items"):
-        scars.add_column(column)
+        scars.add_column(column, overflow="fold")
     for s in active:
         scope = ", ".join(f"{k}={v}" for k, v in s.scope.to_json().items() if v is not None)
         scars.add_row(s.id, escape(s.control_text), escape(scope), str(len(s.evidence)))

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from experiments.commands._checks import FINITE_FLOAT, check_output_dir, check_url
 from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, Tier1Config
@@ -64,23 +65,44 @@ def run() -> None:
 @run.command("tier1")
 @config_options(Tier1Config)
 @click.option(
+    "--config",
+    "config_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Replay a saved config.json (a run folder's, or <demo>/<method>/config.json); options given on the command "
+    "line override its fields.",
+)
+@click.option(
     "--out",
     type=click.Path(path_type=Path),
-    default=Path("runs/tier1"),
-    show_default=True,
-    help="Output directory.",
+    default=None,
+    help="Output folder. Default: a new folder runs/tier1-<method>-<UTC time>.",
 )
-def tier1(out: Path, **fields) -> None:
-    """One method on tier 1: writes summary.json, tables, results.md, plots and (scars) the ledger into OUT."""
+@click.option("--overwrite", is_flag=True, help="Replace the results in an existing, non-empty --out folder.")
+@click.pass_context
+def tier1(ctx: click.Context, config_file: Path | None, out: Path | None, overwrite: bool, **fields) -> None:
+    """One method on tier 1: writes summary.json, tables, results.md, plots, provenance.json and (scars) the ledger
+    into OUT (the method's own run folder is OUT/<method>/)."""
+    from experiments.provenance import claim_out, default_out, load_config
     from experiments.runner import run_many
+    from experiments.tier1 import method_label
 
-    check_output_dir(out)
     try:
+        if config_file is not None:
+            saved = load_config(config_file, Tier1Config)
+            given = {
+                k: v for k, v in fields.items() if ctx.get_parameter_source(k) == ParameterSource.COMMANDLINE
+            }
+            fields = {**fields, **saved, **given}
         cfg = Tier1Config(**fields)
+        out = out or default_out("tier1", method_label(cfg).replace(":", "-"))
+        check_output_dir(out)
+        claim_out(out, overwrite)
         run_many([cfg], out)
     except ScarsError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)
+    click.echo(f"results: {out / 'results.md'}")
 
 
 @click.command("demo")
@@ -91,22 +113,46 @@ def tier1(out: Path, **fields) -> None:
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
-    default=Path("runs/demo"),
-    show_default=True,
-    help="Output directory.",
+    default=None,
+    help="Output folder. Default: a new folder runs/demo-<UTC time>.",
 )
+@click.option("--overwrite", is_flag=True, help="Replace the results in an existing, non-empty --out folder.")
 @click.option(
-    "--wandb/--no-wandb", default=False, show_default=True, help="Log to Weights & Biases (offline)."
+    "--wandb/--no-wandb",
+    default=False,
+    show_default=True,
+    help="Log each method live to Weights & Biases (offline; prints each run's folder and the wandb sync command).",
 )
-def demo(episodes: int, seed: int, out: Path, wandb: bool) -> None:
+@click.option("--wandb-project", default="scars-testbed", show_default=True, help="W&B project.")
+@click.option("--wandb-entity", default="", help="W&B entity (user or team).")
+def demo(
+    episodes: int,
+    seed: int,
+    out: Path | None,
+    overwrite: bool,
+    wandb: bool,
+    wandb_project: str,
+    wandb_entity: str,
+) -> None:
     """All six methods (scars and the five baselines) on the paper's dynamic-rule schedule: the comparison table,
     results.md, plots and the scars ledger in OUT. Runs on the embedded simulated LM (no model, no network)."""
+    from experiments.provenance import claim_out, default_out
     from experiments.runner import demo_configs, run_many
+    from experiments.tracking import TrackingSettings
 
+    out = out or default_out("demo")
     check_output_dir(out)
     try:
-        run_many(demo_configs(episodes, seed, wandb), out)
+        claim_out(out, overwrite)
+        tracking = TrackingSettings(
+            enabled=wandb,
+            project=wandb_project,
+            entity=wandb_entity,
+            group=out.resolve().name,
+            directory=str(out),
+        )
+        run_many(demo_configs(episodes, seed, wandb), out, tracking=tracking)
     except ScarsError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)
     click.echo(f"results: {out / 'results.md'}")

@@ -1,10 +1,14 @@
-"""``scars sweep``: an ablation sweep, seeds × methods × ablations on tier 1, in-process or on Ray (SPEC §8).
+"""``scars sweep``: a sweep of any tier's config fields on Ray Tune (SPEC §8).
 
-    scars sweep --methods scars,rag,reflexion --ablations no_mdl,soft_bias_only --seeds 0-4 --episodes 36 \\
-        --out runs/sweep [--executor ray] [--ray-address ADDR] [--wandb]
+    scars sweep --tier tier1 --grid method=scars,rag,reflexion --grid ablation=none,no_mdl --grid seed=0-4 \\
+        --set episodes=36 --out runs/sweep [--address HOST:PORT] [--wandb]
+    scars sweep SPEC.toml --out runs/sweep          # the same from a file (experiments.sweep.load_spec)
 
-Exit codes: 0 every run finished; 1 at least one run failed (the others finished and are aggregated; re-run the
-same command to retry only the failed ones); 2 bad input (the message names the bad value).
+Re-running the same command into the same ``--out`` resumes a killed sweep (``Tuner.restore``): finished runs are
+kept, unfinished and failed ones run again.
+
+Exit codes: 0 every run finished; 1 at least one run failed (the others finished and are aggregated); 2 bad input
+(the message names the bad value and what is allowed).
 """
 
 from __future__ import annotations
@@ -14,119 +18,98 @@ from pathlib import Path
 
 import click
 
-from experiments.commands._checks import MAX_SEEDS, check_output_dir, count_seeds
-from experiments.config import ABLATIONS, METHODS
-from experiments.schedules import SCHEDULES
-from experiments.sweep import SWEEP_EXECUTORS, SweepConfig, parse_names, parse_seeds
-from synthesis.errors import ScarsError
-
-_DEFAULTS = SweepConfig()
+from experiments.commands._checks import check_output_dir
 
 
 @click.command("sweep")
+@click.argument("spec_file", required=False, type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
-    "--methods",
-    default=",".join(_DEFAULTS.methods),
-    show_default=True,
-    help=f"Comma-separated methods, or 'all': {', '.join(METHODS)}.",
+    "--tier", default=None, help="The tier to sweep (default tier1; registered: experiments.tiers)."
 )
 @click.option(
-    "--ablations",
-    default="",
-    show_default=True,
-    help=f"Comma-separated scars ablations (§6.4), or 'all': {', '.join(a for a in ABLATIONS if a != 'none')}. "
-    "The full scars agent always runs too.",
-)
-@click.option("--seeds", default="0-4", show_default=True, help="Seeds: '0-4', '0,3,7-9' (ranges inclusive).")
-@click.option("--episodes", type=int, default=_DEFAULTS.episodes, show_default=True, help="Episodes per run.")
-@click.option(
-    "--schedule",
-    type=click.Choice(tuple(SCHEDULES)),
-    default=_DEFAULTS.schedule,
-    show_default=True,
-    help="Named rule schedule.",
+    "--grid",
+    "grid",
+    multiple=True,
+    metavar="FIELD=V1,V2",
+    help="A config field and the values to sweep (repeatable; int fields take ranges: seed=0-4).",
 )
 @click.option(
-    "--max-steps", type=int, default=_DEFAULTS.max_steps, show_default=True, help="Steps per episode."
-)
-@click.option(
-    "--search-iterations",
-    type=int,
-    default=_DEFAULTS.search_iterations,
-    show_default=True,
-    help="MCTS iterations per tree (scars runs).",
+    "--set",
+    "fixed",
+    multiple=True,
+    metavar="FIELD=VALUE",
+    help="A config field fixed for every run (repeatable).",
 )
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
     default=Path("runs/sweep"),
     show_default=True,
-    help="Output directory; re-running into it resumes (finished runs are skipped).",
+    help="Output folder; re-running the same sweep into it resumes it.",
 )
 @click.option(
-    "--executor",
-    type=click.Choice(SWEEP_EXECUTORS),
-    default="inprocess",
-    show_default=True,
-    help="inprocess: runs one after another here; ray: each run a Ray task (num_cpus=1), gathered as they finish.",
+    "--name", default=None, help="Sweep name (W&B group, Tune experiment). Default: the --out folder name."
 )
 @click.option(
-    "--ray-address",
-    default="",
-    help="Address of a running Ray cluster (ray.init(address=...)); default: local Ray.",
+    "--address", default=None, help="Ray cluster address (from `ray start --head`); default: local Ray."
 )
 @click.option(
-    "--name", default=None, help="Sweep name (W&B group, aggregate.md title). Default: the --out folder name."
+    "--max-failures", type=click.IntRange(min=0), default=None, help="Retries of a failed trial [0]."
 )
 @click.option(
-    "--wandb/--no-wandb",
-    default=False,
-    show_default=True,
-    help="Each run its own offline W&B run (in OUT/wandb), grouped by the sweep name; sync later with wandb sync.",
+    "--max-concurrent",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Trials at once (0: as CPUs allow) [0].",
 )
-@click.option("--wandb-project", default=_DEFAULTS.wandb_project, show_default=True, help="W&B project name.")
+@click.option("--cpus-per-trial", type=click.FloatRange(min=0.01), default=None, help="CPUs per trial [1].")
 @click.option(
-    "--bootstrap-samples",
-    type=int,
-    default=_DEFAULTS.bootstrap_samples,
-    show_default=True,
-    help="Bootstrap resamples per 95% CI.",
+    "--gpus-per-trial",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="GPUs per trial [auto: 1 for --set backend=hf when the cluster has GPUs, else 0].",
 )
-@click.option(
-    "--bootstrap-seed", type=int, default=_DEFAULTS.bootstrap_seed, show_default=True, help="Bootstrap seed."
-)
+@click.option("--wandb/--no-wandb", default=None, help="Log every run live to W&B (offline, in OUT/wandb).")
+@click.option("--wandb-project", default=None, help="W&B project [scars-testbed].")
+@click.option("--wandb-entity", default=None, help="W&B entity (user or team).")
+@click.option("--bootstrap-samples", type=int, default=None, help="Bootstrap resamples per 95% CI [2000].")
+@click.option("--bootstrap-seed", type=int, default=None, help="Bootstrap seed [0].")
 def sweep(
-    methods: str,
-    ablations: str,
-    seeds: str,
-    out: Path,
-    name: str | None,
-    **fields,
+    spec_file: Path | None, tier: str | None, grid, fixed, out: Path, name: str | None, **tune_fields
 ) -> None:
-    """Sweep tier 1 over METHODS × ABLATIONS (scars only) × SEEDS. Writes runs.parquet/.csv (one row per run),
-    aggregate.parquet/.csv and aggregate.md (mean and 95% bootstrap CI over seeds per method/ablation),
-    ablations.png, sweep.json and each run's tables under OUT/runs/<run_name>/."""
-    from experiments.sweep import run_sweep
+    """Sweep any config fields of a tier on Ray Tune: one trial per grid point, each a run in OUT/runs/<name>/.
+    Writes runs.parquet/.csv (one row per run, from Tune's ResultGrid), aggregate.parquet/.csv and aggregate.md
+    (mean and 95% bootstrap CI over seeds, pooled rates and paired differences vs scars), ablations.png and
+    sweep.json. Ablations apply to method scars only: a baseline crossed with an ablation is not run."""
+    from experiments.sweep import SweepSpec, load_spec, parse_values
+    from synthesis.errors import ScarsError
 
-    if count_seeds(seeds) > MAX_SEEDS:
-        raise click.BadParameter(
-            f"{seeds!r} expands to {count_seeds(seeds):,} seeds; at most {MAX_SEEDS:,} per sweep",
-            param_hint="'--seeds'",
-        )
     check_output_dir(out)
     try:
-        cfg = SweepConfig(
-            methods=parse_names(methods, METHODS, "method"),
-            ablations=parse_names(ablations, tuple(a for a in ABLATIONS if a != "none"), "ablation")
-            if ablations
-            else (),
-            seeds=parse_seeds(seeds),
-            name=name or out.resolve().name,
-            **fields,
-        )
-        result = run_sweep(cfg, out)
+        overrides = {k: v for k, v in tune_fields.items() if v is not None}
+        overrides["name"] = name
+        if tier is not None:
+            overrides["tier"] = tier
+        if spec_file is not None:
+            spec = load_spec(spec_file, **overrides)
+        else:
+            overrides["name"] = name or out.resolve().name
+            spec = SweepSpec(**overrides)
+        if grid or fixed:
+            grid_values = dict(spec.grid) | dict(parse_values(spec.tier, g, many=True) for g in grid)
+            fixed_values = dict(spec.fixed) | {
+                k: v[0] for k, v in (parse_values(spec.tier, f, many=False) for f in fixed)
+            }
+            spec = SweepSpec(**{**spec.to_dict(), "grid": grid_values, "fixed": fixed_values})
+        if not spec.grid:
+            raise click.UsageError(
+                "nothing to sweep: give --grid FIELD=V1,V2 (e.g. --grid seed=0-4) or a SPEC_FILE"
+            )
+        from experiments.sweep import run_sweep
+
+        result = run_sweep(spec, out)
     except ScarsError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)
     if result.failed:
         sys.exit(1)
