@@ -107,6 +107,10 @@ def sustainable_catch(stock: int, cfg: DynamicsConfig) -> int:
     """
     if stock <= 0:
         return 0
+    if (
+        stock > cfg.capacity
+    ):  # g never exceeds the capacity, so no catch keeps such a stock (a what-if question)
+        return 0
     keep = math.ceil(stock / cfg.growth_factor)
     while keep > 0 and regrow(keep - 1, cfg) >= stock:
         keep -= 1
