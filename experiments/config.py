@@ -194,6 +194,9 @@ class Tier2Config:
     overuse_verdicts: bool = True
     """The verifier reports every request above the sustainable share f(t)/|I| (GovSim's over-usage) as a failure
     (z_V) at once; off: only a collapse is verified, so learning before a collapse comes from punishment (z_R)."""
+    habits: str = "govsim"
+    """The embedded policy's commons habits (``envs.commons.habits.HABIT_PRESETS``): govsim (calibrated: most
+    seats over-harvest and collapse the pool) or sustainable (mostly the sustainable share)."""
     universalization: bool = False
     """GovSim's universalization line in every harvest prompt ("if everyone takes more than X, the resource
     shrinks")."""
@@ -236,6 +239,7 @@ class Tier2Config:
         from agents.registry import BACKENDS as BACKEND_REGISTRY
         from agents.registry import METHODS as METHOD_REGISTRY
         from envs.commons.dynamics import ALLOCATION_METHODS
+        from envs.commons.habits import HABIT_PRESETS
         from envs.commons.populations import parse_population
         from envs.commons.scenarios import ARENAS, SCENARIOS
 
@@ -246,6 +250,7 @@ class Tier2Config:
             "arena": tuple(ARENAS),
             "scenario": tuple(SCENARIOS),
             "allocation": ALLOCATION_METHODS,
+            "habits": tuple(HABIT_PRESETS),
             "ablation": ABLATIONS,
             "executor": EXECUTORS,
             "server_mode": ("logprobs", "guided_choice"),

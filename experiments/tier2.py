@@ -48,12 +48,13 @@ from envs.commons import commons_v0
 from envs.commons.adapter import CommonsAdapter
 from envs.commons.commons_v0 import EpisodeRecord, context_of
 from envs.commons.dynamics import sustainable_catch
-from envs.commons.habits import HarvesterHabits, habit_prior
+from envs.commons.habits import HABIT_PRESETS, habit_prior
 from envs.commons.metrics import episode_metrics, month_table
 from envs.commons.norms import NormVerifier
 from envs.commons.rollout import build_population
 from experiments.config import Tier2Config
 from experiments.guarantees import GuaranteeMonitor
+from experiments.report import write_json
 from experiments.stats import pooled_ratio
 from experiments.tier1 import signal_summary
 from synthesis.dsl import Action, canonical_text
@@ -293,7 +294,7 @@ def run_tier2(
     scale = (
         lm.task_gain / lm.temperature
     )  # the habit prior is the log of the habits' distribution at this scale
-    habits = HarvesterHabits()
+    habits = HABIT_PRESETS[cfg.habits]
     pop = build_population(
         cfg.arena, cfg.population or None, target=target if target is not None else cfg.focal_seat
     )
@@ -475,7 +476,19 @@ def run_tier2(
     summary = summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted)
     summary["wall_seconds"] = wall
     summary["months_per_second"] = float(sum(len(r.months) for r in records) / wall) if wall > 0 else None
+    write_json(out / STATE_FILE, {"config": cfg.to_dict(), "seats": [seat.to_json() for seat in seats]})
     return Tier2Result(summary, steps, months, runs, seats)
+
+
+def run_tier2_to_dir(
+    cfg: Tier2Config, out: Path, progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """``run_tier2`` and ``write_tier2`` into ``out``; returns the summary (what a sweep needs)."""
+    from experiments.tier2_report import write_tier2
+
+    result = run_tier2(cfg, out, progress)
+    write_tier2(out, {cfg.method_label: result}, {cfg.method_label: cfg})
+    return result.summary
 
 
 def _carried_state(cfg, out: Path, learners: Mapping[str, _Learner], stats) -> tuple[SeatState, ...]:

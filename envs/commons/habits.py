@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -111,6 +112,27 @@ class HarvesterHabits:
             raise ConfigError(f"HarvesterHabits.envy_margin = {self.envy_margin!r} must be >= 0")
 
 
+HABIT_PRESETS: Mapping[str, HarvesterHabits] = MappingProxyType(
+    {
+        "govsim": HarvesterHabits(),
+        "sustainable": HarvesterHabits(
+            greed=0.5,
+            anchoring=0.0,
+            sustainable_weight=0.85,
+            universalization_weight=0.9,
+            agreement_weight=0.1,
+            width=0.6,
+            retaliation=0.2,
+            envy=0.0,
+            reassure=0.0,
+        ),
+    }
+)
+"""Named habit sets: ``govsim`` — the calibrated default (most seats over-harvest and collapse the pool, as most
+models in GovSim); ``sustainable`` — a model that mostly takes ⌊f(t)/|I|⌋ (GovSim's best models; the anti-collusion
+test's focal seat, so that what the coalition punishes is a correct harvest)."""
+
+
 def seat_greed(habits: HarvesterHabits, index: int, num_agents: int) -> float:
     """Seat ``index``'s greed (seats differ by ``greed_spread`` around ``greed``)."""
     position = 0.0 if num_agents < 2 else index / (num_agents - 1) - 0.5
@@ -170,7 +192,7 @@ def habit_prior(
         share = float(info["sustainable_share"])
         sustainable = habits.universalization_weight if universalization else habits.sustainable_weight
         limit = int(info["agreed_limit"])
-        modes = [(sustainable, share)]
+        modes = [(sustainable, float(math.floor(share)))]
         if limit >= 0:
             modes.append((habits.agreement_weight, float(limit)))
         greedy = max(0.0, 1.0 - sum(w for w, _ in modes))
