@@ -20,6 +20,7 @@ _CHOICES = {
     "scenario": ("fishery", "pasture", "pollution"),
     "allocation": ("stochastic", "proportional"),
     "habits": ("govsim", "sustainable"),
+    "punishment_attribution": ("verifier", "context"),
     "backend": BACKENDS,
     "ablation": ABLATIONS,
     "executor": EXECUTORS,
