@@ -208,6 +208,8 @@ class Tier2Config:
     universalization: bool = False
     """GovSim's universalization line in every harvest prompt ("if everyone takes more than X, the resource
     shrinks")."""
+    language: bool = True
+    """False: GovSim's no-language variant — no discussion phase, and each seat sees only its own catch."""
     allocation: str = "stochastic"
     """How an over-subscribed stock is shared: GovSim's stochastic unit-by-unit rule or its proportional option."""
     transfer_from: str = ""

@@ -284,6 +284,7 @@ def run_tier2(
         allocation=cfg.allocation,
         agent_roots=roots,
         max_request=cfg.max_request,
+        language=cfg.language,
     )
     severity = env.config.punishment_severity
     settings = cfg.to_dict()

@@ -254,3 +254,42 @@ def test_the_state_manifest_names_every_learning_seat(tmp_path):
     run_tier2(cfg, tmp_path)
     manifest = json.loads((tmp_path / STATE_FILE).read_text())
     assert [s["seat"] for s in manifest["seats"]] == ["agent_0"] and manifest["seats"][0]["method"] == "rag"
+
+
+def test_govsim_details_allocation_requests_regrowth_and_texts():
+    """Checked against GovSim's code: proportional leftovers go with replacement (weighted by what is still
+    wanted), a request above the stock is valid (the allocation caps it), regrowth caps at the initial stock, and
+    its harvest report and universalization line reach every policy's prompt."""
+    from envs.commons.dynamics import allocate, harvest_month, regrow
+
+    # 5 units for three requests of 3: floor gives 1 each, 2 leftover units; with replacement one agent can get both
+    outcomes = {allocate([3, 3, 3], 5, "proportional", np.random.default_rng(s)) for s in range(200)}
+    assert any(max(o) == 3 for o in outcomes) and all(sum(o) == 5 for o in outcomes)
+    dyn = DynamicsConfig(initial_stock=60)
+    out = harvest_month(20, [50, 0, 0, 0, 0], dyn, np.random.default_rng(0))
+    assert out.catches[0] == 20 and out.collapsed
+    assert regrow(40, dyn) == 60  # doubled to 80, capped at the initial stock 60 (not the capacity 100)
+
+    env = commons_v0.CommonsParallelEnv(commons_v0.CommonsConfig(arena="B"))
+    adapter = CommonsAdapter(env, "agent_0", universalization=True)
+    obs, infos = env.reset(seed=0)
+    decision = adapter.decision(obs["agent_0"], infos["agent_0"], t=0)
+    assert (
+        "if everyone fishes more than 10 tons, the lake population will shrink next month"
+        in decision.observation
+    )
+    obs, _, _, _, infos = env.step({a: {"harvest": 12} for a in env.agents})
+    assert (
+        infos["agent_0"]["harvest_report"] == "agent_0 wanted to catch 12 tons of fish, and caught 12 tons."
+    )
+    assert "wanted to catch 12 tons" in adapter.decision(obs["agent_0"], infos["agent_0"], t=1).observation
+
+
+def test_the_no_language_variant_has_no_discussion_and_hides_the_others_catches(tmp_path):
+    env = commons_v0.CommonsParallelEnv(commons_v0.CommonsConfig(arena="A", language=False))
+    obs, infos = env.reset(seed=0)
+    obs, _, _, _, infos = env.step({a: {"harvest": 5 + i} for i, a in enumerate(env.agents)})
+    assert infos["agent_1"]["phase"] == "punishment" and infos["agent_1"]["mayor_report"] == ""
+    assert list(obs["agent_1"]["catches"]) == [0, 6, 0, 0, 0]
+    result = run_tier2(Tier2Config(method="rag", language=False, runs=1, **FAST), tmp_path)
+    assert not (result.steps["phase"] == "discussion").any()

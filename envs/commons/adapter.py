@@ -123,7 +123,7 @@ class CommonsAdapter:
         if report:
             text += f" {report}"
         if self.universalization and q["phase"] == "harvest":
-            text += " " + universalization_line(q, self.env.config.scenario_spec.unit)
+            text += " " + universalization_line(q, self.env.config.scenario_spec.universalization_text)
         return Decision(
             observation=text,
             task="Harvest sustainably from the shared pool.",
