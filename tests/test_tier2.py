@@ -293,3 +293,24 @@ def test_the_no_language_variant_has_no_discussion_and_hides_the_others_catches(
     assert list(obs["agent_1"]["catches"]) == [0, 6, 0, 0, 0]
     result = run_tier2(Tier2Config(method="rag", language=False, runs=1, **FAST), tmp_path)
     assert not (result.steps["phase"] == "discussion").any()
+
+
+def test_scars_sweep_accepts_tier_2_and_resumes(tmp_path):
+    argv = [
+        "sweep",
+        "--tier",
+        "2",
+        "--methods",
+        "rag",
+        "--seeds",
+        "0-1",
+        "--runs",
+        "1",
+        "--out",
+        str(tmp_path),
+    ]
+    first = CliRunner().invoke(main, argv)
+    assert first.exit_code == 0, first.output
+    assert "| rag | 2 | 2 |" in (tmp_path / "aggregate.md").read_text()
+    again = CliRunner().invoke(main, argv)
+    assert again.exit_code == 0 and again.stderr.count("skipped") == 2

@@ -114,6 +114,15 @@ def demo(episodes: int, seed: int, out: Path, wandb: bool) -> None:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     click.echo(f"results: {out / 'results.md'}")
+    from experiments.commands.run_tier2 import tier2_demo
+
+    summaries = tier2_demo(out / "tier2", seed)
+    for label, s in summaries.items():
+        click.echo(
+            f"tier 2 {label:<15} survival {s['survival_rate']:.2f} (n={s['runs']} runs), over-usage "
+            f"{s['over_usage']:.2f}, cooperative yield {s['cooperative_yield_mean']:.2f}"
+        )
+    click.echo(f"tier-2 results: {out / 'tier2' / 'results.md'}")
 
 
 def _add_tier2_commands() -> None:

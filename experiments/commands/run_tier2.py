@@ -197,3 +197,19 @@ def tier2_transfer(methods, seeds, runs_a, runs_b, setup, months, search_iterati
 
 
 TIER2_COMMANDS = (tier2, tier2_collusion, tier2_transfer)
+
+
+def tier2_demo(out: Path, seed: int, runs: int = 3) -> dict:
+    """``scars demo``'s tier-2 section: the six methods as five homogeneous seats of arena A for ``runs`` runs each;
+    one combined table, results.md and plots in ``out``. Returns the summaries."""
+    from experiments.tier2 import run_tier2
+    from experiments.tier2_report import write_tier2
+
+    results, configs = {}, {}
+    for method in METHODS:
+        cfg = Tier2Config(method=method, runs=runs, seed=seed)
+        results[method] = run_tier2(cfg, out / method)
+        configs[method] = cfg
+    return write_tier2(
+        out, results, configs, title="Tier-2 demo: six methods, five homogeneous seats, arena A"
+    )
