@@ -9,8 +9,9 @@ Three measurements in one run, so the cost of each layer shows:
 3. ``scripted``: the full arena with the scripted population deciding every step (``rollout.run_episode``), the
    figure reported as ``months_per_s``;
 4. ``learners``: the tier-2 loop (``experiments.tier2.run_tier2``) with five learning seats of one method on the
-   embedded policy — scars and each of the five baselines — one fresh 12-month run per seed; the median seconds per
-   run and months/s. Scars is measured twice, its ledgers on the run folder's disk and on tmpfs (``/dev/shm``):
+   embedded policy with the ``sustainable`` habits (so a run lasts its 12 months; the calibrated ``govsim`` seats
+   collapse the pool in ~2.4) — scars and each of the five baselines — one fresh run per seed; the median seconds
+   per run and months/s. Scars is measured twice, its ledgers on the run folder's disk and on tmpfs (``/dev/shm``):
    every ledger event is fsynced (the ledger's crash safety), which is most of its cost on a slow disk. Goal (issue
    14): a 12-month run with five scars agents ≤ 1 s median on two cores.
 
@@ -36,6 +37,7 @@ from envs.commons.rollout import run_episode  # noqa: E402
 
 POPULATION = "coop:3,noisy:1,retaliator:1"  # survives the 12 months and exercises discussion and punishment
 LEARNER_SEEDS = 7
+HABITS = "sustainable"  # seats that keep the pool alive, so a run lasts the 12 months the goal is about
 LEARNERS = ("scars", "static_persona", "rag", "reflexion", "scg_mem", "voyager")
 BUDGET_S = 2.0
 GOVSIM = DynamicsConfig()
@@ -78,7 +80,7 @@ def learner_runs(method: str, root: Path) -> dict:
     def once(seed: int) -> tuple[float, int]:
         with tempfile.TemporaryDirectory(dir=root) as out:
             start = time.perf_counter()
-            result = run_tier2(Tier2Config(method=method, runs=1, seed=seed), Path(out))
+            result = run_tier2(Tier2Config(method=method, runs=1, seed=seed, habits=HABITS), Path(out))
             return time.perf_counter() - start, int(result.runs["survival_time"].sum())
 
     once(10_000)

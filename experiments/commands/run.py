@@ -125,11 +125,5 @@ def demo(episodes: int, seed: int, out: Path, wandb: bool) -> None:
     click.echo(f"tier-2 results: {out / 'tier2' / 'results.md'}")
 
 
-def _add_tier2_commands() -> None:
-    from experiments.commands.run_tier2 import TIER2_COMMANDS
-
-    for command in TIER2_COMMANDS:
-        run.add_command(command)
-
-
-_add_tier2_commands()
+# the tier-2 commands register themselves on the run group (``experiments.commands.run_tier2``)
+import experiments.commands.run_tier2  # noqa: E402, F401

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from experiments.commands._checks import MAX_SEEDS, check_output_dir, count_seeds
-from experiments.commands.run import config_options
+from experiments.commands.run import config_options, run
 from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, SETUPS, Tier2Config
 from synthesis.errors import ScarsError
 
@@ -197,6 +197,8 @@ def tier2_transfer(methods, seeds, runs_a, runs_b, setup, months, search_iterati
 
 
 TIER2_COMMANDS = (tier2, tier2_collusion, tier2_transfer)
+for _command in TIER2_COMMANDS:
+    run.add_command(_command)
 
 
 def tier2_demo(out: Path, seed: int, runs: int = 3) -> dict:
