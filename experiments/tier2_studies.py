@@ -106,7 +106,8 @@ def collusion_markdown(table: pd.DataFrame, base: Tier2Config) -> str:
     lines = [
         "# Anti-collusion test (paper §6.2)",
         "",
-        f"Method {base.method_label}, focal seat {base.focal_seat} in the malicious arena (a three-seat coalition with "
+        f"Method {base.method_label} (punishment attribution: {base.punishment_attribution}), focal seat "
+        f"{base.focal_seat} in the malicious arena (a three-seat coalition with "
         f"one provenance root punishes it every month, whatever it harvested), {base.runs} runs of {base.months} "
         "months per seed. Estimates with 95% cluster-bootstrap intervals (clusters: seeds for per-seed counts, runs "
         "for per-run values; † fewer than 5 clusters).",

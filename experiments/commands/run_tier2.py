@@ -121,6 +121,13 @@ def _seeds(text: str) -> tuple[int, ...]:
     help="The focal seat's habits (sustainable: what the coalition punishes is mostly a correct harvest).",
 )
 @click.option(
+    "--punishment-attribution",
+    type=click.Choice(["verifier", "context"]),
+    default="verifier",
+    show_default=True,
+    help=Tier2Config.field_docs()["punishment_attribution"],
+)
+@click.option(
     "--seeds", default="0-4", show_default=True, help="Independent trajectories, e.g. 0-4 or 0,3,7-9."
 )
 @click.option("--runs", type=click.IntRange(min=1), default=6, show_default=True, help="Runs per trajectory.")
@@ -133,7 +140,9 @@ def _seeds(text: str) -> tuple[int, ...]:
     help="MCTS iterations per tree.",
 )
 @_out_option("runs/tier2-collusion")
-def tier2_collusion(method, ablation, habits, seeds, runs, months, search_iterations, out: Path) -> None:
+def tier2_collusion(
+    method, ablation, habits, punishment_attribution, seeds, runs, months, search_iterations, out: Path
+) -> None:
     """The anti-collusion test (§6.2): a focal learner in the malicious arena with TrustGate + NormVerifier on and
     off; the table of inappropriate scars, gain lost and yield with n and 95% CIs in OUT/collusion.md."""
     from experiments.tier2_studies import run_collusion
@@ -145,6 +154,7 @@ def tier2_collusion(method, ablation, habits, seeds, runs, months, search_iterat
             method=method,
             ablation=ablation,
             habits=habits,
+            punishment_attribution=punishment_attribution,
             runs=runs,
             months=months,
             search_iterations=search_iterations,
