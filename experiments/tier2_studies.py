@@ -29,7 +29,7 @@ from experiments.config import Tier2Config
 from experiments.report import atomic_write_text, plt, write_json, write_table
 from experiments.stats import paired_difference, pooled_ratio
 from experiments.tier2 import run_tier2
-from experiments.tier2_report import _ci, plot_resource, write_tier2
+from experiments.tier2_report import _ci, write_tier2
 
 Progress = Callable[[str], None]
 
@@ -96,10 +96,34 @@ def run_collusion(
     table = pd.DataFrame(rows)
     write_json(out / "collusion.json", rows)
     write_table(pd.concat(per_run, ignore_index=True), out / "collusion_runs")
-    months_by = {k: pd.concat(v, ignore_index=True) for k, v in months.items()}
-    plot_resource(months_by, base.months, out / "collusion.png", base.seed)
+    _plot_collusion(table, out / "collusion.png")
     atomic_write_text(out / "collusion.md", collusion_markdown(table, base))
     return table
+
+
+def _plot_collusion(table: pd.DataFrame, path: Path) -> Path:
+    """Gates on vs off: inappropriate scars per seed and the focal seat's gain lost per run (95% intervals)."""
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.6))
+    panels = (
+        ("inappropriate_scars_per_seed", "inappropriate scars per seed", "n_seeds"),
+        ("gain_lost_per_run", "focal gain lost below the fair share per run", "n_runs"),
+    )
+    rows = table.to_dict("records")
+    for ax, (key, label, n_key) in zip(axes, panels, strict=True):
+        est = [r[key]["estimate"] or 0.0 for r in rows]
+        ci = [r[key]["ci"] or [e, e] for r, e in zip(rows, est, strict=True)]
+        err = [
+            [e - c[0] for e, c in zip(est, ci, strict=True)],
+            [c[1] - e for e, c in zip(est, ci, strict=True)],
+        ]
+        ax.bar([r["setting"] for r in rows], est, yerr=err, capsize=4, color=["tab:blue", "tab:orange"])
+        ax.set_ylabel(label, fontsize=8)
+        ax.set_title(f"n = {rows[0][n_key]} per bar, 95% CI", fontsize=9)
+    fig.suptitle("Anti-collusion: TrustGate + NormVerifier on vs off (malicious arena)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def collusion_markdown(table: pd.DataFrame, base: Tier2Config) -> str:
@@ -131,7 +155,7 @@ def collusion_markdown(table: pd.DataFrame, base: Tier2Config) -> str:
             f"Inappropriate scars, {row['setting']}: " + ("; ".join(f"`{r}`" for r in rules) or "none")
         )
         lines.append("")
-    lines.append("![resource level](collusion.png)")
+    lines.append("![anti-collusion](collusion.png)")
     return "\n".join(lines) + "\n"
 
 
