@@ -314,3 +314,43 @@ def test_scars_sweep_accepts_tier_2_and_resumes(tmp_path):
     assert "| rag | 2 | 2 |" in (tmp_path / "aggregate.md").read_text()
     again = CliRunner().invoke(main, argv)
     assert again.exit_code == 0 and again.stderr.count("skipped") == 2
+
+
+@pytest.mark.slow
+def test_a_real_model_backend_drives_a_seat_through_the_policy_protocol(tmp_path):
+    """A (tiny, randomly initialised) HuggingFace causal LM in the focal seat: scored choice among the admissible
+    actions with the scars mask applied by the controller, its own generated utterances. No habit prior is read."""
+    torch = pytest.importorskip("torch", reason="the 'hf' extra (torch, transformers) is not installed")
+    transformers = pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from agents.policies.hf import HFPolicy
+    from agents.registry import BACKENDS, register_backend
+
+    if "tiny_hf_commons" not in BACKENDS:
+        words = (
+            "month harvest phase the pool holds of catch tons fish punish nobody agent 1 2 3 4 5 10 .".split()
+        )
+        vocab = {"[UNK]": 0, "[EOS]": 1, **{w: i + 2 for i, w in enumerate(dict.fromkeys(words))}}
+        tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
+        )
+        fast = transformers.PreTrainedTokenizerFast(
+            tokenizer_object=tok, unk_token="[UNK]", eos_token="[EOS]"
+        )
+        torch.manual_seed(0)
+        config = transformers.GPT2Config(
+            vocab_size=len(vocab), n_positions=512, n_embd=16, n_layer=1, n_head=2
+        )
+        model = transformers.GPT2LMHeadModel(config)
+        register_backend("tiny_hf_commons")(lambda settings: HFPolicy(model, fast))
+    cfg = Tier2Config(
+        method="scars", setup="focal", backend="tiny_hf_commons", runs=1, months=2, search_iterations=20
+    )
+    result = run_tier2(cfg, tmp_path)
+    steps = result.steps
+    assert len(steps) >= 3 and set(steps["phase"]) >= {"harvest", "discussion"}
+    harvest = steps[steps["phase"] == "harvest"]
+    assert (harvest["amount"] <= 20).all()  # H's cap holds whatever the model prefers
+    assert result.summary["plane_ledger_ok"] is not False
