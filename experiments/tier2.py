@@ -488,9 +488,31 @@ def run_tier2_to_dir(
 ) -> dict[str, Any]:
     """``run_tier2`` and ``write_tier2`` into ``out``; returns the summary (what a sweep needs)."""
     from experiments.tier2_report import write_tier2
+    from experiments.tracking import Tracker
 
+    tracker = Tracker(
+        cfg.wandb, project=cfg.wandb_project, name=cfg.run_name, config=cfg.to_dict(), out=out, group=out.name
+    )
     result = run_tier2(cfg, out, progress)
     write_tier2(out, {cfg.method_label: result}, {cfg.method_label: cfg})
+    if tracker.enabled:  # per-run charts (step = run), the numeric summary and the plots
+        for row in result.runs.to_dict("records"):
+            tracker.log(
+                {
+                    f"charts/{k}": float(row[k])
+                    for k in (
+                        "survival_time",
+                        "cooperative_yield",
+                        "over_usage",
+                        "efficiency",
+                        "learner_gain",
+                    )
+                },
+                step=int(row["run"]),
+            )
+        tracker.summary({k: v for k, v in result.summary.items() if isinstance(v, int | float | bool)})
+        tracker.log_images({name: out / f"{name}.png" for name in ("resource", "harvest", "karma")})
+        tracker.finish()
     return result.summary
 
 
