@@ -363,3 +363,11 @@ def test_the_same_seed_gives_the_same_scars_run(tmp_path):
     b = run_tier2(cfg, tmp_path / "b")
     assert _comparable(a.summary) == _comparable(b.summary)
     pd.testing.assert_frame_equal(a.steps, b.steps)
+
+
+def test_the_collusion_table_of_a_method_without_scars_says_n_a_not_zero(tmp_path):
+    from experiments.tier2_studies import run_collusion
+
+    table = run_collusion(Tier2Config(method="rag", habits="sustainable", runs=1, **FAST), [0, 1], tmp_path)
+    assert table["inappropriate_scars_per_seed"].isna().all()
+    assert "| gates on | 2 | 2 | n/a | n/a | n/a |" in (tmp_path / "collusion.md").read_text()
