@@ -217,7 +217,10 @@ def _fresh_seat_dir(seat_dir: Path) -> None:
     if not seat_dir.exists():
         return
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(seat_dir.stat().st_mtime))
-    seat_dir.rename(seat_dir.with_name(f"{seat_dir.name}.{stamp}"))
+    target, n = seat_dir.with_name(f"{seat_dir.name}.{stamp}"), 1
+    while target.exists():  # two runs into one folder within a second
+        target, n = seat_dir.with_name(f"{seat_dir.name}.{stamp}.{n}"), n + 1
+    seat_dir.rename(target)
 
 
 @dataclass
@@ -274,7 +277,7 @@ def run_tier2(
     ``cfg.transfer_from`` is checked before anything is written: a missing or unverifiable ledger is refused.
     ``progress(done, total)`` is called after every run."""
     carried = load_carried(cfg)
-    kinds, roots, target = seat_kinds(cfg)
+    kinds, roots, _ = seat_kinds(cfg)
     root_ss = np.random.SeedSequence([cfg.seed, 2])
     env_ss, policy_ss, agent_ss, scripted_ss = root_ss.spawn(4)
     env = commons_v0.parallel_env(
@@ -296,9 +299,7 @@ def run_tier2(
         lm.task_gain / lm.temperature
     )  # the habit prior is the log of the habits' distribution at this scale
     habits = HABIT_PRESETS[cfg.habits]
-    pop = build_population(
-        cfg.arena, cfg.population or None, target=target if target is not None else cfg.focal_seat
-    )
+    pop = build_population(cfg.arena, cfg.population or None, target=cfg.focal_seat)
     scripted = {f"agent_{i}": pop.behaviours[i] for i, kind in enumerate(kinds) if kind != LEARNER}
     scripted_rng = np.random.default_rng(scripted_ss)
     out.mkdir(parents=True, exist_ok=True)

@@ -252,6 +252,8 @@ def test_the_adapter_reports_over_usage_and_each_runs_punishments_afresh():
 def test_the_state_manifest_names_every_learning_seat(tmp_path):
     cfg = Tier2Config(method="rag", setup="focal", runs=1, **FAST)
     run_tier2(cfg, tmp_path)
+    run_tier2(cfg, tmp_path)  # again into the same folder: the earlier seat folder is set aside, not reused
+    assert len(list(tmp_path.glob("agent_0.*"))) == 1
     manifest = json.loads((tmp_path / STATE_FILE).read_text())
     assert [s["seat"] for s in manifest["seats"]] == ["agent_0"] and manifest["seats"][0]["method"] == "rag"
 
