@@ -476,8 +476,13 @@ def run_tier2(
     seats = _carried_state(cfg, out, learners, agent_stats)
     steps = pd.DataFrame(rows)
     months = _months_table(cfg, records)
-    runs = _runs_table(cfg, records, steps, kinds)
-    summary = summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted)
+    rvr = (
+        tier2_rvr(steps)
+        if not steps.empty
+        else {"rvr": None, "repeat_over": 0, "reexposures": 0, "by_run": {}}
+    )
+    runs = _runs_table(cfg, records, rvr, kinds)
+    summary = summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted, rvr)
     summary["wall_seconds"] = wall
     summary["months_per_second"] = float(sum(len(r.months) for r in records) / wall) if wall > 0 else None
     write_json(out / STATE_FILE, {"config": cfg.to_dict(), "seats": [seat.to_json() for seat in seats]})
@@ -545,7 +550,7 @@ def _months_table(cfg: Tier2Config, records) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _runs_table(cfg: Tier2Config, records, steps: pd.DataFrame, kinds) -> pd.DataFrame:
+def _runs_table(cfg: Tier2Config, records, rvr: Mapping[str, Any], kinds) -> pd.DataFrame:
     """GovSim's metrics per run, and the learners' own: their over-usage counts, gain, gain lost below the fair
     share, punishments received (justified / unjustified by the norm verifier)."""
     learner_idx = [i for i, k in enumerate(kinds) if k == LEARNER]
@@ -596,10 +601,8 @@ def _runs_table(cfg: Tier2Config, records, steps: pd.DataFrame, kinds) -> pd.Dat
             }
         )
     runs = pd.DataFrame(rows)
-    if not steps.empty:
-        rvr = tier2_rvr(steps)
-        runs["repeat_over"] = runs["run"].map(lambda r: rvr["by_run"].get(r, (0, 0))[0])
-        runs["reexposures"] = runs["run"].map(lambda r: rvr["by_run"].get(r, (0, 0))[1])
+    runs["repeat_over"] = runs["run"].map(lambda r: rvr["by_run"].get(r, (0, 0))[0])
+    runs["reexposures"] = runs["run"].map(lambda r: rvr["by_run"].get(r, (0, 0))[1])
     return runs
 
 
@@ -659,14 +662,13 @@ def _interval(num, den, seed: int, salt: int) -> dict[str, Any]:
     return pooled_ratio(num, den, rng).to_json()
 
 
-def summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted) -> dict[str, Any]:
+def summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted, rvr) -> dict[str, Any]:
     """The tier-2 metrics of one configuration: GovSim's suite over the runs (pooled counts; 95% run-clustered
     bootstrap intervals, n = runs), cooperative yield, punishments, the learners' over-usage and tier-2 RVR, scars
     admitted (and the inappropriate ones by ground truth), active-schema tokens, and the Props checks."""
     n_runs = len(runs)
     ones = np.ones(n_runs)
     s = cfg.seed
-    rvr = tier2_rvr(steps) if not steps.empty else {"rvr": None, "repeat_over": 0, "reexposures": 0}
     summary: dict[str, Any] = {
         "method": cfg.method_label,
         "setup": cfg.setup,
