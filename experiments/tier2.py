@@ -276,6 +276,10 @@ def run_tier2(
     for a baseline) — the state ``Tier2Result.seats`` names and a later run's ``transfer_from`` reads.
     ``cfg.transfer_from`` is checked before anything is written: a missing or unverifiable ledger is refused.
     ``progress(done, total)`` is called after every run."""
+    if cfg.transfer_from and Path(cfg.transfer_from).resolve() == Path(out).resolve():
+        raise ConfigError(
+            f"transfer_from = {cfg.transfer_from!r} is the output folder; carry the state into another folder"
+        )
     carried = load_carried(cfg)
     kinds, roots, _ = seat_kinds(cfg)
     root_ss = np.random.SeedSequence([cfg.seed, 2])
@@ -295,9 +299,8 @@ def run_tier2(
     settings["signal"] = DisequilibriumConfig(tau=cfg.tau)
     policy = BACKENDS.get(cfg.backend)(settings)
     lm = SimulatedLMConfig(temperature=cfg.temperature)
-    scale = (
-        lm.task_gain / lm.temperature
-    )  # the habit prior is the log of the habits' distribution at this scale
+    # the habit prior is the log of the habits' distribution at the embedded policy's scale
+    scale = lm.task_gain / lm.temperature
     habits = HABIT_PRESETS[cfg.habits]
     pop = build_population(cfg.arena, cfg.population or None, target=cfg.focal_seat)
     scripted = {f"agent_{i}": pop.behaviours[i] for i, kind in enumerate(kinds) if kind != LEARNER}

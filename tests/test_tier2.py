@@ -141,7 +141,9 @@ def _tamper(ledger_path) -> None:
         db.execute("UPDATE events SET payload = ? WHERE seq = ?", ('{"forged": true}', seq))
 
 
-@pytest.mark.parametrize("fault", ["no-manifest", "missing-ledger", "tampered-ledger", "other-method"])
+@pytest.mark.parametrize(
+    "fault", ["no-manifest", "missing-ledger", "tampered-ledger", "other-method", "same-folder"]
+)
 def test_transfer_from_a_bad_folder_is_refused_and_nothing_is_written(tmp_path, fault):
     source = tmp_path / "A"
     cfg = Tier2Config(
@@ -162,15 +164,17 @@ def test_transfer_from_a_bad_folder_is_refused_and_nothing_is_written(tmp_path, 
         ledger.unlink()
     elif fault == "tampered-ledger":
         _tamper(ledger)
-    else:
+    elif fault == "other-method":
         method = "rag"
-    out = tmp_path / "B"
+    out = source if fault == "same-folder" else tmp_path / "B"
+    before = sorted(p.name for p in source.rglob("*"))
     args = ["run", "tier2", "--method", method, "--setup", "focal", "--arena", "B", "--runs", "1"]
     result = CliRunner().invoke(main, [*args, "--transfer-from", str(source), "--out", str(out)])
     assert result.exit_code == 2, result.output
     errors = [line for line in result.stderr.splitlines() if line.lower().startswith("error")]
     assert len(errors) == 1 and "transfer_from" in errors[0], result.stderr
-    assert not out.exists()
+    assert sorted(p.name for p in source.rglob("*")) == before  # nothing written, nothing moved
+    assert fault == "same-folder" or not out.exists()
 
 
 @pytest.mark.parametrize(
