@@ -463,9 +463,13 @@ def run_tier2(
         admitted: dict[str, list] = {}
         for seat, learner in learners.items():
             store = learner.agent.self_schema()
-            if store is not None:
+            if store is not None:  # the scars this run admitted (a carried ledger's earlier events are not)
+                state = carried.get(seat)
+                since = int(state.ledger_head.split(":")[0]) if state and state.ledger_head else 0
                 admitted[seat] = [
-                    Scar.from_json(e.payload).rule for e in store.ledger.events() if e.type == SCAR_ADMITTED
+                    Scar.from_json(e.payload).rule
+                    for e in store.ledger.events(after=since)
+                    if e.type == SCAR_ADMITTED
                 ]
             stats = learner.agent.stats()
             stats["verifier_calls"] = learner.world.verifier_calls
@@ -667,8 +671,9 @@ def _interval(num, den, seed: int, salt: int) -> dict[str, Any]:
 
 def summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted, rvr) -> dict[str, Any]:
     """The tier-2 metrics of one configuration: GovSim's suite over the runs (pooled counts; 95% run-clustered
-    bootstrap intervals, n = runs), cooperative yield, punishments, the learners' over-usage and tier-2 RVR, scars
-    admitted (and the inappropriate ones by ground truth), active-schema tokens, and the Props checks."""
+    bootstrap intervals, n = runs), cooperative yield, punishments, the learners' over-usage and tier-2 RVR, the
+    scars this run admitted (a transferred ledger's earlier admissions are not counted) and the inappropriate ones
+    by ground truth, the rules active at the end, active-schema tokens, and the Props checks."""
     n_runs = len(runs)
     ones = np.ones(n_runs)
     s = cfg.seed
@@ -728,7 +733,7 @@ def summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted,
                 props[key].append(stats[key])
         if seat not in admitted:
             continue
-        scars_admitted += stats.get("scars_admitted", 0)
+        scars_admitted += len(admitted[seat])
         active += list(stats.get("active_rules", []))
         inappropriate += inappropriate_scars(
             admitted[seat], learner.template, dyn, learner.adapter.card.classes

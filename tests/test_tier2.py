@@ -133,6 +133,7 @@ def test_transfer_carries_a_baseline_memory_and_a_scars_ledger_into_arena_b(tmp_
     sb = run_tier2(dataclasses.replace(s_cfg, arena="B", transfer_from=str(tmp_path / "SA")), tmp_path / "SB")
     assert sb.steps.sort_values("t")["scars_active"].iloc[0] >= 1
     assert sb.steps["t"].min() == s.seats[0].t_end  # the transferred agent's clock continues
+    assert sb.summary["active_rules"] and sb.summary["scars_admitted"] == 0  # carried, not admitted in B
 
 
 def _tamper(ledger_path) -> None:
