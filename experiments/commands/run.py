@@ -23,12 +23,16 @@ _CHOICES = {
 }
 
 
-def config_options(cls):
-    """Decorate a click command with one option per config field, help text from the field's docstring."""
+def config_options(cls, choices: dict | None = None, skip: tuple[str, ...] = ()):
+    """Decorate a click command with one option per config field, help text from the field's docstring
+    (``choices``: field → allowed values, default the tier-1 ones; ``skip``: fields the command declares itself)."""
     docs = cls.field_docs()
+    choices = _CHOICES if choices is None else choices
 
     def decorate(fn):
         for f in reversed(dataclasses.fields(cls)):
+            if f.name in skip:
+                continue
             name = "--" + f.name.replace("_", "-")
             default = f.default
             if isinstance(default, bool):
@@ -38,10 +42,10 @@ def config_options(cls):
                     show_default=True,
                     help=docs[f.name],
                 )(fn)
-            elif f.name in _CHOICES:
+            elif f.name in choices:
                 fn = click.option(
                     name,
-                    type=click.Choice(_CHOICES[f.name]),
+                    type=click.Choice(choices[f.name]),
                     default=default,
                     show_default=True,
                     help=docs[f.name],
@@ -59,7 +63,7 @@ def config_options(cls):
 
 @click.group("run")
 def run() -> None:
-    """Run experiments (tier 1: the household world with dynamic safety rules)."""
+    """Run experiments (tier 1: the household world with dynamic safety rules; tier 2: the commons arena)."""
 
 
 @run.command("tier1")
@@ -156,3 +160,16 @@ def demo(
         click.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)
     click.echo(f"results: {out / 'results.md'}")
+    from experiments.commands.run_tier2 import tier2_demo
+
+    summaries = tier2_demo(out / "tier2", seed)
+    for label, s in summaries.items():
+        click.echo(
+            f"tier 2 {label:<15} survival {s['survival_rate']:.2f} (n={s['runs']} runs), over-usage "
+            f"{s['over_usage']:.2f}, cooperative yield {s['cooperative_yield_mean']:.2f}"
+        )
+    click.echo(f"tier-2 results: {out / 'tier2' / 'results.md'}")
+
+
+# the tier-2 commands register themselves on the run group (``experiments.commands.run_tier2``)
+import experiments.commands.run_tier2  # noqa: E402, F401
