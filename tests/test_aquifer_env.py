@@ -121,6 +121,7 @@ def test_adapter_is_a_world_adapter_with_c_names_verdicts_and_fines():
     actions = {
         a: env.to_env_action({"kind": "tool", "name": "pump", "args": {"volume": 15}}) for a in env.agents
     }
+    adapter.command(d, Action.tool("pump", volume=15))
     obs, _, _, _, infos = env.step(actions)
     assert [v.rule_id for v in adapter.verdicts(infos["farm_0"])] == ["aquifer_dry"]
     talk = {
@@ -135,6 +136,24 @@ def test_adapter_is_a_world_adapter_with_c_names_verdicts_and_fines():
     assert (p.punisher, p.target, p.punished_action.name) == ("farm_1", "farm_0", "pump")
     assert adapter.norm_verifier.judge(p.punished_action, p.context) is True
     assert adapter.punishments(infos["farm_0"]) == ()  # each fine is reported once
+    adapter.reset(1)  # a new episode: season numbers repeat, fines are reported afresh
+    assert len(adapter.punishments(infos["farm_0"])) == 1
+
+
+def test_overuse_verdicts_report_an_over_draw_at_once():
+    env = aquifer_v0.parallel_env()
+    adapter = AquiferAdapter(env, "farm_0", overuse_verdicts=True)
+    obs, infos = env.reset(seed=0)
+    d = adapter.decision(obs["farm_0"], infos["farm_0"], t=0)
+    actions = {
+        a: env.to_env_action({"kind": "tool", "name": "pump", "args": {"volume": 5}}) for a in env.agents
+    }
+    actions["farm_0"] = adapter.command(d, Action.tool("pump", volume=8))
+    obs, _, _, _, infos = env.step(actions)
+    assert [v.rule_id for v in adapter.verdicts(infos["farm_0"])] == ["over_draw"]
+    assert (
+        AquiferAdapter(env, "farm_0").verdicts(infos["farm_0"]) == ()
+    )  # by default only a dry-up is a verdict
 
 
 def test_engine_choice_translation_round_trips():

@@ -79,7 +79,9 @@ class AquiferNorm:
 class AquiferAdapter:
     """``WorldAdapter`` for one farm ``agent`` of an ``aquifer_v0`` env (module docstring)."""
 
-    def __init__(self, env: AquiferParallelEnv, agent: str) -> None:
+    def __init__(self, env: AquiferParallelEnv, agent: str, *, overuse_verdicts: bool = False) -> None:
+        """``overuse_verdicts``: the verifier also reports a draw above the safe share on the step that executed it;
+        by default only a dry-up the farm's over-draw took part in is a verdict."""
         if agent not in env.possible_agents:
             raise ValueError(f"agent {agent!r} is not a farm of this aquifer; farms: {env.possible_agents}")
         self.env, self.agent = env, agent
@@ -105,8 +107,18 @@ class AquiferAdapter:
                 'aquifer_level < 15 then forbid_tool_call("pump")'
             ),
         )
+        self.overuse_verdicts = overuse_verdicts
+        self.episode = 0
         self._seen: set[tuple[str, str, int]] = set()
         self._level_at_pumping: int | None = None
+        self._executed_stage = ""
+
+    def reset(self, episode: int) -> None:
+        """A new episode (after ``env.reset``): fines are reported afresh, the episode is numbered ``episode``."""
+        self.episode = int(episode)
+        self._seen.clear()
+        self._level_at_pumping = None
+        self._executed_stage = ""
 
     @property
     def norm_verifier(self) -> NormVerifier | None:
@@ -132,19 +144,26 @@ class AquiferAdapter:
             context=q,
             actions=tuple(Action.from_dict(d) for d in info["admissible_actions"]),
             t=t,
-            episode=int(q.get("episode", 0)),
+            episode=self.episode,
             step=t,
         )
 
     def command(self, decision: Decision, action: Action) -> dict[str, Any]:
+        self._executed_stage = str(decision.context["stage"])
         return self.env.to_env_action(action.to_dict())
 
     def verdicts(self, info: Mapping[str, Any]) -> tuple[Verdict, ...]:
+        """The verifier on the action just executed: only a draw is judged — a dry-up it took part in (a draw above
+        the safe share in the season the aquifer ran dry) and, with ``overuse_verdicts``, any draw above it."""
         q = context_of(info)
         level = self._level_at_pumping
-        dried_here = q.get("dried_up") and q.get("stage") == "council" and level is not None
-        if dried_here and int(q.get("own_draw", 0)) > self.norms.share(level):
+        if self._executed_stage != "pumping" or level is None:
+            return ()
+        over = int(q.get("own_draw", 0)) > self.norms.share(level)
+        if over and q.get("dried_up"):
             return (Verdict("aquifer_dry", "the aquifer ran dry after an over-draw", self.norms.verifier_id),)
+        if over and self.overuse_verdicts:
+            return (Verdict("over_draw", "a draw above the safe yield per farm", self.norms.verifier_id),)
         return ()
 
     def punishments(self, info: Mapping[str, Any]) -> tuple[Punishment, ...]:
