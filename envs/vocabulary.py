@@ -7,10 +7,11 @@ vocabulary: the *classes* its tools belong to (``extraction``: the tools that ta
 is (``pool_resource_level`` → ``resource_level``, ``action.amount`` → ``extraction_amount``).
 
 ``ground(rule, source, target)`` re-expresses a rule of the source world in the target world's names, and it does so
-only where the rule itself says what it is about in abstract terms:
+only where every name the rule uses has an abstract meaning the source declares:
 
-* the mask's tool must be pinned by a class predicate on the action in the guard (``in_class(action.tool,
-  "extraction")``, a conjunct of the guard) — the grounded rules mask every tool of that class in the target;
+* the mask's tool is read through its class: the class a conjunct of the guard pins it to (``in_class(action.tool,
+  "extraction")``), or else the one class the source card declares for it (``harvest`` is an ``extraction`` tool) —
+  the grounded rules mask every tool of that class in the target (one rule each);
 * every context feature and action argument the rule compares must be in the source's ``variables`` and its abstract
   variable must name exactly one feature of the target;
 * values are carried as they are: numbers and booleans only (a string value is a surface name — a tool, an agent,
@@ -19,8 +20,8 @@ only where the rule itself says what it is about in abstract terms:
   surface thing: a rule with any of them does not travel.
 
 A rule that does not ground keeps its surface names: carried as it is into a world without its tool, it can never
-fire there (its mask covers no action of that world). That is the point of the design — a scar learned on
-``harvest`` alone stays a scar about ``harvest``.
+fire there (its mask covers no action of that world). A scar learned on ``tool_is("harvest")`` or ``phase ==
+"harvest"`` stays a scar about the commons; one learned on the resource level and the amount extracted can travel.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def _guard(guard: Guard, source: WorldCard, target: WorldCard) -> Guard:
         case Compare(feature, op, value):
             return Compare(_feature(feature, source, target), op, _value(value, feature))
         case Named(name, value):
-            raise NotPortable(f"{name}({value!r}) names a surface thing of {source.id}")
+            raise NotPortable(f"{name}({value!r}) names a surface thing of {source.id}: a surface-name scar")
         case And(operands):
             return And(tuple(_guard(g, source, target) for g in operands))
         case Or(operands):
@@ -130,28 +131,30 @@ def _mask(mask: ActionMask, member: str, source: WorldCard, target: WorldCard) -
     raise TypeError(f"not an action mask: {mask!r}")
 
 
-def action_class(rule: Rule, card: WorldCard) -> str | None:
-    """The class the rule's guard pins its masked action to (a conjunct ``in_class(action.tool, K)`` with the mask's
-    tool a member of K in ``card``), or None: the rule is about its tool's surface name."""
+def action_class(rule: Rule, card: WorldCard) -> tuple[str | None, str]:
+    """The class of the rule's masked tool: the one a guard conjunct ``in_class(action.tool, K)`` pins it to, or
+    else the one class ``card`` declares for it; (None, why) when there is none or more than one."""
     name = _mask_name(rule.mask)
     for g in _conjuncts(rule.guard):
         in_tool_class = isinstance(g, InClass) and g.feature in ACTION_NAME_FEATURES
         if in_tool_class and name in card.classes.get(g.class_name, frozenset()):
-            return g.class_name
-    return None
+            return g.class_name, ""
+    declared = sorted(k for k, members in card.classes.items() if name in members)
+    if len(declared) == 1:
+        return declared[0], ""
+    if not declared:
+        return None, f"the mask's tool {name!r} belongs to no class of {card.id}'s vocabulary"
+    return (
+        None,
+        f"the mask's tool {name!r} belongs to several classes ({', '.join(declared)}) and the guard pins none",
+    )
 
 
 def ground(rule: Rule, source: WorldCard, target: WorldCard) -> Grounding:
     """``rule`` of ``source`` in ``target``'s names (module docstring): one rule per target tool of its class."""
-    tool_class = action_class(rule, source)
+    tool_class, why = action_class(rule, source)
     if tool_class is None:
-        return Grounding(
-            rule,
-            (),
-            None,
-            f"the mask names {_mask_name(rule.mask)!r} and no class predicate on the action says what kind of "
-            "tool it is: a surface-name scar",
-        )
+        return Grounding(rule, (), None, why)
     members = sorted(target.classes.get(tool_class, frozenset()))
     if not members:
         return Grounding(rule, (), tool_class, f"{target.id} has no tool of class {tool_class!r}")

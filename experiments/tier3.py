@@ -230,6 +230,10 @@ class Trajectory:
     decisions: int = 0
     scar_masked_decisions: int = 0
     grounded_masked_decisions: int = 0
+    transfer_masked_decisions: int = 0
+    """Decisions at which a carried scar or its grounding masked an action."""
+    learned_in_c: int = 0
+    """Scars the agent admitted in C from C's own failures (not transferred)."""
     sanctions: int = 0
     sanction_opportunities: int = 0
     survived: int = 0
@@ -283,12 +287,20 @@ def _install_ledger(source: Path, folder: Path) -> None:
             shutil.copy2(f, folder / f.name.replace(source.name, "ledger.sqlite"))
 
 
-def _families() -> dict[str, str]:
-    """Failure families across worlds: C's verdict ids and A's/B's (the commons adapter's) onto one name each."""
-    return dict(FAILURE_FAMILIES) | {
+def _families(store) -> dict[str, str]:
+    """Failure families across worlds: C's verdict ids and A's/B's (the commons adapter's) onto one name each. A scar
+    learned from punishments (θ = ``punished:…``) enforces the norm TrustGate's norm verifier checked them against —
+    the sustainability norm, so its family is over-extraction too."""
+    families = dict(FAILURE_FAMILIES) | {
         "over_harvest": "over_extraction",
         "resource_collapse": "resource_collapse",
     }
+    for scar in store.scars:
+        for item in scar.evidence:
+            theta = str(item.get("theta", ""))
+            if theta.startswith("punished:"):
+                families[theta] = "over_extraction"
+    return families
 
 
 # ---------------------------------------------------------------------------------------------- arena C
@@ -301,7 +313,6 @@ def _ground_carried(
         return set()
     grounded_ids: set[str] = set()
     carried = tuple(store.scars)
-    trajectory.carried_scars = len(carried)
     for scar in carried:
         g = ground(scar.rule, source, target)
         if not g.portable:
@@ -310,10 +321,19 @@ def _ground_carried(
             )
             continue
         settings = dict(scar.provenance.synthesiser_settings)
+        theta = next((str(item["theta"]) for item in scar.evidence if "theta" in item), "")
         for rule in g.rules:
             new = Scar(
                 rule,
-                evidence=({"grounded_from": scar.id, "source_world": source.id, "tool_class": g.tool_class},),
+                # the failure family it was learned from travels with it (Prop. 3 is measured off that family)
+                evidence=(
+                    {
+                        "grounded_from": scar.id,
+                        "source_world": source.id,
+                        "tool_class": g.tool_class,
+                        "theta": theta,
+                    },
+                ),
                 provenance=Provenance(
                     verifier_id=target.verifier_id,
                     synthesiser="envs.vocabulary.ground",
@@ -383,13 +403,14 @@ def play_c(
         if state is not None and isinstance(agent, MemoryMechanism):
             agent.load_memory_state(state.memory)
     try:
+        schema = agent.self_schema()
+        carried_ids = set() if schema is None else {s.id for s in schema.scars}
+        trajectory.carried_scars = len(carried_ids)
         grounded_ids = (
             _ground_carried(agent, source, adapter.card, trajectory, t) if cfg.ground_scars else set()
         )
-        if not cfg.ground_scars and agent.self_schema() is not None:
-            trajectory.carried_scars = len(agent.self_schema().scars)
-        schema = agent.self_schema()
-        monitor = GuaranteeMonitor(schema, adapter.card.classes, _families()) if schema else None
+        transferred = carried_ids | grounded_ids  # the rest of S_t in C is learned in C
+        monitor = GuaranteeMonitor(schema, adapter.card.classes, _families(schema)) if schema else None
         episode_seeds = env_ss.spawn(cfg.episodes_c)
         for episode in range(cfg.episodes_c):
             observations, infos = env.reset(seed=int(episode_seeds[episode].generate_state(1)[0]))
@@ -477,6 +498,7 @@ def play_c(
                 trajectory.decisions += 1
                 trajectory.scar_masked_decisions += bool(fired_ids & scar_ids)
                 trajectory.grounded_masked_decisions += bool(fired_ids & grounded_ids)
+                trajectory.transfer_masked_decisions += bool(fired_ids & transferred)
                 if point is not None:
                     trajectory.points_c.append(point)
                 if stage == "fines":
@@ -504,6 +526,7 @@ def play_c(
                         "n_masked": int(np.sum(governed.masked)),
                         "scar_masked": bool(fired_ids & scar_ids),
                         "grounded_masked": bool(fired_ids & grounded_ids),
+                        "transfer_masked": bool(fired_ids & transferred),
                         "verdicts": ",".join(v.rule_id for v in verdicts),
                         "fined_by": ",".join(p.punisher for p in punishments),
                         "utterance": utterance,
@@ -519,7 +542,10 @@ def play_c(
             trajectory.survived += survived
             agent.end_episode(survived)
         if monitor is not None:
-            trajectory.drift = monitor.summary()["prop3"]["per_scar"]
+            # Prop. 3 across domains: the carried scars (and their groundings) only, not the scars learned in C
+            per_scar = monitor.summary()["prop3"]["per_scar"]
+            trajectory.drift = {sid: v for sid, v in per_scar.items() if sid in transferred}
+            trajectory.learned_in_c = len({s.id for s in schema.scars} - transferred)
     finally:
         agent.close()
     return trajectory
@@ -584,6 +610,8 @@ def _agent_row(cfg: Tier3Config, t: Trajectory) -> dict[str, Any]:
         "decisions_c": t.decisions,
         "scar_masked_decisions": t.scar_masked_decisions,
         "grounded_masked_decisions": t.grounded_masked_decisions,
+        "transfer_masked_decisions": t.transfer_masked_decisions,
+        "learned_in_c": t.learned_in_c,
         "carried_scars": t.carried_scars,
         "grounded_scars": len(t.grounded),
         "not_portable_scars": len(t.not_portable),
@@ -633,6 +661,8 @@ def summarise(
             "not_portable_scars": len(not_portable),
             "decisions_c": int(sum(t.decisions for t in trajectories)),
             "grounded_masked_decisions": int(sum(t.grounded_masked_decisions for t in trajectories)),
+            "transfer_masked_decisions": int(sum(t.transfer_masked_decisions for t in trajectories)),
+            "learned_in_c": int(sum(t.learned_in_c for t in trajectories)),
             "scar_masked_decisions": int(sum(t.scar_masked_decisions for t in trajectories)),
             "grounded": grounded,
             "not_portable": not_portable,
@@ -684,14 +714,14 @@ def table_markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     """The tier-3 table: continuity, individuation (and its identical-history control), drift, transfer."""
     head = (
         "| method | style JS vs imprint ↓ | style JS vs training ↓ | behaviour distance ↓ | individuation accuracy "
-        "| identical-history control | drift: max mean TV vs bound | scars carried / grounded / fired in C |\n"
+        "| identical-history control | drift: max mean TV vs bound | scars carried / grounded / decisions a carried scar masked in C |\n"
         "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
     )
     lines = []
     for label, s in summaries.items():
         tr = s["transfer"]
         transfer = (
-            f"{tr['carried_scars']} / {tr['grounded_scars']} / {tr['grounded_masked_decisions']} of "
+            f"{tr['carried_scars']} / {tr['grounded_scars']} / {tr['transfer_masked_decisions']} of "
             f"{tr['decisions_c']} decisions"
         )
         lines.append(

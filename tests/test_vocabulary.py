@@ -73,9 +73,22 @@ def test_grounding_fails_without_the_vocabulary_and_on_surface_values():
         'if in_class(action.tool, "sanction") and action.target == "agent_2" then forbid_tool_call("punish")'
     )
     assert "surface value" in ground(target, a.card, c.card).reason
-    # a class predicate on another class does not pin the masked tool
-    wrong = parse_rule('if in_class(action.tool, "sanction") and karma < 50 then forbid_tool_call("harvest")')
-    assert not ground(wrong, a.card, c.card).portable
+    # a mask whose tool has no declared class does not travel
+    no_tool_class = dataclasses.replace(a.card, classes={"sanction": frozenset({"punish"})})
+    assert "no class" in ground(rule, no_tool_class, c.card).reason
+
+
+def test_a_scar_on_abstract_variables_grounds_through_its_tools_declared_class():
+    a, env, c = _cards()
+    rule = parse_rule('if pool_resource_level < 50 and action.amount > 4 then forbid_tool_call("harvest")')
+    g = ground(rule, a.card, c.card)
+    assert g.portable and g.tool_class == "extraction"
+    for d, q in _c_decisions(env, c, (40,)):
+        assert {x.arg("volume") for x in d.actions if fires(g.rules[0], q, x, c.card.classes)} == set(
+            range(5, 61)
+        )
+    phase = parse_rule('if phase == "harvest" and pool_resource_level < 50 then forbid_tool_call("harvest")')
+    assert not ground(phase, a.card, c.card).portable  # the phase's name is a surface value
 
 
 def test_sanction_scars_ground_through_their_class_and_variables():
