@@ -680,6 +680,7 @@ def make_scars(spec: MethodSpec) -> ScarsAgent:
         executor=s.get("executor", "inprocess"),
         workers=s.get("workers", 2),
         search_iterations=s.get("search_iterations", 400),
+        trust=s.get("trust") or TrustGateConfig(),
     )
     return ScarsAgent(
         config,

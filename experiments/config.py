@@ -150,3 +150,166 @@ class Tier1Config:
             ):
                 docs[node.target.id] = str(nxt.value.value)
         return {f.name: docs.get(f.name, "") for f in fields(cls)}
+
+
+SETUPS: tuple[str, ...] = ("homogeneous", "focal")
+"""Tier 2's two standard set-ups: all five seats one method (as GovSim evaluates one LLM), or one learner among a
+scripted population (as in the anti-collusion test)."""
+SEATS = 5
+"""GovSim's group size: tier 2 always has five seats."""
+
+
+@dataclass(frozen=True)
+class Tier2Config:
+    """One tier-2 run: a method in the GovSim-style commons arena with peer punishment (SPEC §7 tier 2)."""
+
+    method: str = "scars"
+    """Memory method of the learning seats: scars, one of the five baselines, or any method registered in
+    ``agents.registry`` (the hard-blocklist control and the ablations are ``--ablation`` of scars)."""
+    setup: str = "homogeneous"
+    """homogeneous (all five seats learn with the method) or focal (one learner among the scripted population)."""
+    arena: str = "A"
+    """A (peer punishment), B (no immediate punishment) or malicious (a colluding majority punishes the focal seat's
+    sustainable harvests)."""
+    scenario: str = "fishery"
+    """GovSim's wording: fishery, pasture or pollution (the same dynamics)."""
+    population: str = ""
+    """Scripted seats as kind:count pairs in seat order (``envs.commons.populations``), five in all; empty: the
+    arena's default. In the focal set-up the learner takes seat ``focal_seat``'s place."""
+    focal_seat: int = 0
+    """The learner's seat in the focal set-up (the malicious coalition targets it)."""
+    seats: int = SEATS
+    """Number of seats (must be 5: GovSim's group)."""
+    runs: int = 10
+    """Runs (each a fresh arena of ``months`` months); the learners keep their memory across runs."""
+    months: int = 12
+    """Months per run (GovSim: 12)."""
+    seed: int = 0
+    """Root seed: arenas, policy sampling, scripted seats and synthesis all derive from it."""
+    gates: bool = True
+    """TrustGate + NormVerifier on (a punishment counts toward z_R only if the norm verifier finds the punished
+    harvest broke the sustainability norm, and colluding sources count once) or off (every punishment counts)."""
+    z_r_saturation: int = 2
+    """Independent punishers at which z_R saturates: z_R = counted karma drop / (this · punishment severity)."""
+    overuse_verdicts: bool = True
+    """The verifier reports every request above the sustainable share f(t)/|I| (GovSim's over-usage) as a failure
+    (z_V) at once; off: only a collapse is verified, so learning before a collapse comes from punishment (z_R)."""
+    habits: str = "govsim"
+    """The embedded policy's commons habits (``envs.commons.habits.HABIT_PRESETS``): govsim (calibrated: most
+    seats over-harvest and collapse the pool) or sustainable (mostly the sustainable share)."""
+    universalization: bool = False
+    """GovSim's universalization line in every harvest prompt ("if everyone takes more than X, the resource
+    shrinks")."""
+    allocation: str = "stochastic"
+    """How an over-subscribed stock is shared: GovSim's stochastic unit-by-unit rule or its proportional option."""
+    transfer_from: str = ""
+    """A tier-2 output folder (arena A, say): each learning seat starts from that run's carried state of the same
+    seat and method — the scars ledger (verified on load; refused if missing or broken) or the baseline's memory."""
+    backend: str = "embedded"
+    """Base policy: the embedded simulated LM (with the commons habit prior), hf, openai, or any registered backend."""
+    model_path: str = ""
+    """Local HuggingFace model directory (backend=hf)."""
+    server_url: str = "http://127.0.0.1:8000"
+    """OpenAI-compatible server base URL (backend=openai)."""
+    server_model: str = ""
+    """Model name on the server (backend=openai)."""
+    server_mode: str = "logprobs"
+    """logprobs (choice scoring) or guided_choice (backend=openai)."""
+    temperature: float = 0.7
+    """Simulated LM: softmax temperature."""
+    embedder: str = "hashing"
+    """Text embedding for RAG and the skill library: hashing (offline) or minilm."""
+    ablation: str = "none"
+    """One of the §6.4 ablations or a control (scars only)."""
+    tau: float = 0.55
+    """Disequilibrium threshold τ, in [0.5, 0.731) (SPEC §3)."""
+    executor: str = "inprocess"
+    """Where MCTS runs: in-process or on Ray."""
+    workers: int = 1
+    """MCTS trees (Ray workers) per synthesis."""
+    search_iterations: int = 120
+    """MCTS iterations per tree."""
+    wandb: bool = False
+    """Log to Weights & Biases (offline unless WANDB_MODE says otherwise)."""
+    wandb_project: str = "scars-testbed"
+    """W&B project name."""
+
+    def __post_init__(self) -> None:
+        import agents.builtin  # noqa: F401  (registers the built-in methods and backends)
+        from agents.registry import BACKENDS as BACKEND_REGISTRY
+        from agents.registry import METHODS as METHOD_REGISTRY
+        from envs.commons.dynamics import ALLOCATION_METHODS
+        from envs.commons.habits import HABIT_PRESETS
+        from envs.commons.populations import parse_population
+        from envs.commons.scenarios import ARENAS, SCENARIOS
+
+        METHOD_REGISTRY.get(self.method)
+        BACKEND_REGISTRY.get(self.backend)
+        choices = {
+            "setup": SETUPS,
+            "arena": tuple(ARENAS),
+            "scenario": tuple(SCENARIOS),
+            "allocation": ALLOCATION_METHODS,
+            "habits": tuple(HABIT_PRESETS),
+            "ablation": ABLATIONS,
+            "executor": EXECUTORS,
+            "server_mode": ("logprobs", "guided_choice"),
+            "embedder": ("hashing", "minilm"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(f"{name} = {getattr(self, name)!r} is not one of {allowed}")
+        if self.seats != SEATS:
+            raise ConfigError(
+                f"seats = {self.seats!r}: tier 2 has exactly {SEATS} seats (GovSim's group); allowed: 5"
+            )
+        for name in ("runs", "months", "workers", "search_iterations", "z_r_saturation"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} = {getattr(self, name)!r} must be >= 1")
+        if self.seed < 0:
+            raise ConfigError(f"seed = {self.seed!r} must be >= 0")
+        if not 0 <= self.focal_seat < SEATS:
+            raise ConfigError(f"focal_seat = {self.focal_seat!r} must be a seat index in [0, {SEATS - 1}]")
+        if self.population:
+            kinds = parse_population(self.population).kinds
+            if len(kinds) != SEATS:
+                raise ConfigError(
+                    f"population = {self.population!r} has {len(kinds)} seats; tier 2 has exactly {SEATS} "
+                    "(e.g. coop:3,greedy:1,noisy:1)"
+                )
+        if self.ablation != "none" and self.method != "scars":
+            raise ConfigError(
+                f"ablation {self.ablation!r} applies to method 'scars' only, not {self.method!r}"
+            )
+        if self.backend == "hf" and not self.model_path:
+            raise ConfigError("backend 'hf' needs model_path (a local HuggingFace model directory)")
+        if self.backend == "openai" and not self.server_model:
+            raise ConfigError("backend 'openai' needs server_model (the model name on the server)")
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature = {self.temperature!r} must be > 0")
+        if not 0.5 <= self.tau < 0.7311:
+            raise ConfigError(
+                f"tau = {self.tau!r} is outside [0.5, 0.731): the paper's d_t = sigmoid(wᵀz) with Σw = 1 never "
+                "leaves that range (SPEC §3)"
+            )
+        if self.transfer_from and not Path(self.transfer_from).is_dir():
+            raise ConfigError(
+                f"transfer_from = {self.transfer_from!r} is not a folder (a `scars run tier2` output folder)"
+            )
+
+    @property
+    def method_label(self) -> str:
+        """The method's name in tables: the method, or ``scars:<ablation>``."""
+        return self.method if self.ablation == "none" else f"{self.method}:{self.ablation}"
+
+    @property
+    def run_name(self) -> str:
+        gates = "" if self.gates else "-gates-off"
+        transfer = "-transfer" if self.transfer_from else ""
+        label = self.method_label.replace(":", "-")
+        return f"tier2-{self.arena}-{self.setup}-{label}{gates}{transfer}-s{self.seed}"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    field_docs = classmethod(Tier1Config.field_docs.__func__)  # type: ignore[attr-defined]

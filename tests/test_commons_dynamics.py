@@ -101,9 +101,3 @@ def test_same_seed_same_allocation():
     b = allocate([40, 40, 40, 40, 40], 100, "stochastic", np.random.default_rng(5))
     assert a == b
 
-
-def test_sustainable_catch_of_a_stock_above_the_capacity_terminates_and_keeps_what_regrows_to_the_cap():
-    # a verifier's what-if question can perturb the pool level beyond the capacity (counterfactual evidence)
-    cfg = DynamicsConfig()
-    assert sustainable_catch(100, cfg) == 50
-    assert sustainable_catch(10**6, cfg) == 10**6 - 50

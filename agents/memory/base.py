@@ -9,6 +9,7 @@ that action — never from the world's hidden rule definitions (Static Persona i
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -63,6 +64,14 @@ class MemoryMechanism:
 
     def stats(self) -> dict[str, Any]:
         return {}
+
+    def memory_state(self) -> dict[str, Any]:
+        """What this memory carries into another world or run (JSON-ready; ``load_memory_state`` reads it back).
+        The mechanism with no memory carries nothing."""
+        return {}
+
+    def load_memory_state(self, state: Mapping[str, Any]) -> None:
+        """Start from a carried memory (``memory_state`` of the same method); nothing to load without memory."""
 
     def close(self) -> None:
         """Nothing to release."""

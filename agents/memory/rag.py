@@ -58,6 +58,14 @@ class RAGMemory(MemoryMechanism):
             for row in self._episode_rows:
                 self.polarity[row] = 1
 
+    def memory_state(self):
+        return {"texts": list(self.texts), "polarity": list(self.polarity)}
+
+    def load_memory_state(self, state):
+        self.texts, self.polarity, self.vectors = [], [], []
+        for text, polarity in zip(state["texts"], state["polarity"], strict=True):
+            self._store(str(text), int(polarity))
+
     def window(self, decision):
         items = [self.persona()]
         if self.texts:

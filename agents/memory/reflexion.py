@@ -54,6 +54,12 @@ class Reflexion(MemoryMechanism):
         if not won and not self._failures:  # a lost trial with no violation to blame
             self.reflections.append(self.reflect([], False))
 
+    def memory_state(self):
+        return {"reflections": list(self.reflections)}
+
+    def load_memory_state(self, state):
+        self.reflections = [str(r) for r in state["reflections"]]
+
     def window(self, decision):
         recent = self.reflections[-self.window_size :]
         return (self.persona(), *(ContextItem("reflection", r, polarity=-1) for r in recent))

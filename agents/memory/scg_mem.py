@@ -69,6 +69,32 @@ class SCGMemory(MemoryMechanism):
             f"MEMORY[situation: {situation} | action: {action} | outcome: {m.outcome} | rule: {m.rule_text}]"
         )
 
+    def memory_state(self):
+        return {
+            "records": [
+                {
+                    "situation": [list(kv) for kv in m.situation],
+                    "action": list(m.action),
+                    "outcome": m.outcome,
+                    "rule": m.rule,
+                    "rule_text": m.rule_text,
+                }
+                for m in self.records.values()
+            ]
+        }
+
+    def load_memory_state(self, state):
+        self.records = {}
+        for r in state["records"]:
+            m = SchemaMemory(
+                tuple((str(k), str(v)) for k, v in r["situation"]),
+                tuple(str(x) for x in r["action"]),
+                str(r["outcome"]),
+                str(r["rule"]),
+                str(r["rule_text"]),
+            )
+            self.records[(m.action, m.rule)] = m
+
     def window(self, decision):
         keys = {self.schema_key(a) for a in decision.actions}
         verbs = {k[0] for k in keys}

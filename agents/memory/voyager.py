@@ -56,6 +56,13 @@ class SkillLibrary(MemoryMechanism):
             self.skills.append((self.task, body))
             self._vectors.append(self.embedder.embed(self.task))
 
+    def memory_state(self):
+        return {"skills": [list(s) for s in self.skills]}
+
+    def load_memory_state(self, state):
+        self.skills = [(str(d), str(b)) for d, b in state["skills"]]
+        self._vectors = [self.embedder.embed(d) for d, _ in self.skills]
+
     def window(self, decision):
         items = [self.persona()]
         if self.skills:

@@ -17,6 +17,7 @@ from typing import Any
 
 from envs.api import Decision, NormVerifier, Punishment, SemanticJudge, Verdict, WorldCard, read_rules
 from envs.commons.commons_v0 import CommonsParallelEnv, context_of
+from envs.commons.habits import universalization_line
 from envs.commons.norms import NormVerifier as SustainabilityNorm
 from synthesis.dsl import Action, Value
 
@@ -70,7 +71,18 @@ def punishment_from_record(record: Mapping[str, Any]) -> Punishment:
 class CommonsAdapter:
     """``WorldAdapter`` for one seat ``agent`` of a commons ``ParallelEnv`` (module docstring)."""
 
-    def __init__(self, env: CommonsParallelEnv, agent: str) -> None:
+    def __init__(
+        self,
+        env: CommonsParallelEnv,
+        agent: str,
+        *,
+        overuse_verdicts: bool = False,
+        universalization: bool = False,
+    ) -> None:
+        """``overuse_verdicts``: the verifier also reports a harvest request above the sustainable share f(t)/|I| on
+        the step that executed it (z_V at once, for every method); by default only a collapse the agent's
+        over-request took part in is a verdict, so learning before a collapse comes from punishment (z_R).
+        ``universalization``: the observation text carries GovSim's universalization line at harvest time."""
         if agent not in env.possible_agents:
             raise ValueError(f"agent {agent!r} is not a seat of this arena; seats: {env.possible_agents}")
         self.env, self.agent = env, agent
@@ -97,8 +109,19 @@ class CommonsAdapter:
                 'and pool_resource_level < 20 then forbid_tool_call("harvest")'
             ),
         )
+        self.overuse_verdicts = overuse_verdicts
+        self.universalization = universalization
+        self.episode = 0
         self._seen: set[tuple[str, str, int]] = set()
         self._stock_at_harvest: int | None = None
+        self._executed_phase = ""
+
+    def reset(self, episode: int) -> None:
+        """A new episode of the arena (after ``env.reset``): punishments are reported afresh, numbered ``episode``."""
+        self.episode = int(episode)
+        self._seen.clear()
+        self._stock_at_harvest = None
+        self._executed_phase = ""
 
     @property
     def norm_verifier(self) -> NormVerifier | None:
@@ -116,6 +139,11 @@ class CommonsAdapter:
             f"Month {q['month']}, {q['phase']} phase. The pool holds {q['pool_resource_level']} of "
             f"{q['pool_capacity']}; the sustainable share per agent is {q['sustainable_share']:g}."
         )
+        report = info.get("harvest_report", "")
+        if report:
+            text += f" {report}"
+        if self.universalization and q["phase"] == "harvest":
+            text += " " + universalization_line(q, self.env.config.scenario_spec.unit)
         return Decision(
             observation=text,
             task="Harvest sustainably from the shared pool.",
@@ -123,23 +151,35 @@ class CommonsAdapter:
             context=q,
             actions=tuple(Action.from_dict(d) for d in info["admissible_actions"]),
             t=t,
-            episode=int(q.get("episode", 0)),
+            episode=self.episode,
             step=t,
         )
 
     def command(self, decision: Decision, action: Action) -> dict[str, Any]:
+        self._executed_phase = str(decision.context["phase"])
         return self.env.to_env_action(action.to_dict())
 
     def verdicts(self, info: Mapping[str, Any]) -> tuple[Verdict, ...]:
+        """The verifier on the action just executed: only a harvest request is judged — a collapse it took part in
+        (requested above f(t)/|I| in the month the pool collapsed) and, with ``overuse_verdicts``, any request above
+        f(t)/|I| (GovSim's over-usage)."""
         q = context_of(info)
         stock = self._stock_at_harvest
-        collapsed_here = q.get("collapsed") and q.get("phase") == "discussion" and stock is not None
-        if collapsed_here and int(q.get("own_request", 0)) > self.norms.share(stock):
+        if self._executed_phase != "harvest" or stock is None:
+            return ()
+        over = int(q.get("own_request", 0)) > self.norms.share(stock)
+        if over and q.get("collapsed"):
             return (
                 Verdict(
                     "resource_collapse",
                     "the pool collapsed after an over-harvest",
                     self.norms.verifier_id,
+                ),
+            )
+        if over and self.overuse_verdicts:
+            return (
+                Verdict(
+                    "over_harvest", "a request above the sustainable share f(t)/n", self.norms.verifier_id
                 ),
             )
         return ()

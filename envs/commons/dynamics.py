@@ -102,20 +102,19 @@ def regrow(stock: int, cfg: DynamicsConfig) -> int:
 def sustainable_catch(stock: int, cfg: DynamicsConfig) -> int:
     """f(t) = max{x ∈ [0, h] : g(h − x) ≥ h} (GovSim §2; SPEC §9): 50 at a full pool of 100 that doubles.
 
-    g(y) ≥ h ⇔ ⌊growth·y⌋ ≥ h (h never exceeds the capacity in the arena), so the smallest stock to keep is
+    g(y) ≥ h ⇔ ⌊growth·y⌋ ≥ h (h never exceeds the capacity), so the smallest stock to keep is
     y* = ⌈h/growth⌉; the nudges below correct floating-point rounding of that quotient.
-
-    A stock above the capacity never occurs in the arena, but a verifier asked a what-if question can meet one
-    (counterfactual evidence perturbs the pool level): nothing regrows beyond the capacity, so the stock to keep is
-    the one that regrows to the capacity (without this bound the search for y* would never end).
     """
     if stock <= 0:
         return 0
-    target = min(stock, cfg.capacity)
-    keep = math.ceil(target / cfg.growth_factor)
-    while keep > 0 and regrow(keep - 1, cfg) >= target:
+    if (
+        stock > cfg.capacity
+    ):  # g never exceeds the capacity, so no catch keeps such a stock (a what-if question)
+        return 0
+    keep = math.ceil(stock / cfg.growth_factor)
+    while keep > 0 and regrow(keep - 1, cfg) >= stock:
         keep -= 1
-    while regrow(keep, cfg) < target:
+    while regrow(keep, cfg) < stock:
         keep += 1
     return stock - keep
 

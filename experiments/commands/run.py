@@ -22,12 +22,16 @@ _CHOICES = {
 }
 
 
-def config_options(cls):
-    """Decorate a click command with one option per config field, help text from the field's docstring."""
+def config_options(cls, choices: dict | None = None, skip: tuple[str, ...] = ()):
+    """Decorate a click command with one option per config field, help text from the field's docstring
+    (``choices``: field → allowed values, default the tier-1 ones; ``skip``: fields the command declares itself)."""
     docs = cls.field_docs()
+    choices = _CHOICES if choices is None else choices
 
     def decorate(fn):
         for f in reversed(dataclasses.fields(cls)):
+            if f.name in skip:
+                continue
             name = "--" + f.name.replace("_", "-")
             default = f.default
             if isinstance(default, bool):
@@ -37,10 +41,10 @@ def config_options(cls):
                     show_default=True,
                     help=docs[f.name],
                 )(fn)
-            elif f.name in _CHOICES:
+            elif f.name in choices:
                 fn = click.option(
                     name,
-                    type=click.Choice(_CHOICES[f.name]),
+                    type=click.Choice(choices[f.name]),
                     default=default,
                     show_default=True,
                     help=docs[f.name],
@@ -58,7 +62,7 @@ def config_options(cls):
 
 @click.group("run")
 def run() -> None:
-    """Run experiments (tier 1: the household world with dynamic safety rules)."""
+    """Run experiments (tier 1: the household world with dynamic safety rules; tier 2: the commons arena)."""
 
 
 @run.command("tier1")
@@ -110,3 +114,13 @@ def demo(episodes: int, seed: int, out: Path, wandb: bool) -> None:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     click.echo(f"results: {out / 'results.md'}")
+
+
+def _add_tier2_commands() -> None:
+    from experiments.commands.run_tier2 import TIER2_COMMANDS
+
+    for command in TIER2_COMMANDS:
+        run.add_command(command)
+
+
+_add_tier2_commands()

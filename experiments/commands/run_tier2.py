@@ -1,0 +1,198 @@
+"""``scars run tier2 …`` (one configuration), ``scars run tier2-collusion …`` (the anti-collusion table) and
+``scars run tier2-transfer …`` (the transfer table): every field of ``Tier2Config`` is an option."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from experiments.commands._checks import MAX_SEEDS, check_output_dir, count_seeds
+from experiments.commands.run import config_options
+from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, SETUPS, Tier2Config
+from synthesis.errors import ScarsError
+
+_CHOICES = {
+    "method": METHODS,
+    "setup": SETUPS,
+    "arena": ("A", "B", "malicious"),
+    "scenario": ("fishery", "pasture", "pollution"),
+    "allocation": ("stochastic", "proportional"),
+    "habits": ("govsim", "sustainable"),
+    "backend": BACKENDS,
+    "ablation": ABLATIONS,
+    "executor": EXECUTORS,
+    "embedder": ("hashing", "minilm"),
+    "server_mode": ("logprobs", "guided_choice"),
+}
+_GATES = click.option(
+    "--gates",
+    type=click.Choice(["on", "off"]),
+    default="on",
+    show_default=True,
+    help=Tier2Config.field_docs()["gates"],
+)
+
+
+def _out_option(default: str):
+    return click.option(
+        "--out",
+        type=click.Path(path_type=Path),
+        default=Path(default),
+        show_default=True,
+        help="Output directory.",
+    )
+
+
+def _config(fields: dict) -> Tier2Config:
+    fields = dict(fields)
+    if "gates" in fields:
+        fields["gates"] = fields["gates"] == "on"
+    return Tier2Config(**fields)
+
+
+def _fail(exc: Exception) -> None:
+    click.echo(f"error: {' '.join(str(exc).split())}", err=True)
+    sys.exit(2)
+
+
+@click.command("tier2")
+@config_options(Tier2Config, choices=_CHOICES, skip=("gates",))
+@_GATES
+@_out_option("runs/tier2")
+def tier2(out: Path, **fields) -> None:
+    """One method in the commons arena (homogeneous or focal set-up): writes summary.json, steps/months/runs
+    tables (Parquet + CSV), results.md, plots (resource, harvest vs f(t), karma), the carried state of every
+    learning seat (scars ledger, baseline memory) into OUT. With --transfer-from DIR each learning seat starts from
+    DIR's carried state (a missing or unverifiable ledger is refused and nothing is written)."""
+    from rich.console import Console
+
+    from experiments.tier2 import load_carried, run_tier2_to_dir
+
+    check_output_dir(out)
+    try:
+        cfg = _config(fields)
+        load_carried(cfg)  # fail closed before anything is written
+        console = Console(stderr=True)
+        with console.status(f"{cfg.run_name}: run 0/{cfg.runs}") as status:
+            summary = run_tier2_to_dir(
+                cfg, out, progress=lambda done, total: status.update(f"{cfg.run_name}: run {done}/{total}")
+            )
+    except ScarsError as exc:
+        _fail(exc)
+    click.echo(
+        f"{cfg.method_label}: survival {summary['survival_rate']:.2f} (n={summary['runs']} runs), "
+        f"over-usage {summary['over_usage']:.3f}, cooperative yield {summary['cooperative_yield_mean']:.3f}, "
+        f"scars admitted {summary['scars_admitted']}, inappropriate {summary['inappropriate_scars']}"
+    )
+    for rule in summary.get("active_rules", []):
+        click.echo(f"  active scar: {rule}")
+    broken = [k for k in ("plane_ledger_ok", "prop1_ok", "prop2_ok", "prop3_ok") if summary.get(k) is False]
+    if broken:
+        click.secho(f"GUARANTEE VIOLATED: {', '.join(broken)} — see summary.json", fg="red", bold=True)
+    click.echo(f"results: {out / 'results.md'}")
+
+
+def _seeds(text: str) -> tuple[int, ...]:
+    from experiments.sweep import parse_seeds
+
+    if count_seeds(text) > MAX_SEEDS:
+        raise click.BadParameter(f"{text!r} names more than {MAX_SEEDS} seeds", param_hint="'--seeds'")
+    try:
+        return parse_seeds(text)
+    except ScarsError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--seeds'") from None
+
+
+@click.command("tier2-collusion")
+@click.option(
+    "--method", type=click.Choice(METHODS), default="scars", show_default=True, help="The focal learner."
+)
+@click.option(
+    "--ablation", type=click.Choice(ABLATIONS), default="none", show_default=True, help="Scars only."
+)
+@click.option(
+    "--habits",
+    type=click.Choice(["govsim", "sustainable"]),
+    default="sustainable",
+    show_default=True,
+    help="The focal seat's habits (sustainable: what the coalition punishes is mostly a correct harvest).",
+)
+@click.option(
+    "--seeds", default="0-4", show_default=True, help="Independent trajectories, e.g. 0-4 or 0,3,7-9."
+)
+@click.option("--runs", type=click.IntRange(min=1), default=6, show_default=True, help="Runs per trajectory.")
+@click.option("--months", type=click.IntRange(min=1), default=12, show_default=True, help="Months per run.")
+@click.option(
+    "--search-iterations",
+    type=click.IntRange(min=1),
+    default=120,
+    show_default=True,
+    help="MCTS iterations per tree.",
+)
+@_out_option("runs/tier2-collusion")
+def tier2_collusion(method, ablation, habits, seeds, runs, months, search_iterations, out: Path) -> None:
+    """The anti-collusion test (§6.2): a focal learner in the malicious arena with TrustGate + NormVerifier on and
+    off; the table of inappropriate scars, gain lost and yield with n and 95% CIs in OUT/collusion.md."""
+    from experiments.tier2_studies import run_collusion
+
+    check_output_dir(out)
+    seed_list = _seeds(seeds)
+    try:
+        base = Tier2Config(
+            method=method,
+            ablation=ablation,
+            habits=habits,
+            runs=runs,
+            months=months,
+            search_iterations=search_iterations,
+        )
+        run_collusion(base, seed_list, out, progress=lambda line: click.echo(line, err=True))
+    except ScarsError as exc:
+        _fail(exc)
+    click.echo((out / "collusion.md").read_text(encoding="utf-8"))
+
+
+@click.command("tier2-transfer")
+@click.option(
+    "--methods", default="all", show_default=True, help=f"Comma-separated, or all: {', '.join(METHODS)}."
+)
+@click.option("--seeds", default="0-2", show_default=True, help="Seeds, e.g. 0-2.")
+@click.option(
+    "--runs-a", type=click.IntRange(min=1), default=5, show_default=True, help="Training runs in arena A."
+)
+@click.option("--runs-b", type=click.IntRange(min=1), default=5, show_default=True, help="Runs in arena B.")
+@click.option(
+    "--setup", type=click.Choice(SETUPS), default="homogeneous", show_default=True, help="Seat set-up."
+)
+@click.option("--months", type=click.IntRange(min=1), default=12, show_default=True, help="Months per run.")
+@click.option(
+    "--search-iterations",
+    type=click.IntRange(min=1),
+    default=120,
+    show_default=True,
+    help="MCTS iterations per tree.",
+)
+@_out_option("runs/tier2-transfer")
+def tier2_transfer(methods, seeds, runs_a, runs_b, setup, months, search_iterations, out: Path) -> None:
+    """Counterfactual social transfer (§6.2): each method trains in arena A, then plays arena B with and without
+    its A state; the table of B's cooperative yield, over-usage and survival (paired differences, 95% CIs) in
+    OUT/transfer.md."""
+    from experiments.sweep import parse_names
+    from experiments.tier2_studies import run_transfer
+
+    check_output_dir(out)
+    seed_list = _seeds(seeds)
+    try:
+        names = parse_names(methods, METHODS, "method")
+        base = Tier2Config(setup=setup, months=months, search_iterations=search_iterations)
+        run_transfer(
+            base, names, seed_list, runs_a, runs_b, out, progress=lambda line: click.echo(line, err=True)
+        )
+    except ScarsError as exc:
+        _fail(exc)
+    click.echo((out / "transfer.md").read_text(encoding="utf-8"))
+
+
+TIER2_COMMANDS = (tier2, tier2_collusion, tier2_transfer)

@@ -1,0 +1,246 @@
+"""The two tier-2 studies of paper §6.2, each one function (and one command): the anti-collusion test and the
+counterfactual social transfer A → B.
+
+**Anti-collusion** (``run_collusion``): a focal learner in the malicious arena, where a colluding majority (one
+provenance root) punishes its harvests whatever they were, with TrustGate + NormVerifier on and off. Each seed is
+one independent trajectory of ``runs`` runs (the learner keeps its memory across them). Per setting: the
+inappropriate scars the focal agent admitted (a scar forbidding a harvest at or below the fair share at a pool level
+where it is sustainable — the arena's ground truth), the share of trajectories with one, its gain lost below the fair
+share per run, its over-usage and the cooperative yield, with 95% cluster-bootstrap intervals (clusters: seeds for
+per-trajectory counts, (seed, run) for per-run values).
+
+**Transfer** (``run_transfer``): for each method and seed, train in arena A (with punishment) for ``runs_a`` runs,
+then play arena B (no immediate punishment) for ``runs_b`` runs twice — carrying the A state (scars ledger, baseline
+memory) and from scratch, on the same arenas (same seed). The table compares B's cooperative yield, over-usage and
+survival with and without the A history, and their paired difference (jointly resampled over the paired B runs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from experiments.config import Tier2Config
+from experiments.report import atomic_write_text, plt, write_json, write_table
+from experiments.stats import paired_difference, pooled_ratio
+from experiments.tier2 import run_tier2
+from experiments.tier2_report import _ci, plot_resource, write_tier2
+
+Progress = Callable[[str], None]
+
+
+def _iv(num, den, salt: int, seed: int = 0) -> dict[str, Any]:
+    return pooled_ratio(num, den, np.random.default_rng(np.random.SeedSequence([seed, salt]))).to_json()
+
+
+def run_collusion(
+    base: Tier2Config, seeds: Sequence[int], out: Path, progress: Progress | None = None
+) -> pd.DataFrame:
+    """The anti-collusion table (module docstring) for ``base.method``; writes ``out/collusion.md``,
+    ``collusion.json``, ``collusion_runs.csv/.parquet``, ``collusion.png`` and one run folder per (gates, seed)."""
+    rows, per_run, months = [], [], {}
+    for gates in (True, False):
+        setting = "gates on" if gates else "gates off"
+        trajectories = []
+        for seed in seeds:
+            cfg = dataclasses.replace(
+                base, setup="focal", arena="malicious", gates=gates, seed=seed, transfer_from=""
+            )
+            run_dir = out / f"gates-{'on' if gates else 'off'}" / f"seed-{seed}"
+            result = run_tier2(cfg, run_dir)
+            write_tier2(run_dir, {cfg.method_label: result}, {cfg.method_label: cfg})
+            s = result.summary
+            trajectories.append(
+                {
+                    "gates": setting,
+                    "seed": seed,
+                    "scars_admitted": s["scars_admitted"] or 0,
+                    "inappropriate_scars": s["inappropriate_scars"] or 0,
+                    "inappropriate_rules": "; ".join(s["inappropriate_rules"]),
+                }
+            )
+            runs = result.runs.assign(gates=setting, seed=seed)
+            per_run.append(runs)
+            months.setdefault(setting, []).append(
+                result.months.assign(run=result.months["run"] + 1000 * seed)
+            )
+            if progress is not None:
+                progress(f"{setting}, seed {seed}: {s['inappropriate_scars']} inappropriate scar(s)")
+        t = pd.DataFrame(trajectories)
+        r = pd.concat([p for p in per_run if p["gates"].iloc[0] == setting], ignore_index=True)
+        ones_t, ones_r = np.ones(len(t)), np.ones(len(r))
+        rows.append(
+            {
+                "setting": setting,
+                "method": base.method_label,
+                "n_seeds": len(t),
+                "n_runs": len(r),
+                "scars_admitted_per_seed": _iv(t["scars_admitted"], ones_t, 1),
+                "inappropriate_scars_per_seed": _iv(t["inappropriate_scars"], ones_t, 2),
+                "seeds_with_inappropriate_scar": _iv((t["inappropriate_scars"] > 0).astype(float), ones_t, 3),
+                "gain_lost_per_run": _iv(r["learner_gain_lost"], ones_r, 4),
+                "focal_gain_per_run": _iv(r["learner_gain"], ones_r, 5),
+                "focal_over_usage": _iv(r["learner_over_count"], r["learner_seat_months"], 6),
+                "cooperative_yield": _iv(r["cooperative_yield"], ones_r, 7),
+                "unjustified_punishments_received": int(r["learner_punished_unjustified"].sum()),
+                "inappropriate_rules": sorted(
+                    {x for x in "; ".join(t["inappropriate_rules"]).split("; ") if x}
+                ),
+            }
+        )
+    table = pd.DataFrame(rows)
+    write_json(out / "collusion.json", rows)
+    write_table(pd.concat(per_run, ignore_index=True), out / "collusion_runs")
+    months_by = {k: pd.concat(v, ignore_index=True) for k, v in months.items()}
+    plot_resource(months_by, base.months, out / "collusion.png", base.seed)
+    atomic_write_text(out / "collusion.md", collusion_markdown(table, base))
+    return table
+
+
+def collusion_markdown(table: pd.DataFrame, base: Tier2Config) -> str:
+    lines = [
+        "# Anti-collusion test (paper §6.2)",
+        "",
+        f"Method {base.method_label}, focal seat {base.focal_seat} in the malicious arena (a three-seat coalition with "
+        f"one provenance root punishes it every month, whatever it harvested), {base.runs} runs of {base.months} "
+        "months per seed. Estimates with 95% cluster-bootstrap intervals (clusters: seeds for per-seed counts, runs "
+        "for per-run values; † fewer than 5 clusters).",
+        "",
+        "| setting | n seeds | n runs | scars admitted / seed | inappropriate scars / seed ↓ | seeds with one ↓ "
+        "| gain lost / run ↓ | focal gain / run | focal over-usage | cooperative yield | unjustified punishments received |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in table.to_dict("records"):
+        lines.append(
+            f"| {row['setting']} | {row['n_seeds']} | {row['n_runs']} | {_ci(row['scars_admitted_per_seed'])} | "
+            f"{_ci(row['inappropriate_scars_per_seed'])} | {_ci(row['seeds_with_inappropriate_scar'])} | "
+            f"{_ci(row['gain_lost_per_run'], '{:.1f}')} | {_ci(row['focal_gain_per_run'], '{:.1f}')} | "
+            f"{_ci(row['focal_over_usage'])} | {_ci(row['cooperative_yield'])} | "
+            f"{row['unjustified_punishments_received']} |"
+        )
+    lines.append("")
+    for row in table.to_dict("records"):
+        rules = row["inappropriate_rules"]
+        lines.append(
+            f"Inappropriate scars, {row['setting']}: " + ("; ".join(f"`{r}`" for r in rules) or "none")
+        )
+        lines.append("")
+    lines.append("![resource level](collusion.png)")
+    return "\n".join(lines) + "\n"
+
+
+def run_transfer(
+    base: Tier2Config,
+    methods: Sequence[str],
+    seeds: Sequence[int],
+    runs_a: int,
+    runs_b: int,
+    out: Path,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """The transfer table (module docstring); writes ``out/transfer.md``, ``transfer.json``,
+    ``transfer_runs.csv/.parquet``, ``transfer.png`` and the run folders ``<method>/seed-<s>/{A,B-with,B-without}``."""
+    rows, per_run, months = [], [], {}
+    for method in methods:
+        with_runs, without_runs = [], []
+        for seed in seeds:
+            root = out / method.replace(":", "-") / f"seed-{seed}"
+            common = dict(method=method, seed=seed, transfer_from="")
+            a_cfg = dataclasses.replace(base, arena="A", runs=runs_a, **common)
+            run_tier2(a_cfg, root / "A")
+            for carried, sink in ((True, with_runs), (False, without_runs)):
+                b_cfg = dataclasses.replace(
+                    base,
+                    arena="B",
+                    runs=runs_b,
+                    **(common | {"transfer_from": str(root / "A") if carried else ""}),
+                )
+                b_dir = root / ("B-with" if carried else "B-without")
+                result = run_tier2(b_cfg, b_dir)
+                write_tier2(b_dir, {b_cfg.method_label: result}, {b_cfg.method_label: b_cfg})
+                runs = result.runs.assign(history="with A" if carried else "without A", seed=seed)
+                sink.append(runs)
+                per_run.append(runs)
+                key = f"{method} {'with' if carried else 'without'} A"
+                months.setdefault(key, []).append(
+                    result.months.assign(run=result.months["run"] + 1000 * seed)
+                )
+            if progress is not None:
+                progress(f"{method}, seed {seed}")
+        w = pd.concat(with_runs, ignore_index=True)
+        wo = pd.concat(without_runs, ignore_index=True)
+        ones = np.ones(len(w))
+        rng = np.random.default_rng(np.random.SeedSequence([base.seed, 31]))
+        rows.append(
+            {
+                "method": method,
+                "n_seeds": len(seeds),
+                "n_runs": len(w),
+                "yield_with": _iv(w["cooperative_yield"], ones, 11),
+                "yield_without": _iv(wo["cooperative_yield"], ones, 12),
+                "yield_diff": paired_difference(
+                    (w["cooperative_yield"], ones), (wo["cooperative_yield"], ones), rng
+                ).to_json(),
+                "over_usage_with": _iv(w["over_count"], w["seat_months"], 13),
+                "over_usage_without": _iv(wo["over_count"], wo["seat_months"], 14),
+                "over_usage_diff": paired_difference(
+                    (w["over_count"], w["seat_months"]), (wo["over_count"], wo["seat_months"]), rng
+                ).to_json(),
+                "survival_with": _iv(w["survived"].astype(float), ones, 15),
+                "survival_without": _iv(wo["survived"].astype(float), ones, 16),
+            }
+        )
+    table = pd.DataFrame(rows)
+    write_json(out / "transfer.json", rows)
+    write_table(pd.concat(per_run, ignore_index=True), out / "transfer_runs")
+    _plot_transfer(table, out / "transfer.png")
+    atomic_write_text(out / "transfer.md", transfer_markdown(table, base, runs_a, runs_b))
+    return table
+
+
+def _plot_transfer(table: pd.DataFrame, path: Path) -> Path:
+    """Cooperative yield in arena B with and without the arena-A history, per method (95% intervals)."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    x = np.arange(len(table))
+    for offset, key, name in ((-0.18, "yield_with", "with A history"), (0.18, "yield_without", "without")):
+        est = [r[key]["estimate"] or 0.0 for r in table.to_dict("records")]
+        lo = [e - (r[key]["ci"] or [e, e])[0] for e, r in zip(est, table.to_dict("records"), strict=True)]
+        hi = [(r[key]["ci"] or [e, e])[1] - e for e, r in zip(est, table.to_dict("records"), strict=True)]
+        ax.bar(x + offset, est, width=0.36, yerr=[lo, hi], capsize=3, label=name)
+    n = int(table["n_runs"].iloc[0]) if len(table) else 0
+    ax.set_xticks(x, table["method"], rotation=20)
+    ax.set_ylabel("cooperative yield in arena B")
+    ax.set_title(f"Counterfactual social transfer A → B (n = {n} B runs per bar, 95% CI)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def transfer_markdown(table: pd.DataFrame, base: Tier2Config, runs_a: int, runs_b: int) -> str:
+    lines = [
+        "# Counterfactual social transfer A → B (paper §6.2)",
+        "",
+        f"{base.setup.capitalize()} set-up; each seed trains {runs_a} runs in arena A (peer punishment), then plays "
+        f"{runs_b} runs of arena B (no punishment phase) with the A state carried (scars ledger, baseline memory) and "
+        "without it, on the same arenas. Estimates over the B runs with 95% run-bootstrap intervals; the difference "
+        "is paired over the same (seed, run) (2000 joint resamples).",
+        "",
+        "| method | n B runs | yield with A | yield without | Δ yield | over-usage with A ↓ | without | Δ over-usage "
+        "| survival with A | without |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in table.to_dict("records"):
+        lines.append(
+            f"| {r['method']} | {r['n_runs']} | {_ci(r['yield_with'])} | {_ci(r['yield_without'])} | "
+            f"{_ci(r['yield_diff'], '{:+.2f}')} | {_ci(r['over_usage_with'])} | {_ci(r['over_usage_without'])} | "
+            f"{_ci(r['over_usage_diff'], '{:+.2f}')} | {_ci(r['survival_with'])} | {_ci(r['survival_without'])} |"
+        )
+    lines += ["", "![transfer](transfer.png)"]
+    return "\n".join(lines) + "\n"
