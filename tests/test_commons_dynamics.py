@@ -100,4 +100,3 @@ def test_same_seed_same_allocation():
     a = allocate([40, 40, 40, 40, 40], 100, "stochastic", np.random.default_rng(5))
     b = allocate([40, 40, 40, 40, 40], 100, "stochastic", np.random.default_rng(5))
     assert a == b
-
