@@ -121,7 +121,8 @@ def tier3(method: str, seeds: str, ground: bool, out: Path, **fields) -> None:
                 method=name,
                 seeds=seed_list,
                 ground_scars=ground,
-                **(fields if name == "scars" else fields | {"ablation": "none"}),
+                # with --method all the ablation applies to scars; the baselines run as they are
+                **(fields if method != "all" or name == "scars" else fields | {"ablation": "none"}),
             )
             for name in names
         ]
