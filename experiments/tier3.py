@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from envs.commons.habits import HarvesterHabits, habit_prior
 
 import agents.builtin  # noqa: F401  (registers the built-in methods and backends)
 from agents.api import Agent
@@ -58,6 +57,7 @@ from envs.aquifer.aquifer_v0 import (
 )
 from envs.commons import commons_v0
 from envs.commons.adapter import CommonsAdapter
+from envs.commons.habits import HarvesterHabits, habit_prior
 from envs.commons.populations import parse_population
 from envs.vocabulary import ground
 from experiments.config import ABLATIONS, EXECUTORS, Tier2Config
@@ -922,3 +922,19 @@ def run_tier3_table(
     plot_continuity(summaries, out / "continuity.png")
     plot_individuation(summaries, out / "individuation.png")
     return summaries
+
+
+def demo_configs(seed: int, wandb: bool = False) -> list[Tier3Config]:
+    """The short tier-3 section of ``scars demo``: scars, one text baseline and the no-memory control, three seeds,
+    a short training in A and B and one episode of C (seconds, not minutes; ``scars run tier3`` runs the full one)."""
+    short = {
+        "seeds": (seed, seed + 1, seed + 2),
+        "train_runs": 1,
+        "train_months": 6,
+        "episodes_c": 1,
+        "seasons_c": 6,
+        "permutations": 50,
+        "search_iterations": 60,
+        "wandb": wandb,
+    }
+    return [Tier3Config(method=m, **short) for m in ("scars", "rag", NO_MEMORY)]

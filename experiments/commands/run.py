@@ -110,10 +110,16 @@ def demo(episodes: int, seed: int, out: Path, wandb: bool) -> None:
     check_output_dir(out)
     try:
         run_many(demo_configs(episodes, seed, wandb), out)
+        from experiments import tier3
+
+        click.echo("tier 3 (short): trained in arenas A and B, carried into arena C")
+        click.echo(
+            tier3.table_markdown(tier3.run_tier3_table(tier3.demo_configs(seed, wandb), out / "tier3"))
+        )
     except ScarsError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    click.echo(f"results: {out / 'results.md'}")
+    click.echo(f"results: {out / 'results.md'}, {out / 'tier3' / 'results.md'}")
 
 
 def _add_tier2_commands() -> None:
