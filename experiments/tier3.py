@@ -73,6 +73,7 @@ from experiments.identity import (
     style_continuity,
     trajectory_features,
 )
+from experiments.stats import pooled_ratio
 from experiments.tier2 import SeatState, run_tier2
 from synthesis.dsl import Action, canonical_text
 from synthesis.errors import ConfigError
@@ -232,6 +233,10 @@ class Trajectory:
     grounded_masked_decisions: int = 0
     transfer_masked_decisions: int = 0
     """Decisions at which a carried scar or its grounding masked an action."""
+    overreach_decisions: int = 0
+    """Decisions at which a carried scar (or its grounding) masked something."""
+    overreach_mass: float = 0.0
+    """Summed over those decisions: π_0's mass on the masked actions C's verifier finds safe."""
     learned_in_c: int = 0
     """Scars the agent admitted in C from C's own failures (not transferred)."""
     sanctions: int = 0
@@ -493,6 +498,15 @@ def play_c(
                 )
                 scar_ids = set(agent.scar_ids())
                 fired_ids = {i for _, ids in governed.fired for i in ids}
+                # overreach: the base policy's mass on actions C's verifier finds safe that a carried scar masked —
+                # what Prop. 3 cannot see where every decision offers some unsafe action (on-failure everywhere)
+                flagged = [[v.rule_id for v in adapter.check(decision.context, a)] for a in decision.actions]
+                by_transfer = [i for i, ids in governed.fired if set(ids) & transferred]
+                if by_transfer:
+                    p0 = np.exp(np.asarray(logits, dtype=np.float64) - np.max(logits))
+                    p0 /= p0.sum()
+                    trajectory.overreach_decisions += 1
+                    trajectory.overreach_mass += float(sum(p0[i] for i in by_transfer if not flagged[i]))
                 stage = str(decision.context["stage"])
                 point = extraction_point(decision.context, decision.actions, action, adapter.card)
                 trajectory.decisions += 1
@@ -533,9 +547,6 @@ def play_c(
                     }
                 )
                 if monitor is not None:
-                    flagged = [
-                        [v.rule_id for v in adapter.check(decision.context, a)] for a in decision.actions
-                    ]
                     monitor.after_step(t, decision, logits, governed, flagged)
                 t += 1
             survived = seasons == cfg.seasons_c
@@ -612,6 +623,8 @@ def _agent_row(cfg: Tier3Config, t: Trajectory) -> dict[str, Any]:
         "grounded_masked_decisions": t.grounded_masked_decisions,
         "transfer_masked_decisions": t.transfer_masked_decisions,
         "learned_in_c": t.learned_in_c,
+        "overreach_decisions": t.overreach_decisions,
+        "overreach_mass": t.overreach_mass,
         "carried_scars": t.carried_scars,
         "grounded_scars": len(t.grounded),
         "not_portable_scars": len(t.not_portable),
@@ -655,6 +668,9 @@ def summarise(
             permutations=cfg.permutations,
         ),
         "drift": drift_against_bound(per_scar),
+        "overreach": pooled_ratio(
+            [t.overreach_mass for t in trajectories], [t.overreach_decisions for t in trajectories], rng
+        ).to_json(),
         "transfer": {
             "carried_scars": int(sum(t.carried_scars for t in trajectories)),
             "grounded_scars": len(grounded),
@@ -710,12 +726,21 @@ def _drift_cell(drift: Mapping[str, Any]) -> str:
     )
 
 
+def _overreach_cell(block: Mapping[str, Any]) -> str:
+    if block.get("estimate") is None:
+        return "n/a"
+    ci = block.get("ci")
+    interval = "" if ci is None else f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+    return f"{block['estimate']:.2f}{interval} ({int(block['denominator'])} decisions)"
+
+
 def table_markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     """The tier-3 table: continuity, individuation (and its identical-history control), drift, transfer."""
     head = (
         "| method | style JS vs imprint ↓ | style JS vs training ↓ | behaviour distance ↓ | individuation accuracy "
-        "| identical-history control | drift: max mean TV vs bound | scars carried / grounded / decisions a carried scar masked in C |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        "| identical-history control | drift: max mean TV vs bound | safe mass carried scars blocked in C "
+        "| scars carried / grounded / decisions a carried scar masked in C |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     )
     lines = []
     for label, s in summaries.items():
@@ -728,7 +753,8 @@ def table_markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
             f"| {label} | {_ci_cell(s['style_continuity']['js_imprint'])} | "
             f"{_ci_cell(s['style_continuity']['js_training'])} | "
             f"{_ci_cell(s['behaviour_continuity']['profile_distance'])} | {_accuracy_cell(s['individuation'])} | "
-            f"{_accuracy_cell(s['identical_history_control'])} | {_drift_cell(s['drift'])} | {transfer} |"
+            f"{_accuracy_cell(s['identical_history_control'])} | {_drift_cell(s['drift'])} | "
+            f"{_overreach_cell(s['overreach'])} | {transfer} |"
         )
     return head + "\n".join(lines) + "\n"
 
@@ -746,7 +772,10 @@ def results_markdown(cfg: Tier3Config, summaries: Mapping[str, Mapping[str, Any]
         f"seed-clustered interval, n trajectories and the permutation-test p-value ({cfg.permutations} permutations); "
         "chance is 0.5. The identical-history control plays the A-trained agent twice (one copy labelled B): it must "
         "be at chance. Drift: Prop. 3 on C's off-failure decisions, the largest mean TV(π_S, π_S∖σ) of a carried scar "
-        "against the tightest sqrt(ε/2).\n\n" + table_markdown(summaries)
+        "against the tightest sqrt(ε/2). Safe mass blocked: where a carried scar masked something in C, the base "
+        "policy's probability on the masked actions C's verifier finds safe (pooled over those decisions, "
+        "seed-clustered interval) — the over-reach Prop. 3 cannot see where every decision offers an unsafe action."
+        "\n\n" + table_markdown(summaries)
     )
 
 

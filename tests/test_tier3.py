@@ -80,6 +80,9 @@ def test_scars_carry_their_ledger_into_c_and_the_same_seed_gives_the_same_number
     assert transfer["transfer_masked_decisions"] >= 1  # a scar learned in A masked a pump in C
     assert (tmp_path / "a" / "seed_0" / "c_from_A" / "ledger.sqlite").is_file()
     assert a.summary["drift"]["scars_measured"] >= 1
+    overreach = a.summary["overreach"]
+    assert overreach["denominator"] == transfer["transfer_masked_decisions"]
+    assert overreach["estimate"] is None or 0.0 <= overreach["estimate"] <= 1.0
 
 
 def test_without_grounding_no_carried_scar_can_fire_in_c(tmp_path):
@@ -87,6 +90,7 @@ def test_without_grounding_no_carried_scar_can_fire_in_c(tmp_path):
     transfer = result.summary["transfer"]
     assert transfer["carried_scars"] >= 1 and transfer["grounded_scars"] == 0
     assert transfer["transfer_masked_decisions"] == 0  # A's names mask no action of C
+    assert result.summary["overreach"]["estimate"] is None  # undefined, not 0
 
 
 def test_cli_runs_a_tiny_tier3_and_rejects_bad_input_with_one_line(tmp_path):
