@@ -109,6 +109,10 @@ class ScarsAgentConfig:
     extract: bool = True
     """False: a failure is masked in its whole situation (the context without bookkeeping and the step counter),
     with no counterfactual extraction — with search "none" and masks that never lapse, the hard-blocklist control."""
+    punishment_attribution: str = "verifier"
+    """How a punishment that triggers accommodation is cut to a failure: ``verifier`` — by the counterfactual
+    extraction of a verdict when the world's verifier flags the punished step (else as reported); ``context`` — the
+    punished action in the whole context it was punished in, as reported (no causal attribution)."""
     min_counter_evidence: int = 1
     """Verified successes a scar must have blocked (recorded after its admission) before it is revoked (§4.5)."""
 
@@ -125,6 +129,10 @@ class ScarsAgentConfig:
             raise ConfigError(f"synthesis_latency_steps = {self.synthesis_latency_steps!r}; expected >= 0")
         if self.history < 10:
             raise ConfigError(f"history = {self.history!r}; expected at least 10 recorded steps")
+        if self.punishment_attribution not in ("verifier", "context"):
+            raise ConfigError(
+                f"punishment_attribution = {self.punishment_attribution!r}; expected 'verifier' or 'context'"
+            )
         if self.min_counter_evidence < 1:
             raise ConfigError(f"min_counter_evidence = {self.min_counter_evidence!r}; expected >= 1")
 
@@ -392,7 +400,12 @@ class ScarsAgent:
     def _accommodate_punishment(self, feedback: Feedback, reading: Reading) -> None:
         """Punishment alone can trigger accommodation (§3.2, §6.2): the punished action, in the context it was
         taken in, becomes the failure when d_t crosses τ and the TrustGate counted the punishment. The agent's
-        recorded step of that action (if still in its history) joins D⁻ so the synthesis can mask it."""
+        recorded step of that action (if still in its history) joins D⁻ so the synthesis can mask it; when the
+        world's verifier also flags that step, causal attribution cuts the failure from it by the same
+        counterfactual extraction as a verdict's (§4.1: the causal variables and arguments, and the safe what-ifs),
+        so the scar masks what made the action wrong rather than the whole situation it was punished in. When the
+        verifier does not flag it (a punishment the gates would have rejected), the punished action in its context
+        is the failure as reported."""
         counted = [p for cluster in reading.trust.clusters for p in cluster]  # type: ignore[union-attr]
         by_action: dict[tuple, list] = {}
         for p in counted:  # several punishers of one action: one failure
@@ -405,13 +418,29 @@ class ScarsAgent:
             q = {k: v for k, v in p.context.items() if k not in self.card.bookkeeping}
             punishers = "+".join(sorted({x.punisher for x in group}))
             source = FailureSource(self.card.id, d.episode, d.step, f"punished_by:{punishers}")
-            failure = Failure(q, (p.punished_action,), f"punished:{punishers}", source)
+            theta = f"punished:{punishers}"
+            failure = Failure(q, (p.punished_action,), theta, source)
+            context = p.context
             for i in range(len(self.history) - 1, -1, -1):
                 step = self.history[i]
                 taken = step.chosen_action
                 if (taken.kind, taken.name, taken.args) == (kind, name, args):
                     if not step.violated:
-                        self.history[i] = replace(step, violated=True)
+                        self.history[i] = step = replace(step, violated=True)
+                    if self.config.extract and self.config.punishment_attribution == "verifier":
+                        with contextlib.suppress(
+                            FragmentError
+                        ):  # the verifier does not flag it: keep the raw one
+                            failure = extract_fragment(
+                                step,
+                                self._verifier,
+                                self.card.classes,
+                                theta=theta,
+                                alternatives=self._alternatives(),
+                                source=source,
+                                ignore=frozenset(self.card.bookkeeping),
+                            )
+                            context = step.context
                     break
             else:  # no longer in the history: the punished action alone stands for its step
                 self.history.append(
@@ -421,7 +450,7 @@ class ScarsAgent:
             event = self.store.record_failure(failure, d_t=reading.d, z=list(reading.z.as_tuple()))
             self._failure_events[failure.id] = event
             self.accommodations["punishment"] += 1
-            decision = self.storm.on_disequilibrium(self.t, failure, context=p.context)
+            decision = self.storm.on_disequilibrium(self.t, failure, context=context)
             self._carry_out(decision.requests)
 
     def _carry_out(self, requests: StormRequests) -> None:
@@ -681,6 +710,7 @@ def make_scars(spec: MethodSpec) -> ScarsAgent:
         workers=s.get("workers", 2),
         search_iterations=s.get("search_iterations", 400),
         trust=s.get("trust") or TrustGateConfig(),
+        punishment_attribution=s.get("punishment_attribution", "verifier"),
     )
     return ScarsAgent(
         config,

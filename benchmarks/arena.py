@@ -7,7 +7,13 @@ Three measurements in one run, so the cost of each layer shows:
 2. ``env_fixed``: ``commons_v0.parallel_env`` in arena A stepped with precomputed constant actions (the PettingZoo
    layer: three phases a month, observation and info dicts, admissible actions, provenance);
 3. ``scripted``: the full arena with the scripted population deciding every step (``rollout.run_episode``), the
-   figure reported as ``months_per_s``.
+   figure reported as ``months_per_s``;
+4. ``learners``: the tier-2 loop (``experiments.tier2.run_tier2``) with five learning seats of one method on the
+   embedded policy with the ``sustainable`` habits (so a run lasts its 12 months; the calibrated ``govsim`` seats
+   collapse the pool in ~2.4) — scars and each of the five baselines — one fresh run per seed; the median seconds
+   per run and months/s. Scars is measured twice, its ledgers on the run folder's disk and on tmpfs (``/dev/shm``):
+   every ledger event is fsynced (the ledger's crash safety), which is most of its cost on a slow disk. Goal (issue
+   14): a 12-month run with five scars agents ≤ 1 s median on two cores.
 
 Prints one JSON line last: ``{"months_per_s": …, ...}``.
 """
@@ -30,6 +36,9 @@ from envs.commons.dynamics import DynamicsConfig, harvest_month, sustainable_sha
 from envs.commons.rollout import run_episode  # noqa: E402
 
 POPULATION = "coop:3,noisy:1,retaliator:1"  # survives the 12 months and exercises discussion and punishment
+LEARNER_SEEDS = 7
+HABITS = "sustainable"  # seats that keep the pool alive, so a run lasts the 12 months the goal is about
+LEARNERS = ("scars", "static_persona", "rag", "reflexion", "scg_mem", "voyager")
 BUDGET_S = 2.0
 GOVSIM = DynamicsConfig()
 
@@ -61,6 +70,30 @@ def env_fixed_episode(env, actions_by_phase) -> int:
     return len(env.history)
 
 
+def learner_runs(method: str, root: Path) -> dict:
+    """One fresh 12-month homogeneous run per seed (after one warm-up run): median seconds per run, months/s."""
+    import tempfile
+
+    from experiments.config import Tier2Config
+    from experiments.tier2 import run_tier2
+
+    def once(seed: int) -> tuple[float, int]:
+        with tempfile.TemporaryDirectory(dir=root) as out:
+            start = time.perf_counter()
+            result = run_tier2(Tier2Config(method=method, runs=1, seed=seed, habits=HABITS), Path(out))
+            return time.perf_counter() - start, int(result.runs["survival_time"].sum())
+
+    once(10_000)
+    timings = [once(seed) for seed in range(LEARNER_SEEDS)]
+    seconds = [t for t, _ in timings]
+    months = sum(m for _, m in timings)
+    return {
+        "median_s_per_run": round(float(np.median(seconds)), 3),
+        "months_per_s": round(months / sum(seconds), 1),
+        "mean_months_per_run": round(months / len(timings), 1),
+    }
+
+
 def main() -> None:
     rng = np.random.default_rng(0)
     bare_months, bare_s = _timed(lambda: bare_episode(rng))
@@ -88,10 +121,28 @@ def main() -> None:
     print(
         f"PettingZoo layer costs {bare / env_rate:.1f}x the bare dynamics; policies add {env_rate / scripted:.2f}x"
     )
+    learners = {}
+    shm = Path("/dev/shm")
+    disk = Path(tempfile_dir())
+    for method in LEARNERS:
+        learners[method] = learner_runs(method, disk)
+        r = learners[method]
+        print(
+            f"5 x {method:<15}: {r['months_per_s']:8,.1f} months/s, median {r['median_s_per_run']:.3f} s per run "
+            f"({r['mean_months_per_run']} months on average, {LEARNER_SEEDS} seeds)"
+        )
+    if shm.is_dir():
+        learners["scars_ledger_on_tmpfs"] = learner_runs("scars", shm)
+        r = learners["scars_ledger_on_tmpfs"]
+        print(
+            f"5 x scars, ledgers on tmpfs : {r['months_per_s']:8,.1f} months/s, median {r['median_s_per_run']:.3f} s"
+        )
     print(
         json.dumps(
             {
                 "months_per_s": round(scripted, 1),
+                "learners": learners,
+                "scars_goal_met": learners["scars"]["median_s_per_run"] <= 1.0,
                 "env_fixed_actions_months_per_s": round(env_rate, 1),
                 "bare_dynamics_months_per_s": round(bare, 1),
                 "api_layer_slowdown_x": round(bare / env_rate, 2),
@@ -100,6 +151,14 @@ def main() -> None:
             }
         )
     )
+
+
+def tempfile_dir() -> str:
+    """Where run folders go for the on-disk measurement: the repository's ``runs/`` (a real disk), else the system's
+    temporary folder."""
+    runs = Path(__file__).resolve().parents[1] / "runs"
+    runs.mkdir(exist_ok=True)
+    return str(runs)
 
 
 if __name__ == "__main__":

@@ -191,15 +191,25 @@ class Tier2Config:
     harvest broke the sustainability norm, and colluding sources count once) or off (every punishment counts)."""
     z_r_saturation: int = 2
     """Independent punishers at which z_R saturates: z_R = counted karma drop / (this · punishment severity)."""
+    punishment_attribution: str = "verifier"
+    """Scars: how a punishment that triggers accommodation becomes a failure — verifier (counterfactual extraction
+    when the norm verifier flags the punished harvest, so the scar masks what made it wrong) or context (the punished
+    harvest in its whole context, as reported: the paper's pool-threshold scars)."""
     overuse_verdicts: bool = True
     """The verifier reports every request above the sustainable share f(t)/|I| (GovSim's over-usage) as a failure
     (z_V) at once; off: only a collapse is verified, so learning before a collapse comes from punishment (z_R)."""
+    max_request: int = 30
+    """The largest admissible request (GovSim lets a request exceed the stock: the allocation caps it). The core
+    schema H forbids requests above 20 for every method, so this only trims actions no controller lets through;
+    keeping some above 20 leaves z_C something to measure."""
     habits: str = "govsim"
     """The embedded policy's commons habits (``envs.commons.habits.HABIT_PRESETS``): govsim (calibrated: most
     seats over-harvest and collapse the pool) or sustainable (mostly the sustainable share)."""
     universalization: bool = False
     """GovSim's universalization line in every harvest prompt ("if everyone takes more than X, the resource
     shrinks")."""
+    language: bool = True
+    """False: GovSim's no-language variant — no discussion phase, and each seat sees only its own catch."""
     allocation: str = "stochastic"
     """How an over-subscribed stock is shared: GovSim's stochastic unit-by-unit rule or its proportional option."""
     transfer_from: str = ""
@@ -251,6 +261,7 @@ class Tier2Config:
             "scenario": tuple(SCENARIOS),
             "allocation": ALLOCATION_METHODS,
             "habits": tuple(HABIT_PRESETS),
+            "punishment_attribution": ("verifier", "context"),
             "ablation": ABLATIONS,
             "executor": EXECUTORS,
             "server_mode": ("logprobs", "guided_choice"),
@@ -268,6 +279,8 @@ class Tier2Config:
                 raise ConfigError(f"{name} = {getattr(self, name)!r} must be >= 1")
         if self.seed < 0:
             raise ConfigError(f"seed = {self.seed!r} must be >= 0")
+        if not 1 <= self.max_request <= 100:
+            raise ConfigError(f"max_request = {self.max_request!r} must be in [1, 100] (the pool's capacity)")
         if not 0 <= self.focal_seat < SEATS:
             raise ConfigError(f"focal_seat = {self.focal_seat!r} must be a seat index in [0, {SEATS - 1}]")
         if self.population:

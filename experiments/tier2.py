@@ -259,7 +259,6 @@ def _pending_row(
         "n_masked": int(np.sum(governed.masked)),
         "scar_masked": masked_by_scar,
         "scars_active": len(scar_ids),
-        "memory_tokens": memory_tokens(learner.agent, decision),
     }
 
 
@@ -284,6 +283,8 @@ def run_tier2(
         num_months=cfg.months,
         allocation=cfg.allocation,
         agent_roots=roots,
+        max_request=cfg.max_request,
+        language=cfg.language,
     )
     severity = env.config.punishment_severity
     settings = cfg.to_dict()
@@ -400,9 +401,10 @@ def run_tier2(
                     else:
                         utterance = policy.utter(inp, action, blocked)
                     actions[seat] = world.command(decision, action)
-                    pending[seat] = (decision, action, chosen, logits, governed, utterance)
+                    tokens = memory_tokens(learner.agent, decision)  # the memory in context at this decision
+                    pending[seat] = (decision, action, chosen, logits, governed, utterance, tokens)
                 observations, rewards, _, _, infos = env.step(actions)
-                for seat, (decision, action, chosen, logits, governed, utterance) in pending.items():
+                for seat, (decision, action, chosen, logits, governed, utterance, tokens) in pending.items():
                     learner = learners[seat]
                     info = infos[seat]
                     verdicts = learner.world.verdicts(info)
@@ -422,6 +424,7 @@ def run_tier2(
                         )
                     )
                     row = _pending_row(cfg, run, learner, decision, action, chosen, governed)
+                    row["memory_tokens"] = tokens
                     row["verdicts"] = ",".join(v.rule_id for v in verdicts)
                     row["punished_by"] = ",".join(p.punisher for p in punishments)
                     row["justified_received"] = sum(

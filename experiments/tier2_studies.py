@@ -29,7 +29,7 @@ from experiments.config import Tier2Config
 from experiments.report import atomic_write_text, plt, write_json, write_table
 from experiments.stats import paired_difference, pooled_ratio
 from experiments.tier2 import run_tier2
-from experiments.tier2_report import _ci, plot_resource, write_tier2
+from experiments.tier2_report import _ci, write_tier2
 
 Progress = Callable[[str], None]
 
@@ -96,17 +96,42 @@ def run_collusion(
     table = pd.DataFrame(rows)
     write_json(out / "collusion.json", rows)
     write_table(pd.concat(per_run, ignore_index=True), out / "collusion_runs")
-    months_by = {k: pd.concat(v, ignore_index=True) for k, v in months.items()}
-    plot_resource(months_by, base.months, out / "collusion.png", base.seed)
+    _plot_collusion(table, out / "collusion.png")
     atomic_write_text(out / "collusion.md", collusion_markdown(table, base))
     return table
+
+
+def _plot_collusion(table: pd.DataFrame, path: Path) -> Path:
+    """Gates on vs off: inappropriate scars per seed and the focal seat's gain lost per run (95% intervals)."""
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.6))
+    panels = (
+        ("inappropriate_scars_per_seed", "inappropriate scars per seed", "n_seeds"),
+        ("gain_lost_per_run", "focal gain lost below the fair share per run", "n_runs"),
+    )
+    rows = table.to_dict("records")
+    for ax, (key, label, n_key) in zip(axes, panels, strict=True):
+        est = [r[key]["estimate"] or 0.0 for r in rows]
+        ci = [r[key]["ci"] or [e, e] for r, e in zip(rows, est, strict=True)]
+        err = [
+            [e - c[0] for e, c in zip(est, ci, strict=True)],
+            [c[1] - e for e, c in zip(est, ci, strict=True)],
+        ]
+        ax.bar([r["setting"] for r in rows], est, yerr=err, capsize=4, color=["tab:blue", "tab:orange"])
+        ax.set_ylabel(label, fontsize=8)
+        ax.set_title(f"n = {rows[0][n_key]} per bar, 95% CI", fontsize=9)
+    fig.suptitle("Anti-collusion: TrustGate + NormVerifier on vs off (malicious arena)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def collusion_markdown(table: pd.DataFrame, base: Tier2Config) -> str:
     lines = [
         "# Anti-collusion test (paper §6.2)",
         "",
-        f"Method {base.method_label}, focal seat {base.focal_seat} in the malicious arena (a three-seat coalition with "
+        f"Method {base.method_label} (punishment attribution: {base.punishment_attribution}), focal seat "
+        f"{base.focal_seat} in the malicious arena (a three-seat coalition with "
         f"one provenance root punishes it every month, whatever it harvested), {base.runs} runs of {base.months} "
         "months per seed. Estimates with 95% cluster-bootstrap intervals (clusters: seeds for per-seed counts, runs "
         "for per-run values; † fewer than 5 clusters).",
@@ -130,7 +155,7 @@ def collusion_markdown(table: pd.DataFrame, base: Tier2Config) -> str:
             f"Inappropriate scars, {row['setting']}: " + ("; ".join(f"`{r}`" for r in rules) or "none")
         )
         lines.append("")
-    lines.append("![resource level](collusion.png)")
+    lines.append("![anti-collusion](collusion.png)")
     return "\n".join(lines) + "\n"
 
 
@@ -244,3 +269,65 @@ def transfer_markdown(table: pd.DataFrame, base: Tier2Config, runs_a: int, runs_
         )
     lines += ["", "![transfer](transfer.png)"]
     return "\n".join(lines) + "\n"
+
+
+def run_tier2_sweep(
+    base: Tier2Config,
+    methods: Sequence[str],
+    ablations: Sequence[str],
+    seeds: Sequence[int],
+    out: Path,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """``scars sweep --tier 2``: methods (and scars ablations) × seeds of ``base``, each run into
+    ``out/runs/<run_name>`` with ``run_tier2_to_dir``; re-running into ``out`` resumes (a run whose summary.json
+    exists is skipped). Writes ``runs.csv/.parquet`` (one row per run of every configuration), ``aggregate.md`` and
+    ``aggregate.json`` (per method: pooled over every run of every seed, 95% intervals with (seed, run) clusters)."""
+    from experiments.tier2 import run_tier2_to_dir
+
+    configs = [dataclasses.replace(base, method=m, ablation="none") for m in methods]
+    configs += [dataclasses.replace(base, method="scars", ablation=a) for a in ablations]
+    frames = []
+    for cfg in configs:
+        for seed in seeds:
+            run_cfg = dataclasses.replace(cfg, seed=seed)
+            run_dir = out / "runs" / run_cfg.run_name
+            if not (run_dir / "summary.json").is_file():
+                run_tier2_to_dir(run_cfg, run_dir)
+                if progress is not None:
+                    progress(f"{run_cfg.run_name}: done")
+            elif progress is not None:
+                progress(f"{run_cfg.run_name}: finished earlier, skipped")
+            frames.append(pd.read_parquet(run_dir / "runs.parquet").assign(label=run_cfg.method_label))
+    runs = pd.concat(frames, ignore_index=True)
+    write_table(runs, out / "runs")
+    rows = []
+    for label, r in runs.groupby("label", sort=False):
+        ones = np.ones(len(r))
+        rows.append(
+            {
+                "method": label,
+                "n_seeds": int(r["seed"].nunique()),
+                "n_runs": len(r),
+                "survival_rate": _iv(r["survived"].astype(float), ones, 21),
+                "over_usage": _iv(r["over_count"], r["seat_months"], 22),
+                "cooperative_yield": _iv(r["cooperative_yield"], ones, 23),
+                "efficiency": _iv(r["efficiency"], ones, 24),
+            }
+        )
+    write_json(out / "aggregate.json", rows)
+    lines = [
+        f"# Tier-2 sweep: arena {base.arena}, {base.setup} set-up, {base.runs} runs per seed",
+        "",
+        "Pooled over every run of every seed; 95% cluster-bootstrap intervals over (seed, run).",
+        "",
+        "| method | n seeds | n runs | survival rate | over-usage ↓ | cooperative yield | efficiency |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['method']} | {row['n_seeds']} | {row['n_runs']} | {_ci(row['survival_rate'])} | "
+            f"{_ci(row['over_usage'])} | {_ci(row['cooperative_yield'])} | {_ci(row['efficiency'])} |"
+        )
+    atomic_write_text(out / "aggregate.md", "\n".join(lines) + "\n")
+    return pd.DataFrame(rows)

@@ -163,7 +163,13 @@ def test_info_context_is_flat_and_identifier_like():
     for key, value in q.items():
         assert key.isidentifier(), key
         assert isinstance(value, int | float | str | bool), (key, value)
-    assert set(infos["agent_2"]) - set(q) == {"admissible_actions", "punishments", "messages", "mayor_report"}
+    assert set(infos["agent_2"]) - set(q) == {
+        "admissible_actions",
+        "punishments",
+        "messages",
+        "mayor_report",
+        "harvest_report",
+    }
 
 
 def test_scar_from_the_paper_governs_harvest_through_admissible_actions():

@@ -11,6 +11,7 @@ harvest this agent over-requested.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -143,7 +144,12 @@ class CommonsAdapter:
         if report:
             text += f" {report}"
         if self.universalization and q["phase"] == "harvest":
-            text += " " + universalization_line(q, self.env.config.scenario_spec.unit)
+            text += " " + universalization_line(q, self.env.config.scenario_spec.universalization_text)
+        # the world's own text of its norm, for the methods told the rules by design (Static Persona)
+        unit = self.env.config.scenario_spec.unit
+        rules = (
+            f"take more than {math.floor(float(q['sustainable_share']))} {unit} a month (the sustainable share)",
+        )
         return Decision(
             observation=text,
             task="Harvest sustainably from the shared pool.",
@@ -153,6 +159,7 @@ class CommonsAdapter:
             t=t,
             episode=self.episode,
             step=t,
+            rules_in_force=rules,
         )
 
     def command(self, decision: Decision, action: Action) -> dict[str, Any]:

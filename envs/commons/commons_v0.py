@@ -50,11 +50,15 @@ the phase to act in, the 1-based month, the current stock, f(t) for this month, 
 every agent's karma, the latest discussion's messages as ``(kind, limit, about)`` rows, the agreed per-agent limit (−1: none),
 who punished this agent in the last punishment phase, and the agent's own index.
 
+With ``language=False`` (GovSim's no-language variant) there is no discussion phase and an agent sees only its own
+catch.
+
 ``info[agent]`` holds the structured context the DSL reads, as flat ``str → number/str/bool`` items
 (``pool_resource_level``, ``sustainable_catch``, ``sustainable_share``, ``own_request``, ``own_catch``, ``month``,
 ``phase``, ``karma``, ``karma_drop``, ``times_punished``, ``agreed_limit``, ``has_agreed_limit``, ``collapsed``,
-…; ``context_of(info)`` extracts them), plus four non-scalar entries that are *not* DSL context:
-``admissible_actions``, ``punishments`` (the provenance dicts of the latest punishment phase's punishments, public
+…; ``context_of(info)`` extracts them), plus five non-scalar entries that are *not* DSL context:
+``admissible_actions``, ``harvest_report`` (GovSim's "X wanted to catch W tons of fish, and caught C tons." for
+this agent, after the harvest), ``punishments`` (the provenance dicts of the latest punishment phase's punishments, public
 to all; ``karma_drop`` and ``times_punished`` refer to that phase too, so the step that ends a month reports them),
 ``messages`` and ``mayor_report``.
 
@@ -109,7 +113,7 @@ HARVEST, DISCUSSION, PUNISHMENT = 0, 1, 2
 MESSAGE_KINDS: tuple[str, ...] = ("silent", "propose_limit", "support_limit", "accuse", "reassure")
 SILENT, PROPOSE_LIMIT, SUPPORT_LIMIT, ACCUSE, REASSURE = range(5)
 NO_LIMIT = -1
-_INFO_EXTRAS = ("admissible_actions", "punishments", "messages", "mayor_report")
+_INFO_EXTRAS = ("admissible_actions", "punishments", "messages", "mayor_report", "harvest_report")
 
 
 class CommonsActionError(WorldError):
@@ -135,6 +139,9 @@ class CommonsConfig:
     """What sending one punishment costs the punisher, in reward units (0: free, as in the paper)."""
     agent_roots: tuple[str, ...] | None = None
     """Provenance root of each agent's punishments; ``None``: each agent is its own root."""
+    language: bool = True
+    """False: GovSim's no-language variant (``none_and_no_obs``): no discussion phase, no mayor's report, and an
+    agent's observation shows only its own catch."""
 
     def __post_init__(self) -> None:
         get_scenario(self.scenario)
@@ -435,7 +442,12 @@ class CommonsParallelEnv(ParallelEnv):
             self._last_catches = np.asarray(self._outcome.catches, dtype=np.int64)
             self._stock = self._outcome.stock_after
             rewards += self._last_catches
-            self._phase = DISCUSSION
+            if self.config.language:
+                self._phase = DISCUSSION
+            elif self._punishment_on:
+                self._phase = PUNISHMENT
+            else:
+                end_of_month = True
         elif self._phase == DISCUSSION:
             self._discuss(actions)
             if self._punishment_on:
@@ -595,10 +607,16 @@ class CommonsParallelEnv(ParallelEnv):
             "messages": self._message_rows.copy(),
             "agreed_limit": NO_LIMIT if self._agreed_limit is None else self._agreed_limit,
         }
-        return {
+        out = {
             a: shared | {"punished_by": self._punished_by[self._index[a]].copy(), "own_index": self._index[a]}
             for a in self.agents
         }
+        if not self.config.language:  # no observation of the others' catches
+            for a, obs in out.items():
+                own = np.zeros_like(self._last_catches)
+                own[self._index[a]] = self._last_catches[self._index[a]]
+                obs["catches"] = own
+        return out
 
     def _infos(self) -> dict[str, dict[str, Any]]:
         n = self._dyn.num_agents
@@ -627,8 +645,9 @@ class CommonsParallelEnv(ParallelEnv):
         extras = {
             "punishments": [p.to_dict() for p in self._punishments],
             "messages": [{"sender": m.sender, "kind": m.kind, "text": m.text} for m in self._messages],
-            "mayor_report": self.mayor_report(),
+            "mayor_report": self.mayor_report() if self.config.language else "",
         }
+        reported = self._outcome is not None and self._phase != HARVEST
         requests, catches = self._last_requests.tolist(), self._last_catches.tolist()
         karma, drops = self._karma.tolist(), self._last_drop.tolist()
         times = self._punished_by.sum(axis=1).tolist()
@@ -644,6 +663,11 @@ class CommonsParallelEnv(ParallelEnv):
                 "times_punished": times[i],
                 "admissible_actions": self._admissible[(a, self._phase)],
                 **extras,
+                "harvest_report": (
+                    self._scenario.caught_text.format(agent=a, wanted=requests[i], caught=catches[i])
+                    if reported
+                    else ""
+                ),
             }
         return infos
 

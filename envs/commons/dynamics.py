@@ -8,7 +8,7 @@ One month of the fishery, in integer resource units (GovSim counts whole tons):
    or *proportionally* — floor(h·r_i/Σr) each, the few leftover units going one by one, without replacement, to
    agents that were rounded down, with probability proportional to what they still want (GovSim's option);
 3. the resource collapses when the stock left after the harvest is below C (5 in GovSim);
-4. the remaining stock regrows: g(x) = min(capacity, ⌊growth·x⌋) (GovSim: doubles, capped at 100).
+4. the remaining stock regrows: g(x) = min(h(1), ⌊growth·x⌋) (GovSim: doubles, capped at the initial stock, 100).
 
 The sustainable group catch is f(t) = the largest x with g(h(t) − x) ≥ h(t): 50 at full stock, 10 per agent.
 Everything here is a pure function of its arguments and an explicitly passed ``np.random.Generator``.
@@ -58,7 +58,7 @@ class DynamicsConfig:
     initial_stock: int | None = None
     """Stock at the start of month 1; ``None`` means a full pool (= capacity), as in GovSim."""
     growth_factor: float = 2.0
-    """g(x) = min(capacity, ⌊growth_factor·x⌋); GovSim doubles the remaining stock. Must be ≥ 1."""
+    """g(x) = min(h(1), ⌊growth_factor·x⌋); GovSim doubles the remaining stock, capped at the initial stock."""
     collapse_threshold: int = 5
     """C: the resource collapses when the stock after harvest is below C (GovSim: 5)."""
     num_agents: int = 5
@@ -95,21 +95,20 @@ class DynamicsConfig:
 
 
 def regrow(stock: int, cfg: DynamicsConfig) -> int:
-    """g(x) = min(capacity, ⌊growth·x⌋): what the remaining stock becomes by the next month."""
-    return min(cfg.capacity, math.floor(cfg.growth_factor * stock))
+    """g(x) = min(h(1), ⌊growth·x⌋): what the remaining stock becomes by the next month. As in GovSim's code the cap
+    is the initial stock h(1) (the capacity unless ``initial_stock`` says otherwise)."""
+    return min(cfg.start_stock, math.floor(cfg.growth_factor * stock))
 
 
 def sustainable_catch(stock: int, cfg: DynamicsConfig) -> int:
     """f(t) = max{x ∈ [0, h] : g(h − x) ≥ h} (GovSim §2; SPEC §9): 50 at a full pool of 100 that doubles.
 
-    g(y) ≥ h ⇔ ⌊growth·y⌋ ≥ h (h never exceeds the capacity), so the smallest stock to keep is
+    g(y) ≥ h ⇔ ⌊growth·y⌋ ≥ h (h never exceeds h(1)), so the smallest stock to keep is
     y* = ⌈h/growth⌉; the nudges below correct floating-point rounding of that quotient.
     """
     if stock <= 0:
         return 0
-    if (
-        stock > cfg.capacity
-    ):  # g never exceeds the capacity, so no catch keeps such a stock (a what-if question)
+    if stock > cfg.start_stock:  # g never exceeds h(1): no catch keeps such a stock (a what-if question)
         return 0
     keep = math.ceil(stock / cfg.growth_factor)
     while keep > 0 and regrow(keep - 1, cfg) >= stock:
@@ -164,13 +163,16 @@ def _allocate_proportional(wants: list[int], stock: int, rng: np.random.Generato
     total = sum(wants)
     got = [stock * w // total for w in wants]
     leftover = stock - sum(got)
-    # The fractional parts sum to `leftover`, each below 1, so more agents were rounded down than units remain.
+    # GovSim's proportional rule: the leftover units go one at a time to an agent that was rounded down and still
+    # wants more, drawn *with replacement* with probability proportional to what it still wants (the weights are
+    # updated after every unit, so one agent may receive several). The fractional parts sum to `leftover`, each
+    # below 1, so the rounded-down agents always want at least the leftover.
     rounded_down = [i for i, w in enumerate(wants) if (stock * w) % total != 0]
-    if leftover > 0:
+    for u in rng.random(leftover):
         still_want = np.array([wants[i] - got[i] for i in rounded_down], dtype=float)
-        chosen = rng.choice(len(rounded_down), size=leftover, replace=False, p=still_want / still_want.sum())
-        for k in chosen:
-            got[rounded_down[int(k)]] += 1
+        cumulative = np.cumsum(still_want / still_want.sum())
+        k = min(int(np.searchsorted(cumulative, u, side="right")), len(rounded_down) - 1)
+        got[rounded_down[k]] += 1
     return tuple(got)
 
 

@@ -239,11 +239,7 @@ def habit_prior(
     return _as_prior(weights, scale)
 
 
-def universalization_line(info: Mapping[str, Any], unit: str) -> str:
-    """GovSim's universalization sentence for this month's stock: the per-agent bound above which, if everyone took
-    it, the resource would shrink next month."""
-    threshold = math.floor(float(info["sustainable_share"]))
-    return (
-        f"Given the current situation, if everyone takes more than {threshold} {unit}, the shared resource will "
-        "shrink next month."
-    )
+def universalization_line(info: Mapping[str, Any], template: str) -> str:
+    """GovSim's universalization line for this month's stock (``Scenario.universalization_text``): the per-agent
+    bound ⌊f(t)/|I|⌋ above which, if everyone took it, the resource would shrink next month."""
+    return template.format(threshold=math.floor(float(info["sustainable_share"])))

@@ -39,6 +39,11 @@ class Scenario:
     """The surface form of one harvest request. Fields: ``amount``."""
     report_text: str
     """The mayor's line for one agent. Fields: ``agent``, ``amount``."""
+    caught_text: str
+    """GovSim's harvest report to one agent after the harvest (its own request and catch). Fields: ``agent``,
+    ``wanted``, ``caught``."""
+    universalization_text: str
+    """GovSim's universalization line. Fields: ``threshold`` (⌊f(t)/|I|⌋)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,11 @@ _SCENARIOS: dict[str, Scenario] = {
             pool_text="The lake holds {amount} tons of fish (capacity {capacity}).",
             harvest_text="catch {amount} tons of fish",
             report_text="{agent} caught {amount} tons of fish.",
+            caught_text="{agent} wanted to catch {wanted} tons of fish, and caught {caught} tons.",
+            universalization_text=(
+                "Given the current situation, if everyone fishes more than {threshold} tons, the lake population "
+                "will shrink next month."
+            ),
         ),
         Scenario(
             name="pasture",
@@ -75,6 +85,12 @@ _SCENARIOS: dict[str, Scenario] = {
             pool_text="The pasture has {amount} hectares of grass (capacity {capacity}).",
             harvest_text="graze {amount} flocks of sheep, consuming {amount} hectares of grass",
             report_text="{agent}'s sheep grazed {amount} hectares of grass.",
+            caught_text="{agent} took {caught} flocks of sheep to the pasture, thus consuming {caught} hectares of grass.",
+            universalization_text=(
+                "Given the current situation, if each shepherd take more than {threshold} flocks of sheep to the "
+                "pasture, consuming {threshold} hectares of grass, the available grass in the pasture will decrease "
+                "next month"
+            ),
         ),
         Scenario(
             name="pollution",
@@ -84,6 +100,11 @@ _SCENARIOS: dict[str, Scenario] = {
             pool_text="The river is {amount}% unpolluted (at most {capacity}%).",
             harvest_text="produce {amount} widgets, consuming {amount}% of unpolluted water",
             report_text="{agent} produced {amount} widgets, consuming {amount}% of unpolluted water.",
+            caught_text="{agent} produced {caught} widgets, thus consuming {caught}% of unpolluted water in the river.",
+            universalization_text=(
+                "Given the current situation, if each factory owner produces more than {threshold} widgets, consuming "
+                "{threshold}% of unpolluted water, the unpolluted water in the river will decrease next month."
+            ),
         ),
         Scenario(
             name="groundwater",

@@ -110,23 +110,25 @@ def demo(episodes: int, seed: int, out: Path, wandb: bool) -> None:
     check_output_dir(out)
     try:
         run_many(demo_configs(episodes, seed, wandb), out)
-        from experiments import tier3
-
-        click.echo("tier 3 (short): trained in arenas A and B, carried into arena C")
-        click.echo(
-            tier3.table_markdown(tier3.run_tier3_table(tier3.demo_configs(seed, wandb), out / "tier3"))
-        )
     except ScarsError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
-    click.echo(f"results: {out / 'results.md'}, {out / 'tier3' / 'results.md'}")
+    click.echo(f"results: {out / 'results.md'}")
+    from experiments.commands.run_tier2 import tier2_demo
+
+    summaries = tier2_demo(out / "tier2", seed)
+    for label, s in summaries.items():
+        click.echo(
+            f"tier 2 {label:<15} survival {s['survival_rate']:.2f} (n={s['runs']} runs), over-usage "
+            f"{s['over_usage']:.2f}, cooperative yield {s['cooperative_yield_mean']:.2f}"
+        )
+    click.echo(f"tier-2 results: {out / 'tier2' / 'results.md'}")
+    from experiments import tier3
+
+    click.echo("tier 3 (short): trained in arenas A and B, carried into arena C")
+    click.echo(tier3.table_markdown(tier3.run_tier3_table(tier3.demo_configs(seed, wandb), out / "tier3")))
+    click.echo(f"tier-3 results: {out / 'tier3' / 'results.md'}")
 
 
-def _add_tier2_commands() -> None:
-    from experiments.commands.run_tier2 import TIER2_COMMANDS
-
-    for command in TIER2_COMMANDS:
-        run.add_command(command)
-
-
-_add_tier2_commands()
+# the tier-2 commands register themselves on the run group (``experiments.commands.run_tier2``)
+import experiments.commands.run_tier2  # noqa: E402, F401

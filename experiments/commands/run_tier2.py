@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from experiments.commands._checks import MAX_SEEDS, check_output_dir, count_seeds
-from experiments.commands.run import config_options
+from experiments.commands.run import config_options, run
 from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, SETUPS, Tier2Config
 from synthesis.errors import ScarsError
 
@@ -20,6 +20,7 @@ _CHOICES = {
     "scenario": ("fishery", "pasture", "pollution"),
     "allocation": ("stochastic", "proportional"),
     "habits": ("govsim", "sustainable"),
+    "punishment_attribution": ("verifier", "context"),
     "backend": BACKENDS,
     "ablation": ABLATIONS,
     "executor": EXECUTORS,
@@ -120,6 +121,13 @@ def _seeds(text: str) -> tuple[int, ...]:
     help="The focal seat's habits (sustainable: what the coalition punishes is mostly a correct harvest).",
 )
 @click.option(
+    "--punishment-attribution",
+    type=click.Choice(["verifier", "context"]),
+    default="verifier",
+    show_default=True,
+    help=Tier2Config.field_docs()["punishment_attribution"],
+)
+@click.option(
     "--seeds", default="0-4", show_default=True, help="Independent trajectories, e.g. 0-4 or 0,3,7-9."
 )
 @click.option("--runs", type=click.IntRange(min=1), default=6, show_default=True, help="Runs per trajectory.")
@@ -132,7 +140,9 @@ def _seeds(text: str) -> tuple[int, ...]:
     help="MCTS iterations per tree.",
 )
 @_out_option("runs/tier2-collusion")
-def tier2_collusion(method, ablation, habits, seeds, runs, months, search_iterations, out: Path) -> None:
+def tier2_collusion(
+    method, ablation, habits, punishment_attribution, seeds, runs, months, search_iterations, out: Path
+) -> None:
     """The anti-collusion test (§6.2): a focal learner in the malicious arena with TrustGate + NormVerifier on and
     off; the table of inappropriate scars, gain lost and yield with n and 95% CIs in OUT/collusion.md."""
     from experiments.tier2_studies import run_collusion
@@ -144,6 +154,7 @@ def tier2_collusion(method, ablation, habits, seeds, runs, months, search_iterat
             method=method,
             ablation=ablation,
             habits=habits,
+            punishment_attribution=punishment_attribution,
             runs=runs,
             months=months,
             search_iterations=search_iterations,
@@ -196,3 +207,21 @@ def tier2_transfer(methods, seeds, runs_a, runs_b, setup, months, search_iterati
 
 
 TIER2_COMMANDS = (tier2, tier2_collusion, tier2_transfer)
+for _command in TIER2_COMMANDS:
+    run.add_command(_command)
+
+
+def tier2_demo(out: Path, seed: int, runs: int = 3) -> dict:
+    """``scars demo``'s tier-2 section: the six methods as five homogeneous seats of arena A for ``runs`` runs each;
+    one combined table, results.md and plots in ``out``. Returns the summaries."""
+    from experiments.tier2 import run_tier2
+    from experiments.tier2_report import write_tier2
+
+    results, configs = {}, {}
+    for method in METHODS:
+        cfg = Tier2Config(method=method, runs=runs, seed=seed)
+        results[method] = run_tier2(cfg, out / method)
+        configs[method] = cfg
+    return write_tier2(
+        out, results, configs, title="Tier-2 demo: six methods, five homogeneous seats, arena A"
+    )

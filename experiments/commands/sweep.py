@@ -95,12 +95,40 @@ _DEFAULTS = SweepConfig()
 @click.option(
     "--bootstrap-seed", type=int, default=_DEFAULTS.bootstrap_seed, show_default=True, help="Bootstrap seed."
 )
+@click.option(
+    "--tier",
+    type=click.Choice(["1", "2"]),
+    default="1",
+    show_default=True,
+    help="1: the household world; 2: the commons arena (uses --arena, --setup, --runs; in-process).",
+)
+@click.option(
+    "--arena",
+    type=click.Choice(["A", "B", "malicious"]),
+    default="A",
+    show_default=True,
+    help="Tier 2: arena.",
+)
+@click.option(
+    "--setup",
+    type=click.Choice(["homogeneous", "focal"]),
+    default="homogeneous",
+    show_default=True,
+    help="Tier 2: seats.",
+)
+@click.option(
+    "--runs", type=click.IntRange(min=1), default=10, show_default=True, help="Tier 2: runs per seed."
+)
 def sweep(
     methods: str,
     ablations: str,
     seeds: str,
     out: Path,
     name: str | None,
+    tier: str,
+    arena: str,
+    setup: str,
+    runs: int,
     **fields,
 ) -> None:
     """Sweep tier 1 over METHODS × ABLATIONS (scars only) × SEEDS. Writes runs.parquet/.csv (one row per run),
@@ -114,6 +142,9 @@ def sweep(
             param_hint="'--seeds'",
         )
     check_output_dir(out)
+    if tier == "2":
+        _sweep_tier2(methods, ablations, seeds, out, arena, setup, runs, fields["search_iterations"])
+        return
     try:
         cfg = SweepConfig(
             methods=parse_names(methods, METHODS, "method"),
@@ -130,3 +161,26 @@ def sweep(
         sys.exit(2)
     if result.failed:
         sys.exit(1)
+
+
+def _sweep_tier2(methods, ablations, seeds, out, arena, setup, runs, search_iterations) -> None:
+    """``--tier 2``: ``experiments.tier2_studies.run_tier2_sweep`` (methods and scars ablations × seeds)."""
+    from experiments.config import Tier2Config
+    from experiments.tier2_studies import run_tier2_sweep
+
+    try:
+        base = Tier2Config(arena=arena, setup=setup, runs=runs, search_iterations=search_iterations)
+        run_tier2_sweep(
+            base,
+            parse_names(methods, METHODS, "method"),
+            parse_names(ablations, tuple(a for a in ABLATIONS if a != "none"), "ablation")
+            if ablations
+            else (),
+            parse_seeds(seeds),
+            out,
+            progress=lambda line: click.echo(line, err=True),
+        )
+    except ScarsError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    click.echo((out / "aggregate.md").read_text(encoding="utf-8"))
