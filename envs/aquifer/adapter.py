@@ -49,7 +49,7 @@ VARIABLES: Mapping[str, str] = {
     "action.farm": "sanction_target",
 }
 """The abstract variable each of arena C's context keys and action arguments is."""
-_CONTEXT_EXTRAS = ("admissible_actions", "fines", "messages", "water_report")
+_CONTEXT_EXTRAS = ("admissible_actions", "fines", "messages", "water_report", "pumping_report")
 
 
 def context_of(info: Mapping[str, Any]) -> dict[str, Value]:
@@ -137,6 +137,9 @@ class AquiferAdapter:
             f"{q['aquifer_level']} of {q['aquifer_capacity']} megalitres; a safe draw is {q['safe_yield_share']:g} "
             "megalitres per farm."
         )
+        report = info.get("pumping_report", "")
+        if report:
+            text += f" {report}"
         return Decision(
             observation=text,
             task="Irrigate your farm without drying out the shared aquifer.",

@@ -314,6 +314,7 @@ class AquiferParallelEnv(ParallelEnv):
                 for m in info["messages"]
             ]
             item["water_report"] = farm_id(info["mayor_report"])
+            item["pumping_report"] = farm_id(info.get("harvest_report", ""))
             out[farm_id(a)] = item
         return out
 

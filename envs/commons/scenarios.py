@@ -114,6 +114,11 @@ _SCENARIOS: dict[str, Scenario] = {
             pool_text="The aquifer stores {amount} megalitres of groundwater (capacity {capacity}).",
             harvest_text="pump {amount} megalitres of groundwater for irrigation",
             report_text="{agent} pumped {amount} megalitres.",
+            caught_text="{agent} wanted to pump {wanted} megalitres, and pumped {caught} megalitres.",
+            universalization_text=(
+                "Given the current situation, if every farm pumps more than {threshold} megalitres, the aquifer "
+                "will hold less next season."
+            ),
         ),
     )
 }
