@@ -108,6 +108,10 @@ class Tier3Config:
     """Seasons per episode of arena C."""
     population_c: str = "coop:2,greedy:1"
     """Arena C's scripted farms (kind:count, the commons behaviours under C's names), three for C's four farms."""
+    overuse_verdicts: bool = True
+    """The verifier reports every extraction above the fair share at once (tier 2's default, in training and in C);
+    off: only a collapse is a verdict, so in training what an agent learns before a collapse comes from punishment —
+    which arena A has and arena B has not."""
     ground_scars: bool = True
     """Admit, on entering C, the carried scars that ground through the abstract vocabulary (off: carried scars stay in
     A's names only, and none can fire in C)."""
@@ -206,6 +210,7 @@ class Tier3Config:
             tau=self.tau,
             executor=self.executor,
             search_iterations=self.search_iterations,
+            overuse_verdicts=self.overuse_verdicts,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -765,8 +770,8 @@ def results_markdown(cfg: Tier3Config, summaries: Mapping[str, Mapping[str, Any]
         "# Tier 3: identity continuity and trajectory individuation in arena C\n\n"
         f"Seeds {seeds}; per seed one agent trained in arena A and one in arena B ({cfg.train_runs} tier-2 runs of "
         f"{cfg.train_months} months, focal seat), then {cfg.episodes_c} episodes of arena C (aquifer, "
-        f"{cfg.seasons_c} seasons, co-players {cfg.population_c}); backend {cfg.backend}; scars grounded in C: "
-        f"{cfg.ground_scars}.\n\n"
+        f"{cfg.seasons_c} seasons, co-players {cfg.population_c}); backend {cfg.backend}; over-usage verdicts: "
+        f"{cfg.overuse_verdicts}; scars grounded in C: {cfg.ground_scars}.\n\n"
         "Continuity: mean over agents with a seed-clustered 95% bootstrap interval and n (lower = more continuous). "
         "Individuation: held-out-by-seed accuracy of attributing each C trajectory's history (A or B), 95% "
         f"seed-clustered interval, n trajectories and the permutation-test p-value ({cfg.permutations} permutations); "

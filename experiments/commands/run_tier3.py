@@ -60,6 +60,13 @@ METHOD_CHOICES = (*METHODS, "no_memory", "all")
     help="Arena C's three scripted farms (kind:count; coop, greedy, noisy, retaliator).",
 )
 @click.option(
+    "--overuse-verdicts/--no-overuse-verdicts",
+    default=True,
+    show_default=True,
+    help="Every extraction above the fair share is a verdict at once (off: only a collapse; learning before a "
+    "collapse then comes from punishment, which arena A has and B has not).",
+)
+@click.option(
     "--ground/--no-ground",
     default=True,
     show_default=True,
