@@ -216,10 +216,6 @@ class Tier3Config:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    field_docs = classmethod(
-        Tier2Config.field_docs.__func__
-    )  # the same docstring reader as the other configs
-
 
 @dataclass
 class Trajectory:
@@ -701,10 +697,6 @@ def config_from_fields(fields_: Mapping[str, Any]) -> Tier3Config:
 
 
 # ---------------------------------------------------------------------------------------------- output
-def _fmt(value: Any, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
 def _ci_cell(block: Mapping[str, Any], digits: int = 2) -> str:
     if block.get("mean") is None:
         return f"n/a (n={block.get('n', 0)})"
