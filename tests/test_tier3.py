@@ -113,3 +113,11 @@ def test_cli_runs_a_tiny_tier3_and_rejects_bad_input_with_one_line(tmp_path):
         result = runner.invoke(main, ["run", "tier3", *bad])
         assert result.exit_code == 2, (bad, result.output)
         assert needle in result.output and "Traceback" not in result.output
+
+
+def test_sweep_accepts_tier3_and_rejects_bad_input_with_one_line(tmp_path):
+    runner = CliRunner()
+    for bad, needle in ((["--methods", "nope"], "'nope'"), (["--seeds", "3"], "at least two distinct seeds")):
+        result = runner.invoke(main, ["sweep", "--tier", "3", *bad, "--out", str(tmp_path / "s")])
+        assert result.exit_code == 2, (bad, result.output)
+        assert needle in result.output and "Traceback" not in result.output

@@ -97,10 +97,11 @@ _DEFAULTS = SweepConfig()
 )
 @click.option(
     "--tier",
-    type=click.Choice(["1", "2"]),
+    type=click.Choice(["1", "2", "3"]),
     default="1",
     show_default=True,
-    help="1: the household world; 2: the commons arena (uses --arena, --setup, --runs; in-process).",
+    help="1: the household world; 2: the commons arena (uses --arena, --setup, --runs; in-process); 3: train in "
+    "arenas A and B, carry into arena C (tier 3's defaults; the seeds are the tier-3 run's seeds).",
 )
 @click.option(
     "--arena",
@@ -145,6 +146,9 @@ def sweep(
     if tier == "2":
         _sweep_tier2(methods, ablations, seeds, out, arena, setup, runs, fields["search_iterations"])
         return
+    if tier == "3":
+        _sweep_tier3(methods, ablations, seeds, out, fields["search_iterations"])
+        return
     try:
         cfg = SweepConfig(
             methods=parse_names(methods, METHODS, "method"),
@@ -184,3 +188,28 @@ def _sweep_tier2(methods, ablations, seeds, out, arena, setup, runs, search_iter
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     click.echo((out / "aggregate.md").read_text(encoding="utf-8"))
+
+
+def _sweep_tier3(methods, ablations, seeds, out, search_iterations) -> None:
+    """``--tier 3``: ``experiments.tier3.run_tier3_table`` over the methods and the scars ablations (each a tier-3
+    run over all the seeds: individuation is held out by seed)."""
+    from experiments.tier3 import Tier3Config, run_tier3_table, table_markdown
+
+    try:
+        names = parse_names(methods, METHODS, "method")
+        extra = (
+            parse_names(ablations, tuple(a for a in ABLATIONS if a != "none"), "ablation")
+            if ablations
+            else ()
+        )
+        seed_list = parse_seeds(seeds)
+        configs = [Tier3Config(method=m, seeds=seed_list, search_iterations=search_iterations) for m in names]
+        configs += [
+            Tier3Config(method="scars", ablation=a, seeds=seed_list, search_iterations=search_iterations)
+            for a in extra
+        ]
+        summaries = run_tier3_table(configs, out, progress=lambda line: click.echo(line, err=True))
+    except ScarsError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    click.echo(table_markdown(summaries))
