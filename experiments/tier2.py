@@ -217,7 +217,10 @@ def _fresh_seat_dir(seat_dir: Path) -> None:
     if not seat_dir.exists():
         return
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(seat_dir.stat().st_mtime))
-    seat_dir.rename(seat_dir.with_name(f"{seat_dir.name}.{stamp}"))
+    target, n = seat_dir.with_name(f"{seat_dir.name}.{stamp}"), 1
+    while target.exists():  # two runs into one folder within a second
+        target, n = seat_dir.with_name(f"{seat_dir.name}.{stamp}.{n}"), n + 1
+    seat_dir.rename(target)
 
 
 @dataclass
@@ -273,8 +276,12 @@ def run_tier2(
     for a baseline) — the state ``Tier2Result.seats`` names and a later run's ``transfer_from`` reads.
     ``cfg.transfer_from`` is checked before anything is written: a missing or unverifiable ledger is refused.
     ``progress(done, total)`` is called after every run."""
+    if cfg.transfer_from and Path(cfg.transfer_from).resolve() == Path(out).resolve():
+        raise ConfigError(
+            f"transfer_from = {cfg.transfer_from!r} is the output folder; carry the state into another folder"
+        )
     carried = load_carried(cfg)
-    kinds, roots, target = seat_kinds(cfg)
+    kinds, roots, _ = seat_kinds(cfg)
     root_ss = np.random.SeedSequence([cfg.seed, 2])
     env_ss, policy_ss, agent_ss, scripted_ss = root_ss.spawn(4)
     env = commons_v0.parallel_env(
@@ -292,13 +299,10 @@ def run_tier2(
     settings["signal"] = DisequilibriumConfig(tau=cfg.tau)
     policy = BACKENDS.get(cfg.backend)(settings)
     lm = SimulatedLMConfig(temperature=cfg.temperature)
-    scale = (
-        lm.task_gain / lm.temperature
-    )  # the habit prior is the log of the habits' distribution at this scale
+    # the habit prior is the log of the habits' distribution at the embedded policy's scale
+    scale = lm.task_gain / lm.temperature
     habits = HABIT_PRESETS[cfg.habits]
-    pop = build_population(
-        cfg.arena, cfg.population or None, target=target if target is not None else cfg.focal_seat
-    )
+    pop = build_population(cfg.arena, cfg.population or None, target=cfg.focal_seat)
     scripted = {f"agent_{i}": pop.behaviours[i] for i, kind in enumerate(kinds) if kind != LEARNER}
     scripted_rng = np.random.default_rng(scripted_ss)
     out.mkdir(parents=True, exist_ok=True)
@@ -459,9 +463,13 @@ def run_tier2(
         admitted: dict[str, list] = {}
         for seat, learner in learners.items():
             store = learner.agent.self_schema()
-            if store is not None:
+            if store is not None:  # the scars this run admitted (a carried ledger's earlier events are not)
+                state = carried.get(seat)
+                since = int(state.ledger_head.split(":")[0]) if state and state.ledger_head else 0
                 admitted[seat] = [
-                    Scar.from_json(e.payload).rule for e in store.ledger.events() if e.type == SCAR_ADMITTED
+                    Scar.from_json(e.payload).rule
+                    for e in store.ledger.events(after=since)
+                    if e.type == SCAR_ADMITTED
                 ]
             stats = learner.agent.stats()
             stats["verifier_calls"] = learner.world.verifier_calls
@@ -475,8 +483,13 @@ def run_tier2(
     seats = _carried_state(cfg, out, learners, agent_stats)
     steps = pd.DataFrame(rows)
     months = _months_table(cfg, records)
-    runs = _runs_table(cfg, records, steps, kinds)
-    summary = summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted)
+    rvr = (
+        tier2_rvr(steps)
+        if not steps.empty
+        else {"rvr": None, "repeat_over": 0, "reexposures": 0, "by_run": {}}
+    )
+    runs = _runs_table(cfg, records, rvr, kinds)
+    summary = summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted, rvr)
     summary["wall_seconds"] = wall
     summary["months_per_second"] = float(sum(len(r.months) for r in records) / wall) if wall > 0 else None
     write_json(out / STATE_FILE, {"config": cfg.to_dict(), "seats": [seat.to_json() for seat in seats]})
@@ -488,9 +501,31 @@ def run_tier2_to_dir(
 ) -> dict[str, Any]:
     """``run_tier2`` and ``write_tier2`` into ``out``; returns the summary (what a sweep needs)."""
     from experiments.tier2_report import write_tier2
+    from experiments.tracking import Tracker
 
+    tracker = Tracker(
+        cfg.wandb, project=cfg.wandb_project, name=cfg.run_name, config=cfg.to_dict(), out=out, group=out.name
+    )
     result = run_tier2(cfg, out, progress)
     write_tier2(out, {cfg.method_label: result}, {cfg.method_label: cfg})
+    if tracker.enabled:  # per-run charts (step = run), the numeric summary and the plots
+        for row in result.runs.to_dict("records"):
+            tracker.log(
+                {
+                    f"charts/{k}": float(row[k])
+                    for k in (
+                        "survival_time",
+                        "cooperative_yield",
+                        "over_usage",
+                        "efficiency",
+                        "learner_gain",
+                    )
+                },
+                step=int(row["run"]),
+            )
+        tracker.summary({k: v for k, v in result.summary.items() if isinstance(v, int | float | bool)})
+        tracker.log_images({name: out / f"{name}.png" for name in ("resource", "harvest", "karma")})
+        tracker.finish()
     return result.summary
 
 
@@ -522,7 +557,7 @@ def _months_table(cfg: Tier2Config, records) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def _runs_table(cfg: Tier2Config, records, steps: pd.DataFrame, kinds) -> pd.DataFrame:
+def _runs_table(cfg: Tier2Config, records, rvr: Mapping[str, Any], kinds) -> pd.DataFrame:
     """GovSim's metrics per run, and the learners' own: their over-usage counts, gain, gain lost below the fair
     share, punishments received (justified / unjustified by the norm verifier)."""
     learner_idx = [i for i, k in enumerate(kinds) if k == LEARNER]
@@ -573,10 +608,8 @@ def _runs_table(cfg: Tier2Config, records, steps: pd.DataFrame, kinds) -> pd.Dat
             }
         )
     runs = pd.DataFrame(rows)
-    if not steps.empty:
-        rvr = tier2_rvr(steps)
-        runs["repeat_over"] = runs["run"].map(lambda r: rvr["by_run"].get(r, (0, 0))[0])
-        runs["reexposures"] = runs["run"].map(lambda r: rvr["by_run"].get(r, (0, 0))[1])
+    runs["repeat_over"] = runs["run"].map(lambda r: rvr["by_run"].get(r, (0, 0))[0])
+    runs["reexposures"] = runs["run"].map(lambda r: rvr["by_run"].get(r, (0, 0))[1])
     return runs
 
 
@@ -636,14 +669,14 @@ def _interval(num, den, seed: int, salt: int) -> dict[str, Any]:
     return pooled_ratio(num, den, rng).to_json()
 
 
-def summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted) -> dict[str, Any]:
+def summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted, rvr) -> dict[str, Any]:
     """The tier-2 metrics of one configuration: GovSim's suite over the runs (pooled counts; 95% run-clustered
-    bootstrap intervals, n = runs), cooperative yield, punishments, the learners' over-usage and tier-2 RVR, scars
-    admitted (and the inappropriate ones by ground truth), active-schema tokens, and the Props checks."""
+    bootstrap intervals, n = runs), cooperative yield, punishments, the learners' over-usage and tier-2 RVR, the
+    scars this run admitted (a transferred ledger's earlier admissions are not counted) and the inappropriate ones
+    by ground truth, the rules active at the end, active-schema tokens, and the Props checks."""
     n_runs = len(runs)
     ones = np.ones(n_runs)
     s = cfg.seed
-    rvr = tier2_rvr(steps) if not steps.empty else {"rvr": None, "repeat_over": 0, "reexposures": 0}
     summary: dict[str, Any] = {
         "method": cfg.method_label,
         "setup": cfg.setup,
@@ -700,7 +733,7 @@ def summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted)
                 props[key].append(stats[key])
         if seat not in admitted:
             continue
-        scars_admitted += stats.get("scars_admitted", 0)
+        scars_admitted += len(admitted[seat])
         active += list(stats.get("active_rules", []))
         inappropriate += inappropriate_scars(
             admitted[seat], learner.template, dyn, learner.adapter.card.classes

@@ -43,7 +43,7 @@ def run_collusion(
 ) -> pd.DataFrame:
     """The anti-collusion table (module docstring) for ``base.method``; writes ``out/collusion.md``,
     ``collusion.json``, ``collusion_runs.csv/.parquet``, ``collusion.png`` and one run folder per (gates, seed)."""
-    rows, per_run, months = [], [], {}
+    rows, per_run = [], []
     for gates in (True, False):
         setting = "gates on" if gates else "gates off"
         trajectories = []
@@ -59,30 +59,35 @@ def run_collusion(
                 {
                     "gates": setting,
                     "seed": seed,
-                    "scars_admitted": s["scars_admitted"] or 0,
-                    "inappropriate_scars": s["inappropriate_scars"] or 0,
+                    "scars_admitted": s["scars_admitted"],
+                    "inappropriate_scars": s["inappropriate_scars"],
                     "inappropriate_rules": "; ".join(s["inappropriate_rules"]),
                 }
             )
             runs = result.runs.assign(gates=setting, seed=seed)
             per_run.append(runs)
-            months.setdefault(setting, []).append(
-                result.months.assign(run=result.months["run"] + 1000 * seed)
-            )
             if progress is not None:
-                progress(f"{setting}, seed {seed}: {s['inappropriate_scars']} inappropriate scar(s)")
+                found = s["inappropriate_scars"]
+                progress(
+                    f"{setting}, seed {seed}: {'n/a (no scars)' if found is None else found} inappropriate scar(s)"
+                )
         t = pd.DataFrame(trajectories)
         r = pd.concat([p for p in per_run if p["gates"].iloc[0] == setting], ignore_index=True)
         ones_t, ones_r = np.ones(len(t)), np.ones(len(r))
+        scars = (
+            t["scars_admitted"].notna().all()
+        )  # a method without scars: the scar columns are undefined (n/a)
         rows.append(
             {
                 "setting": setting,
                 "method": base.method_label,
                 "n_seeds": len(t),
                 "n_runs": len(r),
-                "scars_admitted_per_seed": _iv(t["scars_admitted"], ones_t, 1),
-                "inappropriate_scars_per_seed": _iv(t["inappropriate_scars"], ones_t, 2),
-                "seeds_with_inappropriate_scar": _iv((t["inappropriate_scars"] > 0).astype(float), ones_t, 3),
+                "scars_admitted_per_seed": _iv(t["scars_admitted"], ones_t, 1) if scars else None,
+                "inappropriate_scars_per_seed": _iv(t["inappropriate_scars"], ones_t, 2) if scars else None,
+                "seeds_with_inappropriate_scar": (
+                    _iv((t["inappropriate_scars"] > 0).astype(float), ones_t, 3) if scars else None
+                ),
                 "gain_lost_per_run": _iv(r["learner_gain_lost"], ones_r, 4),
                 "focal_gain_per_run": _iv(r["learner_gain"], ones_r, 5),
                 "focal_over_usage": _iv(r["learner_over_count"], r["learner_seat_months"], 6),
@@ -110,14 +115,19 @@ def _plot_collusion(table: pd.DataFrame, path: Path) -> Path:
     )
     rows = table.to_dict("records")
     for ax, (key, label, n_key) in zip(axes, panels, strict=True):
-        est = [r[key]["estimate"] or 0.0 for r in rows]
+        ax.set_ylabel(label, fontsize=8)
+        if any(r[key] is None or r[key]["estimate"] is None for r in rows):
+            ax.text(
+                0.5, 0.5, "n/a (undefined for this method)", ha="center", va="center", transform=ax.transAxes
+            )
+            continue
+        est = [r[key]["estimate"] for r in rows]
         ci = [r[key]["ci"] or [e, e] for r, e in zip(rows, est, strict=True)]
         err = [
             [e - c[0] for e, c in zip(est, ci, strict=True)],
             [c[1] - e for e, c in zip(est, ci, strict=True)],
         ]
         ax.bar([r["setting"] for r in rows], est, yerr=err, capsize=4, color=["tab:blue", "tab:orange"])
-        ax.set_ylabel(label, fontsize=8)
         ax.set_title(f"n = {rows[0][n_key]} per bar, 95% CI", fontsize=9)
     fig.suptitle("Anti-collusion: TrustGate + NormVerifier on vs off (malicious arena)", fontsize=10)
     fig.tight_layout()
@@ -170,7 +180,7 @@ def run_transfer(
 ) -> pd.DataFrame:
     """The transfer table (module docstring); writes ``out/transfer.md``, ``transfer.json``,
     ``transfer_runs.csv/.parquet``, ``transfer.png`` and the run folders ``<method>/seed-<s>/{A,B-with,B-without}``."""
-    rows, per_run, months = [], [], {}
+    rows, per_run = [], []
     for method in methods:
         with_runs, without_runs = [], []
         for seed in seeds:
@@ -191,10 +201,6 @@ def run_transfer(
                 runs = result.runs.assign(history="with A" if carried else "without A", seed=seed)
                 sink.append(runs)
                 per_run.append(runs)
-                key = f"{method} {'with' if carried else 'without'} A"
-                months.setdefault(key, []).append(
-                    result.months.assign(run=result.months["run"] + 1000 * seed)
-                )
             if progress is not None:
                 progress(f"{method}, seed {seed}")
         w = pd.concat(with_runs, ignore_index=True)

@@ -133,6 +133,7 @@ def test_transfer_carries_a_baseline_memory_and_a_scars_ledger_into_arena_b(tmp_
     sb = run_tier2(dataclasses.replace(s_cfg, arena="B", transfer_from=str(tmp_path / "SA")), tmp_path / "SB")
     assert sb.steps.sort_values("t")["scars_active"].iloc[0] >= 1
     assert sb.steps["t"].min() == s.seats[0].t_end  # the transferred agent's clock continues
+    assert sb.summary["active_rules"] and sb.summary["scars_admitted"] == 0  # carried, not admitted in B
 
 
 def _tamper(ledger_path) -> None:
@@ -141,7 +142,9 @@ def _tamper(ledger_path) -> None:
         db.execute("UPDATE events SET payload = ? WHERE seq = ?", ('{"forged": true}', seq))
 
 
-@pytest.mark.parametrize("fault", ["no-manifest", "missing-ledger", "tampered-ledger", "other-method"])
+@pytest.mark.parametrize(
+    "fault", ["no-manifest", "missing-ledger", "tampered-ledger", "other-method", "same-folder"]
+)
 def test_transfer_from_a_bad_folder_is_refused_and_nothing_is_written(tmp_path, fault):
     source = tmp_path / "A"
     cfg = Tier2Config(
@@ -162,15 +165,17 @@ def test_transfer_from_a_bad_folder_is_refused_and_nothing_is_written(tmp_path, 
         ledger.unlink()
     elif fault == "tampered-ledger":
         _tamper(ledger)
-    else:
+    elif fault == "other-method":
         method = "rag"
-    out = tmp_path / "B"
+    out = source if fault == "same-folder" else tmp_path / "B"
+    before = sorted(p.name for p in source.rglob("*"))
     args = ["run", "tier2", "--method", method, "--setup", "focal", "--arena", "B", "--runs", "1"]
     result = CliRunner().invoke(main, [*args, "--transfer-from", str(source), "--out", str(out)])
     assert result.exit_code == 2, result.output
     errors = [line for line in result.stderr.splitlines() if line.lower().startswith("error")]
     assert len(errors) == 1 and "transfer_from" in errors[0], result.stderr
-    assert not out.exists()
+    assert sorted(p.name for p in source.rglob("*")) == before  # nothing written, nothing moved
+    assert fault == "same-folder" or not out.exists()
 
 
 @pytest.mark.parametrize(
@@ -252,6 +257,8 @@ def test_the_adapter_reports_over_usage_and_each_runs_punishments_afresh():
 def test_the_state_manifest_names_every_learning_seat(tmp_path):
     cfg = Tier2Config(method="rag", setup="focal", runs=1, **FAST)
     run_tier2(cfg, tmp_path)
+    run_tier2(cfg, tmp_path)  # again into the same folder: the earlier seat folder is set aside, not reused
+    assert len(list(tmp_path.glob("agent_0.*"))) == 1
     manifest = json.loads((tmp_path / STATE_FILE).read_text())
     assert [s["seat"] for s in manifest["seats"]] == ["agent_0"] and manifest["seats"][0]["method"] == "rag"
 
@@ -314,3 +321,60 @@ def test_scars_sweep_accepts_tier_2_and_resumes(tmp_path):
     assert "| rag | 2 | 2 |" in (tmp_path / "aggregate.md").read_text()
     again = CliRunner().invoke(main, argv)
     assert again.exit_code == 0 and again.stderr.count("skipped") == 2
+
+
+@pytest.mark.slow
+def test_a_real_model_backend_drives_a_seat_through_the_policy_protocol(tmp_path):
+    """A (tiny, randomly initialised) HuggingFace causal LM in the focal seat: scored choice among the admissible
+    actions with the scars mask applied by the controller, its own generated utterances. No habit prior is read."""
+    torch = pytest.importorskip("torch", reason="the 'hf' extra (torch, transformers) is not installed")
+    transformers = pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from agents.policies.hf import HFPolicy
+    from agents.registry import BACKENDS, register_backend
+
+    if "tiny_hf_commons" not in BACKENDS:
+        words = (
+            "month harvest phase the pool holds of catch tons fish punish nobody agent 1 2 3 4 5 10 .".split()
+        )
+        vocab = {"[UNK]": 0, "[EOS]": 1, **{w: i + 2 for i, w in enumerate(dict.fromkeys(words))}}
+        tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
+        )
+        fast = transformers.PreTrainedTokenizerFast(
+            tokenizer_object=tok, unk_token="[UNK]", eos_token="[EOS]"
+        )
+        torch.manual_seed(0)
+        config = transformers.GPT2Config(
+            vocab_size=len(vocab), n_positions=512, n_embd=16, n_layer=1, n_head=2
+        )
+        model = transformers.GPT2LMHeadModel(config)
+        register_backend("tiny_hf_commons")(lambda settings: HFPolicy(model, fast))
+    cfg = Tier2Config(
+        method="scars", setup="focal", backend="tiny_hf_commons", runs=1, months=2, search_iterations=20
+    )
+    result = run_tier2(cfg, tmp_path)
+    steps = result.steps
+    assert len(steps) >= 3 and set(steps["phase"]) >= {"harvest", "discussion"}
+    harvest = steps[steps["phase"] == "harvest"]
+    assert (harvest["amount"] <= 20).all()  # H's cap holds whatever the model prefers
+    assert result.summary["plane_ledger_ok"] is not False
+
+
+def test_the_same_seed_gives_the_same_scars_run(tmp_path):
+    """Reproducible asynchrony: syntheses are collected at a fixed step, so a scars run repeats exactly."""
+    cfg = Tier2Config(method="scars", setup="focal", runs=2, seed=2, **FAST)
+    a = run_tier2(cfg, tmp_path / "a")
+    b = run_tier2(cfg, tmp_path / "b")
+    assert _comparable(a.summary) == _comparable(b.summary)
+    pd.testing.assert_frame_equal(a.steps, b.steps)
+
+
+def test_the_collusion_table_of_a_method_without_scars_says_n_a_not_zero(tmp_path):
+    from experiments.tier2_studies import run_collusion
+
+    table = run_collusion(Tier2Config(method="rag", habits="sustainable", runs=1, **FAST), [0, 1], tmp_path)
+    assert table["inappropriate_scars_per_seed"].isna().all()
+    assert "| gates on | 2 | 2 | n/a | n/a | n/a |" in (tmp_path / "collusion.md").read_text()

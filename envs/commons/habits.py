@@ -209,19 +209,26 @@ def habit_prior(
         target = round(harvest_target(habits, observation, info))
         others = np.where(np.arange(len(catches)) == i, -np.inf, catches)
         top = int(np.argmax(others))
-        for k, a in enumerate(actions):
-            intent = a.arg("intent", "silent")
-            if intent == "propose_limit":
-                weights[k] = habits.propose * float(_bump(np.array(float(a.arg("limit", 0))), target, 1.0))
-            elif intent == "support_limit":
-                weights[k] = habits.support
-            elif intent == "reassure":
-                weights[k] = habits.reassure * min(1.0, habits.greed)
+        accuse = habits.accuse if catches[top] > catches[i] else 0.0
+        intents = [a.arg("intent", "silent") for a in actions]
+        proposals = np.array(
+            [
+                float(a.arg("limit", 0)) if it == "propose_limit" else np.inf
+                for a, it in zip(actions, intents, strict=True)
+            ]
+        )
+        with np.errstate(invalid="ignore"):
+            weights = habits.propose * _bump(proposals, target, 1.0)  # exp(−inf) = 0 for the other intents
+        fixed = {
+            "support_limit": habits.support,
+            "reassure": habits.reassure * min(1.0, habits.greed),
+            "silent": habits.silence,
+        }
+        for k, (a, intent) in enumerate(zip(actions, intents, strict=True)):
+            if intent in fixed:
+                weights[k] = fixed[intent]
             elif intent == "accuse":
-                bigger = catches[top] > catches[i]
-                weights[k] = habits.accuse if bigger and a.arg("about") == names[top] else 0.0
-            else:
-                weights[k] = habits.silence
+                weights[k] = accuse if a.arg("about") == names[top] else 0.0
         return _as_prior(weights, scale)
     # punishment
     punished_by = np.asarray(observation["punished_by"], dtype=bool)
