@@ -42,7 +42,7 @@ from agents.memory.base import MemoryMechanism
 from agents.policies import PolicyInput, sample_action
 from agents.policies.embedded import SimulatedLMConfig
 from agents.registry import BACKENDS, METHODS, MethodSpec
-from agents.runtime.ledger import ledger_files
+from agents.runtime.ledger import Ledger, ledger_files
 from agents.runtime.scar import Provenance, Scar
 from disequilibrium.composite import DisequilibriumConfig
 from disequilibrium.trustgate import TrustGateConfig
@@ -285,8 +285,14 @@ def _training_view(result, seat: str, capacity: int) -> tuple[list[tuple[float, 
     return points, utterances
 
 
-def _install_ledger(source: Path, folder: Path) -> None:
-    """A verified copy of the carried ledger (with its head file and key) in the C folder; the source is untouched."""
+def _install_ledger(source: Path, folder: Path, anchor: str | None) -> None:
+    """A verified copy of the carried ledger (with its head file and key) in the C folder; the source is untouched.
+    The source must verify against the head its training run recorded (fail closed: a damaged ledger travels
+    nowhere)."""
+    with Ledger(source, read_only=True) as audit:
+        report = audit.verify(anchor=anchor)
+    if not report.ok:
+        raise ConfigError(f"carried ledger {str(source)!r} fails verification: {report.reason}")
     folder.mkdir(parents=True, exist_ok=True)
     for f in ledger_files(source):
         if f.exists():
@@ -399,7 +405,7 @@ def play_c(
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     if state is not None and state.ledger_path:
-        _install_ledger(Path(state.ledger_path), folder)
+        _install_ledger(Path(state.ledger_path), folder, state.ledger_head)
     t = 0 if state is None else state.t_end
     if cfg.method == NO_MEMORY:
         agent: Agent = MemoryMechanism(adapter.card)

@@ -121,3 +121,19 @@ def test_sweep_accepts_tier3_and_rejects_bad_input_with_one_line(tmp_path):
         result = runner.invoke(main, ["sweep", "--tier", "3", *bad, "--out", str(tmp_path / "s")])
         assert result.exit_code == 2, (bad, result.output)
         assert needle in result.output and "Traceback" not in result.output
+
+
+def test_a_damaged_carried_ledger_travels_nowhere(tmp_path):
+    import sqlite3
+
+    from experiments.tier2 import SeatState
+    from experiments.tier3 import play_c
+
+    cfg = Tier3Config(method="scars", **TINY)
+    run_tier3(cfg, tmp_path / "ok")  # a real training ledger to damage
+    ledger = tmp_path / "ok" / "seed_0" / "train_A" / "agent_0" / "ledger.sqlite"
+    with sqlite3.connect(ledger) as db:
+        db.execute("UPDATE events SET payload = '{}' WHERE seq = 1")
+    state = SeatState("agent_0", "scars", str(ledger), None, None, {}, 10)
+    with pytest.raises(ConfigError, match="fails verification"):
+        play_c(cfg, 0, "A", state, ([], []), tmp_path / "c")
