@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
-from pettingzoo.test import parallel_api_test
+from pettingzoo.test import api_test, parallel_api_test
 
 from envs.api import WorldAdapter
 from envs.aquifer import aquifer_v0
@@ -23,6 +23,10 @@ def test_parallel_api_test_passes_without_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         parallel_api_test(aquifer_v0.parallel_env(), num_cycles=200)
+
+
+def test_aec_form_passes_api_test():
+    api_test(aquifer_v0.env(), num_cycles=100)
 
 
 def _trace(seed: int, steps: int = 60):

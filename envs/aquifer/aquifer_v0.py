@@ -45,6 +45,7 @@ from typing import Any
 
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
+from pettingzoo.utils import parallel_to_aec, wrappers
 
 from envs.commons.commons_v0 import CommonsActionError, CommonsParallelEnv, make_config
 from synthesis.dsl.ast import FALLBACK_ACTIONS
@@ -372,3 +373,13 @@ class AquiferParallelEnv(ParallelEnv):
 def parallel_env(render_mode: str | None = None, **params: Any) -> AquiferParallelEnv:
     """Arena C as a PettingZoo ``ParallelEnv``; ``params`` override ``DEFAULTS``."""
     return AquiferParallelEnv(render_mode=render_mode, **params)
+
+
+def raw_env(render_mode: str | None = None, **params: Any):
+    """The AEC form (PettingZoo's ``parallel_to_aec`` conversion of ``parallel_env``)."""
+    return parallel_to_aec(parallel_env(render_mode=render_mode, **params))
+
+
+def env(render_mode: str | None = None, **params: Any):
+    """The AEC form with PettingZoo's order-enforcing wrapper, as PettingZoo environments ship it."""
+    return wrappers.OrderEnforcingWrapper(raw_env(render_mode=render_mode, **params))
