@@ -31,7 +31,7 @@ TINY = {
         ({"population_c": "coop:1"}, "arena C needs 3"),
         ({"population_c": "coop:2,malicious:1"}, "no malicious"),
         ({"method": "rag", "ablation": "no_mdl"}, "applies to method 'scars' only"),
-        ({"method": "diary"}, "unknown memory method"),
+        ({"method": "no_such_method"}, "unknown memory method"),
         ({"episodes_c": 0}, "must be >= 1"),
         ({"tau": 0.9}, "tau"),
     ],
