@@ -99,7 +99,11 @@ class WorldCard:
     persona:         the system text every method's agent is given in this world.
     verifier_id:     the id of the world's deterministic verifier (recorded in every failure and scar).
     core:            the read-only core schema H: human-written rules of the patch DSL.
-    classes:         equivalence classes of values (``in_class``) used for generalisation.
+    classes:         equivalence classes of values (``in_class``) used for generalisation. Tool classes that
+                     name what a tool does in any world (``extraction``, ``sanction``) are part of the abstract
+                     vocabulary (``envs.vocabulary``) through which a scar can travel to another world.
+    variables:       the abstract vocabulary of context variables and action arguments: feature name (``q`` key
+                     or ``action.<arg>``) → the abstract variable it is (``resource_level``, ``extraction_amount``).
     salient_keys:    context keys that describe the situation (what a text memory files an experience under).
     schema_args:     action arguments that identify what an action is about (a schema memory's key fields).
     passive_actions: names of actions that only observe (they change nothing; skill libraries skip them).
@@ -113,6 +117,7 @@ class WorldCard:
     verifier_id: str
     core: tuple[Rule, ...] = ()
     classes: Classes = field(default_factory=dict)
+    variables: Mapping[str, str] = field(default_factory=dict)
     salient_keys: tuple[str, ...] = ()
     schema_args: tuple[str, ...] = ()
     passive_actions: tuple[str, ...] = ()

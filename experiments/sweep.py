@@ -786,6 +786,16 @@ def parse_values(tier_name: str, text: str, *, many: bool) -> tuple[str, tuple]:
 
     check_fields({name: None}, tier.config, f"tier {tier.name}")
     default = tier.config.__dataclass_fields__[name].default
+    if isinstance(default, tuple):  # a tuple field (tier 3's seeds): one value, integers and ranges
+        if many:
+            raise SweepError(f"{name} is a list field: give it once with --set {name}=0-4 (or 0,1,2)")
+        items: list[int] = []
+        for part in (p.strip() for p in raw.split(",") if p.strip()):
+            match = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
+            if not match:
+                raise SweepError(f"{name}={raw!r} is not a list of integers or ranges like 0-4")
+            items.extend(range(int(match.group(1)), int(match.group(2) or match.group(1)) + 1))
+        return name, (tuple(items),)
     parts = [p.strip() for p in raw.split(",")] if many else [raw.strip()]
     values: list[Any] = []
     for part in parts:

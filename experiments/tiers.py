@@ -66,7 +66,7 @@ class Tier:
 
 
 TIERS: dict[str, Tier] = {}
-TIER_MODULES: tuple[str, ...] = ("experiments.tier2",)
+TIER_MODULES: tuple[str, ...] = ("experiments.tier2", "experiments.tier3")
 """Modules that register further tiers when imported (tiers 2 and 3 add theirs here)."""
 
 

@@ -28,6 +28,25 @@ CLASSES: Mapping[str, frozenset[str]] = {
     "sanction": frozenset({"punish"}),
 }
 """The abstract classes of the arena's tools (a scar learned with ``in_class`` can travel to another arena)."""
+VARIABLES: Mapping[str, str] = {
+    "pool_resource_level": "resource_level",
+    "pool_capacity": "resource_capacity",
+    "sustainable_catch": "group_safe_yield",
+    "sustainable_share": "fair_share",
+    "max_request": "max_extraction",
+    "num_agents": "group_size",
+    "agreed_limit": "agreed_limit",
+    "has_agreed_limit": "has_agreed_limit",
+    "collapsed": "resource_collapsed",
+    "own_request": "own_extraction",
+    "own_catch": "own_yield",
+    "karma": "reputation",
+    "karma_drop": "reputation_drop",
+    "times_punished": "times_sanctioned",
+    "action.amount": "extraction_amount",
+    "action.target": "sanction_target",
+}
+"""The abstract variable each context key and action argument is (``envs.vocabulary``)."""
 
 
 def punishment_from_record(record: Mapping[str, Any]) -> Punishment:
@@ -80,6 +99,7 @@ class CommonsAdapter:
             verifier_id=self.norms.verifier_id,
             core=read_rules(CORE_SCHEMA_FILE),
             classes=CLASSES,
+            variables=VARIABLES,
             salient_keys=("phase", "pool_resource_level", "month"),
             schema_args=("amount", "target"),
             passive_actions=("rest", "no_punish", "say"),

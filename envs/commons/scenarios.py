@@ -1,7 +1,8 @@
 """Named scenarios and arenas of the commons world, as frozen data in read-only registries (SPEC §7 tier 2).
 
 A *scenario* is GovSim's wording of the same dynamics (fishery, pasture, pollution: Piatti et al. 2024 run all three
-on one model). An *arena* is the social setting the paper's tier 2 compares:
+on one model; ``groundwater`` is the wording of arena C, ``envs.aquifer``, which also renames every surface name).
+An *arena* is the social setting the paper's tier 2 compares:
 
 - ``A``: peer punishment is on (a punishment lowers the target's karma);
 - ``B``: no immediate punishment (the punishment phase does not exist; karma never moves) — the counterfactual
@@ -103,6 +104,20 @@ _SCENARIOS: dict[str, Scenario] = {
             universalization_text=(
                 "Given the current situation, if each factory owner produces more than {threshold} widgets, consuming "
                 "{threshold}% of unpolluted water, the unpolluted water in the river will decrease next month."
+            ),
+        ),
+        Scenario(
+            name="groundwater",
+            place="aquifer",
+            role="farmer",
+            unit="megalitres of groundwater",
+            pool_text="The aquifer stores {amount} megalitres of groundwater (capacity {capacity}).",
+            harvest_text="pump {amount} megalitres of groundwater for irrigation",
+            report_text="{agent} pumped {amount} megalitres.",
+            caught_text="{agent} wanted to pump {wanted} megalitres, and pumped {caught} megalitres.",
+            universalization_text=(
+                "Given the current situation, if every farm pumps more than {threshold} megalitres, the aquifer "
+                "will hold less next season."
             ),
         ),
     )

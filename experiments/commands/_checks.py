@@ -90,3 +90,22 @@ def count_seeds(text: str) -> int:
         high = int(hi) if sep else low
         total += max(0, high - low + 1)
     return total
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """A ``--seeds`` value: ``0-4`` or ``0,1,2`` (non-negative integers, no repeats); bad input is a
+    ``click.BadParameter`` naming the value."""
+    if count_seeds(text) > MAX_SEEDS:
+        raise click.BadParameter(f"{text!r} names more than {MAX_SEEDS} seeds", param_hint="'--seeds'")
+    seeds: list[int] = []
+    try:
+        for part in (p.strip() for p in text.split(",") if p.strip()):
+            lo, _, hi = part.partition("-")
+            seeds.extend(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r}: expected seeds like 0-4 or 0,1,2", param_hint="'--seeds'"
+        ) from None
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise click.BadParameter(f"{text!r}: expected distinct seeds >= 0", param_hint="'--seeds'")
+    return tuple(seeds)

@@ -169,6 +169,11 @@ def demo(
             f"{s['over_usage']:.2f}, cooperative yield {s['cooperative_yield_mean']:.2f}"
         )
     click.echo(f"tier-2 results: {out / 'tier2' / 'results.md'}")
+    from experiments import tier3
+
+    click.echo("tier 3 (short): trained in arenas A and B, carried into arena C")
+    click.echo(tier3.table_markdown(tier3.run_tier3_table(tier3.demo_configs(seed, wandb), out / "tier3")))
+    click.echo(f"tier-3 results: {out / 'tier3' / 'results.md'}")
 
 
 # the tier-2 commands register themselves on the run group (``experiments.commands.run_tier2``)

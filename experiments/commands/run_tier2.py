@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from experiments.commands._checks import MAX_SEEDS, check_output_dir, count_seeds
+from experiments.commands._checks import check_output_dir, parse_seeds
 from experiments.commands.run import config_options, run
 from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, SETUPS, Tier2Config
 from synthesis.errors import ConfigError, ScarsError
@@ -95,24 +95,6 @@ def tier2(out: Path, **fields) -> None:
     click.echo(f"results: {out / 'results.md'}")
 
 
-def _seeds(text: str) -> tuple[int, ...]:
-    """``0-4`` or ``0,1,2`` (non-negative integers, no repeats)."""
-    if count_seeds(text) > MAX_SEEDS:
-        raise click.BadParameter(f"{text!r} names more than {MAX_SEEDS} seeds", param_hint="'--seeds'")
-    seeds: list[int] = []
-    try:
-        for part in (p.strip() for p in text.split(",") if p.strip()):
-            lo, _, hi = part.partition("-")
-            seeds.extend(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise click.BadParameter(
-            f"{text!r}: expected seeds like 0-4 or 0,1,2", param_hint="'--seeds'"
-        ) from None
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        raise click.BadParameter(f"{text!r}: expected distinct seeds >= 0", param_hint="'--seeds'")
-    return tuple(seeds)
-
-
 def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
     """Comma-separated names from ``allowed`` (or ``all``); an unknown one is a ConfigError listing them."""
     if text.strip() == "all":
@@ -168,7 +150,7 @@ def tier2_collusion(
     from experiments.tier2_studies import run_collusion
 
     check_output_dir(out)
-    seed_list = _seeds(seeds)
+    seed_list = parse_seeds(seeds)
     try:
         base = Tier2Config(
             method=method,
@@ -213,7 +195,7 @@ def tier2_transfer(methods, seeds, runs_a, runs_b, setup, months, search_iterati
     from experiments.tier2_studies import run_transfer
 
     check_output_dir(out)
-    seed_list = _seeds(seeds)
+    seed_list = parse_seeds(seeds)
     try:
         names = _names(methods, METHODS, "method")
         base = Tier2Config(setup=setup, months=months, search_iterations=search_iterations)
