@@ -36,7 +36,7 @@ from experiments.report import (
     write_json,
     write_table,
 )
-from experiments.tier1 import RunResult, method_label, run_tier1
+from experiments.tier1 import RunResult, build_policy, method_label, run_tier1
 from experiments.tracking import Tracker
 
 
@@ -47,6 +47,8 @@ def run_many(configs: Sequence[Tier1Config], out: Path, console: Console | None 
         not console.is_terminal and console.width < 120
     ):  # logs and pipes: do not squeeze the table into 80 columns
         console = Console(width=120)
+    # every model and server is loaded and checked before anything is written (a bad one fails with OUT untouched)
+    policies = [build_policy(cfg) for cfg in configs]
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, RunResult] = {}
     with Progress(
@@ -58,7 +60,7 @@ def run_many(configs: Sequence[Tier1Config], out: Path, console: Console | None 
         console=console,
         transient=False,
     ) as progress:
-        for cfg in configs:
+        for cfg, policy in zip(configs, policies, strict=True):
             label = method_label(cfg)
             task = progress.add_task(label, total=cfg.episodes)
             method_dir = out / label.replace(":", "-")
@@ -71,7 +73,10 @@ def run_many(configs: Sequence[Tier1Config], out: Path, console: Console | None 
                 group=out.name,
             )
             result = run_tier1(
-                cfg, method_dir, progress=lambda done, total, task=task: progress.update(task, completed=done)
+                cfg,
+                method_dir,
+                progress=lambda done, total, task=task: progress.update(task, completed=done),
+                policy=policy,
             )
             tracker.log_run(result.episodes, result.summary)
             results[label] = (result, tracker)
@@ -115,6 +120,7 @@ GUARANTEES: tuple[tuple[str, str], ...] = (
     ("prop1_ok", "Prop. 1 (a covered failure is not masked)"),
     ("prop2_ok", "Prop. 2 (C(S_t) > K·C_max)"),
     ("prop3_ok", "Prop. 3 (off-failure drift above sqrt(ε/2))"),
+    ("generate_mask_ok", "generate mode wrote a masked command"),
 )
 """The checks a run must pass (``experiments.guarantees``): summary key, what a violation means."""
 

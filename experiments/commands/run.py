@@ -9,7 +9,17 @@ from pathlib import Path
 import click
 
 from experiments.commands._checks import FINITE_FLOAT, check_output_dir, check_url
-from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, Tier1Config
+from experiments.config import (
+    ABLATIONS,
+    BACKENDS,
+    CHOICE_PARAMS,
+    DEVICES,
+    DTYPES,
+    EXECUTORS,
+    METHODS,
+    POLICY_MODES,
+    Tier1Config,
+)
 from synthesis.errors import ScarsError
 
 _CHOICES = {
@@ -18,8 +28,13 @@ _CHOICES = {
     "ablation": ABLATIONS,
     "executor": EXECUTORS,
     "embedder": ("hashing", "minilm"),
-    "server_mode": ("logprobs", "guided_choice"),
+    "policy_mode": POLICY_MODES,
+    "device": DEVICES,
+    "dtype": DTYPES,
+    "choice_param": CHOICE_PARAMS,
 }
+_ENVVARS = {"api_key": "OPENAI_API_KEY"}
+"""Options that fall back to an environment variable (secrets: their value is never shown in --help)."""
 
 
 def config_options(cls):
@@ -43,6 +58,15 @@ def config_options(cls):
                     type=click.Choice(_CHOICES[f.name]),
                     default=default,
                     show_default=True,
+                    help=docs[f.name],
+                )(fn)
+            elif f.name in _ENVVARS:
+                fn = click.option(
+                    name,
+                    type=str,
+                    default=default,
+                    envvar=_ENVVARS[f.name],
+                    show_envvar=True,
                     help=docs[f.name],
                 )(fn)
             else:
