@@ -8,6 +8,7 @@ the logits processor, GGUF export, a real server) at the cost of a real model of
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from synthesis.errors import ConfigError
@@ -66,3 +67,61 @@ def write_random_causal_lm(
     model.save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
+
+
+def export_gguf(folder: Path, out: Path) -> Path:
+    """Write the GPT-2 in ``folder`` (as ``write_random_causal_lm`` makes it) to a GGUF file for llama.cpp servers.
+
+    The tensors are mapped by ``gguf.TensorNameMap`` (Conv1D weights transposed to ``(out, in)``, as llama.cpp's
+    own converter does); the byte-level BPE vocabulary and merges go in as a ``gpt2`` tokenizer."""
+    try:
+        import gguf
+        import numpy as np
+        import transformers
+    except ImportError as exc:  # pragma: no cover - depends on the optional extras
+        raise ConfigError("a GGUF export needs the optional extras: pip install -e '.[hf,llamacpp]'") from exc
+    folder = Path(folder)
+    model = transformers.GPT2LMHeadModel.from_pretrained(folder, local_files_only=True, dtype="float32")
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    config = model.config
+    writer = gguf.GGUFWriter(str(out), gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.GPT2])
+    writer.add_name("scars-random-gpt2")
+    writer.add_block_count(config.n_layer)
+    writer.add_context_length(config.n_positions)
+    writer.add_embedding_length(config.n_embd)
+    writer.add_feed_forward_length(4 * config.n_embd)
+    writer.add_head_count(config.n_head)
+    writer.add_layer_norm_eps(config.layer_norm_epsilon)
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    vocab = tokenizer["model"]["vocab"]
+    tokens = [tok for tok, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    special = {t["content"] for t in tokenizer.get("added_tokens", [])}
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
+    writer.add_token_list(tokens)
+    writer.add_token_types(
+        [gguf.TokenType.CONTROL if t in special else gguf.TokenType.NORMAL for t in tokens]
+    )
+    merges = tokenizer["model"]["merges"]
+    writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in merges])
+    writer.add_bos_token_id(config.bos_token_id)
+    writer.add_eos_token_id(config.eos_token_id)
+    # llama-cpp-python pairs echoed prompt tokens with the logits row before them only when the prompt starts with BOS
+    writer.add_add_bos_token(True)
+    names = gguf.TensorNameMap(gguf.MODEL_ARCH.GPT2, config.n_layer)
+    for name, tensor in model.state_dict().items():
+        if name == "lm_head.weight" or name.endswith((".attn.bias", ".attn.masked_bias")):
+            continue  # the head is tied to token_embd; the causal-mask buffers are not weights
+        base, suffix = name.rsplit(".", 1)
+        mapped = names.get_name(base)
+        if mapped is None:
+            raise ConfigError(f"no GGUF name for tensor {name!r}")
+        data = tensor.detach().numpy().astype(np.float32)
+        if name.endswith((".c_attn.weight", ".c_proj.weight", ".c_fc.weight")):
+            data = data.T.copy()
+        writer.add_tensor(f"{mapped}.{suffix}", data)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return Path(out)

@@ -114,3 +114,26 @@ def test_a_model_backend_writes_the_llm_only_patch(tmp_path):
     embedded = METHODS.get("scars")(MethodSpec(world, NoText(), tmp_path / "e", 0, settings))
     assert embedded.direct_synthesiser is direct_patch
     embedded.close()
+
+
+def test_tier1_generate_mode_on_a_model_server(tmp_path, server):
+    """Generate mode: the server is sent only the unmasked commands (structured_outputs choice) at every decision."""
+    cfg = Tier1Config(
+        method="static_persona",
+        episodes=1,
+        schedule="smoke",
+        backend="openai",
+        server_url=server,
+        server_model="toy",
+        max_steps=6,
+        policy_mode="generate",
+    )
+    Handler.requests.clear()
+    s = run_tier1(cfg, tmp_path / "g").summary
+    asked = [b for path, b in Handler.requests if path == "/v1/completions" and "structured_outputs" in b]
+    assert (
+        s["policy_mode"] == "generate"
+        and s["generated_decisions"] == len(asked) == s["steps"] - s["fallback_steps"]
+    )
+    assert s["constrained_decisions"] == s["generated_decisions"] and s["generate_mask_ok"] is True
+    assert not [b for path, b in Handler.requests if b is not None and b.get("echo")]  # nothing scored

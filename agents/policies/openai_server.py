@@ -2,8 +2,9 @@
 
 Two modes (``agents.policies.base.POLICY_MODES``), both on ``/v1/completions`` with the prompt of ``build_prompt``:
 
-- **score** (``logits``): the server echoes prompt + command with ``logprobs`` and ``max_tokens=0``; a command's logit
-  is the sum of the log-probs of its own tokens (those past the prompt's text offset). The commands of one decision
+- **score** (``logits``): the server echoes prompt + command with ``logprobs`` (and one generated token, not counted);
+  a command's logit is the sum of the log-probs of its own tokens (text offsets from the prompt's end to the end of
+  the command). The commands of one decision
   go in one request (the completions API takes a list of prompts) when the server accepts a list, else as
   concurrent requests. vLLM and llama-cpp-python support echo; llama.cpp's C++ server does not (use generate there).
 - **generate** (``generate``): the server writes the command under a structured-output choice over the UNMASKED
@@ -156,7 +157,7 @@ class OpenAICompatiblePolicy:
         return {
             "model": self.model,
             "prompt": prompts,
-            "max_tokens": 0,
+            "max_tokens": 1,  # 0 means "unlimited" on llama-cpp-python; the one generated token is not counted
             "echo": True,
             "logprobs": 1,
             "temperature": 0.0,
@@ -212,10 +213,17 @@ class OpenAICompatiblePolicy:
                     pool.map(lambda t: self._request("/v1/completions", self._echo_body(t)), texts)
                 )
             parsed = [self._parse_logprobs(r, 1)[0] for r in replies]
+        # a command's tokens: those at or past the prompt's end and inside the echoed text (not the generated token)
         return np.array(
             [
-                float(sum(p for o, p in zip(offsets, lps, strict=True) if o >= len(prompt) and p is not None))
-                for offsets, lps in parsed
+                float(
+                    sum(
+                        p
+                        for o, p in zip(offsets, lps, strict=True)
+                        if len(prompt) <= o < len(t) and p is not None
+                    )
+                )
+                for t, (offsets, lps) in zip(texts, parsed, strict=True)
             ]
         )
 
