@@ -85,6 +85,12 @@ CASES: list[tuple[str, list[str], str]] = [
         ],
         "cannot reach the model server",
     ),
+    (
+        "model-random-width-heads",
+        ["model", "random", "--out", "MISSING", "--width", "30", "--heads", "4"],
+        "multiple",
+    ),
+    ("model-random-out-is-a-file", ["model", "random", "--out", "FILE"], "is a file"),
     ("demo-out-is-a-file", ["demo", "--out", "FILE"], "is a file"),
     ("demo-episodes-0", ["demo", "--episodes", "0"], "episodes"),
     ("demo-seed-negative", ["demo", "--seed", "-1"], "seed"),
