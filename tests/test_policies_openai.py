@@ -199,3 +199,49 @@ def test_the_api_key_is_sent(server):
 def test_free_text_for_reflections_and_patches(server):
     policy = OpenAICompatiblePolicy(server, "toy")
     assert "microwave" in policy.write_text("Reflect on your failure.")
+
+
+class NotAnAPI(BaseHTTPRequestHandler):
+    """A web server that is not the API: every path answers an HTML page."""
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        data = b"<html><body>Welcome to nginx!</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_a_url_that_is_not_the_api_is_one_error_line_and_nothing_is_written(tmp_path):
+    from click.testing import CliRunner
+
+    from experiments.cli import main
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), NotAnAPI)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        with pytest.raises(ServerError, match="not an OpenAI-compatible API"):
+            OpenAICompatiblePolicy(url, "toy")
+        out = tmp_path / "run"
+        argv = [
+            "run",
+            "tier1",
+            "--backend",
+            "openai",
+            "--server-url",
+            url,
+            "--server-model",
+            "toy",
+            "--out",
+            str(out),
+        ]
+        result = CliRunner().invoke(main, argv)
+        assert result.exit_code == 2 and "not an OpenAI-compatible API" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+    finally:
+        httpd.shutdown()
