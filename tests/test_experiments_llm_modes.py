@@ -99,3 +99,18 @@ def test_a_backend_that_cannot_write_is_refused_in_generate_mode(tmp_path, model
 def test_generation_logits_put_the_written_command_first():
     logits = generation_logits(3, 1)
     assert logits[1] == 0.0 and (logits[[0, 2]] < -10).all()
+
+
+def test_the_model_command_writes_a_loadable_local_model_folder(tmp_path):
+    from click.testing import CliRunner
+
+    from agents.policies.hf import HFPolicy
+    from experiments.cli import main
+
+    out = tmp_path / "lm"
+    result = CliRunner().invoke(
+        main, ["model", "random", "--out", str(out), "--layers", "1", "--width", "16"]
+    )
+    assert result.exit_code == 0, result.output
+    policy = HFPolicy.from_pretrained(str(out))
+    assert sum(p.numel() for p in policy.model.parameters()) > 0 and policy.tokenizer.eos_token_id is not None
