@@ -70,7 +70,12 @@ def test_generation_under_the_scars_logits_processor_never_emits_a_masked_comman
 def test_batched_kv_cache_scores_equal_one_full_pass_per_command(policy):
     """Commands of different lengths (1 to 7 tokens): the batched pass over the expanded cache gives each command's
     log-likelihood as a full pass of prompt + command would."""
-    actions = (*ACTIONS, Action.env("go", "go"), Action.env("take", "take cup 1 from sinkbasin 1 ."))
+    one_token = (Action.env("go", "go"), Action.env("take", "take"))  # the prompt pass alone scores these
+    for actions in ((*ACTIONS, *one_token, Action.env("take", "take cup 1 from sinkbasin 1 .")), one_token):
+        _check_against_full_passes(policy, actions)
+
+
+def _check_against_full_passes(policy, actions):
     inp = PolicyInput("observation : clean cup 2 .", "clean cup", {}, actions)
     scores = policy.logits(inp, np.random.default_rng(0))
     prompt = policy._prompt_ids(inp)

@@ -199,35 +199,39 @@ class HFPolicy:
         )
 
     def score_commands(self, prompt: list[int], commands: Sequence[list[int]]) -> np.ndarray:
-        """Σ_k log p(c_k | prompt, c_<k) for every command c: one forward pass of the prompt, its KV cache expanded
-        to len(commands) rows, and one batched pass of the commands (right-padded) over that cache."""
+        """Σ_k log p(c_k | prompt, c_<k) for every command c: one forward pass of the prompt (whose last position
+        gives every command's first token), its KV cache expanded to len(commands) rows, and one batched pass of the
+        commands without their last token (right-padded) over that cache."""
         torch = self.torch
         if not prompt:
             raise ConfigError("the prompt tokenises to no tokens")
-        n, width = len(commands), max(len(c) for c in commands)
+        if any(not c for c in commands):
+            raise ConfigError("an admissible command tokenises to no tokens")
+        n, width = len(commands), max(len(c) for c in commands) - 1
         with torch.no_grad():
-            head = self.model(input_ids=torch.tensor([prompt], device=self.device), use_cache=True)
+            head = self.model(input_ids=torch.tensor([prompt], device=self.device), use_cache=width > 0)
             first = torch.log_softmax(head.logits[0, -1].float(), dim=-1)
+            scores = np.array([float(first[c[0]]) for c in commands])
+            if width == 0:  # every command is one token: the prompt pass scored them all
+                return scores
             cache = head.cache
             cache.batch_repeat_interleave(n)
             ids = torch.full((n, width), self.tokenizer.pad_token_id, dtype=torch.long, device=self.device)
             attn = torch.zeros((n, len(prompt) + width), dtype=torch.long, device=self.device)
             attn[:, : len(prompt)] = 1
             for i, c in enumerate(commands):
-                ids[i, : len(c)] = torch.tensor(c, device=self.device)
-                attn[i, len(prompt) : len(prompt) + len(c)] = 1
+                if len(c) > 1:
+                    ids[i, : len(c) - 1] = torch.tensor(c[:-1], device=self.device)
+                    attn[i, len(prompt) : len(prompt) + len(c) - 1] = 1
             positions = torch.arange(len(prompt), len(prompt) + width, device=self.device).expand(n, -1)
             out = self.model(
                 input_ids=ids, attention_mask=attn, position_ids=positions, cache=cache, use_cache=False
             )
             logp = torch.log_softmax(out.logits.float(), dim=-1)
-        scores = np.empty(n)
         for i, c in enumerate(commands):
-            total = float(first[c[0]])
             if len(c) > 1:
                 steps = torch.arange(len(c) - 1, device=self.device)
-                total += float(logp[i, steps, torch.tensor(c[1:], device=self.device)].sum())
-            scores[i] = total
+                scores[i] += float(logp[i, steps, torch.tensor(c[1:], device=self.device)].sum())
         return scores
 
     def utter(self, inp: PolicyInput, action: Action, blocked) -> str:
