@@ -137,3 +137,25 @@ def test_tier1_generate_mode_on_a_model_server(tmp_path, server):
     )
     assert s["constrained_decisions"] == s["generated_decisions"] and s["generate_mask_ok"] is True
     assert not [b for path, b in Handler.requests if b is not None and b.get("echo")]  # nothing scored
+
+
+def test_the_api_key_comes_from_the_environment_and_is_never_written(tmp_path, server):
+    from click.testing import CliRunner
+
+    from experiments.cli import main
+
+    Handler.key = "sk-secret-123"
+    try:
+        out = tmp_path / "run"
+        argv = [
+            "run", "tier1", "--backend", "openai", "--server-url", server, "--server-model", "toy",
+            "--method", "static_persona", "--episodes", "1", "--schedule", "smoke", "--max-steps", "2", "--out", str(out),
+        ]  # fmt: skip
+        refused = CliRunner().invoke(main, argv, env={"OPENAI_API_KEY": ""})
+        assert refused.exit_code == 2 and "refused the API key" in refused.stderr and not out.exists()
+        result = CliRunner().invoke(main, argv, env={"OPENAI_API_KEY": "sk-secret-123"})
+        assert result.exit_code == 0, result.output
+        written = "".join(p.read_text(errors="ignore") for p in out.rglob("*") if p.is_file())
+        assert "sk-secret-123" not in written and '"api_key": "<set>"' in (out / "config.json").read_text()
+    finally:
+        Handler.key = ""
