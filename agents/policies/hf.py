@@ -4,8 +4,8 @@ Two modes (``agents.policies.base.POLICY_MODES``):
 
 - **score** (``logits``): each admissible command is scored by its log-likelihood under the model given the prompt
   built from the context window (``build_prompt``): l(a) = Σ_k log p(tok_k | prompt, tok_<k). The prompt is run
-  once; its KV cache is expanded to the number of commands and every command is scored in one batched forward pass
-  over the cache (``score_commands``), instead of one pass of prompt + command per command.
+  once and every command is scored in one more forward pass over its KV cache, the commands packed into one
+  sequence under a tree attention mask (``score_commands``), instead of one pass of prompt + command per command.
 - **generate** (``generate``): the model writes its action greedily while a real ``transformers.LogitsProcessor``
   (:class:`ScarsLogitsProcessor`) lets it emit only the token sequences that spell an admissible, unmasked command:
   a masked command gets probability exactly 0 at the token level (paper §3.1: "the mechanism may be a logits
@@ -199,39 +199,55 @@ class HFPolicy:
         )
 
     def score_commands(self, prompt: list[int], commands: Sequence[list[int]]) -> np.ndarray:
-        """Σ_k log p(c_k | prompt, c_<k) for every command c: one forward pass of the prompt (whose last position
-        gives every command's first token), its KV cache expanded to len(commands) rows, and one batched pass of the
-        commands without their last token (right-padded) over that cache."""
+        """Σ_k log p(c_k | prompt, c_<k) for every command c, in two forward passes whatever the number of commands:
+
+        1. the prompt, once; its last position scores every command's first token, and its KV cache is kept;
+        2. every command without its last token, packed into ONE sequence after the prompt's cache, under a tree
+           attention mask (each token sees the whole prompt and the earlier tokens of its own command, nothing of
+           the other commands) with each command's own positions (``len(prompt) + k``).
+
+        The cache is read once, not copied per command (``benchmarks/policies.py`` measures this against one full
+        pass per command and against the cache expanded to one row per command)."""
         torch = self.torch
         if not prompt:
             raise ConfigError("the prompt tokenises to no tokens")
         if any(not c for c in commands):
             raise ConfigError("an admissible command tokenises to no tokens")
-        n, width = len(commands), max(len(c) for c in commands) - 1
+        feed: list[int] = []
+        positions: list[int] = []
+        owner: list[int] = []
+        for i, c in enumerate(commands):
+            feed += c[:-1]
+            positions += range(len(prompt), len(prompt) + len(c) - 1)
+            owner += [i] * (len(c) - 1)
         with torch.no_grad():
-            head = self.model(input_ids=torch.tensor([prompt], device=self.device), use_cache=width > 0)
+            head = self.model(input_ids=torch.tensor([prompt], device=self.device), use_cache=bool(feed))
             first = torch.log_softmax(head.logits[0, -1].float(), dim=-1)
             scores = np.array([float(first[c[0]]) for c in commands])
-            if width == 0:  # every command is one token: the prompt pass scored them all
+            if not feed:  # every command is one token: the prompt pass scored them all
                 return scores
-            cache = head.cache
-            cache.batch_repeat_interleave(n)
-            ids = torch.full((n, width), self.tokenizer.pad_token_id, dtype=torch.long, device=self.device)
-            attn = torch.zeros((n, len(prompt) + width), dtype=torch.long, device=self.device)
-            attn[:, : len(prompt)] = 1
-            for i, c in enumerate(commands):
-                if len(c) > 1:
-                    ids[i, : len(c) - 1] = torch.tensor(c[:-1], device=self.device)
-                    attn[i, len(prompt) : len(prompt) + len(c) - 1] = 1
-            positions = torch.arange(len(prompt), len(prompt) + width, device=self.device).expand(n, -1)
+            q, dtype = len(feed), self.model.dtype
+            mine = torch.tensor(owner, device=self.device)
+            allowed = torch.ones((q, len(prompt) + q), dtype=torch.bool, device=self.device)
+            allowed[:, len(prompt) :] = (mine[:, None] == mine[None, :]) & torch.ones(
+                (q, q), dtype=torch.bool, device=self.device
+            ).tril()
+            mask = torch.zeros((1, 1, q, len(prompt) + q), dtype=dtype, device=self.device)
+            mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)
             out = self.model(
-                input_ids=ids, attention_mask=attn, position_ids=positions, cache=cache, use_cache=False
+                input_ids=torch.tensor([feed], device=self.device),
+                attention_mask=mask,
+                position_ids=torch.tensor([positions], device=self.device),
+                cache=head.cache,
+                use_cache=False,
             )
-            logp = torch.log_softmax(out.logits.float(), dim=-1)
+            logp = torch.log_softmax(out.logits[0].float(), dim=-1)
+        start = 0
         for i, c in enumerate(commands):
             if len(c) > 1:
-                steps = torch.arange(len(c) - 1, device=self.device)
-                scores[i] += float(logp[i, steps, torch.tensor(c[1:], device=self.device)].sum())
+                rows = torch.arange(start, start + len(c) - 1, device=self.device)
+                scores[i] += float(logp[rows, torch.tensor(c[1:], device=self.device)].sum())
+                start += len(c) - 1
         return scores
 
     def utter(self, inp: PolicyInput, action: Action, blocked) -> str:
