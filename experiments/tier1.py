@@ -155,10 +155,15 @@ def build_policy(cfg: Tier1Config) -> Policy:
     """The run's base policy π_0 from its backend settings; in generate mode it must be a ``CommandWriter``. Built
     before anything is written, so a model or server that cannot serve the run fails with nothing half-written."""
     settings = {**cfg.to_dict(), "api_key": cfg.api_key}
-    policy = BACKENDS.get(cfg.backend)(settings)
+    return check_policy_mode(cfg, BACKENDS.get(cfg.backend)(settings))
+
+
+def check_policy_mode(cfg: Tier1Config, policy: Policy) -> Policy:
+    """Generate mode needs a policy that writes its command (a ``CommandWriter``); a ``ConfigError`` otherwise."""
     if cfg.policy_mode == "generate" and not isinstance(policy, CommandWriter):
         raise ConfigError(
-            f"backend {cfg.backend!r} cannot write its command (no generate method); use policy_mode 'score'"
+            f"backend {cfg.backend!r} ({policy.name}) cannot write its command (no generate method); use "
+            "policy_mode 'score'"
         )
     return policy
 
@@ -187,10 +192,8 @@ def run_tier1(
     env = HouseholdEnv(HouseholdConfig(schedule=rule_schedule, max_steps=cfg.max_steps))
     world = HouseholdAdapter(env)
     settings = cfg.to_dict()
-    policy = build_policy(cfg) if policy is None else policy
+    policy = build_policy(cfg) if policy is None else check_policy_mode(cfg, policy)
     generate = cfg.policy_mode == "generate"
-    if generate and not isinstance(policy, CommandWriter):
-        raise ConfigError(f"policy {policy.name!r} cannot write its command; use policy_mode 'score'")
     _set_aside_old_ledger(out)
     out.mkdir(parents=True, exist_ok=True)
     if cfg.signal_config:
