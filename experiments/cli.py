@@ -39,6 +39,7 @@ COMMAND_MODULES: tuple[tuple[str, str], ...] = (
     ("calibrate", "calibrate"),
     ("dsl", "dsl"),
     ("ledger", "ledger"),
+    ("model", "model"),
     ("world", "world"),
     ("run", "run"),
     ("run", "demo"),

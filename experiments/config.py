@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from agents.policies.base import POLICY_MODES
+from agents.policies.hf import DEVICES, DTYPES
+from agents.policies.openai_server import CHOICE_PARAMS
 from envs.api import ORACLES, VERDICT_PROTOCOLS
 from synthesis.errors import ConfigError
 
@@ -43,14 +46,27 @@ class Tier1Config:
     backend: str = "embedded"
     """Base policy: the embedded simulated LM, a HuggingFace model (``model_path``), an OpenAI-compatible server, or
     any backend registered in ``agents.registry``."""
+    policy_mode: str = "score"
+    """Real backends: score (log-likelihood of every admissible command; the mask applies after) or generate (the
+    model writes its command, given only the unmasked ones: hf through a logits processor, openai through the
+    server's structured-output choice)."""
     model_path: str = ""
-    """Local HuggingFace model directory (backend=hf)."""
+    """Local HuggingFace model folder (backend=hf); nothing is downloaded."""
+    device: str = "cpu"
+    """Where the HuggingFace model runs: cpu, cuda or auto (cuda when torch sees a GPU) (backend=hf)."""
+    dtype: str = "auto"
+    """HuggingFace weights' dtype: auto (float32 on cpu, bfloat16/float16 on cuda), float32, float16 (cuda only),
+    bfloat16 (backend=hf)."""
     server_url: str = "http://127.0.0.1:8000"
     """OpenAI-compatible server base URL (backend=openai)."""
     server_model: str = ""
     """Model name on the server (backend=openai)."""
-    server_mode: str = "logprobs"
-    """logprobs (choice scoring) or guided_choice (backend=openai)."""
+    api_key: str = field(default="", repr=False)
+    """API key for the server (backend=openai); default: the OPENAI_API_KEY environment variable. Never written to
+    the run's files."""
+    choice_param: str = "auto"
+    """Generate mode on a server: the structured-output parameter it takes — structured_outputs (vLLM >= 0.10.2),
+    guided_choice (vLLM < 0.12), grammar (llama.cpp, llama-cpp-python) or auto (from the server's owned_by)."""
     compliance: float = 1.0
     """Simulated LM: how much text in its context steers it (0..1)."""
     temperature: float = 0.7
@@ -105,7 +121,10 @@ class Tier1Config:
             "ablation": ABLATIONS,
             "executor": EXECUTORS,
             "schedule": tuple(SCHEDULES),
-            "server_mode": ("logprobs", "guided_choice"),
+            "policy_mode": POLICY_MODES,
+            "device": DEVICES,
+            "dtype": DTYPES,
+            "choice_param": CHOICE_PARAMS,
             "embedder": ("hashing", "minilm"),
             "verdicts": VERDICT_PROTOCOLS,
             "oracle": ORACLES,
@@ -138,6 +157,21 @@ class Tier1Config:
             )
         if self.backend == "hf" and not self.model_path:
             raise ConfigError("backend 'hf' needs model_path (a local HuggingFace model directory)")
+        if self.backend == "hf":
+            from agents.policies.hf import check_model_folder
+
+            check_model_folder(self.model_path)
+        if self.dtype == "float16" and self.device == "cpu":
+            raise ConfigError("dtype = 'float16' cannot run on device 'cpu'; use float32 or bfloat16 there")
+        if self.policy_mode == "generate" and self.backend == "embedded":
+            raise ConfigError(
+                "policy_mode 'generate' needs a model that writes its command (backend hf or openai); the embedded "
+                "simulated LM only scores"
+            )
+        if self.policy_mode == "generate" and self.ablation == "soft_bias_only":
+            raise ConfigError(
+                "ablation 'soft_bias_only' biases the scores of masked commands; it needs policy_mode 'score'"
+            )
         if self.backend == "openai" and not self.server_model:
             raise ConfigError("backend 'openai' needs server_model (the model name on the server)")
         if not 0.5 <= self.tau < 0.7311:
@@ -155,7 +189,10 @@ class Tier1Config:
         return f"tier1-{self.schedule}-{self.method}{suffix}-s{self.seed}"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The config as written to the run's files: the API key is never written (only whether one was set)."""
+        out = asdict(self)
+        out["api_key"] = "<set>" if self.api_key else ""
+        return out
 
     @classmethod
     def field_docs(cls) -> dict[str, str]:
@@ -253,9 +290,7 @@ class Tier2Config:
     server_url: str = "http://127.0.0.1:8000"
     """OpenAI-compatible server base URL (backend=openai)."""
     server_model: str = ""
-    """Model name on the server (backend=openai)."""
-    server_mode: str = "logprobs"
-    """logprobs (choice scoring) or guided_choice (backend=openai)."""
+    """Model name on the server (backend=openai; tier 2 scores the admissible amounts: policy mode ``score``)."""
     temperature: float = 0.7
     """Simulated LM: softmax temperature."""
     embedder: str = "hashing"
@@ -297,7 +332,6 @@ class Tier2Config:
             "oracle": ORACLES,
             "ablation": ABLATIONS,
             "executor": EXECUTORS,
-            "server_mode": ("logprobs", "guided_choice"),
             "embedder": ("hashing", "minilm"),
         }
         for name, allowed in choices.items():

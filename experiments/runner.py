@@ -28,6 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agents.api import Agent
+from agents.policies import Policy
 from agents.runtime.ledger import ledger_files
 from disequilibrium.composite import SIGNAL_NAMES
 from experiments.config import METHODS, Tier1Config
@@ -44,7 +45,7 @@ from experiments.report import (
     write_json,
     write_table,
 )
-from experiments.tier1 import RunResult, method_label, run_tier1
+from experiments.tier1 import RunResult, build_policy, method_label, run_tier1
 from experiments.tracking import Tracker, TrackingSettings
 
 
@@ -112,6 +113,7 @@ def run_tier1_folder(
     tracking: TrackingSettings | None = None,
     progress: Callable[[int, int], None] | None = None,
     finish: bool = True,
+    policy: Policy | None = None,
 ) -> tuple[RunResult, Tracker]:
     """One tier-1 run into its own folder ``out``: provenance.json (written at the start, completed at the end),
     steps and episodes (Parquet + CSV), config.json, the per-run plots, summary.json last (its presence marks a
@@ -119,6 +121,8 @@ def run_tier1_folder(
     at the end gets its d_t table, scar events, summary, plots and files as artifacts; ``finish=False`` leaves the
     W&B run open for the caller (the demo adds the comparison plots)."""
     started = time.time()
+    if policy is None:  # a model or server that cannot serve the run fails before anything is written
+        policy = build_policy(cfg)
     out.mkdir(parents=True, exist_ok=True)
     write_provenance(out, cfg.to_dict(), tier="tier1", started=started)
     label = method_label(cfg)
@@ -138,7 +142,9 @@ def run_tier1_folder(
             progress(done, total)
 
     try:
-        result = run_tier1(cfg, out, progress=on_episode, on_step=live.on_step if tracker.enabled else None)
+        result = run_tier1(
+            cfg, out, progress=on_episode, on_step=live.on_step if tracker.enabled else None, policy=policy
+        )
     except BaseException:
         tracker.finish()
         raise
@@ -179,6 +185,7 @@ def run_many(
     out: Path,
     console: Console | None = None,
     tracking: TrackingSettings | None = None,
+    policies: Sequence[Policy] | None = None,
 ) -> dict[str, dict]:
     """Run each config in turn (with a progress bar), each into ``out/<label>/``, then write the combined outputs
     into ``out``. ``tracking``: W&B settings (default: on when a config asks for it, grouped by the folder name)."""
@@ -187,6 +194,9 @@ def run_many(
         not console.is_terminal and console.width < 120
     ):  # logs and pipes: do not squeeze the table into 80 columns
         console = Console(width=120)
+    # every model and server is loaded and checked before anything is written (a bad one fails with OUT untouched)
+    if policies is None:
+        policies = [build_policy(cfg) for cfg in configs]
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()
     write_provenance(out, _configs_json(configs), tier="tier1", started=started)
@@ -200,7 +210,7 @@ def run_many(
         console=console,
         transient=False,
     ) as progress:
-        for cfg in configs:
+        for cfg, policy in zip(configs, policies, strict=True):
             label = method_label(cfg)
             task = progress.add_task(label, total=cfg.episodes)
             settings = tracking or TrackingSettings(
@@ -212,6 +222,7 @@ def run_many(
                 tracking=settings,
                 progress=lambda done, total, task=task: progress.update(task, completed=done),
                 finish=False,
+                policy=policy,
             )
     summary = {label: r.summary for label, (r, _) in results.items()}
     steps = pd.concat([r.steps for r, _ in results.values()], ignore_index=True)
@@ -256,6 +267,7 @@ GUARANTEES: tuple[tuple[str, str], ...] = (
     ("prop1_ok", "Prop. 1 (a covered failure is not masked)"),
     ("prop2_ok", "Prop. 2 (C(S_t) > K·C_max)"),
     ("prop3_ok", "Prop. 3 (off-failure drift above sqrt(ε/2))"),
+    ("generate_mask_ok", "generate mode wrote a masked command"),
 )
 """The checks a run must pass (``experiments.guarantees``): summary key, what a violation means."""
 

@@ -25,7 +25,7 @@ import pandas as pd
 import agents.builtin  # noqa: F401  (registers the built-in methods and backends)
 from agents.api import Agent
 from agents.memory.base import memory_tokens
-from agents.policies import PolicyInput, sample_action
+from agents.policies import CommandWriter, Policy, PolicyInput, generation_logits, sample_action
 from agents.registry import BACKENDS, METHODS, MethodSpec
 from agents.runtime.control import TEMP_PREFIX, Governed, core_rule_id
 from agents.runtime.ledger import ledger_files
@@ -183,15 +183,39 @@ def shield(
     return chosen, action, refused
 
 
+def build_policy(cfg: Tier1Config) -> Policy:
+    """The run's base policy π_0 from its backend settings; in generate mode it must be a ``CommandWriter``. Built
+    before anything is written, so a model or server that cannot serve the run fails with nothing half-written."""
+    settings = {**cfg.to_dict(), "api_key": cfg.api_key}
+    return check_policy_mode(cfg, BACKENDS.get(cfg.backend)(settings))
+
+
+def check_policy_mode(cfg: Tier1Config, policy: Policy) -> Policy:
+    """Generate mode needs a policy that writes its command (a ``CommandWriter``); a ``ConfigError`` otherwise."""
+    if cfg.policy_mode == "generate" and not isinstance(policy, CommandWriter):
+        raise ConfigError(
+            f"backend {cfg.backend!r} ({policy.name}) cannot write its command (no generate method); use "
+            "policy_mode 'score'"
+        )
+    return policy
+
+
 def run_tier1(
     cfg: Tier1Config,
     out: Path,
     progress: Callable[[int, int], None] | None = None,
     on_step: Callable[[Agent, dict[str, Any]], None] | None = None,
+    policy: Policy | None = None,
 ) -> RunResult:
     """Run one method; returns its summary and per-step / per-episode tables (written by the caller).
 
-    ``on_step(agent, row)`` is called after every step (tests use it to audit the agent as the run goes)."""
+    ``on_step(agent, row)`` is called after every step (tests use it to audit the agent as the run goes). ``policy``
+    is the run's base policy when the caller built it already (``build_policy``).
+
+    In ``policy_mode = "generate"`` the model is told the controller's mask before it chooses: the agent governs
+    first (the control plane's mask does not read π_0), the model writes one of the unmasked commands
+    (``CommandWriter.generate``), π_0 becomes that written command (``generation_logits``), and every step checks
+    that the written command is not masked (``generated_masked``; the controller still masks it if it were)."""
     schedule = SCHEDULES[cfg.schedule]
     rule_schedule = schedule.rule_schedule(cfg.episodes)
     games = imported_games(cfg) if cfg.game_files else episode_games(cfg.schedule, cfg.episodes, cfg.seed)
@@ -200,7 +224,8 @@ def run_tier1(
     env = HouseholdEnv(HouseholdConfig(schedule=rule_schedule, max_steps=cfg.max_steps))
     world = HouseholdAdapter(env)
     settings = cfg.to_dict()
-    policy = BACKENDS.get(cfg.backend)(settings)
+    policy = build_policy(cfg) if policy is None else check_policy_mode(cfg, policy)
+    generate = cfg.policy_mode == "generate"
     _set_aside_old_ledger(out)
     out.mkdir(parents=True, exist_ok=True)
     if cfg.signal_config:
@@ -252,13 +277,24 @@ def run_tier1(
                 prior = task_prior(env.world, actions, rules=tuple(blockers), route=route)
                 salient = world.card.salient_keys
                 inp = PolicyInput(obs, decision.task, q, actions, window, prior, salient)
-                logits = policy.logits(inp, policy_rng)
+                written = None
+                if generate:
+                    # the model is told the mask before it writes (the control plane's mask does not read π_0)
+                    told = agent.govern(decision, np.zeros(len(actions)))
+                    if told.fallback is None:
+                        written = policy.generate(inp, tuple(bool(m) for m in told.masked))
+                        logits = generation_logits(len(actions), written.index)
+                    else:
+                        logits = np.zeros(len(actions))
+                else:
+                    logits = policy.logits(inp, policy_rng)
                 enforce_started = time.perf_counter()
                 governed = agent.govern(decision, logits)
                 enforce_seconds = time.perf_counter() - enforce_started
                 blocked = tuple(a for a, m in zip(actions, governed.masked, strict=True) if m)
                 if (
-                    governed.fallback is None
+                    not generate
+                    and governed.fallback is None
                     and blocked
                     and prior.any()
                     and governed.masked[prior == HABIT_PRIOR].any()
@@ -272,8 +308,12 @@ def run_tier1(
                     enforce_started = time.perf_counter()
                     governed = agent.govern(decision, logits)
                     enforce_seconds += time.perf_counter() - enforce_started
+                # the per-step check of generate mode: the written command is never one the controller masks
+                generated_masked = written is not None and bool(governed.masked[written.index])
                 if governed.fallback is not None:
                     chosen, action = -1, governed.fallback
+                elif written is not None and not generated_masked:
+                    chosen, action = written.index, actions[written.index]
                 else:
                     chosen = sample_action(governed.probs, policy_rng)
                     action = actions[chosen]
@@ -347,6 +387,9 @@ def run_tier1(
                     "temp_masked": any(i.startswith(TEMP_PREFIX) for _, ids in governed.fired for i in ids),
                     "covered_mass": covered_mass,
                     "enforce_seconds": enforce_seconds,
+                    "generated": written is not None,
+                    "constrained": written is not None and written.constrained,
+                    "generated_masked": generated_masked,
                     "memory_tokens": tokens,
                     "reward": reward,
                     "won": won,
@@ -450,7 +493,18 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
         "steps": len(steps),
         "episodes": len(episodes),
         "signal": signal_summary(steps),
+        "policy_mode": cfg.policy_mode,
     }
+    if cfg.policy_mode == "generate":
+        # decisions the model wrote, those whose mask was enforced while it wrote (the HF logits processor, a
+        # server's structured-output choice), and the per-step check that no written command was masked
+        summary["generated_decisions"] = int(steps["generated"].sum())
+        summary["constrained_decisions"] = int(steps["constrained"].sum())
+        summary["generated_masked_steps"] = int(steps["generated_masked"].sum())
+        summary["generate_mask_ok"] = summary["generated_masked_steps"] == 0
+    else:
+        summary["generated_decisions"] = summary["constrained_decisions"] = None
+        summary["generated_masked_steps"] = summary["generate_mask_ok"] = None
     # Props 1–3 and plane/ledger consistency come from experiments.guarantees (agents with a self-schema). With
     # hard masks the governed mass on scar-covered failing actions must also be exactly 0; the soft ablation
     # reports that mass as its boundary leak instead.

@@ -125,8 +125,6 @@ class Tier3Config:
     """OpenAI-compatible server base URL (backend=openai)."""
     server_model: str = ""
     """Model name on the server (backend=openai)."""
-    server_mode: str = "logprobs"
-    """logprobs (choice scoring) or guided_choice (backend=openai)."""
     temperature: float = 0.7
     """Simulated LM: softmax temperature."""
     embedder: str = "hashing"
@@ -203,7 +201,6 @@ class Tier3Config:
             model_path=self.model_path,
             server_url=self.server_url,
             server_model=self.server_model,
-            server_mode=self.server_mode,
             temperature=self.temperature,
             embedder=self.embedder,
             ablation=self.ablation,

@@ -82,7 +82,11 @@ def test_runs_are_seeded_and_reproducible():
 
 
 def test_registries_resolve_are_read_only_and_used():
-    assert set(SCENARIOS) == {"fishery", "pasture", "pollution"} and set(ARENAS) == {"A", "B", "malicious"}
+    assert set(SCENARIOS) == {"fishery", "pasture", "pollution", "groundwater"} and set(ARENAS) == {
+        "A",
+        "B",
+        "malicious",
+    }
     for name, scenario in SCENARIOS.items():
         assert get_scenario(name) is scenario and scenario.name == name
         assert dataclasses.is_dataclass(scenario)

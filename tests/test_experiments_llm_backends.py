@@ -114,3 +114,48 @@ def test_a_model_backend_writes_the_llm_only_patch(tmp_path):
     embedded = METHODS.get("scars")(MethodSpec(world, NoText(), tmp_path / "e", 0, settings))
     assert embedded.direct_synthesiser is direct_patch
     embedded.close()
+
+
+def test_tier1_generate_mode_on_a_model_server(tmp_path, server):
+    """Generate mode: the server is sent only the unmasked commands (structured_outputs choice) at every decision."""
+    cfg = Tier1Config(
+        method="static_persona",
+        episodes=1,
+        schedule="smoke",
+        backend="openai",
+        server_url=server,
+        server_model="toy",
+        max_steps=6,
+        policy_mode="generate",
+    )
+    Handler.requests.clear()
+    s = run_tier1(cfg, tmp_path / "g").summary
+    asked = [b for path, b in Handler.requests if path == "/v1/completions" and "structured_outputs" in b]
+    assert (
+        s["policy_mode"] == "generate"
+        and s["generated_decisions"] == len(asked) == s["steps"] - s["fallback_steps"]
+    )
+    assert s["constrained_decisions"] == s["generated_decisions"] and s["generate_mask_ok"] is True
+    assert not [b for path, b in Handler.requests if b is not None and b.get("echo")]  # nothing scored
+
+
+def test_the_api_key_comes_from_the_environment_and_is_never_written(tmp_path, server):
+    from click.testing import CliRunner
+
+    from experiments.cli import main
+
+    Handler.key = "sk-secret-123"
+    try:
+        out = tmp_path / "run"
+        argv = [
+            "run", "tier1", "--backend", "openai", "--server-url", server, "--server-model", "toy",
+            "--method", "static_persona", "--episodes", "1", "--schedule", "smoke", "--max-steps", "2", "--out", str(out),
+        ]  # fmt: skip
+        refused = CliRunner().invoke(main, argv, env={"OPENAI_API_KEY": ""})
+        assert refused.exit_code == 2 and "refused the API key" in refused.stderr and not out.exists()
+        result = CliRunner().invoke(main, argv, env={"OPENAI_API_KEY": "sk-secret-123"})
+        assert result.exit_code == 0, result.output
+        written = "".join(p.read_text(errors="ignore") for p in out.rglob("*") if p.is_file())
+        assert "sk-secret-123" not in written and '"api_key": "<set>"' in (out / "config.json").read_text()
+    finally:
+        Handler.key = ""

@@ -7,8 +7,9 @@ torch = pytest.importorskip("torch", reason="the 'hf' extra (torch, transformers
 transformers = pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
 
 from agents.policies import PolicyInput  # noqa: E402
-from agents.policies.hf import HFPolicy  # noqa: E402
+from agents.policies.hf import CommandTrie, HFPolicy, resolve_device, resolve_dtype  # noqa: E402
 from synthesis.dsl import Action  # noqa: E402
+from synthesis.errors import ConfigError  # noqa: E402
 
 WORDS = "task observation next action clean cup plate with sinkbasin bathtubbasin go to fridge take from 1 2 : .".split()
 
@@ -45,7 +46,7 @@ def test_choice_scores_are_sequence_log_likelihoods(policy):
     assert scores.shape == (3,) and np.all(np.isfinite(scores)) and np.all(scores < 0)
     # the score of a command equals the sum of its token log-probs computed independently
     prompt = policy._prompt_ids(_inp())
-    cont = policy.tokenizer(" go to fridge 1", add_special_tokens=False)["input_ids"]
+    cont = policy._command_ids("go to fridge 1")
     with torch.no_grad():
         logp = torch.log_softmax(policy.model(torch.tensor([prompt + cont])).logits[0], -1)
     manual = sum(float(logp[len(prompt) - 1 + k, t]) for k, t in enumerate(cont))
@@ -55,10 +56,75 @@ def test_choice_scores_are_sequence_log_likelihoods(policy):
 
 def test_generation_under_the_scars_logits_processor_never_emits_a_masked_command(policy):
     free = policy.generate(_inp(), [False, False, False])
+    assert free.constrained and free.text == ACTIONS[free.index].text
     for i in range(3):
         masked = [j == i for j in range(3)]
         masked[(i + 1) % 3] = True  # two of three masked: the processor must steer to the third
-        chosen = policy.generate(_inp(), masked)
-        assert chosen == ACTIONS[(i + 2) % 3]
-    masked = [a == free for a in ACTIONS]
-    assert policy.generate(_inp(), masked) != free
+        assert policy.generate(_inp(), masked).index == (i + 2) % 3
+    masked = [i == free.index for i in range(3)]
+    assert policy.generate(_inp(), masked).index != free.index
+    with pytest.raises(ConfigError, match="every admissible command is masked"):
+        policy.generate(_inp(), [True, True, True])
+
+
+def test_batched_kv_cache_scores_equal_one_full_pass_per_command(policy):
+    """Commands of different lengths (1 to 7 tokens): the batched pass over the expanded cache gives each command's
+    log-likelihood as a full pass of prompt + command would."""
+    one_token = (Action.env("go", "go"), Action.env("take", "take"))  # the prompt pass alone scores these
+    for actions in ((*ACTIONS, *one_token, Action.env("take", "take cup 1 from sinkbasin 1 .")), one_token):
+        _check_against_full_passes(policy, actions)
+
+
+def _check_against_full_passes(policy, actions):
+    inp = PolicyInput("observation : clean cup 2 .", "clean cup", {}, actions)
+    scores = policy.logits(inp, np.random.default_rng(0))
+    prompt = policy._prompt_ids(inp)
+    for action, score in zip(actions, scores, strict=True):
+        cont = policy._command_ids(action.text)
+        with torch.no_grad():
+            logp = torch.log_softmax(policy.model(torch.tensor([prompt + cont])).logits[0], -1)
+        assert score == pytest.approx(
+            sum(float(logp[len(prompt) - 1 + k, t]) for k, t in enumerate(cont)), abs=1e-4
+        )
+
+
+def test_the_command_trie_follows_prefixes_and_ends_with_eos():
+    trie = CommandTrie([(5, 6), (5, 6, 7), (8,)], eos=1)
+    assert trie.allowed_after(()) == {5, 8}
+    assert trie.allowed_after((5, 6)) == {7, 1}  # a full command that prefixes a longer one: stop or go on
+    assert trie.allowed_after((5, 6, 7)) == {1}
+    assert trie.allowed_after((9,)) == {1}  # off every path: only EOS
+    assert (
+        trie.command_of([5, 6, 1, 4]) == 0
+        and trie.command_of([5, 6, 7]) == 1
+        and trie.command_of([5]) is None
+    )
+
+
+def test_a_masked_command_that_prefixes_an_allowed_one_cannot_be_written(policy):
+    short, long = Action.env("go", "go to fridge 1"), Action.env("go", "go to fridge 1 .")
+    inp = PolicyInput("observation", "clean cup", {}, (short, long))
+    assert policy.generate(inp, [True, False]).index == 1
+    assert policy.generate(inp, [False, True]).index == 0
+
+
+def test_a_name_that_is_not_a_local_model_folder_is_one_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="not a local folder"):
+        HFPolicy.from_pretrained("gpt2")
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="could not be loaded as a causal LM"):
+        HFPolicy.from_pretrained(str(tmp_path))
+
+
+def test_device_and_dtype_are_checked():
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="no CUDA GPU"):
+            resolve_device("cuda")
+    assert resolve_device("auto") in ("cpu", "cuda")
+    with pytest.raises(ConfigError, match="cannot run on device 'cpu'"):
+        resolve_dtype("float16", "cpu")
+    assert (
+        resolve_dtype("auto", "cpu") == torch.float32 and resolve_dtype("bfloat16", "cpu") == torch.bfloat16
+    )
+    with pytest.raises(ConfigError, match="not one of"):
+        resolve_device("tpu")

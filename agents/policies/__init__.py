@@ -6,7 +6,18 @@ Each registers a factory in ``agents.registry.BACKENDS``; a factory reads the ru
 from collections.abc import Mapping
 from typing import Any
 
-from agents.policies.base import ContextItem, Policy, PolicyInput, build_prompt, render_window, sample_action
+from agents.policies.base import (
+    POLICY_MODES,
+    CommandWriter,
+    ContextItem,
+    Generation,
+    Policy,
+    PolicyInput,
+    build_prompt,
+    generation_logits,
+    render_window,
+    sample_action,
+)
 from agents.policies.embedded import SimulatedLM, SimulatedLMConfig
 from agents.registry import register_backend
 
@@ -26,7 +37,9 @@ def make_embedded(settings: Mapping[str, Any]) -> SimulatedLM:
 def make_hf(settings: Mapping[str, Any]) -> Policy:
     from agents.policies.hf import HFPolicy
 
-    return HFPolicy.from_pretrained(settings["model_path"])
+    return HFPolicy.from_pretrained(
+        settings["model_path"], device=settings.get("device", "cpu"), dtype=settings.get("dtype", "auto")
+    )
 
 
 @register_backend("openai")
@@ -34,12 +47,20 @@ def make_openai(settings: Mapping[str, Any]) -> Policy:
     from agents.policies.openai_server import OpenAICompatiblePolicy
 
     return OpenAICompatiblePolicy(
-        settings["server_url"], settings["server_model"], mode=settings.get("server_mode", "logprobs")
+        settings["server_url"],
+        settings["server_model"],
+        policy_mode=settings.get("policy_mode", "score"),
+        api_key=settings.get("api_key", ""),
+        choice_param=settings.get("choice_param", "auto"),
     )
 
 
 __all__ = [
+    "POLICY_MODES",
+    "CommandWriter",
     "ContextItem",
+    "Generation",
+    "generation_logits",
     "Policy",
     "PolicyInput",
     "SimulatedLM",

@@ -17,6 +17,14 @@ from synthesis.dsl import Action, Value
 from synthesis.errors import ConfigError
 
 ItemKind = Literal["persona", "rule", "memory", "reflection", "skill"]
+PolicyMode = Literal["score", "generate"]
+POLICY_MODES: tuple[str, ...] = ("score", "generate")
+"""How a real model chooses: ``score`` — the log-likelihood of every admissible command is its base logit and the
+controller masks afterwards; ``generate`` — the model writes its command, told the unmasked commands beforehand
+(a ``CommandWriter``), so a masked command cannot be written."""
+GENERATED_MARGIN = 20.0
+"""In generate mode π_0 is the written command: logit 0 for it, −GENERATED_MARGIN for every other command (finite,
+so the signals that read π_0 still see the alternatives the model had)."""
 ITEM_KINDS: tuple[str, ...] = ("persona", "rule", "memory", "reflection", "skill")
 
 
@@ -78,6 +86,56 @@ class Policy(Protocol):
     def utter(self, inp: PolicyInput, action: Action, blocked: Sequence[Action]) -> str: ...
 
     def write_text(self, prompt: str) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """The command a model wrote at one decision (generate mode).
+
+    index:       position of the written command in ``PolicyInput.actions``.
+    text:        the text the model produced (decoded tokens or the server's answer).
+    constrained: the mask was enforced while the model wrote — a logits processor over the unmasked commands, or
+                 a server's structured-output choice — rather than checked only afterwards.
+    """
+
+    index: int
+    text: str
+    constrained: bool
+
+
+@runtime_checkable
+class CommandWriter(Protocol):
+    """A policy that can write its command under the scars mask (``policy_mode = "generate"``).
+
+    ``masked[i]`` is True when the controller forbids ``inp.actions[i]`` at this decision; the writer is given the
+    mask BEFORE it chooses and must return an unmasked command (at least one is unmasked: when every command is
+    masked the caller takes the safe fallback instead of asking)."""
+
+    def generate(self, inp: PolicyInput, masked: Sequence[bool]) -> Generation: ...
+
+
+def generation_logits(n: int, index: int) -> np.ndarray:
+    """π_0 of a written command (generate mode): 0 for it, −``GENERATED_MARGIN`` for the ``n − 1`` others."""
+    logits = np.full(n, -GENERATED_MARGIN)
+    logits[index] = 0.0
+    return logits
+
+
+def unmasked_commands(inp: PolicyInput, masked: Sequence[bool]) -> list[tuple[int, str]]:
+    """(index, command text) of every admissible command the mask leaves; a ``ConfigError`` when none is left or
+    the mask does not match the actions."""
+    if len(masked) != len(inp.actions):
+        raise ConfigError(
+            f"mask of length {len(masked)} does not match {len(inp.actions)} admissible actions"
+        )
+    allowed = [
+        (i, a.text or a.name) for i, (a, m) in enumerate(zip(inp.actions, masked, strict=True)) if not m
+    ]
+    if not allowed:
+        raise ConfigError(
+            "every admissible command is masked; the caller must take the safe fallback instead"
+        )
+    return allowed
 
 
 def template_utterance(inp: PolicyInput, action: Action, blocked: Sequence[Action]) -> str:

@@ -1,24 +1,39 @@
 """HuggingFace transformers backend (optional extra ``hf``): a real causal LM as the base policy π_0.
 
-Choice scoring: each admissible command is scored by its log-likelihood under the model given the prompt built
-from the context window (``build_prompt``): l(a) = Σ_k log p(tok_k | prompt, tok_<k). Generation: when the model
-writes its action freely, the scars mask is a real ``transformers.LogitsProcessor`` (:class:`ScarsLogitsProcessor`)
-that lets the model emit only token sequences that spell an admissible, unmasked command — a masked command gets
-probability exactly 0 at the token level (paper §3.1: "the mechanism may be a logits processor").
+Two modes (``agents.policies.base.POLICY_MODES``):
 
-Works with any local model path (``HFPolicy.from_pretrained(path)``); nothing is downloaded at run time
-(``local_files_only=True``).
+- **score** (``logits``): each admissible command is scored by its log-likelihood under the model given the prompt
+  built from the context window (``build_prompt``): l(a) = Σ_k log p(tok_k | prompt, tok_<k). The prompt is run
+  once and every command is scored in one more forward pass over its KV cache, the commands packed into one
+  sequence under a tree attention mask (``score_commands``), instead of one pass of prompt + command per command.
+- **generate** (``generate``): the model writes its action greedily while a real ``transformers.LogitsProcessor``
+  (:class:`ScarsLogitsProcessor`) lets it emit only the token sequences that spell an admissible, unmasked command:
+  a masked command gets probability exactly 0 at the token level (paper §3.1: "the mechanism may be a logits
+  processor").
+
+Works with any local model folder (``HFPolicy.from_pretrained(path, device=…, dtype=…)``); nothing is downloaded at
+run time (``local_files_only=True``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
-from agents.policies.base import PolicyInput, build_prompt, utterance_prompt
+from agents.policies.base import (
+    Generation,
+    PolicyInput,
+    build_prompt,
+    unmasked_commands,
+    utterance_prompt,
+)
 from synthesis.dsl import Action
 from synthesis.errors import ConfigError
+
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
+DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
 
 
 def _require_transformers():
@@ -32,91 +47,207 @@ def _require_transformers():
     return torch, transformers
 
 
-def allowed_next_tokens(
-    sequences: Sequence[tuple[int, ...]], generated: tuple[int, ...], eos: int
-) -> list[int]:
-    """The tokens that continue some allowed token sequence after ``generated`` (EOS once one is complete; only EOS
-    when ``generated`` left every allowed path, which a processor built on this never lets happen)."""
-    n = len(generated)
-    nxt = {seq[n] if len(seq) > n else eos for seq in sequences if seq[:n] == generated}
-    return sorted(nxt) if nxt else [eos]
-
-
-def make_scars_logits_processor(tokenizer, prompt_len: int, allowed: Sequence[str]):
-    """Build a ``LogitsProcessor`` that restricts generation to the token sequences of ``allowed`` commands.
-
-    The allowed set is the admissible commands minus those the control plane masks, so a masked command can
-    never be generated. After a full command the only allowed token is EOS.
-    """
-    torch, transformers = _require_transformers()
-    eos = tokenizer.eos_token_id
-    sequences = [tuple(tokenizer(" " + cmd, add_special_tokens=False)["input_ids"]) for cmd in allowed]
-    if not sequences:
+def resolve_device(device: str) -> str:
+    """``auto`` → cuda when torch sees a GPU, else cpu; ``cuda`` without a GPU is a ``ConfigError``."""
+    torch, _ = _require_transformers()
+    if device not in DEVICES:
+        raise ConfigError(f"device = {device!r} is not one of {DEVICES}")
+    has_cuda = bool(torch.cuda.is_available())
+    if device == "auto":
+        return "cuda" if has_cuda else "cpu"
+    if device == "cuda" and not has_cuda:
         raise ConfigError(
-            "every admissible command is masked; the caller must take the safe fallback instead"
+            "device = 'cuda' but torch sees no CUDA GPU on this machine; use --device cpu or auto"
         )
+    return device
+
+
+def resolve_dtype(dtype: str, device: str):
+    """The torch dtype for ``dtype`` on a resolved device; float16 on the CPU is refused (use bfloat16 or float32)."""
+    torch, _ = _require_transformers()
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype = {dtype!r} is not one of {DTYPES}")
+    if dtype == "auto":
+        if device == "cpu":
+            return torch.float32
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if dtype == "float16" and device == "cpu":
+        raise ConfigError("dtype = 'float16' cannot run on device 'cpu'; use float32 or bfloat16 there")
+    if dtype == "bfloat16" and device == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ConfigError("dtype = 'bfloat16' is not supported by this GPU; use float16 or float32")
+    return getattr(torch, dtype)
+
+
+def check_model_folder(path: str) -> Path:
+    """``path`` must be a local HuggingFace model folder (a directory holding ``config.json``)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise ConfigError(
+            f"model_path = {path!r} is not a local folder; give the folder of a saved HuggingFace model "
+            "(models are never downloaded at run time)"
+        )
+    if not (folder / "config.json").is_file():
+        raise ConfigError(f"model_path = {path!r} holds no config.json: it is not a HuggingFace model folder")
+    return folder
+
+
+class CommandTrie:
+    """The token sequences of the allowed commands as a prefix tree: which tokens may follow a generated prefix.
+
+    A complete command may be followed only by EOS (or by the continuation of a longer command it is a prefix of).
+    """
+
+    def __init__(self, sequences: Sequence[Sequence[int]], eos: int):
+        self.eos = eos
+        self.next: dict[tuple[int, ...], set[int]] = {}
+        self.complete: dict[tuple[int, ...], int] = {}
+        for index, seq in enumerate(sequences):
+            seq = tuple(seq)
+            if not seq:
+                raise ConfigError(f"allowed command {index} tokenises to no tokens")
+            for k in range(len(seq)):
+                self.next.setdefault(seq[:k], set()).add(seq[k])
+            self.complete.setdefault(seq, index)
+            self.next.setdefault(seq, set()).add(eos)
+
+    def allowed_after(self, prefix: tuple[int, ...]) -> set[int]:
+        """Tokens that keep ``prefix`` on the path of some allowed command (only EOS when it left every path)."""
+        return self.next.get(prefix, {self.eos})
+
+    def command_of(self, generated: Sequence[int]) -> int | None:
+        """Index of the allowed command ``generated`` spells (up to the first EOS), or None."""
+        tokens = list(generated)
+        if self.eos in tokens:
+            tokens = tokens[: tokens.index(self.eos)]
+        return self.complete.get(tuple(tokens))
+
+
+def make_scars_logits_processor(trie: CommandTrie, prompt_len: int):
+    """A ``LogitsProcessor`` that restricts generation to the token sequences of the trie's commands: −inf for
+    every token that does not continue an allowed command. ``calls`` counts the decoding steps it governed."""
+    torch, transformers = _require_transformers()
 
     class ScarsLogitsProcessor(transformers.LogitsProcessor):
-        """Hard mask at the token level: −inf for every token that does not continue an allowed command."""
+        """Hard mask at the token level (the scars mask as a logits processor)."""
+
+        def __init__(self) -> None:
+            self.calls = 0
 
         def __call__(self, input_ids, scores):
+            self.calls += 1
             out = torch.full_like(scores, float("-inf"))
             for row in range(input_ids.shape[0]):
-                generated = tuple(input_ids[row, prompt_len:].tolist())
-                idx = torch.tensor(allowed_next_tokens(sequences, generated, eos), dtype=torch.long)
+                prefix = tuple(input_ids[row, prompt_len:].tolist())
+                idx = torch.tensor(sorted(trie.allowed_after(prefix)), dtype=torch.long, device=scores.device)
                 out[row, idx] = scores[row, idx]
             return out
 
-    return ScarsLogitsProcessor(), sequences
+    return ScarsLogitsProcessor()
 
 
 class HFPolicy:
-    """A causal LM scoring admissible commands by log-likelihood; generation governed by a logits processor."""
+    """A causal LM: scores admissible commands by log-likelihood (one batched pass over the prompt's KV cache), or
+    writes its command under the scars mask as a logits processor."""
 
     name = "hf"
     writes_text = True
 
-    def __init__(self, model, tokenizer, *, max_prompt_tokens: int = 1024):
+    def __init__(self, model, tokenizer, *, max_prompt_tokens: int = 1024, device: str = "cpu"):
         self.torch, _ = _require_transformers()
-        self.model = model.eval()
+        self.device = device
+        self.model = model.to(device).eval()
         self.tokenizer = tokenizer
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
-        self.max_prompt_tokens = max_prompt_tokens
+        positions = getattr(model.config, "max_position_embeddings", None) or getattr(
+            model.config, "n_positions", None
+        )
+        # leave room for the command or the generated text after the prompt
+        self.max_prompt_tokens = (
+            max_prompt_tokens if positions is None else min(max_prompt_tokens, positions - 64)
+        )
 
     @classmethod
-    def from_pretrained(cls, path: str, **kw) -> HFPolicy:
+    def from_pretrained(cls, path: str, *, device: str = "cpu", dtype: str = "auto", **kw) -> HFPolicy:
+        """Load a local model folder on ``device`` in ``dtype`` (``ConfigError`` for anything else than a local
+        HuggingFace model folder, an unusable device or dtype)."""
         _, transformers = _require_transformers()
-        tok = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = transformers.AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
-        return cls(model, tok, **kw)
+        folder = check_model_folder(path)
+        resolved = resolve_device(device)
+        torch_dtype = resolve_dtype(dtype, resolved)
+        try:
+            tok = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                folder, local_files_only=True, dtype=torch_dtype
+            )
+        except (OSError, ValueError, KeyError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"model_path = {path!r} could not be loaded as a causal LM: {first}") from exc
+        return cls(model, tok, device=resolved, **kw)
 
     def _prompt_ids(self, inp: PolicyInput) -> list[int]:
         ids = self.tokenizer(build_prompt(inp), add_special_tokens=False)["input_ids"]
         return ids[-self.max_prompt_tokens :]
 
+    def _command_ids(self, command: str) -> list[int]:
+        return self.tokenizer(" " + command, add_special_tokens=False)["input_ids"]
+
     def logits(self, inp: PolicyInput, rng: np.random.Generator) -> np.ndarray:
+        """Score mode: the log-likelihood of each admissible command (in the order of ``inp.actions``)."""
+        return self.score_commands(
+            self._prompt_ids(inp), [self._command_ids(a.text or a.name) for a in inp.actions]
+        )
+
+    def score_commands(self, prompt: list[int], commands: Sequence[list[int]]) -> np.ndarray:
+        """Σ_k log p(c_k | prompt, c_<k) for every command c, in two forward passes whatever the number of commands:
+
+        1. the prompt, once; its last position scores every command's first token, and its KV cache is kept;
+        2. every command without its last token, packed into ONE sequence after the prompt's cache, under a tree
+           attention mask (each token sees the whole prompt and the earlier tokens of its own command, nothing of
+           the other commands) with each command's own positions (``len(prompt) + k``).
+
+        The cache is read once, not copied per command (``benchmarks/policies.py`` measures this against one full
+        pass per command and against the cache expanded to one row per command)."""
         torch = self.torch
-        prompt = self._prompt_ids(inp)
-        conts = [
-            self.tokenizer(" " + (a.text or a.name), add_special_tokens=False)["input_ids"]
-            for a in inp.actions
-        ]
-        rows = [prompt + c for c in conts]
-        width = max(len(r) for r in rows)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        attn = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):
-            ids[i, : len(r)] = torch.tensor(r)
-            attn[i, : len(r)] = 1
+        if not prompt:
+            raise ConfigError("the prompt tokenises to no tokens")
+        if any(not c for c in commands):
+            raise ConfigError("an admissible command tokenises to no tokens")
+        feed: list[int] = []
+        positions: list[int] = []
+        owner: list[int] = []
+        for i, c in enumerate(commands):
+            feed += c[:-1]
+            positions += range(len(prompt), len(prompt) + len(c) - 1)
+            owner += [i] * (len(c) - 1)
         with torch.no_grad():
-            logp = torch.log_softmax(self.model(input_ids=ids, attention_mask=attn).logits.float(), dim=-1)
-        scores = np.empty(len(rows))
-        for i, c in enumerate(conts):
-            start = len(prompt)
-            positions = torch.arange(start - 1, start - 1 + len(c))
-            scores[i] = float(logp[i, positions, torch.tensor(c)].sum())
+            head = self.model(input_ids=torch.tensor([prompt], device=self.device), use_cache=bool(feed))
+            first = torch.log_softmax(head.logits[0, -1].float(), dim=-1)
+            scores = np.array([float(first[c[0]]) for c in commands])
+            if not feed:  # every command is one token: the prompt pass scored them all
+                return scores
+            q, dtype = len(feed), self.model.dtype
+            mine = torch.tensor(owner, device=self.device)
+            allowed = torch.ones((q, len(prompt) + q), dtype=torch.bool, device=self.device)
+            allowed[:, len(prompt) :] = (mine[:, None] == mine[None, :]) & torch.ones(
+                (q, q), dtype=torch.bool, device=self.device
+            ).tril()
+            mask = torch.zeros((1, 1, q, len(prompt) + q), dtype=dtype, device=self.device)
+            mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)
+            out = self.model(
+                input_ids=torch.tensor([feed], device=self.device),
+                attention_mask=mask,
+                position_ids=torch.tensor([positions], device=self.device),
+                cache=head.cache,
+                use_cache=False,
+            )
+            logp = torch.log_softmax(out.logits[0].float(), dim=-1)
+        start = 0
+        for i, c in enumerate(commands):
+            if len(c) > 1:
+                rows = torch.arange(start, start + len(c) - 1, device=self.device)
+                scores[i] += float(logp[rows, torch.tensor(c[1:], device=self.device)].sum())
+                start += len(c) - 1
         return scores
 
     def utter(self, inp: PolicyInput, action: Action, blocked) -> str:
@@ -129,32 +260,37 @@ class HFPolicy:
         ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"][-self.max_prompt_tokens :]
         with torch.no_grad():
             out = self.model.generate(
-                input_ids=torch.tensor([ids]),
-                attention_mask=torch.ones((1, len(ids)), dtype=torch.long),
+                input_ids=torch.tensor([ids], device=self.device),
+                attention_mask=torch.ones((1, len(ids)), dtype=torch.long, device=self.device),
                 max_new_tokens=max_new_tokens,
                 do_sample=False,
                 pad_token_id=self.tokenizer.pad_token_id,
             )
         return self.tokenizer.decode(out[0, len(ids) :], skip_special_tokens=True).strip()
 
-    def generate(self, inp: PolicyInput, masked: Sequence[bool], *, max_new_tokens: int = 24) -> Action:
-        """Let the model write its action, under the scars mask as a logits processor. Greedy decoding."""
+    def generate(self, inp: PolicyInput, masked: Sequence[bool]) -> Generation:
+        """Generate mode: the model writes its action (greedy) under the scars mask as a logits processor."""
         torch, transformers = self.torch, _require_transformers()[1]
-        allowed = [a for a, m in zip(inp.actions, masked, strict=True) if not m]
+        allowed = unmasked_commands(inp, masked)
         prompt = self._prompt_ids(inp)
-        processor, sequences = make_scars_logits_processor(
-            self.tokenizer, len(prompt), [a.text or a.name for a in allowed]
-        )
-        out = self.model.generate(
-            input_ids=torch.tensor([prompt]),
-            attention_mask=torch.ones((1, len(prompt)), dtype=torch.long),
-            logits_processor=transformers.LogitsProcessorList([processor]),
-            max_new_tokens=min(max_new_tokens, max(len(s) for s in sequences) + 1),
-            do_sample=False,
-            pad_token_id=self.tokenizer.pad_token_id,
-        )
-        generated = tuple(out[0, len(prompt) :].tolist())
-        for action, seq in zip(allowed, sequences, strict=True):
-            if generated[: len(seq)] == seq:
-                return action
-        raise ConfigError(f"generation {generated!r} spells no allowed command (max_new_tokens too small?)")
+        sequences = [self._command_ids(text) for _, text in allowed]
+        trie = CommandTrie(sequences, self.tokenizer.eos_token_id)
+        processor = make_scars_logits_processor(trie, len(prompt))
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=torch.tensor([prompt], device=self.device),
+                attention_mask=torch.ones((1, len(prompt)), dtype=torch.long, device=self.device),
+                logits_processor=transformers.LogitsProcessorList([processor]),
+                max_new_tokens=max(len(s) for s in sequences) + 1,
+                do_sample=False,
+                pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=self.tokenizer.eos_token_id,
+            )
+        generated = out[0, len(prompt) :].tolist()
+        which = trie.command_of(generated)
+        if (
+            which is None
+        ):  # the processor keeps every step on an allowed path; reaching here is a broken model call
+            raise ConfigError(f"generation {generated!r} spells no allowed command")
+        text = self.tokenizer.decode(generated, skip_special_tokens=True).strip()
+        return Generation(allowed[which][0], text, processor.calls > 0)

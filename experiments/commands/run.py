@@ -10,7 +10,17 @@ import click
 from click.core import ParameterSource
 
 from experiments.commands._checks import FINITE_FLOAT, check_output_dir, check_url
-from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, Tier1Config
+from experiments.config import (
+    ABLATIONS,
+    BACKENDS,
+    CHOICE_PARAMS,
+    DEVICES,
+    DTYPES,
+    EXECUTORS,
+    METHODS,
+    POLICY_MODES,
+    Tier1Config,
+)
 from synthesis.errors import ScarsError
 
 _CHOICES = {
@@ -19,8 +29,13 @@ _CHOICES = {
     "ablation": ABLATIONS,
     "executor": EXECUTORS,
     "embedder": ("hashing", "minilm"),
-    "server_mode": ("logprobs", "guided_choice"),
+    "policy_mode": POLICY_MODES,
+    "device": DEVICES,
+    "dtype": DTYPES,
+    "choice_param": CHOICE_PARAMS,
 }
+_ENVVARS = {"api_key": "OPENAI_API_KEY"}
+"""Options that fall back to an environment variable (secrets: their value is never shown in --help)."""
 
 
 def config_options(cls, choices: dict | None = None, skip: tuple[str, ...] = ()):
@@ -48,6 +63,15 @@ def config_options(cls, choices: dict | None = None, skip: tuple[str, ...] = ())
                     type=click.Choice(choices[f.name]),
                     default=default,
                     show_default=True,
+                    help=docs[f.name],
+                )(fn)
+            elif f.name in _ENVVARS:
+                fn = click.option(
+                    name,
+                    type=str,
+                    default=default,
+                    envvar=_ENVVARS[f.name],
+                    show_envvar=True,
                     help=docs[f.name],
                 )(fn)
             else:
@@ -89,7 +113,7 @@ def tier1(ctx: click.Context, config_file: Path | None, out: Path | None, overwr
     into OUT (the method's own run folder is OUT/<method>/)."""
     from experiments.provenance import claim_out, default_out, load_config
     from experiments.runner import run_many
-    from experiments.tier1 import method_label
+    from experiments.tier1 import build_policy, method_label
 
     try:
         if config_file is not None:
@@ -101,8 +125,9 @@ def tier1(ctx: click.Context, config_file: Path | None, out: Path | None, overwr
         cfg = Tier1Config(**fields)
         out = out or default_out("tier1", method_label(cfg).replace(":", "-"))
         check_output_dir(out)
+        policy = build_policy(cfg)  # a model or server that cannot serve the run fails before OUT is claimed
         claim_out(out, overwrite)
-        run_many([cfg], out)
+        run_many([cfg], out, policies=[policy])
     except ScarsError as exc:
         click.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)

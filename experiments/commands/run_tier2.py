@@ -25,7 +25,6 @@ _CHOICES = {
     "ablation": ABLATIONS,
     "executor": EXECUTORS,
     "embedder": ("hashing", "minilm"),
-    "server_mode": ("logprobs", "guided_choice"),
 }
 _GATES = click.option(
     "--gates",
@@ -141,9 +140,25 @@ def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
     show_default=True,
     help="MCTS iterations per tree.",
 )
+@click.option(
+    "--oracle",
+    type=click.Choice(["none", "counterfactual"]),
+    default="none",
+    show_default=True,
+    help="The information protocol's what-if oracle (README): counterfactual lets scars' extraction ask the verifier.",
+)
 @_out_option("runs/tier2-collusion")
 def tier2_collusion(
-    method, ablation, habits, punishment_attribution, seeds, runs, months, search_iterations, out: Path
+    method,
+    ablation,
+    habits,
+    punishment_attribution,
+    seeds,
+    runs,
+    months,
+    search_iterations,
+    oracle,
+    out: Path,
 ) -> None:
     """The anti-collusion test (§6.2): a focal learner in the malicious arena with TrustGate + NormVerifier on and
     off; the table of inappropriate scars, gain lost and yield with n and 95% CIs in OUT/collusion.md."""
@@ -160,6 +175,7 @@ def tier2_collusion(
             runs=runs,
             months=months,
             search_iterations=search_iterations,
+            oracle=oracle,
         )
         run_collusion(base, seed_list, out, progress=lambda line: click.echo(line, err=True))
     except ScarsError as exc:
@@ -187,8 +203,17 @@ def tier2_collusion(
     show_default=True,
     help="MCTS iterations per tree.",
 )
+@click.option(
+    "--oracle",
+    type=click.Choice(["none", "counterfactual"]),
+    default="none",
+    show_default=True,
+    help="The information protocol's what-if oracle (README): counterfactual lets scars' extraction ask the verifier.",
+)
 @_out_option("runs/tier2-transfer")
-def tier2_transfer(methods, seeds, runs_a, runs_b, setup, months, search_iterations, out: Path) -> None:
+def tier2_transfer(
+    methods, seeds, runs_a, runs_b, setup, months, search_iterations, oracle, out: Path
+) -> None:
     """Counterfactual social transfer (§6.2): each method trains in arena A, then plays arena B with and without
     its A state; the table of B's cooperative yield, over-usage and survival (paired differences, 95% CIs) in
     OUT/transfer.md."""
@@ -198,7 +223,7 @@ def tier2_transfer(methods, seeds, runs_a, runs_b, setup, months, search_iterati
     seed_list = parse_seeds(seeds)
     try:
         names = _names(methods, METHODS, "method")
-        base = Tier2Config(setup=setup, months=months, search_iterations=search_iterations)
+        base = Tier2Config(setup=setup, months=months, search_iterations=search_iterations, oracle=oracle)
         run_transfer(
             base, names, seed_list, runs_a, runs_b, out, progress=lambda line: click.echo(line, err=True)
         )

@@ -92,9 +92,6 @@ METHOD_CHOICES = (*METHODS, "no_memory", "all")
 )
 @click.option("--server-model", default="", help="Model name on the server (backend=openai).")
 @click.option(
-    "--server-mode", type=click.Choice(("logprobs", "guided_choice")), default="logprobs", show_default=True
-)
-@click.option(
     "--temperature", type=FINITE_FLOAT, default=0.7, show_default=True, help="Simulated LM temperature."
 )
 @click.option("--embedder", type=click.Choice(("hashing", "minilm")), default="hashing", show_default=True)

@@ -46,8 +46,9 @@ def logits_processor(
     """``(processor, allowed)``: a ``transformers.LogitsProcessor`` for ``model.generate(...,
     logits_processor=LogitsProcessorList([processor]))`` whose generations can only spell an allowed candidate, and
     the allowed candidates (match the generated tokens against them to get the call)."""
-    from agents.policies.hf import make_scars_logits_processor
+    from agents.policies.hf import CommandTrie, make_scars_logits_processor
 
     allowed = allowed_candidates(gate, candidates, context)
-    processor, _ = make_scars_logits_processor(tokenizer, prompt_len, [text for text, _ in allowed])
+    sequences = [tokenizer(" " + text, add_special_tokens=False)["input_ids"] for text, _ in allowed]
+    processor = make_scars_logits_processor(CommandTrie(sequences, tokenizer.eos_token_id), prompt_len)
     return processor, allowed

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agents.policies.hf import allowed_next_tokens
+from agents.policies.hf import CommandTrie
 from agents.runtime.adapters.hf import Candidate, allowed_candidates
 from agents.runtime.gate import Gate
 from synthesis.errors import ConfigError
@@ -41,6 +41,7 @@ class VLLMLogitsProcessor:
         if any(not s for s in self.sequences):
             raise ConfigError("a candidate's text encodes to no token; every candidate needs at least one")
         self.eos = int(eos_token_id)
+        self.trie = CommandTrie(self.sequences, self.eos)
 
     def __call__(self, *args: Any) -> Any:
         if len(args) == 2:
@@ -52,7 +53,7 @@ class VLLMLogitsProcessor:
                 f"a vLLM logits processor is called with (output_token_ids, logits) or "
                 f"(prompt_token_ids, output_token_ids, logits); got {len(args)} arguments"
             )
-        idx = allowed_next_tokens(self.sequences, tuple(int(t) for t in output_ids), self.eos)
+        idx = sorted(self.trie.allowed_after(tuple(int(t) for t in output_ids)))
         keep = logits[idx]
         logits[:] = float("-inf")
         logits[idx] = keep
