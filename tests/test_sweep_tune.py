@@ -309,7 +309,7 @@ def test_paper_runs_each_tiers_protocol_on_tune_and_writes_the_report(ray_sessio
     )
     monkeypatch.setitem(tiers.TIERS, "tier1", tiny)
     out = tmp_path / "paper"
-    result = CliRunner().invoke(main, ["paper", "--scale", "smoke", "--out", str(out)])
+    result = CliRunner().invoke(main, ["paper", "--scale", "smoke", "--tiers", "tier1", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "4 runs (0 failed)" in result.output
     assert (out / "tier1" / "runs.parquet").is_file() and (out / "report.html").is_file()
