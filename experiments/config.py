@@ -285,6 +285,9 @@ class Tier2Config:
     Off by default."""
     backend: str = "embedded"
     """Base policy: the embedded simulated LM (with the commons habit prior), hf, openai, or any registered backend."""
+    policy_mode: str = "score"
+    """score (the policy's log-likelihood of each admissible action) or generate (a real model writes the action,
+    told the scars mask first; backend hf or openai)."""
     model_path: str = ""
     """Local HuggingFace model directory (backend=hf)."""
     server_url: str = "http://127.0.0.1:8000"
@@ -329,6 +332,7 @@ class Tier2Config:
             "habits": tuple(HABIT_PRESETS),
             "punishment_attribution": ("verifier", "context"),
             "verdicts": VERDICT_PROTOCOLS,
+            "policy_mode": POLICY_MODES,
             "oracle": ORACLES,
             "ablation": ABLATIONS,
             "executor": EXECUTORS,
@@ -337,6 +341,11 @@ class Tier2Config:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} = {getattr(self, name)!r} is not one of {allowed}")
+        if self.policy_mode == "generate" and self.backend == "embedded":
+            raise ConfigError(
+                "policy_mode 'generate' needs a model that writes its action (backend hf or openai); the embedded "
+                "simulated LM only scores"
+            )
         if self.seats != SEATS:
             raise ConfigError(
                 f"seats = {self.seats!r}: tier 2 has exactly {SEATS} seats (GovSim's group); allowed: 5"

@@ -25,7 +25,7 @@ import pandas as pd
 import agents.builtin  # noqa: F401  (registers the built-in methods and backends)
 from agents.api import Agent
 from agents.memory.base import memory_tokens
-from agents.policies import CommandWriter, Policy, PolicyInput, generation_logits, sample_action
+from agents.policies import CommandWriter, Generation, Policy, PolicyInput, generation_logits, sample_action
 from agents.registry import BACKENDS, METHODS, MethodSpec
 from agents.runtime.control import TEMP_PREFIX, Governed, core_rule_id
 from agents.runtime.ledger import ledger_files
@@ -183,6 +183,27 @@ def shield(
     return chosen, action, refused
 
 
+def base_policy_step(
+    policy: Policy,
+    agent: Agent,
+    decision: Decision,
+    inp: PolicyInput,
+    rng: np.random.Generator,
+    generate: bool,
+) -> tuple[np.ndarray, Generation | None]:
+    """π_0 at one decision, in either policy mode (one function for every tier). ``score``: the policy's logits over
+    the admissible actions. ``generate``: the model is told the controller's mask before it writes (the control
+    plane's mask does not read π_0), writes one unmasked command (``CommandWriter.generate``), and π_0 is that
+    command (``generation_logits``); with every action masked nothing is written (the fallback follows)."""
+    if not generate:
+        return policy.logits(inp, rng), None
+    told = agent.govern(decision, np.zeros(len(decision.actions)))
+    if told.fallback is not None:
+        return np.zeros(len(decision.actions)), None
+    written = policy.generate(inp, tuple(bool(m) for m in told.masked))  # type: ignore[attr-defined]
+    return generation_logits(len(decision.actions), written.index), written
+
+
 def build_policy(cfg: Tier1Config) -> Policy:
     """The run's base policy π_0 from its backend settings; in generate mode it must be a ``CommandWriter``. Built
     before anything is written, so a model or server that cannot serve the run fails with nothing half-written."""
@@ -277,17 +298,7 @@ def run_tier1(
                 prior = task_prior(env.world, actions, rules=tuple(blockers), route=route)
                 salient = world.card.salient_keys
                 inp = PolicyInput(obs, decision.task, q, actions, window, prior, salient)
-                written = None
-                if generate:
-                    # the model is told the mask before it writes (the control plane's mask does not read π_0)
-                    told = agent.govern(decision, np.zeros(len(actions)))
-                    if told.fallback is None:
-                        written = policy.generate(inp, tuple(bool(m) for m in told.masked))
-                        logits = generation_logits(len(actions), written.index)
-                    else:
-                        logits = np.zeros(len(actions))
-                else:
-                    logits = policy.logits(inp, policy_rng)
+                logits, written = base_policy_step(policy, agent, decision, inp, policy_rng, generate)
                 enforce_started = time.perf_counter()
                 governed = agent.govern(decision, logits)
                 enforce_seconds = time.perf_counter() - enforce_started

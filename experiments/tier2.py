@@ -36,7 +36,7 @@ import pandas as pd
 import agents.builtin  # noqa: F401  (registers the built-in methods and backends)
 from agents.api import Agent
 from agents.memory.base import MemoryMechanism, memory_tokens
-from agents.policies import PolicyInput, sample_action
+from agents.policies import CommandWriter, PolicyInput, sample_action
 from agents.policies.embedded import SimulatedLMConfig
 from agents.registry import BACKENDS, METHODS, MethodSpec
 from agents.runtime.ledger import SCAR_ADMITTED, Ledger, ledger_files
@@ -56,7 +56,7 @@ from experiments.config import Tier2Config
 from experiments.guarantees import GuaranteeMonitor
 from experiments.report import write_json
 from experiments.stats import pooled_ratio
-from experiments.tier1 import signal_summary
+from experiments.tier1 import base_policy_step, signal_summary
 from synthesis.dsl import Action, canonical_text
 from synthesis.dsl.semantics import fires
 from synthesis.errors import ConfigError, LedgerError
@@ -294,6 +294,11 @@ def run_tier2(
     settings["trust"] = TrustGateConfig(saturating_drop=cfg.z_r_saturation * severity, enabled=cfg.gates)
     settings["signal"] = DisequilibriumConfig(tau=cfg.tau)
     policy = BACKENDS.get(cfg.backend)(settings)
+    generate = cfg.policy_mode == "generate"
+    if generate and not isinstance(policy, CommandWriter):
+        raise ConfigError(
+            f"backend {cfg.backend!r} cannot write its command (no generate method); use policy_mode 'score'"
+        )
     lm = SimulatedLMConfig(temperature=cfg.temperature)
     # the habit prior is the log of the habits' distribution at the embedded policy's scale
     scale = lm.task_gain / lm.temperature
@@ -358,6 +363,9 @@ def run_tier2(
             while env.agents:
                 actions: dict[str, Any] = {}
                 pending: dict[str, tuple] = {}
+                generation: dict[
+                    str, tuple[bool, bool, bool]
+                ] = {}  # generate mode: written, constrained, masked
                 for seat in env.agents:
                     if seat in scripted:
                         actions[seat], states[seat] = scripted[seat].step(
@@ -387,13 +395,24 @@ def run_tier2(
                         prior,
                         world.card.salient_keys,
                     )
-                    logits = policy.logits(inp, learner.rng)
+                    logits, written = base_policy_step(
+                        policy, learner.agent, decision, inp, learner.rng, generate
+                    )
                     governed = learner.agent.govern(decision, logits)
+                    # generate mode's per-step check: the written command is never one the controller masks
+                    generated_masked = written is not None and bool(governed.masked[written.index])
                     if governed.fallback is not None:
                         chosen, action = -1, governed.fallback
+                    elif written is not None and not generated_masked:
+                        chosen, action = written.index, decision.actions[written.index]
                     else:
                         chosen = sample_action(governed.probs, learner.rng)
                         action = decision.actions[chosen]
+                    generation[seat] = (
+                        written is not None,
+                        bool(written and written.constrained),
+                        generated_masked,
+                    )
                     blocked = tuple(a for a, m in zip(decision.actions, governed.masked, strict=True) if m)
                     # what the seat says: its discussion turn is its text (a real model writes its own sentence)
                     if action.kind == "text" and not policy.writes_text:
@@ -434,6 +453,7 @@ def run_tier2(
                         )
                     )
                     row = _pending_row(cfg, run, learner, decision, action, chosen, governed)
+                    row["generated"], row["constrained"], row["generated_masked"] = generation[seat]
                     row["memory_tokens"] = tokens
                     row["verdicts"] = ",".join(v.rule_id for v in verdicts)
                     row["punished_by"] = ",".join(p.punisher for p in punishments)
@@ -790,7 +810,13 @@ def summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted,
         "memory_tokens_final": int(steps["memory_tokens"].iloc[-1]) if not steps.empty else 0,
         "memory_tokens_max": int(steps["memory_tokens"].max()) if not steps.empty else 0,
         "verifier_calls": int(sum(a.get("verifier_calls", 0) for a in agent_stats.values())),
+        "policy_mode": cfg.policy_mode,
+        "generated_decisions": int(steps["generated"].sum()) if "generated" in steps else 0,
+        "constrained_decisions": int(steps["constrained"].sum()) if "constrained" in steps else 0,
+        "generated_masked_steps": int(steps["generated_masked"].sum()) if "generated_masked" in steps else 0,
     }
+    if cfg.policy_mode == "generate":  # the per-step check, summed: no written command was ever masked
+        summary["generate_mask_ok"] = summary["generated_masked_steps"] == 0
     dyn = records[0].config.dynamics
     scars_admitted = 0
     inappropriate: list[str] = []

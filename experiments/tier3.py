@@ -74,6 +74,7 @@ from experiments.identity import (
     trajectory_features,
 )
 from experiments.stats import pooled_ratio
+from experiments.tier1 import base_policy_step
 from experiments.tier2 import SeatState, run_tier2
 from synthesis.dsl import Action, canonical_text
 from synthesis.errors import ConfigError
@@ -119,6 +120,9 @@ class Tier3Config:
     """Label permutations of the individuation permutation test."""
     backend: str = "embedded"
     """Base policy: the embedded simulated LM (with the commons habit prior, under C's names in C), hf, openai."""
+    policy_mode: str = "score"
+    """score, or generate (backend hf or openai: the model writes its action, told the scars mask first), in
+    training and in C."""
     model_path: str = ""
     """Local HuggingFace model directory (backend=hf)."""
     server_url: str = "http://127.0.0.1:8000"
@@ -198,6 +202,7 @@ class Tier3Config:
             months=self.train_months,
             seed=seed,
             backend=self.backend,
+            policy_mode=self.policy_mode,
             model_path=self.model_path,
             server_url=self.server_url,
             server_model=self.server_model,
@@ -390,6 +395,7 @@ def play_c(
     settings["signal"] = DisequilibriumConfig(tau=cfg.tau)
     settings["agent_id"] = LEARNER_C
     policy = BACKENDS.get(cfg.backend)(settings)
+    generate = cfg.policy_mode == "generate"
     lm = SimulatedLMConfig(temperature=cfg.temperature)
     scale = lm.task_gain / lm.temperature
     habits = HarvesterHabits()
@@ -465,10 +471,16 @@ def play_c(
                         prior,
                         adapter.card.salient_keys,
                     )
-                    logits = policy.logits(inp, policy_rng)
+                    logits, written = base_policy_step(policy, agent, decision, inp, policy_rng, generate)
                     governed = agent.govern(decision, logits)
+                    if written is not None and bool(governed.masked[written.index]):
+                        raise RuntimeError(  # generate mode's per-step check: a masked command was written
+                            f"the model wrote {decision.actions[written.index].text!r}, which the controller masks"
+                        )
                     if governed.fallback is not None:
                         chosen, action = -1, governed.fallback
+                    elif written is not None:
+                        chosen, action = written.index, decision.actions[written.index]
                     else:
                         chosen = sample_action(governed.probs, policy_rng)
                         action = decision.actions[chosen]

@@ -114,3 +114,24 @@ def test_the_model_command_writes_a_loadable_local_model_folder(tmp_path):
     assert result.exit_code == 0, result.output
     policy = HFPolicy.from_pretrained(str(out))
     assert sum(p.numel() for p in policy.model.parameters()) > 0 and policy.tokenizer.eos_token_id is not None
+
+
+def test_tier2_and_tier3_run_generate_mode_with_the_mask_told_first(tmp_path, model_folder):
+    """Both policy modes run in tiers 2 and 3 too: in generate mode every learning seat's action is written under
+    the scars mask (no written action is ever masked), and the summary records the mode and the counts."""
+    from experiments.config import Tier2Config
+    from experiments.tier2 import run_tier2
+    from experiments.tier3 import Tier3Config, run_tier3
+
+    hf = {"backend": "hf", "model_path": model_folder, "policy_mode": "generate", "search_iterations": 20}
+    s = run_tier2(Tier2Config(method="scars", setup="focal", runs=1, months=2, **hf), tmp_path / "t2").summary
+    assert s["policy_mode"] == "generate" and s["generated_decisions"] > 0
+    assert s["generated_masked_steps"] == 0 and s["generate_mask_ok"] is True
+    assert s["constrained_decisions"] == s["generated_decisions"]
+    t3 = Tier3Config(
+        method="rag", seeds=(0, 1), train_runs=1, train_months=2, episodes_c=1, seasons_c=2, **hf
+    )
+    result = run_tier3(t3, tmp_path / "t3")  # the per-step check raises if a masked action were written
+    assert len(result.agents) == 4
+    with pytest.raises(ConfigError, match="generate"):
+        Tier2Config(policy_mode="generate")  # the embedded simulated LM only scores

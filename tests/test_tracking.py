@@ -41,7 +41,9 @@ def test_demo_with_wandb_exits_0_with_one_live_run_per_method(tmp_path):
     assert (out / "summary.json").is_file()
     runs = _offline_runs(out)
     assert len(runs) == 10  # the six methods, the two controls and the two information-protocol rows
-    assert result.output.count("wandb sync ") == 13  # and the demo's tier-3 section's three runs (in demo/tier3/)
+    assert (
+        result.output.count("wandb sync ") == 13
+    )  # and the demo's tier-3 section's three runs (in demo/tier3/)
     for run in runs:
         records = _records(run, b"plots/comparison_rvr_success")
         assert b"episode/won" in records and b"plots/comparison_rvr_success" in records

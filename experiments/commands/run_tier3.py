@@ -92,6 +92,13 @@ METHOD_CHOICES = (*METHODS, "no_memory", "all")
 )
 @click.option("--server-model", default="", help="Model name on the server (backend=openai).")
 @click.option(
+    "--policy-mode",
+    type=click.Choice(("score", "generate")),
+    default="score",
+    show_default=True,
+    help="score, or generate (backend hf or openai: the model writes its action, told the scars mask first).",
+)
+@click.option(
     "--temperature", type=FINITE_FLOAT, default=0.7, show_default=True, help="Simulated LM temperature."
 )
 @click.option("--embedder", type=click.Choice(("hashing", "minilm")), default="hashing", show_default=True)
