@@ -583,7 +583,7 @@ def run_tier2_to_dir(
 
 def _register_tier2() -> None:
     """Tier 2 in the tier registry (``scars sweep --tier tier2``, ``scars paper``)."""
-    from experiments.tiers import Tier, register_tier
+    from experiments.tiers import Tier, ablation_on_a_baseline, register_tier
 
     def protocol(scale: str) -> tuple[dict[str, tuple], dict[str, Any]]:
         """The §6.2 homogeneous arena-A protocol: the six methods × seeds (smoke: 2 seeds × 2 runs of 6 months and
@@ -610,7 +610,7 @@ def _register_tier2() -> None:
             label=lambda cfg: cfg.method_label,
             tags=lambda cfg: (f"arena:{cfg.arena}", f"setup:{cfg.setup}", f"seed:{cfg.seed}"),
             protocol=protocol,
-            skip=lambda f: f.get("method", "scars") != "scars" and f.get("ablation", "none") != "none",
+            skip=ablation_on_a_baseline,
             progress_total=lambda cfg: cfg.runs,
         )
     )

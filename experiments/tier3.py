@@ -963,7 +963,7 @@ def _register_tier3() -> None:
     """Tier 3 in the tier registry (``scars sweep --tier tier3``, ``scars paper``): one run is one method over
     all its seeds (training in A and B, then arena C), so the sweep varies methods and settings, not seeds."""
     from experiments.config import METHODS
-    from experiments.tiers import Tier, register_tier
+    from experiments.tiers import Tier, ablation_on_a_baseline, register_tier
 
     def protocol(scale: str) -> tuple[dict[str, tuple], dict[str, Any]]:
         """Every method and the no-memory control; smoke: 3 seeds, 1 training run, 1 episode in C and a small
@@ -988,7 +988,7 @@ def _register_tier3() -> None:
             label=lambda cfg: cfg.method_label,
             tags=lambda cfg: (f"ablation:{cfg.ablation}", f"seeds:{len(cfg.seeds)}"),
             protocol=protocol,
-            skip=lambda f: f.get("method", "scars") != "scars" and f.get("ablation", "none") != "none",
+            skip=ablation_on_a_baseline,
             seed_field="seeds",
         )
     )

@@ -126,7 +126,7 @@ def _tier1_protocol(scale: str) -> tuple[dict[str, tuple], dict[str, Any]]:
     raise ConfigError(f"scale {scale!r} is not one of ('smoke', 'full')")
 
 
-def _tier1_skip(fields: Mapping[str, Any]) -> bool:
+def ablation_on_a_baseline(fields: Mapping[str, Any]) -> bool:
     """Ablations apply to scars only: a baseline crossed with an ablation is not run (it runs with 'none')."""
     return fields.get("method", "scars") != "scars" and fields.get("ablation", "none") != "none"
 
@@ -142,7 +142,7 @@ def _register_tier1() -> None:
             label=_tier1_label,
             tags=_tier1_tags,
             protocol=_tier1_protocol,
-            skip=_tier1_skip,
+            skip=ablation_on_a_baseline,
             progress_total=lambda cfg: cfg.episodes,
         )
     )
@@ -150,4 +150,12 @@ def _register_tier1() -> None:
 
 _register_tier1()
 
-__all__ = ["TIERS", "TIER_MODULES", "Tier", "get_tier", "load_tiers", "register_tier"]
+__all__ = [
+    "TIERS",
+    "TIER_MODULES",
+    "Tier",
+    "ablation_on_a_baseline",
+    "get_tier",
+    "load_tiers",
+    "register_tier",
+]

@@ -135,3 +135,26 @@ def test_tier2_and_tier3_run_generate_mode_with_the_mask_told_first(tmp_path, mo
     assert len(result.agents) == 4
     with pytest.raises(ConfigError, match="generate"):
         Tier2Config(policy_mode="generate")  # the embedded simulated LM only scores
+
+
+def test_the_tier2_and_tier3_generate_checks_fire_when_a_writer_ignores_the_mask(tmp_path):
+    """The per-step check of generate mode can fail in tiers 2 and 3 too: a writer that writes what the controller
+    masks (H forbids requests above 20 from the first month) turns ``generate_mask_ok`` False in tier 2 and stops a
+    tier-3 run."""
+    from agents.registry import BACKENDS
+    from experiments.config import Tier2Config
+    from experiments.tier2 import run_tier2
+    from experiments.tier3 import Tier3Config, run_tier3
+
+    if "mask_ignoring_for_test" not in BACKENDS:
+        BACKENDS.register("mask_ignoring_for_test")(lambda settings: MaskIgnoringWriter())
+    faulty = {"backend": "mask_ignoring_for_test", "policy_mode": "generate", "search_iterations": 20}
+    s = run_tier2(
+        Tier2Config(method="rag", setup="focal", runs=1, months=2, **faulty), tmp_path / "t2"
+    ).summary
+    assert s["generated_masked_steps"] > 0 and s["generate_mask_ok"] is False
+    t3 = Tier3Config(
+        method="rag", seeds=(0, 1), train_runs=1, train_months=2, episodes_c=1, seasons_c=2, **faulty
+    )
+    with pytest.raises(RuntimeError, match="which the controller masks"):
+        run_tier3(t3, tmp_path / "t3")

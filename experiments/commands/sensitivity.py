@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from experiments.commands._checks import parse_seeds
 from synthesis.errors import ScarsError
 
 
@@ -20,16 +21,6 @@ def _floats(text: str, name: str) -> tuple[float, ...]:
     if not values:
         raise click.BadParameter("give at least one value", param_hint=name)
     return values
-
-
-def _seeds(text: str) -> tuple[int, ...]:
-    try:
-        if "-" in text:
-            lo, hi = (int(x) for x in text.split("-", 1))
-            return tuple(range(lo, hi + 1))
-        return tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise click.BadParameter(f"{text!r}: expected 0-4 or 0,1,2", param_hint="--seeds") from None
 
 
 @click.command("sensitivity")
@@ -73,7 +64,7 @@ def sensitivity(methods, gains, compliances, seeds, episodes, out) -> None:
 
     grid = Grid(_floats(gains, "--influence-gain"), _floats(compliances, "--compliance"))
     chosen = tuple(m.strip() for m in methods.split(",")) if methods else DEFAULT_METHODS
-    seed_list = _seeds(seeds)
+    seed_list = parse_seeds(seeds)
     try:
         for m in chosen:  # validate every method and grid value before the first run
             for g, c in grid.points():
