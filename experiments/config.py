@@ -266,12 +266,23 @@ class Tier2Config:
     keeping some above 20 leaves z_C something to measure."""
     habits: str = "govsim"
     """The embedded policy's commons habits (``envs.commons.habits.HABIT_PRESETS``): govsim (calibrated: most
-    seats over-harvest and collapse the pool) or sustainable (mostly the sustainable share)."""
+    seats over-harvest and collapse the pool), sustainable (mostly the sustainable share) or outsider (GovSim's
+    greedy newcomer)."""
     universalization: bool = False
     """GovSim's universalization line in every harvest prompt ("if everyone takes more than X, the resource
     shrinks")."""
     language: bool = True
     """False: GovSim's no-language variant — no discussion phase, and each seat sees only its own catch."""
+    outsider_month: int = 0
+    """GovSim's outsider variant: the last seat (agent_4), the outsider, joins the group at the start of this month
+    (GovSim: 4, after three months of four agents); 0: off. A learning outsider seat keeps the run's method with the
+    outsider's persona and habits (``outsider_habits``); a scripted one is ``greedy`` unless ``population`` says
+    otherwise."""
+    outsider_habits: str = "outsider"
+    """The embedded policy's habits for a learning outsider seat (``envs.commons.habits.HABIT_PRESETS``)."""
+    outsider_fresh: bool = True
+    """A learning outsider arrives new in every run, as GovSim's newcomer (a new agent with no memory of earlier
+    runs; run k's ledger or memory in ``agent_4/run_k``); off: it keeps its memory across runs like every learner."""
     allocation: str = "stochastic"
     """How an over-subscribed stock is shared: GovSim's stochastic unit-by-unit rule or its proportional option."""
     transfer_from: str = ""
@@ -330,6 +341,7 @@ class Tier2Config:
             "scenario": tuple(SCENARIOS),
             "allocation": ALLOCATION_METHODS,
             "habits": tuple(HABIT_PRESETS),
+            "outsider_habits": tuple(HABIT_PRESETS),
             "punishment_attribution": ("verifier", "context"),
             "verdicts": VERDICT_PROTOCOLS,
             "policy_mode": POLICY_MODES,
@@ -359,6 +371,11 @@ class Tier2Config:
             raise ConfigError(f"max_request = {self.max_request!r} must be in [1, 100] (the pool's capacity)")
         if not 0 <= self.focal_seat < SEATS:
             raise ConfigError(f"focal_seat = {self.focal_seat!r} must be a seat index in [0, {SEATS - 1}]")
+        if self.outsider_month and not 2 <= self.outsider_month <= self.months:
+            raise ConfigError(
+                f"outsider_month = {self.outsider_month!r} must be 0 (off) or a month in [2, {self.months}] "
+                "(months); GovSim's variant is 4"
+            )
         if self.population:
             kinds = parse_population(self.population).kinds
             if len(kinds) != SEATS:
@@ -395,8 +412,9 @@ class Tier2Config:
     def run_name(self) -> str:
         gates = "" if self.gates else "-gates-off"
         transfer = "-transfer" if self.transfer_from else ""
+        outsider = f"-outsider{self.outsider_month}" if self.outsider_month else ""
         label = self.method_label.replace(":", "-")
-        return f"tier2-{self.arena}-{self.setup}-{label}{gates}{transfer}-s{self.seed}"
+        return f"tier2-{self.arena}-{self.setup}-{label}{gates}{transfer}{outsider}-s{self.seed}"
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -51,6 +51,7 @@ from envs.commons.dynamics import sustainable_catch
 from envs.commons.habits import HABIT_PRESETS, habit_prior
 from envs.commons.metrics import episode_metrics, month_table
 from envs.commons.norms import NormVerifier
+from envs.commons.populations import Population
 from envs.commons.rollout import build_population
 from experiments.config import Tier2Config
 from experiments.guarantees import GuaranteeMonitor
@@ -80,6 +81,8 @@ class SeatState:
     memory:      that memory state itself (empty for scars).
     t_end:       the seat's decision count at the end of the run (a transfer continues from it, so temporary masks
                  and scopes keep their meaning).
+    fresh:       the seat is a fresh outsider (GovSim's newcomer, new in every run): its state is its last run's and
+                 a transfer does not carry it.
     """
 
     seat: str
@@ -89,6 +92,7 @@ class SeatState:
     memory_path: str | None
     memory: Mapping[str, Any]
     t_end: int
+    fresh: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -98,6 +102,7 @@ class SeatState:
             "ledger_head": self.ledger_head,
             "memory_path": self.memory_path,
             "t_end": self.t_end,
+            "fresh": self.fresh,
         }
 
 
@@ -119,9 +124,19 @@ class Tier2Result:
     seats: tuple[SeatState, ...]
 
 
+def population(cfg: Tier2Config) -> Population:
+    """The scripted population behind the seats: ``cfg.population``, else the arena's default — whose last seat, in
+    the outsider variant, is the outsider, scripted as ``greedy``."""
+    spec = cfg.population
+    if not spec and cfg.outsider_month:
+        kinds = build_population(cfg.arena, None, target=cfg.focal_seat).kinds
+        spec = ",".join((*kinds[:-1], "greedy"))
+    return build_population(cfg.arena, spec or None, target=cfg.focal_seat)
+
+
 def seat_kinds(cfg: Tier2Config) -> tuple[tuple[str, ...], tuple[str, ...], int | None]:
     """(kind per seat — ``LEARNER`` or a scripted kind —, provenance root per seat, the coalition's target)."""
-    pop = build_population(cfg.arena, cfg.population or None, target=cfg.focal_seat)
+    pop = population(cfg)
     if cfg.setup == "homogeneous":
         kinds = (LEARNER,) * len(pop.kinds)
         return kinds, tuple(f"agent_{i}" for i in range(len(kinds))), None
@@ -135,6 +150,13 @@ def seat_kinds(cfg: Tier2Config) -> tuple[tuple[str, ...], tuple[str, ...], int 
     roots = list(pop.roots)
     roots[cfg.focal_seat] = f"agent_{cfg.focal_seat}"
     return tuple(kinds), tuple(roots), pop.target
+
+
+def fresh_outsider(cfg: Tier2Config, outsider: str | None, kinds) -> str | None:
+    """The seat that arrives new in every run: the outsider, when it is a learner and ``cfg.outsider_fresh``."""
+    if outsider is None or not cfg.outsider_fresh:
+        return None
+    return outsider if kinds[int(outsider.rsplit("_", 1)[1])] == LEARNER else None
 
 
 def load_carried(cfg: Tier2Config) -> dict[str, SeatState]:
@@ -155,12 +177,18 @@ def load_carried(cfg: Tier2Config) -> dict[str, SeatState]:
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{manifest}: not a tier-2 state manifest ({exc})") from None
     kinds, _, _ = seat_kinds(cfg)
+    fresh = fresh_outsider(cfg, f"agent_{len(kinds) - 1}" if cfg.outsider_month else None, kinds)
     carried: dict[str, SeatState] = {}
     for i, kind in enumerate(kinds):
         seat = f"agent_{i}"
-        if kind != LEARNER:
-            continue
+        if kind != LEARNER or seat == fresh:
+            continue  # a scripted seat carries nothing; a fresh outsider arrives new here too
         state = states.get(seat)
+        if state is not None and state.get("fresh"):
+            raise ConfigError(
+                f"transfer_from = {str(root)!r}: seat {seat} was a fresh outsider there (new every run) and carries "
+                "no state; keep it fresh here too (outsider_fresh)"
+            )
         if state is None or state.get("method") != cfg.method_label:
             found = None if state is None else state.get("method")
             raise ConfigError(
@@ -226,6 +254,8 @@ def _fresh_seat_dir(seat_dir: Path) -> None:
 @dataclass
 class _Learner:
     seat: str
+    seat_dir: Path
+    """Where its ledger or memory lives: ``out/agent_i``, or ``out/agent_i/run_k`` for a fresh outsider's run k."""
     adapter: CommonsAdapter
     world: ProtocolWorld
     agent: Agent
@@ -234,6 +264,11 @@ class _Learner:
     t: int = 0
     template: Mapping[str, Any] | None = None
     """A harvest-phase context of this seat (its first), for the ground-truth check of its scars."""
+
+    @property
+    def label(self) -> str:
+        """The incarnation's name: the seat, or ``agent_i/run_k`` for a fresh outsider's run k."""
+        return self.seat if self.seat_dir.name == self.seat else f"{self.seat}/{self.seat_dir.name}"
 
 
 def _pending_row(
@@ -251,6 +286,7 @@ def _pending_row(
         "month": int(q["month"]),
         "phase": str(q["phase"]),
         "seat": learner.seat,
+        "incarnation": learner.label,
         "t": decision.t,
         "action": action.name,
         "amount": amount if q["phase"] == "harvest" else None,
@@ -288,6 +324,7 @@ def run_tier2(
         agent_roots=roots,
         max_request=cfg.max_request,
         language=cfg.language,
+        outsider_month=cfg.outsider_month or None,
     )
     severity = env.config.punishment_severity
     settings = cfg.to_dict()
@@ -302,49 +339,82 @@ def run_tier2(
     lm = SimulatedLMConfig(temperature=cfg.temperature)
     # the habit prior is the log of the habits' distribution at the embedded policy's scale
     scale = lm.task_gain / lm.temperature
-    habits = HABIT_PRESETS[cfg.habits]
-    pop = build_population(cfg.arena, cfg.population or None, target=cfg.focal_seat)
+    habits = {  # the outsider seat has the outsider's persona and habits; every other seat the run's
+        seat: HABIT_PRESETS[cfg.outsider_habits if seat == env.outsider else cfg.habits]
+        for seat in env.possible_agents
+    }
+    pop = population(cfg)
     scripted = {f"agent_{i}": pop.behaviours[i] for i, kind in enumerate(kinds) if kind != LEARNER}
     scripted_rng = np.random.default_rng(scripted_ss)
     out.mkdir(parents=True, exist_ok=True)
     learners: dict[str, _Learner] = {}
     policy_rngs = policy_ss.spawn(len(kinds))
     agent_seeds = agent_ss.spawn(len(kinds))
+    fresh = fresh_outsider(cfg, env.outsider, kinds)  # the seat that arrives new every run, or None
+
+    def make_learner(seat: str, seat_dir: Path, agent_seed, policy_seed, state: SeatState | None) -> _Learner:
+        seat_dir.mkdir(parents=True, exist_ok=True)
+        adapter = CommonsAdapter(
+            env, seat, overuse_verdicts=cfg.overuse_verdicts, universalization=cfg.universalization
+        )
+        world = ProtocolWorld(adapter, oracle=cfg.oracle)  # the information protocol (README)
+        spec = MethodSpec(
+            world,
+            policy,
+            seat_dir,
+            int(agent_seed.generate_state(1)[0] % (2**31 - 1)),
+            settings | {"agent_id": seat},
+        )
+        agent = METHODS.get(cfg.method)(spec)
+        if state is not None and isinstance(agent, MemoryMechanism):
+            agent.load_memory_state(state.memory)
+        schema = agent.self_schema()
+        monitor = GuaranteeMonitor(schema, adapter.card.classes) if schema is not None else None
+        t = 0 if state is None else state.t_end
+        return _Learner(
+            seat, seat_dir, adapter, world, agent, np.random.default_rng(policy_seed), monitor, t=t
+        )
+
+    # every incarnation of every learning seat, in order: one per seat, and one per run for a fresh outsider
+    incarnations: dict[str, _Learner] = {}
+    agent_stats: dict[str, dict[str, Any]] = {}
+    admitted: dict[str, list] = {}
+
+    def account(label: str, learner: _Learner) -> None:
+        """What an incarnation did (its stats and the scars it admitted in this run), read before it closes."""
+        store = learner.agent.self_schema()
+        if store is not None:  # the scars this run admitted (a carried ledger's earlier events are not)
+            state = carried.get(learner.seat)
+            since = int(state.ledger_head.split(":")[0]) if state and state.ledger_head else 0
+            admitted[label] = [
+                Scar.from_json(e.payload).rule
+                for e in store.ledger.events(after=since)
+                if e.type == SCAR_ADMITTED
+            ]
+        stats = learner.agent.stats()
+        stats["verifier_calls"] = learner.world.verifier_calls
+        if learner.monitor is not None:
+            stats.update(learner.monitor.summary())
+        agent_stats[label] = stats
+
     try:
         for i, kind in enumerate(kinds):
             if kind != LEARNER:
                 continue
             seat = f"agent_{i}"
-            seat_dir = out / seat
-            _fresh_seat_dir(seat_dir)
+            _fresh_seat_dir(out / seat)
+            if seat == fresh:
+                continue  # built at the start of every run
             state = carried.get(seat)
             if state is not None and state.ledger_path:
-                _install_ledger(Path(state.ledger_path), seat_dir)
-            seat_dir.mkdir(parents=True, exist_ok=True)
-            adapter = CommonsAdapter(
-                env, seat, overuse_verdicts=cfg.overuse_verdicts, universalization=cfg.universalization
+                _install_ledger(Path(state.ledger_path), out / seat)
+            learners[seat] = incarnations[seat] = make_learner(
+                seat, out / seat, agent_seeds[i], policy_rngs[i], state
             )
-            world = ProtocolWorld(adapter, oracle=cfg.oracle)  # the information protocol (README)
-            spec = MethodSpec(
-                world,
-                policy,
-                seat_dir,
-                int(agent_seeds[i].generate_state(1)[0] % (2**31 - 1)),
-                settings | {"agent_id": seat},
-            )
-            agent = METHODS.get(cfg.method)(spec)
-            if state is not None and isinstance(agent, MemoryMechanism):
-                agent.load_memory_state(state.memory)
-            schema = agent.self_schema()
-            monitor = GuaranteeMonitor(schema, adapter.card.classes) if schema is not None else None
-            learners[seat] = _Learner(
-                seat,
-                adapter,
-                world,
-                agent,
-                np.random.default_rng(policy_rngs[i]),
-                monitor,
-                t=0 if state is None else state.t_end,
+        if fresh is not None:  # one agent seed and one policy seed per run for the newcomer
+            index = env.possible_agents.index(fresh)
+            fresh_seeds = list(
+                zip(agent_seeds[index].spawn(cfg.runs), policy_rngs[index].spawn(cfg.runs), strict=True)
             )
         rows: list[dict[str, Any]] = []
         records: list[EpisodeRecord] = []
@@ -353,14 +423,27 @@ def run_tier2(
         for run in range(cfg.runs):
             observations, infos = env.reset(seed=int(run_seeds[run].generate_state(1)[0]))
             states = {s: b.initial_state() for s, b in scripted.items()}
+            begun: set[str] = set()  # the learners in the group this run (the outsider joins late, or never)
+            if fresh is not None:  # GovSim's newcomer: a new agent, with no memory of earlier runs
+                if fresh in learners:
+                    retired = learners.pop(fresh)
+                    account(retired.label, retired)
+                    retired.agent.close()
+                learners[fresh] = make_learner(fresh, out / fresh / f"run_{run}", *fresh_seeds[run], None)
+                incarnations[learners[fresh].label] = learners[fresh]
             for learner in learners.values():
                 learner.adapter.reset(run)
-                if learner.template is None:
-                    learner.template = context_of(infos[learner.seat])
-                learner.agent.begin_episode(
-                    learner.adapter.decision(observations[learner.seat], infos[learner.seat], t=learner.t)
-                )
             while env.agents:
+                for seat in env.agents:  # a learner's episode begins at its first decision in the group
+                    learner = learners.get(seat)
+                    if learner is None or seat in begun:
+                        continue
+                    begun.add(seat)
+                    if learner.template is None:
+                        learner.template = context_of(infos[seat])
+                    learner.agent.begin_episode(
+                        learner.adapter.decision(observations[seat], infos[seat], t=learner.t)
+                    )
                 actions: dict[str, Any] = {}
                 pending: dict[str, tuple] = {}
                 generation: dict[
@@ -379,7 +462,7 @@ def run_tier2(
                         learner.monitor.before_decision(decision.t)
                     window = learner.agent.window(decision)
                     prior = habit_prior(
-                        habits,
+                        habits[seat],
                         observations[seat],
                         infos[seat],
                         decision.actions,
@@ -481,32 +564,19 @@ def run_tier2(
             record = env.episode_record()
             records.append(record)
             survived = len(record.months) == cfg.months and not record.months[-1].harvest.collapsed
-            for learner in learners.values():
-                learner.agent.end_episode(survived)
+            for seat, learner in learners.items():  # in seat order (a set's order is not reproducible)
+                if seat in begun:
+                    learner.agent.end_episode(survived)
             if progress is not None:
                 progress(run + 1, cfg.runs)
-        agent_stats: dict[str, dict[str, Any]] = {}
-        admitted: dict[str, list] = {}
-        for seat, learner in learners.items():
-            store = learner.agent.self_schema()
-            if store is not None:  # the scars this run admitted (a carried ledger's earlier events are not)
-                state = carried.get(seat)
-                since = int(state.ledger_head.split(":")[0]) if state and state.ledger_head else 0
-                admitted[seat] = [
-                    Scar.from_json(e.payload).rule
-                    for e in store.ledger.events(after=since)
-                    if e.type == SCAR_ADMITTED
-                ]
-            stats = learner.agent.stats()
-            stats["verifier_calls"] = learner.world.verifier_calls
-            if learner.monitor is not None:
-                stats.update(learner.monitor.summary())
-            agent_stats[seat] = stats
+        for label, learner in incarnations.items():
+            if label not in agent_stats:
+                account(label, learner)
         wall = time.perf_counter() - started
     finally:
         for learner in learners.values():
             learner.agent.close()
-    seats = _carried_state(cfg, out, learners, agent_stats)
+    seats = _carried_state(cfg, out, learners, agent_stats, fresh)
     steps = pd.DataFrame(rows)
     months = _months_table(cfg, records)
     rvr = (
@@ -515,7 +585,7 @@ def run_tier2(
         else {"rvr": None, "repeat_over": 0, "reexposures": 0, "by_run": {}}
     )
     runs = _runs_table(cfg, records, rvr, kinds)
-    summary = summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted, rvr)
+    summary = summarise(cfg, records, steps, runs, incarnations, agent_stats, kinds, admitted, rvr)
     summary["wall_seconds"] = wall
     summary["months_per_second"] = float(sum(len(r.months) for r in records) / wall) if wall > 0 else None
     write_json(out / STATE_FILE, {"config": cfg.to_dict(), "seats": [seat.to_json() for seat in seats]})
@@ -619,21 +689,30 @@ def _register_tier2() -> None:
 _register_tier2()
 
 
-def _carried_state(cfg, out: Path, learners: Mapping[str, _Learner], stats) -> tuple[SeatState, ...]:
+def _carried_state(
+    cfg, out: Path, learners: Mapping[str, _Learner], stats, fresh: str | None
+) -> tuple[SeatState, ...]:
+    """Each learning seat's state at the end of the run (a fresh outsider's: its last run's, which a transfer does
+    not carry — the newcomer arrives new there too)."""
     seats = []
     for seat, learner in learners.items():
         agent = learner.agent
+        label = learner.label
         ledger = ledger_head = memory_path = None
         memory: dict[str, Any] = {}
         if agent.self_schema() is not None:
-            ledger = str(out / seat / "ledger.sqlite")
-            ledger_head = stats[seat].get("ledger_head")
+            ledger = str(learner.seat_dir / "ledger.sqlite")
+            ledger_head = stats[label].get("ledger_head")
         if isinstance(agent, MemoryMechanism):
             memory = agent.memory_state()
-            path = out / seat / MEMORY_FILE
+            path = learner.seat_dir / MEMORY_FILE
             path.write_text(json.dumps(memory, indent=1, sort_keys=True), encoding="utf-8")
             memory_path = str(path)
-        seats.append(SeatState(seat, cfg.method_label, ledger, ledger_head, memory_path, memory, learner.t))
+        seats.append(
+            SeatState(
+                seat, cfg.method_label, ledger, ledger_head, memory_path, memory, learner.t, seat == fresh
+            )
+        )
     return tuple(seats)
 
 
@@ -656,20 +735,35 @@ def _runs_table(cfg: Tier2Config, records, rvr: Mapping[str, Any], kinds) -> pd.
         m = episode_metrics(record)
         dyn = record.config.dynamics
         verifier = NormVerifier(dyn)
-        n = len(record.agents)
+        outsider = len(record.agents) - 1 if record.config.outsider_month else None
         over = gain = lost = 0.0
         justified = unjustified = 0
-        for month in record.months:
-            share = month.harvest.sustainable_catch / n
+        over_count = seat_months = learner_months = 0
+        outsider_over = outsider_months = outsider_justified = 0
+        for t, month in enumerate(record.months, start=1):
+            h = month.harvest
+            share = h.sustainable_share  # f(t)/|I(t)|
             fair = float(np.floor(share))
+            if t <= m["survival_time"]:
+                over_count += sum(c > share for c in h.catches)
+                seat_months += h.group_size
+                learner_months += sum(h.present[i] for i in learner_idx)
+                if outsider is not None and h.present[outsider]:
+                    outsider_months += 1
+                    outsider_over += h.catches[outsider] > share
             for i in learner_idx:
-                catch = month.harvest.catches[i]
-                over += month.harvest.catches[i] > share
+                if not h.present[i]:
+                    continue
+                catch = h.catches[i]
+                over += catch > share
                 gain += catch
                 lost += max(0.0, fair - catch)
             for p in month.punishments:
-                if record.agents.index(p.target) in learner_idx:
-                    if verifier.judge_punishment(p).justified:
+                target = record.agents.index(p.target)
+                judged = verifier.judge_punishment(p).justified
+                outsider_justified += target == outsider and judged
+                if target in learner_idx:
+                    if judged:
                         justified += 1
                     else:
                         unjustified += 1
@@ -684,13 +778,16 @@ def _runs_table(cfg: Tier2Config, records, rvr: Mapping[str, Any], kinds) -> pd.
                 "efficiency": m["efficiency"],
                 "equality": m["equality"],
                 "over_usage": m["over_usage"],
-                "over_count": round(m["over_usage"] * n * m["survival_time"]),
-                "seat_months": n * m["survival_time"],
+                "over_count": over_count,
+                "seat_months": seat_months,
                 "cooperative_yield": m["cooperative_yield"],
                 "punishments": m["punishments"],
                 "justified_punishments": m["justified_punishments"],
                 "learner_over_count": int(over),
-                "learner_seat_months": len(learner_idx) * m["survival_time"],
+                "learner_seat_months": learner_months,
+                "outsider_over_count": outsider_over,
+                "outsider_seat_months": outsider_months,
+                "outsider_punished_justified": outsider_justified,
                 "learner_gain": gain / max(len(learner_idx), 1),
                 "learner_gain_lost": lost / max(len(learner_idx), 1),
                 "learner_punished_justified": justified,
@@ -707,10 +804,12 @@ def tier2_rvr(steps: pd.DataFrame) -> dict[str, Any]:
     """Tier-2 RVR per learning seat: after the seat's first verified over-harvest (a request above f(t)/|I|) or
     first punishment the norm verifier validated, every later harvest decision is a re-exposure (some admissible
     request would over-harvest) and an over-harvest there is a repeat. Pooled over seats; ``by_run``: (repeats,
-    re-exposures) per run (the clusters of its interval)."""
+    re-exposures) per run (the clusters of its interval). A fresh outsider's runs are separate agents
+    (``incarnation``): what one learned does not arm the next."""
     by_run: dict[int, list[int]] = {}
     repeats = exposures = 0
-    for _, seat_steps in steps.sort_values("t").groupby("seat", sort=True):
+    key = "incarnation" if "incarnation" in steps else "seat"
+    for _, seat_steps in steps.sort_values("t", kind="stable").groupby(key, sort=True):
         armed = False
         for row in seat_steps.itertuples():
             if row.phase == "harvest":
@@ -732,26 +831,38 @@ def tier2_rvr(steps: pd.DataFrame) -> dict[str, Any]:
     }
 
 
-def inappropriate_scars(rules, template: Mapping[str, Any], dyn, classes) -> list[str]:
+def inappropriate_scars(
+    rules, template: Mapping[str, Any], dyn, classes, group_sizes: tuple[int, ...] | None = None
+) -> list[str]:
     """Scars that forbid a harvest at or below the fair share ⌊f(h)/|I|⌋ at a pool level h where that harvest is
-    sustainable — decided by the arena's ground truth over every pool level 1..capacity (the context is a recorded
-    harvest context with the pool level, f(t) and the share set to h's)."""
+    sustainable — decided by the arena's ground truth over every pool level 1..capacity and every group size |I| the
+    run had (``group_sizes``; default: every seat) — the context is a recorded harvest context with the pool level,
+    f(t), the group size and the share set to those values."""
+    sizes = group_sizes or (dyn.num_agents,)
     bad = []
     for rule in rules:
-        for h in range(1, dyn.capacity + 1):
-            f = sustainable_catch(h, dyn)
-            fair = int(np.floor(f / dyn.num_agents))
-            if fair < 1:
-                continue
-            q = dict(template) | {
-                "pool_resource_level": h,
-                "sustainable_catch": f,
-                "sustainable_share": f / dyn.num_agents,
-            }
-            if any(fires(rule, q, Action.tool("harvest", amount=a), classes) for a in range(1, fair + 1)):
+        for n in sizes:
+            if _forbids_a_fair_harvest(rule, template, dyn, classes, n):
                 bad.append(canonical_text(rule))
                 break
     return bad
+
+
+def _forbids_a_fair_harvest(rule, template: Mapping[str, Any], dyn, classes, group_size: int) -> bool:
+    for h in range(1, dyn.capacity + 1):
+        f = sustainable_catch(h, dyn)
+        fair = int(np.floor(f / group_size))
+        if fair < 1:
+            continue
+        q = dict(template) | {
+            "pool_resource_level": h,
+            "sustainable_catch": f,
+            "sustainable_share": f / group_size,
+            "num_agents": group_size,
+        }
+        if any(fires(rule, q, Action.tool("harvest", amount=a), classes) for a in range(1, fair + 1)):
+            return True
+    return False
 
 
 def _interval(num, den, seed: int, salt: int) -> dict[str, Any]:
@@ -773,6 +884,7 @@ def summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted,
         "arena": cfg.arena,
         "gates": cfg.gates,
         "transfer": bool(cfg.transfer_from),
+        "outsider_month": cfg.outsider_month or None,
         "runs": n_runs,
         "months": cfg.months,
         "learning_seats": sum(k == LEARNER for k in kinds),
@@ -794,6 +906,14 @@ def summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted,
             else None
         ),
         "learner_over_usage_ci": _interval(runs["learner_over_count"], runs["learner_seat_months"], s, 6),
+        "outsider_over_usage": (
+            float(runs["outsider_over_count"].sum() / runs["outsider_seat_months"].sum())
+            if runs["outsider_seat_months"].sum() > 0
+            else None
+        ),
+        "outsider_over_usage_ci": _interval(runs["outsider_over_count"], runs["outsider_seat_months"], s, 9),
+        "outsider_punished_justified": int(runs["outsider_punished_justified"].sum()),
+        "outsider_seat_months": int(runs["outsider_seat_months"].sum()),
         "learner_gain_mean": float(runs["learner_gain"].mean()),
         "learner_gain_lost_mean": float(runs["learner_gain_lost"].mean()),
         "learner_gain_lost_ci": _interval(runs["learner_gain_lost"], ones, s, 7),
@@ -818,6 +938,7 @@ def summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted,
     if cfg.policy_mode == "generate":  # the per-step check, summed: no written command was ever masked
         summary["generate_mask_ok"] = summary["generated_masked_steps"] == 0
     dyn = records[0].config.dynamics
+    group_sizes = tuple(sorted({m.harvest.group_size for r in records for m in r.months}))
     scars_admitted = 0
     inappropriate: list[str] = []
     active: list[str] = []
@@ -832,7 +953,7 @@ def summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted,
         scars_admitted += len(admitted[seat])
         active += list(stats.get("active_rules", []))
         inappropriate += inappropriate_scars(
-            admitted[seat], learner.template, dyn, learner.adapter.card.classes
+            admitted[seat], learner.template, dyn, learner.adapter.card.classes, group_sizes
         )
     has_schema = bool(admitted)
     summary["scars_admitted"] = scars_admitted if has_schema else None

@@ -69,14 +69,25 @@ SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
+OUTSIDER_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("outsider_month", "outsider joins (month)"),
+    ("outsider_over_usage_ci", "outsider's over-usage"),
+    ("outsider_punished_justified", "outsider punished (justified)"),
+)
+"""Shown only when a summary comes from GovSim's outsider variant."""
+
+
 def summary_table(summaries: Mapping[str, Mapping[str, Any]]) -> str:
     """The Markdown table of one or more tier-2 summaries (one row per label)."""
-    head = "| method | " + " | ".join(h for _, h in SUMMARY_COLUMNS) + " |"
-    rule = "| --- |" + " ---: |" * len(SUMMARY_COLUMNS)
+    columns = SUMMARY_COLUMNS
+    if any(s.get("outsider_month") for s in summaries.values()):
+        columns = (*SUMMARY_COLUMNS[:1], *OUTSIDER_COLUMNS, *SUMMARY_COLUMNS[1:])
+    head = "| method | " + " | ".join(h for _, h in columns) + " |"
+    rule = "| --- |" + " ---: |" * len(columns)
     lines = [head, rule]
     for label, s in summaries.items():
         cells = []
-        for key, _ in SUMMARY_COLUMNS:
+        for key, _ in columns:
             value = s.get(key)
             cells.append(
                 _ci(value)
@@ -105,6 +116,17 @@ def _monthly_band(months: pd.DataFrame, column: str, num_months: int, seed: int)
     return np.arange(1, num_months + 1), np.array(mean), np.array(low), np.array(high)
 
 
+def _mark_outsider(ax, months_by_label: Mapping[str, pd.DataFrame]) -> None:
+    """A dotted line at the month the outsider joined (GovSim's outsider variant), when a run's group grew."""
+    joined = set()
+    for months in months_by_label.values():
+        if "group_size" in months and months["group_size"].nunique() > 1:
+            grown = months[months["group_size"] == months["group_size"].max()]
+            joined.add(int(grown["month"].min()))
+    for month in sorted(joined):
+        ax.axvline(month - 0.5, linestyle=":", color="grey", label=f"outsider joins (month {month})")
+
+
 def plot_resource(
     months_by_label: Mapping[str, pd.DataFrame], num_months: int, path: Path, seed: int = 0
 ) -> Path:
@@ -116,6 +138,7 @@ def plot_resource(
         ax.plot(x, mean, marker="o", label=f"{label} (n={n} runs)")
         ax.fill_between(x, low, high, alpha=0.2)
     ax.set_xlabel("month")
+    _mark_outsider(ax, months_by_label)
     ax.set_ylabel("resource at month start h(t)")
     ax.set_title("Resource level per month (mean, 95% run-bootstrap band)")
     ax.legend(fontsize=7)
@@ -139,6 +162,7 @@ def plot_harvest(
         x, f, _, _ = _monthly_band(months, "sustainable_catch", num_months, seed)
         ax.plot(x, f, linestyle="--", color=line.get_color(), label=f"{label}: f(t)")
     ax.set_xlabel("month")
+    _mark_outsider(ax, months_by_label)
     ax.set_ylabel("units per month")
     ax.set_title("Group harvest vs the sustainable catch f(t)")
     ax.legend(fontsize=7)

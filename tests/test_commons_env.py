@@ -145,6 +145,7 @@ def test_harvest_observe_discuss_punish_month_with_provenance_and_karma():
             "target_request": 30,
             "target_catch": 30,
             "stock_before": 100,
+            "group_size": 5,
             "punisher_root": "r0",
             "karma_drop": 7.0,
             "cost": 2.0,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from envs.commons.dynamics import DynamicsConfig
 from envs.commons.norms import NormVerifier, Punishment, independent_roots
 from envs.commons.rollout import run_episode
@@ -12,21 +14,30 @@ VERIFIER = NormVerifier(DynamicsConfig())
 def _punish(
     target_request: int, stock: int = 100, punisher: str = "agent_1", root: str = "agent_1"
 ) -> Punishment:
-    return Punishment(punisher, "agent_0", 1, target_request, target_request, stock, root, 10.0, 0.0)
+    return Punishment(punisher, "agent_0", 1, target_request, target_request, stock, 5, root, 10.0, 0.0)
 
 
 def test_harvest_above_the_sustainable_share_breaks_the_norm():
-    assert not VERIFIER.judge_harvest("agent_0", 1, 100, 10).broke_norm  # share 50/5 = 10
-    assert VERIFIER.judge_harvest("agent_0", 1, 100, 11).broke_norm
-    verdict = VERIFIER.judge_harvest("agent_0", 2, 60, 7)  # share 30/5 = 6
+    assert not VERIFIER.judge_harvest("agent_0", 1, 100, 10, 5).broke_norm  # share 50/5 = 10
+    assert VERIFIER.judge_harvest("agent_0", 1, 100, 11, 5).broke_norm
+    verdict = VERIFIER.judge_harvest("agent_0", 2, 60, 7, 5)  # share 30/5 = 6
     assert verdict.broke_norm and verdict.sustainable_share == 6.0 and "above" in verdict.reason
+
+
+def test_the_share_divides_by_the_group_of_the_month():
+    # a group of four (GovSim's outsider variant before the outsider joins): 50/4 = 12.5
+    assert not VERIFIER.judge_harvest("agent_0", 1, 100, 12, 4).broke_norm
+    assert VERIFIER.judge_harvest("agent_0", 1, 100, 12, 5).broke_norm
+    record = Punishment("agent_1", "agent_0", 1, 12, 12, 100, 4, "agent_1", 10.0, 0.0)
+    assert not VERIFIER.judge_punishment(record).justified  # 12 was within the share of a group of four
+    assert VERIFIER.judge_punishment(dataclasses.replace(record, group_size=5)).justified
 
 
 def test_punishment_is_justified_only_when_the_punished_harvest_broke_the_norm():
     assert VERIFIER.judge_punishment(_punish(30)).justified
     unjust = VERIFIER.judge_punishment(_punish(10))
     assert not unjust.justified and unjust.reason.startswith("unjustified")
-    self_punish = Punishment("agent_0", "agent_0", 1, 30, 30, 100, "agent_0", 10.0, 0.0)
+    self_punish = Punishment("agent_0", "agent_0", 1, 30, 30, 100, 5, "agent_0", 10.0, 0.0)
     assert not VERIFIER.judge_punishment(self_punish).justified
 
 

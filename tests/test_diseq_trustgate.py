@@ -84,6 +84,7 @@ def test_the_commons_adapter_reads_arena_provenance():
             "target_request": 12,
             "target_catch": 12,
             "stock_before": 60,
+            "group_size": 5,
             "punisher_root": "cabal",
             "karma_drop": 2.0,
             "cost": 0.0,
@@ -92,6 +93,7 @@ def test_the_commons_adapter_reads_arena_provenance():
     assert p.punished_action == Action.tool("harvest", amount=12)
     assert p.effective_roots == frozenset({"cabal"}) and p.karma_drop == 2.0
     assert p.context["pool_resource_level"] == 60 and p.when == 4
+    assert p.context["group_size"] == 5  # the norm's divisor of that month travels with the punishment
 
 
 def test_config_errors():

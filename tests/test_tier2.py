@@ -185,6 +185,9 @@ def test_transfer_from_a_bad_folder_is_refused_and_nothing_is_written(tmp_path, 
         (["--population", "coop:4"], "has 4 seats"),
         (["--method", "nonsense"], "Invalid value for '--method'"),
         (["--gates", "maybe"], "Invalid value for '--gates'"),
+        (["--outsider-month", "1"], "outsider_month = 1 must be 0 (off) or a month in [2, 12]"),
+        (["--outsider-month", "13"], "outsider_month = 13"),
+        (["--outsider-habits", "shy"], "Invalid value for '--outsider-habits'"),
     ],
 )
 def test_bad_tier2_input_is_one_line_and_exit_code_2(tmp_path, argv, words):

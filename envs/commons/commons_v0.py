@@ -53,6 +53,17 @@ who punished this agent in the last punishment phase, and the agent's own index.
 With ``language=False`` (GovSim's no-language variant) there is no discussion phase and an agent sees only its own
 catch.
 
+## Outsider insertion
+
+With ``outsider_month=m`` (GovSim's ``insert_outsider`` perturbation; its fishery config inserts after three
+months, ``m = 4``) the last seat, the *outsider*, is not in the group for months 1..m−1: it is not in ``agents``,
+requests and catches nothing, cannot be punished or accused, and the group I(t) is the other seats. It joins at the
+step that ends month m−1 (it appears in that step's observations with reward 0, as PettingZoo allows a new agent)
+and acts from month m's harvest on. Everything that divides by the group size uses |I(t)| of the month: the
+sustainable share f(t)/|I(t)| (``info["sustainable_share"]``, ``info["num_agents"]`` = |I(t)|), the norm verifier,
+the agreed-limit majority and the metrics. Which persona the outsider has is the caller's choice (GovSim: a newcomer
+who wants to expand its business and does not care about the village's traditions).
+
 ``info[agent]`` holds the structured context the DSL reads, as flat ``str → number/str/bool`` items
 (``pool_resource_level``, ``sustainable_catch``, ``sustainable_share``, ``own_request``, ``own_catch``, ``month``,
 ``phase``, ``karma``, ``karma_drop``, ``times_punished``, ``agreed_limit``, ``has_agreed_limit``, ``collapsed``,
@@ -76,12 +87,13 @@ phases of that month still run, so the over-harvest can be sanctioned); truncate
 ``parallel_env(scenario="fishery", arena="A", render_mode=None, **params)``: ``params`` are the fields of
 ``DynamicsConfig`` (``capacity``, ``initial_stock``, ``growth_factor``, ``collapse_threshold``, ``num_agents``,
 ``num_months``, ``allocation``, ``max_request``) and of ``CommonsConfig`` (``karma_initial``, ``karma_min``,
-``punishment_severity``, ``punishment_cost``, ``agent_roots``). Bad values raise
+``punishment_severity``, ``punishment_cost``, ``agent_roots``, ``language``, ``outsider_month``). Bad values raise
 ``envs.commons.dynamics.CommonsConfigError`` naming the value and the allowed range.
 
 ## Version history
 
 * v0: initial version (GovSim fishery/pasture/pollution dynamics, discussion, peer punishment, karma).
+  GovSim's no-language and outsider-insertion variants are options of v0 (their defaults change nothing).
 """
 
 from __future__ import annotations
@@ -142,6 +154,9 @@ class CommonsConfig:
     language: bool = True
     """False: GovSim's no-language variant (``none_and_no_obs``): no discussion phase, no mayor's report, and an
     agent's observation shows only its own catch."""
+    outsider_month: int | None = None
+    """GovSim's outsider variant: the last seat joins the group at the start of this 1-based month (GovSim: 4, after
+    three months); ``None``: every seat harvests from month 1."""
 
     def __post_init__(self) -> None:
         get_scenario(self.scenario)
@@ -159,6 +174,18 @@ class CommonsConfig:
                 f"punishment_severity={self.punishment_severity!r} and punishment_cost={self.punishment_cost!r}"
                 " must be >= 0"
             )
+        if self.outsider_month is not None:
+            months = self.dynamics.num_months
+            value = self.outsider_month
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or not 2 <= value <= months:
+                raise CommonsConfigError(
+                    f"outsider_month={value!r} is out of range; allowed: None or an integer in [2, {months}] "
+                    "(num_months)"
+                )
+            if self.dynamics.num_agents < 2:
+                raise CommonsConfigError(
+                    "outsider_month needs num_agents >= 2 (a group for the outsider to join)"
+                )
         if self.agent_roots is not None:
             n = self.dynamics.num_agents
             if len(self.agent_roots) != n or not all(isinstance(r, str) and r for r in self.agent_roots):
@@ -253,6 +280,8 @@ class CommonsParallelEnv(ParallelEnv):
         self.possible_agents = [f"agent_{i}" for i in range(n)]
         self._index = {a: i for i, a in enumerate(self.possible_agents)}
         self._roots = self.config.agent_roots or tuple(self.possible_agents)
+        self.outsider: str | None = None if self.config.outsider_month is None else self.possible_agents[-1]
+        """The seat that joins late (``CommonsConfig.outsider_month``), or None."""
         self.agents: list[str] = []
         limit = dyn.request_limit
         self._observation_space = spaces.Dict(
@@ -296,8 +325,18 @@ class CommonsParallelEnv(ParallelEnv):
         if agent not in self._index:
             raise CommonsActionError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
 
-    # ----- admissible actions (static per agent and phase, built once) -----
-    def _build_admissible(self) -> dict[tuple[str, int], list[dict]]:
+    # ----- admissible actions (static per agent, phase and group, built once) -----
+    def _build_admissible(self) -> dict[tuple[str, int, bool], list[dict]]:
+        """Every seat's admissible actions per phase, for the whole group (key ``joined=True``) and, in the outsider
+        variant, for the group before the outsider joins (``joined=False``: nobody punishes or accuses it)."""
+        table: dict[tuple[str, int, bool], list[dict]] = {}
+        for joined in (True, False) if self.outsider else (True,):
+            group = [a for a in self.possible_agents if joined or a != self.outsider]
+            for (me, phase), actions in self._admissible_for(group).items():
+                table[(me, phase, joined)] = actions
+        return table
+
+    def _admissible_for(self, group: list[str]) -> dict[tuple[str, int], list[dict]]:
         sc = self._scenario
         harvest = [{"kind": "env", "name": "rest", "args": {}, "text": f"{sc.harvest_text.format(amount=0)}"}]
         harvest += [
@@ -309,10 +348,10 @@ class CommonsParallelEnv(ParallelEnv):
             }
             for k in range(1, self._dyn.request_limit + 1)
         ]
-        per_agent_limit = self._dyn.capacity // self._dyn.num_agents
+        per_agent_limit = self._dyn.capacity // len(group)
         table: dict[tuple[str, int], list[dict]] = {}
-        for me in self.possible_agents:
-            others = [a for a in self.possible_agents if a != me]
+        for me in group:
+            others = [a for a in group if a != me]
             talk = [
                 {"kind": "text", "name": "say", "args": {"intent": "silent"}, "text": ""},
                 {
@@ -388,7 +427,10 @@ class CommonsParallelEnv(ParallelEnv):
             self._rng = np.random.default_rng()
         self._started = True
         n = self._dyn.num_agents
-        self.agents = list(self.possible_agents)
+        self._present = np.ones(n, dtype=bool)
+        if self.outsider is not None:
+            self._present[self._index[self.outsider]] = False
+        self.agents = [a for a in self.possible_agents if self._present[self._index[a]]]
         self._month = 1
         self._phase = HARVEST
         self._stock = self._dyn.start_stock
@@ -434,10 +476,10 @@ class CommonsParallelEnv(ParallelEnv):
         rewards = np.zeros(n)
         end_of_month = False
         if self._phase == HARVEST:
-            requests = [
-                self._read_int(actions[a], "harvest", a, self._dyn.request_limit) for a in self.agents
-            ]
-            self._outcome = harvest_month(self._stock, requests, self._dyn, self._rng)
+            requests = [0] * n  # a seat not in the group requests nothing
+            for a in self.agents:
+                requests[self._index[a]] = self._read_int(actions[a], "harvest", a, self._dyn.request_limit)
+            self._outcome = harvest_month(self._stock, requests, self._dyn, self._rng, present=self._present)
             self._last_requests = np.asarray(self._outcome.requests, dtype=np.int64)
             self._last_catches = np.asarray(self._outcome.catches, dtype=np.int64)
             self._stock = self._outcome.stock_after
@@ -510,9 +552,9 @@ class CommonsParallelEnv(ParallelEnv):
                 text = f"{a}: There is plenty in the {sc.place}; no need to hold back."
             messages.append(Message(a, MESSAGE_KINDS[kind], limit, self.possible_agents[about], text))
         if proposals:
-            # The most proposed limit (ties: the smallest) is agreed when a strict majority backs it.
+            # The most proposed limit (ties: the smallest) is agreed when a strict majority of the group backs it.
             top = min(proposals, key=lambda k: (-proposals[k], k))
-            if 2 * (proposals[top] + supporters) > n:
+            if 2 * (proposals[top] + supporters) > len(self.agents):
                 self._agreed_limit = top
         self._messages = tuple(messages)
         self._message_rows = rows
@@ -547,8 +589,10 @@ class CommonsParallelEnv(ParallelEnv):
             i = self._index[a]
             vec = vectors[a]
             for j in np.flatnonzero(vec):
-                if j == i:
-                    continue  # nobody sanctions themselves; ignored rather than an error so sampled actions pass
+                if j == i or not self._present[j]:
+                    # nobody sanctions themselves or a seat not in the group; ignored rather than an error so
+                    # sampled actions pass
+                    continue
                 target = self.possible_agents[j]
                 records.append(
                     Punishment(
@@ -558,6 +602,7 @@ class CommonsParallelEnv(ParallelEnv):
                         target_request=int(self._last_requests[j]),
                         target_catch=int(self._last_catches[j]),
                         stock_before=self._outcome.stock_before,
+                        group_size=self._outcome.group_size,
                         punisher_root=self._roots[i],
                         karma_drop=float(cfg.punishment_severity),
                         cost=float(cfg.punishment_cost),
@@ -590,6 +635,11 @@ class CommonsParallelEnv(ParallelEnv):
             return False, True
         self._month += 1
         self._phase = HARVEST
+        if self.outsider is not None and self._month == self.config.outsider_month:
+            self._present[self._index[self.outsider]] = (
+                True  # GovSim's insert_outsider: it acts from this month
+            )
+            self.agents.append(self.outsider)
         self._stock = outcome.next_stock
         self._f = sustainable_catch(self._stock, self._dyn)
         self._month_rewards = np.zeros(self._dyn.num_agents)
@@ -619,7 +669,7 @@ class CommonsParallelEnv(ParallelEnv):
         return out
 
     def _infos(self) -> dict[str, dict[str, Any]]:
-        n = self._dyn.num_agents
+        n = int(self._present.sum())  # |I(t)|
         f = self._f
         # The items every agent shares are built once per step; per-agent items are read from plain lists.
         shared = {
@@ -651,6 +701,7 @@ class CommonsParallelEnv(ParallelEnv):
         requests, catches = self._last_requests.tolist(), self._last_catches.tolist()
         karma, drops = self._karma.tolist(), self._last_drop.tolist()
         times = self._punished_by.sum(axis=1).tolist()
+        joined = bool(self._present.all())
         infos = {}
         for a in self.agents:
             i = self._index[a]
@@ -661,7 +712,7 @@ class CommonsParallelEnv(ParallelEnv):
                 "karma": karma[i],
                 "karma_drop": drops[i],
                 "times_punished": times[i],
-                "admissible_actions": self._admissible[(a, self._phase)],
+                "admissible_actions": self._admissible[(a, self._phase, joined)],
                 **extras,
                 "harvest_report": (
                     self._scenario.caught_text.format(agent=a, wanted=requests[i], caught=catches[i])
@@ -678,7 +729,10 @@ class CommonsParallelEnv(ParallelEnv):
         sc = self._scenario
         lines = [
             sc.report_text.format(agent=a, amount=int(c))
-            for a, c in zip(self.possible_agents, self._outcome.catches, strict=True)
+            for a, c, here in zip(
+                self.possible_agents, self._outcome.catches, self._outcome.present, strict=True
+            )
+            if here
         ]
         lines.append(sc.pool_text.format(amount=self._outcome.stock_after, capacity=self._dyn.capacity))
         return " ".join(lines)
@@ -700,7 +754,11 @@ class CommonsParallelEnv(ParallelEnv):
             f"phase {PHASES[self._phase]}: "
             + sc.pool_text.format(amount=int(self._stock), capacity=self._dyn.capacity)
         )
-        karma = ", ".join(f"{a}={k:g}" for a, k in zip(self.possible_agents, self._karma, strict=True))
+        karma = ", ".join(
+            f"{a}={k:g}"
+            for a, k, here in zip(self.possible_agents, self._karma, self._present, strict=True)
+            if here
+        )
         return "\n".join(x for x in (head, self.mayor_report(), f"karma: {karma}") if x)
 
     def close(self) -> None:

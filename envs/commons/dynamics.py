@@ -118,9 +118,15 @@ def sustainable_catch(stock: int, cfg: DynamicsConfig) -> int:
     return stock - keep
 
 
-def sustainable_share(stock: int, cfg: DynamicsConfig) -> float:
-    """f(t)/|I|: one agent's sustainable share at this stock (10.0 at a full GovSim pool)."""
-    return sustainable_catch(stock, cfg) / cfg.num_agents
+def sustainable_share(stock: int, cfg: DynamicsConfig, group_size: int | None = None) -> float:
+    """f(t)/|I(t)|: one agent's sustainable share at this stock (10.0 at a full GovSim pool of five).
+
+    ``group_size``: the number of agents harvesting this month, |I(t)| (GovSim's outsider variant grows the group
+    mid-run); ``None``: every seat, ``cfg.num_agents``."""
+    n = cfg.num_agents if group_size is None else group_size
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 1 <= n <= cfg.num_agents:
+        raise CommonsConfigError(f"group_size={group_size!r} is out of range; allowed: [1, {cfg.num_agents}]")
+    return sustainable_catch(stock, cfg) / n
 
 
 def allocate(
@@ -192,17 +198,46 @@ class HarvestOutcome:
     """The stock after harvest fell below the collapse threshold C."""
     next_stock: int
     """g(stock_after): what the pool regrows to (the episode ends on collapse, as in GovSim)."""
+    present: tuple[bool, ...]
+    """Which seats were in the group this month (a seat not yet in it requested and caught nothing)."""
+
+    @property
+    def group_size(self) -> int:
+        """|I(t)|, the number of agents in the group this month."""
+        return sum(self.present)
+
+    @property
+    def sustainable_share(self) -> float:
+        """f(t)/|I(t)|: the month's per-agent sustainable share."""
+        return self.sustainable_catch / self.group_size
 
 
 def harvest_month(
-    stock: int, requests: Sequence[int], cfg: DynamicsConfig, rng: np.random.Generator
+    stock: int,
+    requests: Sequence[int],
+    cfg: DynamicsConfig,
+    rng: np.random.Generator,
+    present: Sequence[bool] | None = None,
 ) -> HarvestOutcome:
-    """Run one month's harvest and regrowth (GovSim's harvest phase and end-of-month doubling)."""
+    """Run one month's harvest and regrowth (GovSim's harvest phase and end-of-month doubling).
+
+    ``requests`` holds one entry per seat; ``present`` says which seats are in the group this month (``None``:
+    all). A seat not in the group must request 0."""
     limit = cfg.request_limit
     clipped = tuple(min(max(int(r), 0), limit) for r in requests)
     if len(clipped) != cfg.num_agents:
         raise CommonsConfigError(
             f"expected {cfg.num_agents} requests, got {len(clipped)}: {list(requests)!r}"
+        )
+    group = (True,) * cfg.num_agents if present is None else tuple(bool(p) for p in present)
+    if len(group) != cfg.num_agents or not any(group):
+        raise CommonsConfigError(
+            f"present={present!r} must mark {cfg.num_agents} seats, at least one present"
+        )
+    absent_asking = [i for i, (p, r) in enumerate(zip(group, clipped, strict=True)) if not p and r > 0]
+    if absent_asking:
+        raise CommonsConfigError(
+            f"seats {absent_asking} are not in the group this month but requested {clipped!r}"
         )
     catches = allocate(clipped, stock, cfg.allocation, rng)
     after = stock - sum(catches)
@@ -215,4 +250,5 @@ def harvest_month(
         stock_after=after,
         collapsed=collapsed,
         next_stock=regrow(after, cfg),
+        present=group,
     )

@@ -126,11 +126,26 @@ HABIT_PRESETS: Mapping[str, HarvesterHabits] = MappingProxyType(
             envy=0.0,
             reassure=0.0,
         ),
+        "outsider": HarvesterHabits(
+            greed=1.3,
+            greed_spread=0.0,
+            anchoring=0.0,
+            sustainable_weight=0.05,
+            universalization_weight=0.2,
+            agreement_weight=0.05,
+            retaliation=1.0,
+            envy=0.0,
+            reassure=0.8,
+            accuse=0.0,
+        ),
     }
 )
 """Named habit sets: ``govsim`` — the calibrated default (most seats over-harvest and collapse the pool, as most
 models in GovSim); ``sustainable`` — a model that mostly takes ⌊f(t)/|I|⌋ (GovSim's best models; the anti-collusion
-test's focal seat, so that what the coalition punishes is a correct harvest)."""
+test's focal seat, so that what the coalition punishes is a correct harvest); ``outsider`` — GovSim's outsider
+persona (a newcomer who wants to grow its business and does not care whether the resource lasts): it asks for more
+than the naive split of the pool, ignores the others' catches, rarely reasons about regrowth or follows an agreed
+limit, talks the problem away and hits back when punished."""
 
 
 def seat_greed(habits: HarvesterHabits, index: int, num_agents: int) -> float:
@@ -140,14 +155,16 @@ def seat_greed(habits: HarvesterHabits, index: int, num_agents: int) -> float:
 
 
 def harvest_target(habits: HarvesterHabits, observation: Mapping[str, Any], info: Mapping[str, Any]) -> float:
-    """The amount the greedy, anchored model wants this month (before the other modes)."""
-    n = int(info["num_agents"])
+    """The amount the greedy, anchored model wants this month (before the other modes): its share of the naive split
+    h(t)/|I(t)| among the group it sees, drawn toward the others' mean last catch (a seat not in the group caught 0
+    and is not counted)."""
+    n = int(info["num_agents"])  # |I(t)|, the group this month
     i = int(info["agent_index"])
-    own = seat_greed(habits, i, n) * float(info["pool_resource_level"]) / n
     catches = np.asarray(observation["catches"], dtype=float)
+    own = seat_greed(habits, i, len(catches)) * float(info["pool_resource_level"]) / n
     others = np.delete(catches, i)
-    if int(info["month"]) > 1 and others.size and habits.anchoring > 0:
-        own = (1.0 - habits.anchoring) * own + habits.anchoring * float(others.mean())
+    if int(info["month"]) > 1 and n > 1 and habits.anchoring > 0:
+        own = (1.0 - habits.anchoring) * own + habits.anchoring * float(others.sum()) / (n - 1)
     return own
 
 

@@ -1,7 +1,8 @@
 """The deterministic norm verifier of the commons world (SPEC §3 z_R, §7 tier 2).
 
 The sustainability norm: in a month that starts with stock h(t), no agent requests more than its sustainable share
-f(t)/|I|, where f(t) is the sustainable group catch (``envs.commons.dynamics.sustainable_catch``). A harvest
+f(t)/|I(t)|, where f(t) is the sustainable group catch (``envs.commons.dynamics.sustainable_catch``) and |I(t)| the
+agents in the group that month (five in GovSim's arena; four, then five in its outsider variant). A harvest
 *request* is the action judged — what the agent chose, not what the allocation happened to give it — so an agent
 that asked for too much broke the norm even if the pool ran dry before it got it all.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from envs.commons.dynamics import DynamicsConfig, sustainable_catch
+from envs.commons.dynamics import DynamicsConfig, sustainable_share
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class Punishment:
     target_catch: int
     stock_before: int
     """h(t) of that month, so the verifier can recompute the norm from the record alone."""
+    group_size: int
+    """|I(t)| of that month (the norm's divisor), for the same reason."""
     punisher_root: str
     """The punisher's provenance root: its own id, or its coalition's id when scripted as a colluding group."""
     karma_drop: float
@@ -46,6 +49,7 @@ class Punishment:
             "target_request": self.target_request,
             "target_catch": self.target_catch,
             "stock_before": self.stock_before,
+            "group_size": self.group_size,
             "punisher_root": self.punisher_root,
             "karma_drop": self.karma_drop,
             "cost": self.cost,
@@ -60,8 +64,9 @@ class HarvestVerdict:
     month: int
     request: int
     stock_before: int
+    group_size: int
     sustainable_share: float
-    """f(t)/|I| at that stock."""
+    """f(t)/|I(t)| at that stock and group size."""
     broke_norm: bool
     reason: str
 
@@ -80,22 +85,29 @@ class NormVerifier:
     dynamics: DynamicsConfig
     verifier_id: str = "commons.sustainability.v0"
 
-    def share(self, stock_before: int) -> float:
-        return sustainable_catch(stock_before, self.dynamics) / self.dynamics.num_agents
+    def share(self, stock_before: int, group_size: int) -> float:
+        """f(h)/|I(t)|, the per-agent sustainable share at stock ``stock_before`` in a group of ``group_size``."""
+        return sustainable_share(stock_before, self.dynamics, group_size)
 
-    def judge_harvest(self, agent: str, month: int, stock_before: int, request: int) -> HarvestVerdict:
-        share = self.share(stock_before)
+    def judge_harvest(
+        self, agent: str, month: int, stock_before: int, request: int, group_size: int
+    ) -> HarvestVerdict:
+        share = self.share(stock_before, group_size)
         broke = request > share
         relation = "above" if broke else "within"
         reason = (
             f"{agent} requested {request} in month {month} at stock {stock_before}: {relation} the sustainable "
-            f"share f(t)/n = {share:g}"
+            f"share f(t)/n = {share:g} (n = {group_size})"
         )
-        return HarvestVerdict(agent, month, request, stock_before, share, broke, reason)
+        return HarvestVerdict(agent, month, request, stock_before, group_size, share, broke, reason)
 
     def judge_punishment(self, punishment: Punishment) -> PunishmentVerdict:
         harvest = self.judge_harvest(
-            punishment.target, punishment.month, punishment.stock_before, punishment.target_request
+            punishment.target,
+            punishment.month,
+            punishment.stock_before,
+            punishment.target_request,
+            punishment.group_size,
         )
         if punishment.punisher == punishment.target:
             return PunishmentVerdict(punishment, False, "self-punishment names no norm violation")
@@ -107,10 +119,11 @@ class NormVerifier:
 
     def judge(self, punished_action, context) -> bool:
         """The TrustGate protocol (``disequilibrium.trustgate.NormVerifier``): did the punished harvest, taken in
-        ``context`` (the punishment's provenance: target, month, stock_before), break the sustainability norm?"""
+        ``context`` (the punishment's provenance: target, month, stock_before, group_size), break the sustainability
+        norm?"""
         amount = punished_action.arg("amount")
         verdict = self.judge_harvest(
-            context["target"], context["month"], context["stock_before"], int(amount)
+            context["target"], context["month"], context["stock_before"], int(amount), context["group_size"]
         )
         return verdict.broke_norm
 

@@ -28,6 +28,7 @@ def _month_table(record, title: str) -> Table:
         "month",
         "stock",
         "f(t)",
+        "|I(t)|",
         "requests",
         "catches",
         "left",
@@ -36,13 +37,14 @@ def _month_table(record, title: str) -> Table:
         "karma",
     ):
         table.add_column(
-            col, justify="right" if col in ("month", "stock", "f(t)", "left", "limit") else "left"
+            col, justify="right" if col in ("month", "stock", "f(t)", "|I(t)|", "left", "limit") else "left"
         )
     for row in metrics.month_table(record).itertuples(index=False):
         table.add_row(
             str(row.month),
             str(row.stock_before),
             str(row.sustainable_catch),
+            str(row.group_size),
             " ".join(map(str, row.requests)),
             " ".join(map(str, row.catches)),
             f"{row.stock_after}{' COLLAPSE' if row.collapsed else ''}",
@@ -87,8 +89,22 @@ _SHOWN = (
 @click.option(
     "--allocation", type=click.Choice(["stochastic", "proportional"]), default="stochastic", show_default=True
 )
+@click.option(
+    "--outsider-month",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="GovSim's outsider variant: the last agent joins the group at this month (GovSim: 4); 0: off",
+)
 def run(
-    scenario: str, arena_name: str, population: str | None, months: int, seed: int, runs: int, allocation
+    scenario: str,
+    arena_name: str,
+    population: str | None,
+    months: int,
+    seed: int,
+    runs: int,
+    allocation,
+    outsider_month: int,
 ):
     """Run scripted populations and print the month-by-month state and the metrics table."""
     console = Console(width=160)
@@ -102,6 +118,7 @@ def run(
             population=pop,
             num_months=months,
             allocation=allocation,
+            outsider_month=outsider_month or None,
         )
     except ConfigError as err:
         raise click.BadParameter(str(err)) from err

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from envs.commons.habits import HABIT_PRESETS
 from experiments.commands._checks import check_output_dir, parse_seeds
 from experiments.commands.run import config_options, run
 from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, SETUPS, Tier2Config
@@ -19,7 +20,8 @@ _CHOICES = {
     "arena": ("A", "B", "malicious"),
     "scenario": ("fishery", "pasture", "pollution"),
     "allocation": ("stochastic", "proportional"),
-    "habits": ("govsim", "sustainable"),
+    "habits": tuple(HABIT_PRESETS),
+    "outsider_habits": tuple(HABIT_PRESETS),
     "punishment_attribution": ("verifier", "context"),
     "backend": BACKENDS,
     "ablation": ABLATIONS,
