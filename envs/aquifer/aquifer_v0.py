@@ -301,6 +301,7 @@ class AquiferParallelEnv(ParallelEnv):
                     "season": r["month"],
                     "fined_draw": r["target_request"],
                     "level_before": r["stock_before"],
+                    "farms": r["group_size"],
                     "root": farm_id(r["punisher_root"]),
                     "standing_drop": r["karma_drop"],
                 }
