@@ -29,7 +29,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +60,7 @@ from envs.commons.adapter import CommonsAdapter
 from envs.commons.habits import HarvesterHabits, habit_prior
 from envs.commons.populations import parse_population
 from envs.vocabulary import ground
-from experiments.config import ABLATIONS, EXECUTORS, Tier2Config
+from experiments.config import NO_MEMORY, Tier3Config
 from experiments.guarantees import GuaranteeMonitor
 from experiments.identity import (
     FEATURE_NAMES,
@@ -81,142 +81,10 @@ from synthesis.errors import ConfigError
 
 LEARNER_C = "farm_0"
 """The learner's seat in arena C (its scripted co-players take the others)."""
-NO_MEMORY = "no_memory"
-"""The control method that carries nothing (``agents.memory.base.MemoryMechanism``: persona and H only)."""
 FAILURE_FAMILIES: Mapping[str, str] = {"over_draw": "over_extraction", "aquifer_dry": "resource_collapse"}
 """C's verifier ids → the failure family they are, so that a scar learned from A's or B's failure of that family is
 *on*-failure in C's matching states (the Prop. 3 drift is measured only on the others). A's and B's ids are mapped in
 ``_families``."""
-
-
-@dataclass(frozen=True)
-class Tier3Config:
-    """One tier-3 run: a method trained in arenas A and B, then carried into arena C, over seeds (SPEC §7 tier 3)."""
-
-    method: str = "scars"
-    """Memory method: scars, one of the five baselines, any registered method, or no_memory (the control)."""
-    ablation: str = "none"
-    """One of the §6.4 ablations or a control (scars only)."""
-    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
-    """Seeds: each trains one agent in A and one in B and plays C with both (individuation is held out by seed)."""
-    train_runs: int = 3
-    """Tier-2 runs in each training arena (the learner keeps its memory across them)."""
-    train_months: int = 12
-    """Months per training run."""
-    episodes_c: int = 3
-    """Episodes the carried agents play in arena C."""
-    seasons_c: int = 10
-    """Seasons per episode of arena C."""
-    population_c: str = "coop:2,greedy:1"
-    """Arena C's scripted farms (kind:count, the commons behaviours under C's names), three for C's four farms."""
-    overuse_verdicts: bool = True
-    """The verifier reports every extraction above the fair share at once (tier 2's default, in training and in C);
-    off: only a collapse is a verdict, so in training what an agent learns before a collapse comes from punishment —
-    which arena A has and arena B has not."""
-    ground_scars: bool = True
-    """Admit, on entering C, the carried scars that ground through the abstract vocabulary (off: carried scars stay in
-    A's names only, and none can fire in C)."""
-    permutations: int = 200
-    """Label permutations of the individuation permutation test."""
-    backend: str = "embedded"
-    """Base policy: the embedded simulated LM (with the commons habit prior, under C's names in C), hf, openai."""
-    policy_mode: str = "score"
-    """score, or generate (backend hf or openai: the model writes its action, told the scars mask first), in
-    training and in C."""
-    model_path: str = ""
-    """Local HuggingFace model directory (backend=hf)."""
-    server_url: str = "http://127.0.0.1:8000"
-    """OpenAI-compatible server base URL (backend=openai)."""
-    server_model: str = ""
-    """Model name on the server (backend=openai)."""
-    temperature: float = 0.7
-    """Simulated LM: softmax temperature."""
-    embedder: str = "hashing"
-    """Text embedding for RAG and the skill library: hashing (offline) or minilm."""
-    tau: float = 0.55
-    """Disequilibrium threshold τ, in [0.5, 0.731)."""
-    executor: str = "inprocess"
-    """Where MCTS runs: in-process or on Ray."""
-    search_iterations: int = 120
-    """MCTS iterations per tree."""
-    wandb: bool = False
-    """Log to Weights & Biases (offline unless WANDB_MODE says otherwise)."""
-    wandb_project: str = "scars-testbed"
-    """W&B project name."""
-
-    def __post_init__(self) -> None:
-        if self.method != NO_MEMORY:
-            METHODS.get(self.method)
-        BACKENDS.get(self.backend)
-        for name, allowed in (("ablation", ABLATIONS), ("executor", EXECUTORS)):
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"{name} = {getattr(self, name)!r} is not one of {allowed}")
-        if self.ablation != "none" and self.method != "scars":
-            raise ConfigError(
-                f"ablation {self.ablation!r} applies to method 'scars' only, not {self.method!r}"
-            )
-        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
-        if len(self.seeds) < 2 or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
-            raise ConfigError(
-                f"seeds = {self.seeds!r}: give at least two distinct seeds >= 0 (individuation is held out by seed)"
-            )
-        for name in (
-            "train_runs",
-            "train_months",
-            "episodes_c",
-            "seasons_c",
-            "permutations",
-            "search_iterations",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} = {getattr(self, name)!r} must be >= 1")
-        kinds = parse_population(self.population_c).kinds
-        farms = aquifer_v0.DEFAULTS["num_agents"]
-        if len(kinds) != farms - 1:
-            raise ConfigError(
-                f"population_c = {self.population_c!r} has {len(kinds)} farms; arena C needs {farms - 1} "
-                "(its fourth farm is the learner), e.g. coop:2,greedy:1"
-            )
-        if "malicious" in kinds:
-            raise ConfigError(
-                "population_c: arena C has no malicious coalition; use coop, greedy, noisy, retaliator"
-            )
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature = {self.temperature!r} must be > 0")
-        self.train_config(
-            "A", self.seeds[0]
-        )  # the tier-2 checks (tau, backend settings) before anything runs
-
-    @property
-    def method_label(self) -> str:
-        return self.method if self.ablation == "none" else f"{self.method}:{self.ablation}"
-
-    def train_config(self, arena: str, seed: int) -> Tier2Config:
-        """The tier-2 run that trains this config's agent in ``arena`` (focal set-up, learner in seat 0)."""
-        method = "static_persona" if self.method == NO_MEMORY else self.method
-        return Tier2Config(
-            method=method,
-            setup="focal",
-            arena=arena,
-            runs=self.train_runs,
-            months=self.train_months,
-            seed=seed,
-            backend=self.backend,
-            policy_mode=self.policy_mode,
-            model_path=self.model_path,
-            server_url=self.server_url,
-            server_model=self.server_model,
-            temperature=self.temperature,
-            embedder=self.embedder,
-            ablation=self.ablation,
-            tau=self.tau,
-            executor=self.executor,
-            search_iterations=self.search_iterations,
-            overuse_verdicts=self.overuse_verdicts,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass

@@ -8,15 +8,23 @@ from pathlib import Path
 
 import click
 
-from experiments.commands._checks import FINITE_FLOAT, check_output_dir, check_url, parse_seeds
-from experiments.commands.run import run
-from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS
+from experiments.commands._checks import check_output_dir, parse_seeds
+from experiments.commands.run import config_options, run
+from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, NO_MEMORY, POLICY_MODES, Tier3Config
 from synthesis.errors import ScarsError
 
-METHOD_CHOICES = (*METHODS, "no_memory", "all")
+METHOD_CHOICES = (*METHODS, NO_MEMORY, "all")
+_CHOICES = {
+    "ablation": ABLATIONS,
+    "backend": BACKENDS,
+    "policy_mode": POLICY_MODES,
+    "embedder": ("hashing", "minilm"),
+    "executor": EXECUTORS,
+}
 
 
 @run.command("tier3")
+@config_options(Tier3Config, choices=_CHOICES, skip=("method", "seeds", "ground_scars"))
 @click.option(
     "--method",
     type=click.Choice(METHOD_CHOICES),
@@ -25,88 +33,9 @@ METHOD_CHOICES = (*METHODS, "no_memory", "all")
     help="Memory method; no_memory is the control that carries nothing; all = the six methods and no_memory "
     "(one table).",
 )
-@click.option(
-    "--ablation", type=click.Choice(ABLATIONS), default="none", show_default=True, help="Scars ablation."
-)
 @click.option("--seeds", default="0-4", show_default=True, help="Seeds, e.g. 0-4 or 0,2,5 (at least two).")
 @click.option(
-    "--train-runs",
-    type=click.IntRange(min=1),
-    default=3,
-    show_default=True,
-    help="Tier-2 runs in each of A and B.",
-)
-@click.option(
-    "--train-months",
-    type=click.IntRange(min=1),
-    default=12,
-    show_default=True,
-    help="Months per training run.",
-)
-@click.option(
-    "--episodes-c",
-    type=click.IntRange(min=1),
-    default=3,
-    show_default=True,
-    help="Episodes played in arena C.",
-)
-@click.option(
-    "--seasons-c", type=click.IntRange(min=1), default=10, show_default=True, help="Seasons per episode of C."
-)
-@click.option(
-    "--population-c",
-    default="coop:2,greedy:1",
-    show_default=True,
-    help="Arena C's three scripted farms (kind:count; coop, greedy, noisy, retaliator).",
-)
-@click.option(
-    "--overuse-verdicts/--no-overuse-verdicts",
-    default=True,
-    show_default=True,
-    help="Every extraction above the fair share is a verdict at once (off: only a collapse; learning before a "
-    "collapse then comes from punishment, which arena A has and B has not).",
-)
-@click.option(
-    "--ground/--no-ground",
-    default=True,
-    show_default=True,
-    help="Admit in C the carried scars that ground through the abstract vocabulary.",
-)
-@click.option(
-    "--permutations",
-    type=click.IntRange(min=1),
-    default=200,
-    show_default=True,
-    help="Permutations of the individuation test.",
-)
-@click.option(
-    "--backend", type=click.Choice(BACKENDS), default="embedded", show_default=True, help="Base policy."
-)
-@click.option("--model-path", default="", help="Local HuggingFace model directory (backend=hf).")
-@click.option(
-    "--server-url",
-    default="http://127.0.0.1:8000",
-    show_default=True,
-    callback=lambda ctx, param, value: check_url(value),
-    help="OpenAI-compatible server base URL (backend=openai).",
-)
-@click.option("--server-model", default="", help="Model name on the server (backend=openai).")
-@click.option(
-    "--policy-mode",
-    type=click.Choice(("score", "generate")),
-    default="score",
-    show_default=True,
-    help="score, or generate (backend hf or openai: the model writes its action, told the scars mask first).",
-)
-@click.option(
-    "--temperature", type=FINITE_FLOAT, default=0.7, show_default=True, help="Simulated LM temperature."
-)
-@click.option("--embedder", type=click.Choice(("hashing", "minilm")), default="hashing", show_default=True)
-@click.option("--tau", type=FINITE_FLOAT, default=0.55, show_default=True, help="Disequilibrium threshold τ.")
-@click.option("--executor", type=click.Choice(EXECUTORS), default="inprocess", show_default=True)
-@click.option("--search-iterations", type=click.IntRange(min=1), default=120, show_default=True)
-@click.option(
-    "--wandb/--no-wandb", default=False, show_default=True, help="Log to Weights & Biases (offline)."
+    "--ground/--no-ground", default=True, show_default=True, help=Tier3Config.field_docs()["ground_scars"]
 )
 @click.option(
     "--out",
@@ -120,7 +49,7 @@ def tier3(method: str, seeds: str, ground: bool, out: Path, **fields) -> None:
     state into arena C (an aquifer); writes summary.json, agents/steps tables, results.md and plots into OUT."""
     from rich.console import Console
 
-    from experiments.tier3 import NO_MEMORY, Tier3Config, run_tier3_table, table_markdown
+    from experiments.tier3 import run_tier3_table, table_markdown
 
     check_output_dir(out)
     try:
