@@ -11,7 +11,7 @@ import click
 from envs.commons.habits import HABIT_PRESETS
 from experiments.commands._checks import check_output_dir, parse_seeds
 from experiments.commands.run import config_options, run
-from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, SETUPS, Tier2Config
+from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, ORACLES, SETUPS, Tier2Config
 from synthesis.errors import ConfigError, ScarsError
 
 _CHOICES = {
@@ -35,6 +35,34 @@ _GATES = click.option(
     show_default=True,
     help=Tier2Config.field_docs()["gates"],
 )
+
+
+def _study_options(fn):
+    """The options both §6.2 studies share: months per run, the MCTS budget, the what-if oracle."""
+    for option in reversed(
+        (
+            click.option(
+                "--months", type=click.IntRange(min=1), default=12, show_default=True, help="Months per run."
+            ),
+            click.option(
+                "--search-iterations",
+                type=click.IntRange(min=1),
+                default=120,
+                show_default=True,
+                help="MCTS iterations per tree.",
+            ),
+            click.option(
+                "--oracle",
+                type=click.Choice(ORACLES),
+                default="none",
+                show_default=True,
+                help="The information protocol's what-if oracle (README): counterfactual lets scars' extraction ask "
+                "the verifier.",
+            ),
+        )
+    ):
+        fn = option(fn)
+    return fn
 
 
 def _out_option(default: str):
@@ -134,21 +162,7 @@ def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
     "--seeds", default="0-4", show_default=True, help="Independent trajectories, e.g. 0-4 or 0,3,7-9."
 )
 @click.option("--runs", type=click.IntRange(min=1), default=6, show_default=True, help="Runs per trajectory.")
-@click.option("--months", type=click.IntRange(min=1), default=12, show_default=True, help="Months per run.")
-@click.option(
-    "--search-iterations",
-    type=click.IntRange(min=1),
-    default=120,
-    show_default=True,
-    help="MCTS iterations per tree.",
-)
-@click.option(
-    "--oracle",
-    type=click.Choice(["none", "counterfactual"]),
-    default="none",
-    show_default=True,
-    help="The information protocol's what-if oracle (README): counterfactual lets scars' extraction ask the verifier.",
-)
+@_study_options
 @_out_option("runs/tier2-collusion")
 def tier2_collusion(
     method,
@@ -197,21 +211,7 @@ def tier2_collusion(
 @click.option(
     "--setup", type=click.Choice(SETUPS), default="homogeneous", show_default=True, help="Seat set-up."
 )
-@click.option("--months", type=click.IntRange(min=1), default=12, show_default=True, help="Months per run.")
-@click.option(
-    "--search-iterations",
-    type=click.IntRange(min=1),
-    default=120,
-    show_default=True,
-    help="MCTS iterations per tree.",
-)
-@click.option(
-    "--oracle",
-    type=click.Choice(["none", "counterfactual"]),
-    default="none",
-    show_default=True,
-    help="The information protocol's what-if oracle (README): counterfactual lets scars' extraction ask the verifier.",
-)
+@_study_options
 @_out_option("runs/tier2-transfer")
 def tier2_transfer(
     methods, seeds, runs_a, runs_b, setup, months, search_iterations, oracle, out: Path
