@@ -151,3 +151,17 @@ def test_harvest_month_refuses_a_request_from_a_seat_not_in_the_group():
     assert harvest_month(100, [10, 10, 10, 10, 0], cfg, rng, present).group_size == 4
     with pytest.raises(CommonsConfigError, match=r"seats \[4\] are not in the group"):
         harvest_month(100, [10, 10, 10, 10, 3], cfg, rng, present)
+
+
+def test_a_what_if_context_without_the_group_size_is_judged_for_every_seat():
+    from envs.commons.adapter import CommonsAdapter
+    from synthesis.dsl import Action
+
+    env = commons_v0.parallel_env(outsider_month=3)
+    _, infos = env.reset(seed=0)
+    adapter = CommonsAdapter(env, "agent_0")
+    q = commons_v0.context_of(infos["agent_0"])
+    harvest_12 = Action.tool("harvest", amount=12)
+    assert adapter.check(q, harvest_12) == ()  # within 50/4 in a group of four
+    dropped = {k: v for k, v in q.items() if k != "num_agents"}  # extraction drops a variable to test it
+    assert [v.rule_id for v in adapter.check(dropped, harvest_12)] == ["over_harvest"]  # 50/5 = 10 < 12

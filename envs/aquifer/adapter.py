@@ -127,7 +127,9 @@ class AquiferAdapter(ResourceAdapter):
                 'aquifer_level < 15 then forbid_tool_call("pump")'
             ),
         )
-        super().__init__(env, agent, norms, card, overuse_verdicts=overuse_verdicts)
+        super().__init__(
+            env, agent, norms, card, seats=env.dynamics.num_agents, overuse_verdicts=overuse_verdicts
+        )
 
     def context(self, info: Mapping[str, Any]) -> dict[str, Value]:
         return context_of(info)

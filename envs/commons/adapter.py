@@ -145,9 +145,11 @@ class ResourceAdapter(ABC):
     surface: ClassVar[Surface]
 
     def __init__(
-        self, env: Any, agent: str, norms: ShareNorm, card: WorldCard, *, overuse_verdicts: bool
+        self, env: Any, agent: str, norms: ShareNorm, card: WorldCard, *, seats: int, overuse_verdicts: bool
     ) -> None:
         self.env, self.agent = env, agent
+        self.seats = seats
+        """The arena's number of seats (its full group)."""
         self.norms, self.card = norms, card
         self.overuse_verdicts = overuse_verdicts
         self.episode = 0
@@ -238,12 +240,16 @@ class ResourceAdapter(ABC):
         return tuple(out)
 
     def check(self, context: Mapping[str, Value], action: Action) -> tuple[Verdict, ...]:
-        """The sustainability norm on a request at the context's resource level and group size."""
+        """The sustainability norm on a request at the context's resource level and group size. A what-if context
+        without the group size (extraction drops variables to test them) is judged for the arena's full group of
+        seats, as a fixed-group arena would; one without the level names no violation."""
         s = self.surface
         if action.kind != "tool" or action.name != s.tool or s.level not in context:
             return ()
-        level, group, amount = context[s.level], context[s.group], action.arg(s.amount)
+        level, group, amount = context[s.level], context.get(s.group, self.seats), action.arg(s.amount)
         if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in (level, amount, group)):
+            return ()
+        if group < 1:  # a what-if without anybody in the group: no share to exceed
             return ()
         if amount > self.norms.share(int(level), int(group)):
             return (Verdict(*s.over_verdict, self.norms.verifier_id),)
@@ -294,7 +300,9 @@ class CommonsAdapter(ResourceAdapter):
                 'and pool_resource_level < 20 then forbid_tool_call("harvest")'
             ),
         )
-        super().__init__(env, agent, norms, card, overuse_verdicts=overuse_verdicts)
+        super().__init__(
+            env, agent, norms, card, seats=env.config.dynamics.num_agents, overuse_verdicts=overuse_verdicts
+        )
         self.universalization = universalization
 
     def context(self, info: Mapping[str, Any]) -> dict[str, Value]:

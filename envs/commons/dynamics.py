@@ -122,10 +122,10 @@ def sustainable_share(stock: int, cfg: DynamicsConfig, group_size: int | None = 
     """f(t)/|I(t)|: one agent's sustainable share at this stock (10.0 at a full GovSim pool of five).
 
     ``group_size``: the number of agents harvesting this month, |I(t)| (GovSim's outsider variant grows the group
-    mid-run); ``None``: every seat, ``cfg.num_agents``."""
+    mid-run; a what-if question may ask about any group); ``None``: every seat, ``cfg.num_agents``."""
     n = cfg.num_agents if group_size is None else group_size
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 1 <= n <= cfg.num_agents:
-        raise CommonsConfigError(f"group_size={group_size!r} is out of range; allowed: [1, {cfg.num_agents}]")
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+        raise CommonsConfigError(f"group_size={group_size!r} is out of range; allowed: an integer >= 1")
     return sustainable_catch(stock, cfg) / n
 
 
