@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +38,7 @@ from synthesis.dsl.ast import (
     ActionMask,
     And,
     Compare,
+    CompareFeatures,
     ForbidEnvAction,
     ForbidToolArg,
     ForbidToolCall,
@@ -48,7 +49,7 @@ from synthesis.dsl.ast import (
     Rule,
     Value,
 )
-from synthesis.dsl.semantics import MISSING, Classes
+from synthesis.dsl.semantics import MISSING, Classes, compare
 from synthesis.errors import ConfigError
 from synthesis.failure import Failure
 from synthesis.fragments import COUNTERFACTUAL_SENTINEL, SynthesisData
@@ -245,7 +246,8 @@ def candidate_space(
     Predicates: the action-name predicate (``action_is``/``tool_is``); for each causal action argument and each
     causal context variable (the fragment's q), equalities on the failing values, numeric thresholds from the values
     observed anywhere in the data, the disjunction of the failing values, and ``in_class`` for each class holding
-    one of them.
+    one of them; and for each numeric causal argument and numeric causal context variable, the relation between
+    them that separates the failures from the recorded safe pairs (:func:`_relations`).
     """
     classes = classes or {}
     keys = {(a.kind, a.name) for a in fragment.F}
@@ -293,6 +295,7 @@ def candidate_space(
             classes,
             max_or_values,
         )
+    predicates += _relations(fragment, failed, _safe_pairs(data, fragment, keys))
     predicates += _exception_predicates(fragment)
     unique = list(dict.fromkeys(predicates))
     # Pool order = the canonical order of guard operands, so a conjunction of pooled predicates taken in pool order
@@ -301,6 +304,54 @@ def candidate_space(
         canonical(And(tuple(unique))).operands if len(unique) >= 2 else tuple(canonical(g) for g in unique)
     )
     return CandidateSpace(tuple(dict.fromkeys(masks)), tuple(ordered))
+
+
+_RELATION_OPS = ("<", ">", "<=", ">=")  # strict first: on a tie in separation, the strict relation is offered
+
+
+def _safe_pairs(
+    data: SynthesisData, fragment: Failure, keys: set[tuple[str, str]]
+) -> list[tuple[Mapping[str, Value], Action]]:
+    """The recorded pairs known safe for the fragment's kind of action: successes whose chosen action has one of
+    the failed (kind, name)s, and the safe what-ifs the extraction certified (or presumed from the verdict)."""
+    out = [(c.q, c.a_star) for c in data.D_plus if (c.a_star.kind, c.a_star.name) in keys]
+    out += [(q, a) for q, a in fragment.safe_counterfactuals if (a.kind, a.name) in keys]
+    return out
+
+
+def _relations(
+    fragment: Failure,
+    failed: Sequence[tuple[Mapping[str, Value], Action]],
+    safe: Sequence[tuple[Mapping[str, Value], Action]],
+) -> list[Guard]:
+    """``action.<arg> op <variable>`` for each numeric causal argument and numeric causal context variable: a norm
+    relative to the situation (a request above a share the context states), which no literal threshold expresses
+    when the failures happen at different levels of the variable.
+
+    For each (argument, variable) pair whose values are numbers on every failing pair, the offered op is the one
+    of ``<``, ``>``, ``<=``, ``>=`` that holds on every failing pair and on the fewest safe pairs (strict on a tie);
+    the relation is offered only when it separates — it fails on at least one safe pair where both sides are
+    numbers. Whether it beats the literal thresholds is then the objective's call (it costs what one costs)."""
+    out: list[Guard] = []
+    for arg in sorted(fragment.causal_args):
+        for var in sorted(fragment.q):
+            failing = [(a.arg(arg), q.get(var)) for q, a in failed]
+            if not failing or not all(_is_number(x) and _is_number(y) for x, y in failing):
+                continue
+            numeric_safe = [
+                (a.arg(arg), q.get(var))
+                for q, a in safe
+                if _is_number(a.arg(arg)) and _is_number(q.get(var, MISSING))
+            ]
+            best: tuple[int, str] | None = None
+            for op in _RELATION_OPS:
+                if all(compare(x, op, y) for x, y in failing):
+                    held = sum(compare(x, op, y) for x, y in numeric_safe)
+                    if best is None or held < best[0]:
+                        best = (held, op)
+            if best is not None and best[0] < len(numeric_safe):
+                out.append(CompareFeatures(f"action.{arg}", best[1], var))
+    return out
 
 
 def _exception_predicates(fragment: Failure) -> list[Guard]:
