@@ -48,10 +48,10 @@ import numpy as np
 from ortools.sat.python import cp_model, cp_model_helper
 
 from synthesis.dsl.ast import (
+    FLIPPED_OPS,
     NAMED_PREDICATES,
     Action,
     And,
-    FLIPPED_OPS,
     Compare,
     CompareFeatures,
     ForbidEnvAction,

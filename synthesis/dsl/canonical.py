@@ -32,8 +32,8 @@ equality), so the key tags every value with its type and both ``x == true`` and 
 from __future__ import annotations
 
 from synthesis.dsl.ast import (
-    And,
     FLIPPED_OPS,
+    And,
     Compare,
     CompareFeatures,
     ForbidEnvAction,
