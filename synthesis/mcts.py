@@ -10,7 +10,11 @@ guard — a conjunction of pooled predicates — has exactly one derivation.
 
 Each simulation: UCT selection (values min–max normalised over the rewards seen), expansion of one untried move
 (chosen with the passed-in generator), a random rollout to a complete rule, scoring with the objective of
-:mod:`synthesis.objective` (cached per canonical rule), backup of −objective. Everything is a pure function of its
+:mod:`synthesis.objective` (cached per canonical rule) — of the rollout's rule and of the node's own rule, which is
+complete as soon as it has a mask and a predicate — and backup of the better −objective. A node's value Q̂ is the
+best reward seen in its subtree (max backup), not the mean: the search wants one best rule, and a mean lets a
+subtree whose random completions mostly break coverage (the one holding the right mask) look worse than a subtree
+of uniformly mediocre rules. Everything is a pure function of its
 inputs and the seed (mctx style): same seed, same result. The only optional source of non-determinism is the
 wall-clock budget ``SearchConfig.time_budget_s`` (off by default). The search stops early, deterministically, once
 every rule of the space has been scored (``stop_when_scored``, on: it changes only the counts) or after ``patience``
@@ -73,7 +77,7 @@ class SearchConfig:
 
     num_simulations: MCTS simulations (each expands at most one node); the deterministic budget.
     max_predicates:  most conjuncts in a guard (rule size bound).
-    exploration:     the UCT constant c in Q̂ + c·sqrt(ln N / n), on min–max normalised values.
+    exploration:     the UCT constant c in Q̂ + c·sqrt(ln N / n), Q̂ the subtree's best reward, min–max normalised.
     rollout_stop_prob: in a rollout, the probability of stopping after each added predicate.
     top_k:           how many best distinct candidates the result lists.
     max_or_values:   the largest disjunction of observed values offered as one predicate.
@@ -247,7 +251,9 @@ def candidate_space(
     causal context variable (the fragment's q), equalities on the failing values, numeric thresholds from the values
     observed anywhere in the data, the disjunction of the failing values, and ``in_class`` for each class holding
     one of them; and for each numeric causal argument and numeric causal context variable, the relation between
-    them that separates the failures from the recorded safe pairs (:func:`_relations`).
+    them that separates the failures from the recorded safe pairs (:func:`_relations`). When the verdict named a
+    quantity a numeric argument was judged against (``Failure.quantities``), their relation is offered in place of
+    the literal predicates on either.
     """
     classes = classes or {}
     keys = {(a.kind, a.name) for a in fragment.F}
@@ -276,10 +282,16 @@ def candidate_space(
             return [v for v in every if v is not MISSING and v is not None]
         return [v for v in groups[2] if v is not MISSING and v is not None]
 
+    # A numeric argument the verdict judged against a quantity it named: the condition is their relation, which
+    # is offered in place of literal predicates on either (those would restate the levels this run failed at).
+    judged = {
+        arg for arg in fragment.causal_args if fragment.quantities and _is_number(fragment.action.arg(arg))
+    }
+    judged_against = fragment.quantities if judged else frozenset()
     predicates: list[Guard] = []
     for kind, name in sorted(keys):
         predicates.append(Named("tool_is" if kind == "tool" else "action_is", name))
-    for arg in sorted(fragment.causal_args):
+    for arg in sorted(fragment.causal_args - judged):
         predicates += _feature_predicates(
             f"action.{arg}",
             [a.arg(arg) for _, a in failed if a.arg(arg) is not None],
@@ -287,7 +299,7 @@ def candidate_space(
             classes,
             max_or_values,
         )
-    for var in sorted(fragment.q):
+    for var in sorted(set(fragment.q) - judged_against):
         predicates += _feature_predicates(
             var,
             [q[var] for q, _ in failed if var in q],
@@ -328,29 +340,40 @@ def _relations(
     relative to the situation (a request above a share the context states), which no literal threshold expresses
     when the failures happen at different levels of the variable.
 
-    For each (argument, variable) pair whose values are numbers on every failing pair, the offered op is the one
-    of ``<``, ``>``, ``<=``, ``>=`` that holds on every failing pair and on the fewest safe pairs (strict on a tie);
-    the relation is offered only when it separates — it fails on at least one safe pair where both sides are
-    numbers. Whether it beats the literal thresholds is then the objective's call (it costs what one costs)."""
+    For each (argument, variable) pair that are numbers on the fragment's own failure, the offered op is the one of
+    ``<``, ``>``, ``<=``, ``>=`` that holds there and, of those, on the most failing pairs of D⁻, then on the fewest
+    recorded safe pairs (strict first on a tie). It is offered when the verdict named the variable as the quantity
+    the argument was judged against (``Failure.quantities``), when it separates — some safe pair where both sides
+    are numbers falls outside it — or when there is no such safe pair to separate from (the failures alone then
+    say as much for a relation as for a threshold). Whether it beats the other predicates is the objective's call:
+    it costs what a literal comparison costs."""
+    own_q, own_action = fragment.q, fragment.action
     out: list[Guard] = []
     for arg in sorted(fragment.causal_args):
-        for var in sorted(fragment.q):
-            failing = [(a.arg(arg), q.get(var)) for q, a in failed]
-            if not failing or not all(_is_number(x) and _is_number(y) for x, y in failing):
+        x0 = own_action.arg(arg)
+        if not _is_number(x0):
+            continue
+        for var in sorted(own_q):
+            y0 = own_q[var]
+            if not _is_number(y0):
                 continue
+            failing = [(a.arg(arg), q.get(var, MISSING)) for q, a in failed]
             numeric_safe = [
                 (a.arg(arg), q.get(var))
                 for q, a in safe
                 if _is_number(a.arg(arg)) and _is_number(q.get(var, MISSING))
             ]
-            best: tuple[int, str] | None = None
+            best: tuple[int, int, str] | None = None
             for op in _RELATION_OPS:
-                if all(compare(x, op, y) for x, y in failing):
-                    held = sum(compare(x, op, y) for x, y in numeric_safe)
-                    if best is None or held < best[0]:
-                        best = (held, op)
-            if best is not None and best[0] < len(numeric_safe):
-                out.append(CompareFeatures(f"action.{arg}", best[1], var))
+                if not compare(x0, op, y0):
+                    continue
+                covered = sum(_is_number(x) and _is_number(y) and compare(x, op, y) for x, y in failing)
+                held = sum(compare(x, op, y) for x, y in numeric_safe)
+                if best is None or (-covered, held) < best[:2]:
+                    best = (-covered, held, op)
+            separates = not numeric_safe or best is not None and best[1] < len(numeric_safe)
+            if best is not None and (var in fragment.quantities or separates):
+                out.append(CompareFeatures(f"action.{arg}", best[2], var))
     return out
 
 
@@ -467,7 +490,7 @@ class _Node:
     children: list[_Node] = field(default_factory=list)
     # Per-child statistics kept in the parent, so UCT over many children is one numpy expression.
     child_visits: list[int] = field(default_factory=list)
-    child_values: list[float] = field(default_factory=list)
+    child_values: list[float] = field(default_factory=list)  # best reward seen in each child's subtree
     child_open: list[bool] = field(default_factory=list)  # False once the child's subtree is fully explored
     visits: int = 0
 
@@ -501,7 +524,7 @@ _VECTOR_SELECT = 24  # children above which UCT is one numpy expression (measure
 
 
 def _select(node: _Node, lo: float, hi: float, exploration: float) -> int:
-    """UCT over the children that still have unexplored rules; values are min–max normalised to [0, 1].
+    """UCT over the children that still have unexplored rules; best rewards are min–max normalised to [0, 1].
 
     Returns the child's index (the first of equal maxima, so the choice is deterministic).
     """
@@ -509,7 +532,7 @@ def _select(node: _Node, lo: float, hi: float, exploration: float) -> int:
     log_n = math.log(max(node.visits, 1))
     if len(node.child_visits) > _VECTOR_SELECT:
         visits = np.asarray(node.child_visits, dtype=float)
-        uct = (np.asarray(node.child_values) / visits - lo) / span + exploration * np.sqrt(log_n / visits)
+        uct = (np.asarray(node.child_values) - lo) / span + exploration * np.sqrt(log_n / visits)
         return int(np.argmax(np.where(node.child_open, uct, -np.inf)))
     # Few children: plain floats beat numpy's per-call cost, and the same IEEE operations in the same order give the
     # same values (so the same choice) as the vectorised form.
@@ -518,7 +541,7 @@ def _select(node: _Node, lo: float, hi: float, exploration: float) -> int:
         zip(node.child_values, node.child_visits, node.child_open, strict=True)
     ):
         if is_open:
-            uct = (value / visits - lo) / span + exploration * math.sqrt(log_n / visits)
+            uct = (value - lo) / span + exploration * math.sqrt(log_n / visits)
             if uct > best_uct or best < 0:
                 best, best_uct = i, uct
     return max(best, 0)
@@ -591,15 +614,19 @@ def synthesize(
             child = _child(node, move, n_masks, n_preds, max_preds)
             node.children.append(child)
             node.child_visits.append(0)
-            node.child_values.append(0.0)
+            node.child_values.append(-math.inf)
             node.child_open.append(True)
             nodes += 1
             path.append((child, len(node.children) - 1))
             node = child
-        # Evaluation: the node's own rule when complete, else a random completion.
+        # Evaluation: the node's own rule when complete, else a random completion. A node with a mask and at least
+        # one predicate is itself a complete rule (stopping is always allowed there): it is scored too, and the
+        # node is worth the better of the two, so a short rule is never lost to the conjuncts a rollout adds.
         mask, preds = (node.mask, node.preds) if node.terminal else rollout(node.mask, node.preds)
         improvements = len(scorer.trace)
         reward = -scorer(mask, preds, nodes).total
+        if not node.terminal and node.preds and preds != node.preds:
+            reward = max(reward, -scorer(node.mask, node.preds, nodes).total)
         if len(scorer.trace) > improvements:
             best_at = simulations
         lo, hi = min(lo, reward), max(hi, reward)
@@ -612,7 +639,7 @@ def synthesize(
             if depth > 0:
                 parent = path[depth - 1][0]
                 parent.child_visits[index] += 1
-                parent.child_values[index] += reward
+                parent.child_values[index] = max(parent.child_values[index], reward)
                 parent.child_open[index] = is_open
         root_open = is_open
 
