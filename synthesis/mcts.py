@@ -4,6 +4,7 @@ A node of the tree is a partial rule: first a mask is chosen (from the failed ac
 ``forbid_env_action(verb)``, ``forbid_tool_call(t)``, ``forbid_tool_arg(t, k, v)``), then guard predicates are added
 one at a time, or the derivation stops. Predicates come from the fragment's causal variables (see
 :func:`candidate_space`): equalities on context and action parts, numeric thresholds from the observed values,
+relations ``action.<arg> op <variable>`` between a numeric argument and a numeric context variable,
 ``in_class(feature, class)`` for each class containing an observed value, and the disjunction of the observed values
 of a feature when the failures disagree on it. Predicates are added in pool order (a set-enumeration tree), so every
 guard — a conjunction of pooled predicates — has exactly one derivation.
