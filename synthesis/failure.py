@@ -77,7 +77,7 @@ class Failure:
     )
     """The what-ifs that came back *still failing* (one causal variable changed to another observed value and the
     verifier still flags it): more instances of the same failure, which a scar must cover too (they join D⁻)."""
-    quantities: frozenset[str] = field(default=frozenset(), compare=False)
+    quantities: frozenset[str] = frozenset()
     """Context variables the verdict's text named as the quantity a numeric argument of the action was judged
     against ("a request above the sustainable share"): the attributed condition is the relation between the two
     (``synthesis.mcts`` offers it in place of literal thresholds on either). Filled by extraction."""
