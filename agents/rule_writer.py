@@ -29,6 +29,7 @@ GRAMMAR_CARD = """A rule has the form: if GUARD then MASK
 GUARD: predicates joined with "and" / "or", parentheses allowed. A predicate is
   FEATURE OP VALUE   (OP one of == != < <= > >=; FEATURE a context name or a part of the candidate action,
                       written action.ARG)
+  FEATURE OP FEATURE (one feature against another, e.g. action.ARG > a context name)
   in_class(FEATURE, "CLASS")
   action_is("VERB") / tool_is("TOOL")
 MASK: forbid_env_action("VERB") | forbid_tool_call("TOOL") | forbid_tool_arg("TOOL", "ARG", VALUE)

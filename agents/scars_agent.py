@@ -409,9 +409,19 @@ class ScarsAgent:
             )
         except FragmentError:
             return
+        self._owe(fragment)
         self.accommodations[trigger] += 1
         decision = self.storm.on_disequilibrium(self.t, fragment, context=record.context)
         self._carry_out(decision.requests)
+
+    def _owe(self, fragment: Failure) -> None:
+        """The merge owes coverage of the failure as attributed (the fragment a scar's evidence carries and Prop. 1
+        replays), not of the whole context it was observed in: a scar firing on that context through a variable
+        the attribution ruled out would let the merge retire the scar that does cover the fragment."""
+        for i in range(len(self.failures) - 1, -1, -1):
+            if self.failures[i].id == fragment.id and self.failures[i].action == fragment.action:
+                self.failures[i] = fragment
+                return
 
     def _accommodate_punishment(self, feedback: Feedback, reading: Reading) -> None:
         """Punishment alone can trigger accommodation (§3.2, §6.2): the punished action, in the context it was

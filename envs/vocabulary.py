@@ -13,7 +13,8 @@ only where every name the rule uses has an abstract meaning the source declares:
   "extraction")``), or else the one class the source card declares for it (``harvest`` is an ``extraction`` tool) —
   the grounded rules mask every tool of that class in the target (one rule each);
 * every context feature and action argument the rule compares must be in the source's ``variables`` and its abstract
-  variable must name exactly one feature of the target;
+  variable must name exactly one feature of the target — both sides of a relation between two features
+  (``action.amount > sustainable_share`` → ``action.<the target's extraction_amount> > <its fair_share>``);
 * values are carried as they are: numbers and booleans only (a string value is a surface name — a tool, an agent,
   a phase — and has no meaning elsewhere). A threshold keeps its number, in the target's units;
 * ``tool_is``/``action_is``/``intent_is``/``data_scope_is`` and comparisons of ``action.tool``/``action.name`` name a
@@ -33,6 +34,7 @@ from synthesis.dsl.ast import (
     ActionMask,
     And,
     Compare,
+    CompareFeatures,
     ForbidEnvAction,
     ForbidToolArg,
     ForbidToolCall,
@@ -101,6 +103,8 @@ def _guard(guard: Guard, source: WorldCard, target: WorldCard) -> Guard:
             return InClass(_feature(feature, source, target), class_name)
         case Compare(feature, op, value):
             return Compare(_feature(feature, source, target), op, _value(value, feature))
+        case CompareFeatures(feature, op, other):  # both sides are names: both must have an abstract meaning
+            return CompareFeatures(_feature(feature, source, target), op, _feature(other, source, target))
         case Named(name, value):
             raise NotPortable(f"{name}({value!r}) names a surface thing of {source.id}: a surface-name scar")
         case And(operands):

@@ -10,7 +10,8 @@ scar's evidence — always this type, or its JSON form ``to_json()``.
 - ``F``: the failed control action first, then the admissible actions the verifier also flags as equivalent.
 - ``theta``: the attributed cause (a rule id of the world's verifier, or a verifier event name).
 - ``source``: where it happened (world, episode, step) and which verifier certified it.
-- ``causal_args`` and ``safe_counterfactuals`` are filled by extraction (empty on an observed failure).
+- ``causal_args``, ``safe_counterfactuals`` and ``quantities`` are filled by extraction (empty on an observed
+  failure).
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ class Failure:
     )
     """The what-ifs that came back *still failing* (one causal variable changed to another observed value and the
     verifier still flags it): more instances of the same failure, which a scar must cover too (they join D⁻)."""
+    quantities: frozenset[str] = frozenset()
+    """Context variables the verdict's text named as the quantity a numeric argument of the action was judged
+    against ("a request above the sustainable share"): the attributed condition is the relation between the two
+    (``synthesis.mcts`` offers it in place of literal thresholds on either). Filled by extraction."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "q", freeze_context(self.q))
@@ -86,6 +91,7 @@ class Failure:
             if not isinstance(a, Action):
                 raise ConfigError(f"failed actions must be synthesis.dsl Actions, got {type(a).__name__}")
         object.__setattr__(self, "causal_args", frozenset(self.causal_args))
+        object.__setattr__(self, "quantities", frozenset(self.quantities))
 
     def __reduce__(self):
         # The read-only context view does not pickle; ship plain dicts (Ray moves failures between processes).
@@ -99,6 +105,7 @@ class Failure:
                 self.causal_args,
                 tuple((dict(q), a) for q, a in self.safe_counterfactuals),
                 tuple((dict(q), a) for q, a in self.failing_counterfactuals),
+                self.quantities,
             ),
         )
 

@@ -196,7 +196,12 @@ def extract_fragment(
     ``verdict_text`` is the violated rule's text as the verifier reported it. A verifier that knows only what the
     agent experienced (``ExperienceVerifier``) cannot rule variables out by what-ifs; the variables and arguments
     the verdict's text names (:func:`named_in_text`) are then the attribution, when it names any of them — what
-    a model reading the verdict would conclude — and the search's contrast of D⁺ and D⁻ does the rest.
+    a model reading the verdict would conclude — and the search's contrast of D⁺ and D⁻ does the rest. A numeric
+    variable the verdict names by its name alone (:func:`quantities_named_in_text`: "above the sustainable share"
+    names ``sustainable_share``) joins that attribution when a numeric argument of the action is causal: the
+    verdict judged the argument against that quantity. Unlike a named value, changing a named quantity is not
+    presumed safe (whether it is depends on the argument), so it adds no presumed-safe what-if; the search offers
+    the relation between the two (``synthesis.mcts``).
     """
     del classes  # generalisation over classes happens in the search, not in the fragment
     failed = step.chosen_action
@@ -220,15 +225,19 @@ def extract_fragment(
     variables = variables - ignore
     named: frozenset[str] = frozenset()
     named_args: frozenset[str] = frozenset()
+    quantities: frozenset[str] = frozenset()
     if verdict_text:
         undecided = {n for n in variables if _unknown_changes(step.context, failed, verifier, n)}
         named = named_in_text(step.context, verdict_text) & undecided
-        if named:
-            variables = (variables - undecided) | named
         undecided_args = {n for n in args if _unknown_arg_changes(step.context, failed, verifier, n)}
         named_args = named_in_text(dict(failed.args), verdict_text) & undecided_args
         if named_args:
             args = (args - undecided_args) | named_args
+        # a quantity the verdict names by name, against which a numeric argument of the action was judged
+        if any(_is_number(failed.arg(n)) for n in args):
+            quantities = frozenset(quantities_named_in_text(step.context, verdict_text) & undecided - named)
+        if named or quantities:
+            variables = (variables - undecided) | named | quantities
     q = {k: v for k, v in step.context.items() if k in variables}
     safe, failing = counterfactuals(step.context, failed, verifier, variables, args, alternatives)
     if verdict_text and (named or named_args):
@@ -241,6 +250,7 @@ def extract_fragment(
         causal_args=args,
         safe_counterfactuals=safe,
         failing_counterfactuals=failing,
+        quantities=quantities,
     )
 
 
@@ -328,6 +338,23 @@ def named_in_text(values: Mapping[str, Value], text: str) -> frozenset[str]:
     return frozenset(
         k for k in named if not any(t != texts.get(k) and texts.get(k, "\0") in t for t in texts.values())
     )
+
+
+def quantities_named_in_text(values: Mapping[str, Value], text: str) -> frozenset[str]:
+    """The numeric (not boolean) keys of ``values`` whose name a text writes, whatever their value: "a request above
+    the sustainable share" names ``sustainable_share`` (spaces, underscores and case ignored; the last segment of
+    a dotted name; names of four characters or more, so a short name does not match inside any word)."""
+    squashed = _squash(text)
+    out = set()
+    for key, value in values.items():
+        short = _squash(key.rsplit(".", 1)[-1])
+        if _is_number(value) and len(short) >= 4 and short in squashed:
+            out.add(key)
+    return frozenset(out)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
 
 
 def counterfactuals(

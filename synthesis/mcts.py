@@ -4,13 +4,18 @@ A node of the tree is a partial rule: first a mask is chosen (from the failed ac
 ``forbid_env_action(verb)``, ``forbid_tool_call(t)``, ``forbid_tool_arg(t, k, v)``), then guard predicates are added
 one at a time, or the derivation stops. Predicates come from the fragment's causal variables (see
 :func:`candidate_space`): equalities on context and action parts, numeric thresholds from the observed values,
+relations ``action.<arg> op <variable>`` between a numeric argument and a numeric context variable,
 ``in_class(feature, class)`` for each class containing an observed value, and the disjunction of the observed values
 of a feature when the failures disagree on it. Predicates are added in pool order (a set-enumeration tree), so every
 guard — a conjunction of pooled predicates — has exactly one derivation.
 
 Each simulation: UCT selection (values min–max normalised over the rewards seen), expansion of one untried move
 (chosen with the passed-in generator), a random rollout to a complete rule, scoring with the objective of
-:mod:`synthesis.objective` (cached per canonical rule), backup of −objective. Everything is a pure function of its
+:mod:`synthesis.objective` (cached per canonical rule) — of the rollout's rule and of the node's own rule, which is
+complete as soon as it has a mask and a predicate — and backup of the better −objective. A node's value Q̂ is the
+best reward seen in its subtree (max backup), not the mean: the search wants one best rule, and a mean lets a
+subtree whose random completions mostly break coverage (the one holding the right mask) look worse than a subtree
+of uniformly mediocre rules. Everything is a pure function of its
 inputs and the seed (mctx style): same seed, same result. The only optional source of non-determinism is the
 wall-clock budget ``SearchConfig.time_budget_s`` (off by default). The search stops early, deterministically, once
 every rule of the space has been scored (``stop_when_scored``, on: it changes only the counts) or after ``patience``
@@ -26,7 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +43,7 @@ from synthesis.dsl.ast import (
     ActionMask,
     And,
     Compare,
+    CompareFeatures,
     ForbidEnvAction,
     ForbidToolArg,
     ForbidToolCall,
@@ -48,7 +54,7 @@ from synthesis.dsl.ast import (
     Rule,
     Value,
 )
-from synthesis.dsl.semantics import MISSING, Classes
+from synthesis.dsl.semantics import MISSING, Classes, compare
 from synthesis.errors import ConfigError
 from synthesis.failure import Failure
 from synthesis.fragments import COUNTERFACTUAL_SENTINEL, SynthesisData
@@ -72,7 +78,7 @@ class SearchConfig:
 
     num_simulations: MCTS simulations (each expands at most one node); the deterministic budget.
     max_predicates:  most conjuncts in a guard (rule size bound).
-    exploration:     the UCT constant c in Q̂ + c·sqrt(ln N / n), on min–max normalised values.
+    exploration:     the UCT constant c in Q̂ + c·sqrt(ln N / n), Q̂ the subtree's best reward, min–max normalised.
     rollout_stop_prob: in a rollout, the probability of stopping after each added predicate.
     top_k:           how many best distinct candidates the result lists.
     max_or_values:   the largest disjunction of observed values offered as one predicate.
@@ -245,7 +251,10 @@ def candidate_space(
     Predicates: the action-name predicate (``action_is``/``tool_is``); for each causal action argument and each
     causal context variable (the fragment's q), equalities on the failing values, numeric thresholds from the values
     observed anywhere in the data, the disjunction of the failing values, and ``in_class`` for each class holding
-    one of them.
+    one of them; and for each numeric causal argument and numeric causal context variable, the relation between
+    them that separates the failures from the recorded safe pairs (:func:`_relations`). When the verdict named a
+    quantity a numeric argument was judged against (``Failure.quantities``), their relation is offered in place of
+    the literal predicates on either.
     """
     classes = classes or {}
     keys = {(a.kind, a.name) for a in fragment.F}
@@ -274,10 +283,16 @@ def candidate_space(
             return [v for v in every if v is not MISSING and v is not None]
         return [v for v in groups[2] if v is not MISSING and v is not None]
 
+    # A numeric argument the verdict judged against a quantity it named: the condition is their relation, which
+    # is offered in place of literal predicates on either (those would restate the levels this run failed at).
+    judged = {
+        arg for arg in fragment.causal_args if fragment.quantities and _is_number(fragment.action.arg(arg))
+    }
+    judged_against = fragment.quantities if judged else frozenset()
     predicates: list[Guard] = []
     for kind, name in sorted(keys):
         predicates.append(Named("tool_is" if kind == "tool" else "action_is", name))
-    for arg in sorted(fragment.causal_args):
+    for arg in sorted(fragment.causal_args - judged):
         predicates += _feature_predicates(
             f"action.{arg}",
             [a.arg(arg) for _, a in failed if a.arg(arg) is not None],
@@ -285,7 +300,7 @@ def candidate_space(
             classes,
             max_or_values,
         )
-    for var in sorted(fragment.q):
+    for var in sorted(set(fragment.q) - judged_against):
         predicates += _feature_predicates(
             var,
             [q[var] for q, _ in failed if var in q],
@@ -293,6 +308,7 @@ def candidate_space(
             classes,
             max_or_values,
         )
+    predicates += _relations(fragment, failed, _safe_pairs(data, fragment, keys))
     predicates += _exception_predicates(fragment)
     unique = list(dict.fromkeys(predicates))
     # Pool order = the canonical order of guard operands, so a conjunction of pooled predicates taken in pool order
@@ -301,6 +317,65 @@ def candidate_space(
         canonical(And(tuple(unique))).operands if len(unique) >= 2 else tuple(canonical(g) for g in unique)
     )
     return CandidateSpace(tuple(dict.fromkeys(masks)), tuple(ordered))
+
+
+_RELATION_OPS = ("<", ">", "<=", ">=")  # strict first: on a tie in separation, the strict relation is offered
+
+
+def _safe_pairs(
+    data: SynthesisData, fragment: Failure, keys: set[tuple[str, str]]
+) -> list[tuple[Mapping[str, Value], Action]]:
+    """The recorded pairs known safe for the fragment's kind of action: successes whose chosen action has one of
+    the failed (kind, name)s, and the safe what-ifs the extraction certified (or presumed from the verdict)."""
+    out = [(c.q, c.a_star) for c in data.D_plus if (c.a_star.kind, c.a_star.name) in keys]
+    out += [(q, a) for q, a in fragment.safe_counterfactuals if (a.kind, a.name) in keys]
+    return out
+
+
+def _relations(
+    fragment: Failure,
+    failed: Sequence[tuple[Mapping[str, Value], Action]],
+    safe: Sequence[tuple[Mapping[str, Value], Action]],
+) -> list[Guard]:
+    """``action.<arg> op <variable>`` for each numeric causal argument and numeric causal context variable: a norm
+    relative to the situation (a request above a share the context states), which no literal threshold expresses
+    when the failures happen at different levels of the variable.
+
+    For each (argument, variable) pair that are numbers on the fragment's own failure, the offered op is the one of
+    ``<``, ``>``, ``<=``, ``>=`` that holds there and, of those, on the most failing pairs of D⁻, then on the fewest
+    recorded safe pairs (strict first on a tie). It is offered when the verdict named the variable as the quantity
+    the argument was judged against (``Failure.quantities``), when it separates — some safe pair where both sides
+    are numbers falls outside it — or when there is no such safe pair to separate from (the failures alone then
+    say as much for a relation as for a threshold). Whether it beats the other predicates is the objective's call:
+    it costs what a literal comparison costs."""
+    own_q, own_action = fragment.q, fragment.action
+    out: list[Guard] = []
+    for arg in sorted(fragment.causal_args):
+        x0 = own_action.arg(arg)
+        if not _is_number(x0):
+            continue
+        for var in sorted(own_q):
+            y0 = own_q[var]
+            if not _is_number(y0):
+                continue
+            failing = [(a.arg(arg), q.get(var, MISSING)) for q, a in failed]
+            numeric_safe = [
+                (a.arg(arg), q.get(var))
+                for q, a in safe
+                if _is_number(a.arg(arg)) and _is_number(q.get(var, MISSING))
+            ]
+            best: tuple[int, int, str] | None = None
+            for op in _RELATION_OPS:
+                if not compare(x0, op, y0):
+                    continue
+                covered = sum(_is_number(x) and _is_number(y) and compare(x, op, y) for x, y in failing)
+                held = sum(compare(x, op, y) for x, y in numeric_safe)
+                if best is None or (-covered, held) < best[:2]:
+                    best = (-covered, held, op)
+            separates = not numeric_safe or best is not None and best[1] < len(numeric_safe)
+            if best is not None and (var in fragment.quantities or separates):
+                out.append(CompareFeatures(f"action.{arg}", best[2], var))
+    return out
 
 
 def _exception_predicates(fragment: Failure) -> list[Guard]:
@@ -416,7 +491,7 @@ class _Node:
     children: list[_Node] = field(default_factory=list)
     # Per-child statistics kept in the parent, so UCT over many children is one numpy expression.
     child_visits: list[int] = field(default_factory=list)
-    child_values: list[float] = field(default_factory=list)
+    child_values: list[float] = field(default_factory=list)  # best reward seen in each child's subtree
     child_open: list[bool] = field(default_factory=list)  # False once the child's subtree is fully explored
     visits: int = 0
 
@@ -450,7 +525,7 @@ _VECTOR_SELECT = 24  # children above which UCT is one numpy expression (measure
 
 
 def _select(node: _Node, lo: float, hi: float, exploration: float) -> int:
-    """UCT over the children that still have unexplored rules; values are min–max normalised to [0, 1].
+    """UCT over the children that still have unexplored rules; best rewards are min–max normalised to [0, 1].
 
     Returns the child's index (the first of equal maxima, so the choice is deterministic).
     """
@@ -458,7 +533,7 @@ def _select(node: _Node, lo: float, hi: float, exploration: float) -> int:
     log_n = math.log(max(node.visits, 1))
     if len(node.child_visits) > _VECTOR_SELECT:
         visits = np.asarray(node.child_visits, dtype=float)
-        uct = (np.asarray(node.child_values) / visits - lo) / span + exploration * np.sqrt(log_n / visits)
+        uct = (np.asarray(node.child_values) - lo) / span + exploration * np.sqrt(log_n / visits)
         return int(np.argmax(np.where(node.child_open, uct, -np.inf)))
     # Few children: plain floats beat numpy's per-call cost, and the same IEEE operations in the same order give the
     # same values (so the same choice) as the vectorised form.
@@ -467,7 +542,7 @@ def _select(node: _Node, lo: float, hi: float, exploration: float) -> int:
         zip(node.child_values, node.child_visits, node.child_open, strict=True)
     ):
         if is_open:
-            uct = (value / visits - lo) / span + exploration * math.sqrt(log_n / visits)
+            uct = (value - lo) / span + exploration * math.sqrt(log_n / visits)
             if uct > best_uct or best < 0:
                 best, best_uct = i, uct
     return max(best, 0)
@@ -540,15 +615,19 @@ def synthesize(
             child = _child(node, move, n_masks, n_preds, max_preds)
             node.children.append(child)
             node.child_visits.append(0)
-            node.child_values.append(0.0)
+            node.child_values.append(-math.inf)
             node.child_open.append(True)
             nodes += 1
             path.append((child, len(node.children) - 1))
             node = child
-        # Evaluation: the node's own rule when complete, else a random completion.
+        # Evaluation: the node's own rule when complete, else a random completion. A node with a mask and at least
+        # one predicate is itself a complete rule (stopping is always allowed there): it is scored too, and the
+        # node is worth the better of the two, so a short rule is never lost to the conjuncts a rollout adds.
         mask, preds = (node.mask, node.preds) if node.terminal else rollout(node.mask, node.preds)
         improvements = len(scorer.trace)
         reward = -scorer(mask, preds, nodes).total
+        if not node.terminal and node.preds and preds != node.preds:
+            reward = max(reward, -scorer(node.mask, node.preds, nodes).total)
         if len(scorer.trace) > improvements:
             best_at = simulations
         lo, hi = min(lo, reward), max(hi, reward)
@@ -561,7 +640,7 @@ def synthesize(
             if depth > 0:
                 parent = path[depth - 1][0]
                 parent.child_visits[index] += 1
-                parent.child_values[index] += reward
+                parent.child_values[index] = max(parent.child_values[index], reward)
                 parent.child_open[index] = is_open
         root_open = is_open
 

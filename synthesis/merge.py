@@ -48,10 +48,12 @@ import numpy as np
 from ortools.sat.python import cp_model, cp_model_helper
 
 from synthesis.dsl.ast import (
+    FLIPPED_OPS,
     NAMED_PREDICATES,
     Action,
     And,
     Compare,
+    CompareFeatures,
     ForbidEnvAction,
     ForbidToolArg,
     ForbidToolCall,
@@ -387,18 +389,62 @@ def _conjuncts(guard: Guard) -> list[Guard]:
     return [guard]
 
 
-def _literals(rule: Rule) -> tuple[list[tuple[str, str, Value]], list[tuple[str, str]]]:
+def _literals(
+    rule: Rule,
+) -> tuple[list[tuple[str, str, Value]], list[tuple[str, str]], list[tuple[str, str, str]]]:
     comparisons = _mask_literals(rule)
     memberships: list[tuple[str, str]] = []
+    relations: list[tuple[str, str, str]] = []
     for g in _conjuncts(rule.guard):
         match g:
             case Compare(feature, op, value):
                 comparisons.append((feature, op, value))
+            case CompareFeatures(feature, op, other):
+                # one orientation per pair of features, so `a < b` and `b < a` meet as `a < b`, `a > b`
+                relations.append(
+                    (feature, op, other) if feature <= other else (other, FLIPPED_OPS[op], feature)
+                )
             case Named(name, value):
                 comparisons.append((NAMED_PREDICATES[name], "==", value))
             case InClass(feature, class_name):
                 memberships.append((feature, class_name))
-    return comparisons, memberships
+    return comparisons, memberships, relations
+
+
+# The outcomes of comparing two numbers (less, equal, greater) an op allows. An ordering op needs numbers; an
+# ``==``/``!=`` of non-numbers still excludes its opposite, so intersecting these sets is sound for every value.
+_OUTCOMES = {"<": {-1}, "<=": {-1, 0}, ">": {1}, ">=": {0, 1}, "==": {0}, "!=": {-1, 1}}
+
+
+def _relations_satisfiable(
+    relations: Sequence[tuple[str, str, str]], bounds: dict[str, tuple[float, float]]
+) -> bool:
+    """Can the relational conjuncts hold together, given the numeric range each feature's literals allow?
+    Sound for ``False``: ``a < b`` with ``a > b``, ``a == b`` with ``a != b``, or ``a < b`` where the literals
+    put every a at or above every b; anything unsure answers True."""
+    outcomes: dict[tuple[str, str], set[int]] = {}
+    for left, op, right in relations:
+        if left == right:
+            if op in ("<", ">"):
+                return False
+            continue
+        allowed = outcomes.setdefault((left, right), {-1, 0, 1})
+        allowed &= _OUTCOMES[op]
+        if not allowed:
+            return False
+        if left in bounds and right in bounds:
+            (lo_a, hi_a), (lo_b, hi_b) = bounds[left], bounds[right]
+            impossible = {
+                "<": lo_a >= hi_b,
+                "<=": lo_a > hi_b,
+                ">": hi_a <= lo_b,
+                ">=": hi_a < lo_b,
+                "==": lo_a > hi_b or lo_b > hi_a,
+                "!=": False,
+            }[op]
+            if impossible:
+                return False
+    return True
 
 
 def _is_number(v: object) -> bool:
@@ -410,9 +456,14 @@ def _is_number(v: object) -> bool:
 
 
 def _satisfiable(
-    comparisons: list[tuple[str, str, Value]], memberships: list[tuple[str, str]], classes
+    comparisons: list[tuple[str, str, Value]],
+    memberships: list[tuple[str, str]],
+    classes,
+    relations: Sequence[tuple[str, str, str]] = (),
 ) -> bool:
-    """Can one value per feature satisfy all these literals? Sound for ``False``: unsure cases answer True."""
+    """Can one value per feature satisfy all these literals (and relations between features)? Sound for
+    ``False``: unsure cases answer True."""
+    bounds: dict[str, tuple[float, float]] = {}  # the numeric range a feature's literals confine it to
     by_feature: dict[str, list[tuple[str, Value]]] = defaultdict(list)
     for feature, op, value in comparisons:
         by_feature[feature].append((op, value))
@@ -430,8 +481,12 @@ def _satisfiable(
         ranged = lo > -math.inf or hi < math.inf
         if lo > hi or (lo == hi and (lo_strict or hi_strict)):
             return False
+        if ranged:
+            bounds[feature] = (lo, hi)
         if equal:
             (_, v) = next(iter(equal))
+            if _is_number(v):
+                bounds[feature] = (v, v)
             if any(op == "!=" and (type(w) is bool) == (type(v) is bool) and w == v for op, w in lits):
                 return False
             if ranged:
@@ -451,7 +506,7 @@ def _satisfiable(
         for sets in by_class_feature.values():
             if not frozenset.intersection(*sets):
                 return False
-    return True
+    return _relations_satisfiable(relations, bounds)
 
 
 def can_co_fire(rule_i: Rule, rule_j: Rule, classes: Classes | None = None) -> bool:
@@ -461,11 +516,13 @@ def can_co_fire(rule_i: Rule, rule_j: Rule, classes: Classes | None = None) -> b
     those literals demand two different values of one feature (``tool_is("a")`` vs ``tool_is("b")``,
     ``forbid_env_action("clean")`` vs ``forbid_env_action("move")``, ``obj_type == "cup"`` vs ``obj_type ==
     "plate"``), an empty numeric range (``level < 10`` vs ``level > 20``), a value outside a required class, or
-    disjoint classes. Disjunctions are not analysed (treated as satisfiable).
+    disjoint classes, or relations between features that contradict each other or those ranges
+    (``action.amount > share`` vs ``action.amount <= share``). Disjunctions are not analysed (treated as
+    satisfiable).
     """
-    ci, mi = _literals(rule_i)
-    cj, mj = _literals(rule_j)
-    return _satisfiable(ci + cj, mi + mj, classes)
+    ci, mi, ri = _literals(rule_i)
+    cj, mj, rj = _literals(rule_j)
+    return _satisfiable(ci + cj, mi + mj, classes, ri + rj)
 
 
 # ---------------------------------------------------------------------------------------------------------------

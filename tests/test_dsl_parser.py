@@ -170,7 +170,8 @@ def test_dsl_error_names_line_column_and_expected_tokens():
     [
         ('if x == 1e999 then forbid_tool_call("t")', 9, "out of range"),
         ('if x == -1e400 then forbid_tool_call("t")', 9, "out of range"),
-        ('if x == nan then forbid_tool_call("t")', 9, "unexpected 'nan'"),
+        ('if x == nan then forbid_tool_call("t")', 9, "no NaN or infinity"),
+        ('if x < Infinity then forbid_tool_call("t")', 8, "no NaN or infinity"),
         ('if x == 1\x00 then forbid_tool_call("t")', 10, "unexpected character '\\x00'"),
         ('if x == "a\x01" then forbid_tool_call("t")', 9, "unterminated or malformed string"),
         ('if x == "\\q" then forbid_tool_call("t")', 9, "unterminated or malformed string"),

@@ -14,6 +14,7 @@ from synthesis.dsl import (
     Action,
     And,
     Compare,
+    CompareFeatures,
     ForbidEnvAction,
     ForbidToolArg,
     ForbidToolCall,
@@ -30,7 +31,7 @@ from synthesis.dsl import (
     to_text,
     token_count,
 )
-from synthesis.dsl.parser import KEYWORDS, lex
+from synthesis.dsl.parser import KEYWORDS, NUMBER_WORDS, lex
 from synthesis.dsl.semantics import fires, guard_holds
 from synthesis.errors import DSLSyntaxError
 
@@ -50,6 +51,12 @@ VALUES = st.one_of(
 )
 PREDICATES = st.one_of(
     st.builds(Compare, FEATURES, st.sampled_from(COMPARE_OPS), VALUES),
+    st.builds(
+        CompareFeatures,
+        FEATURES,
+        st.sampled_from(COMPARE_OPS),
+        FEATURES.filter(lambda f: f.lower() not in NUMBER_WORDS),
+    ),
     st.builds(Named, st.sampled_from(sorted(NAMED_PREDICATES)), VALUES),
     st.builds(InClass, FEATURES, st.text(max_size=10)),
 )
@@ -124,8 +131,12 @@ def test_dsl_canonical_ignores_operand_order_duplicates_and_grouping(rule, rnd):
 @settings(max_examples=150, deadline=None)
 def test_dsl_canonical_keeps_the_meaning(rule, data):
     """The canonical rule fires on exactly the (q, a) the original fires on."""
-    features = sorted({p.feature for p in _predicates(rule.guard) if isinstance(p, Compare | InClass)})
-    literals = [p.value for p in _predicates(rule.guard) if isinstance(p, Compare | Named)] + [0, "x", True]
+    predicates = list(_predicates(rule.guard))
+    features = sorted(
+        {p.feature for p in predicates if isinstance(p, Compare | CompareFeatures | InClass)}
+        | {p.other for p in predicates if isinstance(p, CompareFeatures)}
+    )
+    literals = [p.value for p in predicates if isinstance(p, Compare | Named)] + [0, 1, 2.5, "x", True]
     tool_id = rule.mask.tool_id if isinstance(rule.mask, ForbidToolCall | ForbidToolArg) else "t"
     classes = {
         p.class_name: frozenset(literals[:2]) for p in _predicates(rule.guard) if isinstance(p, InClass)
@@ -200,6 +211,7 @@ SEED_RULES = [
     'if (step >= 10 or in_class(action.obj_type, "dishware")) and action.recep == "sinkbasin 1" '
     'then forbid_env_action("clean")',
     'if x != -1.5e-3 or flag == false then forbid_tool_arg("send", "to", "a\\"b\\u00e9")',
+    'if action.amount > sustainable_share and tool_is("harvest") then forbid_tool_call("harvest")',
 ]
 
 

@@ -12,6 +12,7 @@ from synthesis.dsl import (
     Action,
     And,
     Compare,
+    CompareFeatures,
     ForbidEnvAction,
     ForbidToolArg,
     ForbidToolCall,
@@ -222,6 +223,12 @@ predicates = st.one_of(
         st.sampled_from(("move", "harvest", "cup")),
     ),
     st.builds(InClass, st.sampled_from(FEATURES), st.sampled_from(["dishware", "unknown_class"])),
+    st.builds(
+        CompareFeatures,
+        st.sampled_from(FEATURES),
+        st.sampled_from(["==", "!=", "<", ">="]),
+        st.sampled_from(FEATURES),
+    ),
 )
 guards = st.recursive(
     predicates,
@@ -291,6 +298,12 @@ wide_predicates = st.one_of(
         st.sampled_from(("move", "harvest", "cup", 1)),
     ),
     st.builds(InClass, st.sampled_from(WIDE_FEATURES), st.sampled_from(["dishware", "unknown_class"])),
+    st.builds(  # relations: both sides read (or fixed by the bucket), NaN, bool and string look-alikes
+        CompareFeatures,
+        st.sampled_from(WIDE_FEATURES),
+        st.sampled_from(["==", "!=", "<", "<=", ">", ">="]),
+        st.sampled_from(WIDE_FEATURES),
+    ),
 )
 wide_guards = st.recursive(
     wide_predicates,

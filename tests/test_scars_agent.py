@@ -216,3 +216,13 @@ def test_the_hard_blocklist_blocks_the_exact_situation_forever_and_nothing_else(
     elsewhere = Decision("", "", "", {"location": "pantry", "step": 1}, (HEAT_1, HEAT_2), 301, 0, 1)
     assert agent.govern(elsewhere, np.zeros(2)).probs[0] > 0  # another situation: not blocked
     agent.close()
+
+
+def test_the_merge_owes_the_failure_as_attributed_not_the_whole_context(tmp_path):
+    """The failure the merge keeps covered is the one a scar's evidence carries and Prop. 1 replays: after
+    accommodation, the extracted fragment takes the raw observation's place (same id)."""
+    agent = _agent(tmp_path, search_iterations=60)
+    _step(agent, 0)
+    (failure,) = agent.failures
+    assert failure.causal_args == {"recep"} and failure.id == "kitchen-v0:0:0"
+    agent.close()

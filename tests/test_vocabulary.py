@@ -97,3 +97,23 @@ def test_sanction_scars_ground_through_their_class_and_variables():
     (grounded,) = ground(rule, a.card, c.card).rules
     assert grounded.mask.tool_id == "fine"
     assert "standing" in repr(grounded.guard)
+
+
+def test_a_relational_scar_grounds_both_feature_names_and_fires_above_the_target_share():
+    a, env, c = _cards()
+    rule = parse_rule('if action.amount > sustainable_share then forbid_tool_call("harvest")')
+    (grounded,) = ground(rule, a.card, c.card).rules
+    assert grounded == parse_rule('if action.volume > safe_yield_share then forbid_tool_call("pump")')
+    for d, q in _c_decisions(env, c, (60,)):
+        share = q["safe_yield_share"]
+        fired = {x.arg("volume") for x in d.actions if fires(grounded, q, x, c.card.classes)}
+        assert fired and fired == {
+            x.arg("volume") for x in d.actions if x.name == "pump" and x.arg("volume") > share
+        }
+    # the right-hand name needs an abstract meaning too: without the target's fair share it does not travel
+    no_share = dataclasses.replace(
+        c.card, variables={k: v for k, v in c.card.variables.items() if v != "fair_share"}
+    )
+    assert "fair_share" in ground(rule, a.card, no_share).reason
+    unmapped = parse_rule('if action.amount > month then forbid_tool_call("harvest")')
+    assert "month is not in" in ground(unmapped, a.card, c.card).reason

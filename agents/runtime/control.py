@@ -39,6 +39,7 @@ from synthesis.dsl import (
     Action,
     And,
     Compare,
+    CompareFeatures,
     ForbidToolArg,
     InClass,
     Named,
@@ -139,6 +140,14 @@ class _Atom:
         return compare(x, self.op, self.value)
 
 
+def _relate(x: Any, op: str, y: Any) -> bool:
+    """``semantics.compare_features`` on read values (``_ABSENT`` when missing): the generated code's fallback for
+    a relational ``==``/``!=`` and for a relation the bucket decides."""
+    if x is _ABSENT or y is _ABSENT:
+        return op == "!="
+    return compare(x, op, y)
+
+
 def _resolve(feature: str, kind: str, name: str) -> tuple[Source | None, Any]:
     """Where ``semantics.feature_value(feature, q, a)`` reads for an action of this (kind, name)."""
     if feature.startswith("action."):
@@ -201,6 +210,7 @@ class _Source:
             "_BOOL": _BOOL,
             "_NUM": _NUMBER,
             "_cmp": compare,
+            "_rel": _relate,
             "_bisect_left": bisect.bisect_left,
             "_bisect_right": bisect.bisect_right,
         }
@@ -261,6 +271,8 @@ class _Source:
         atom = _atom(guard, self.kind, self.name, self.classes)
         if atom is not None:
             return self.atom(atom)
+        if isinstance(guard, CompareFeatures):
+            return self.relation(guard)
         if isinstance(guard, And | Or):
             parts = [self.guard(g) for g in guard.operands]
             absorbing, neutral = (False, True) if isinstance(guard, And) else (True, False)
@@ -271,6 +283,24 @@ class _Source:
                 return neutral
             return "(" + (" and " if isinstance(guard, And) else " or ").join(parts) + ")"
         raise TypeError(f"not a guard: {guard!r}")
+
+    def relation(self, guard: CompareFeatures) -> str | bool:
+        """``semantics.compare_features`` of the two features' reads, as an expression over (q, d), or a bool when
+        the bucket fixes both sides (action.kind/name/tool/verb)."""
+        (left, left_constant), (right, right_constant) = (
+            _resolve(guard.feature, self.kind, self.name),
+            _resolve(guard.other, self.kind, self.name),
+        )
+        if left is None and right is None:
+            return _relate(left_constant, guard.op, right_constant)
+        x = self.read(left) if left is not None else self.const(left_constant)
+        y = self.read(right) if right is not None else self.const(right_constant)
+        if guard.op in _ORDER:  # both numbers (a NaN fails every ordering, as in ``compare``); else false
+            return (
+                f"((x := {x}).__class__ is not bool and isinstance(x, _NUM) and "
+                f"(y := {y}).__class__ is not bool and isinstance(y, _NUM) and x {guard.op} y)"
+            )
+        return f"_rel({x}, {self.const(guard.op)}, {y})"
 
     def condition(self, entry: _Entry) -> str | bool:
         """When the entry fires, given that its index key matched."""
@@ -428,6 +458,9 @@ class _Bucket:
             atom = _atom(guard, self.kind, self.name, self.classes)
             if atom is not None:
                 return atom.source is not None and atom.source[0] == "arg"
+            if isinstance(guard, CompareFeatures):
+                sides = (_resolve(f, self.kind, self.name)[0] for f in (guard.feature, guard.other))
+                return any(side is not None and side[0] == "arg" for side in sides)
             return any(map(reads, guard.operands))
 
         return any(a.source is not None and a.source[0] == "arg" for a in entry.atoms) or any(
@@ -562,7 +595,9 @@ class ControlPlane:
             rest: list[Any] = []
             for conjunct in _flatten(disjunct):
                 atom = _atom(conjunct, kind, name, self.classes)
-                if atom is None:  # a nested or: tested whole (unless the bucket's (kind, name) decides it)
+                if (
+                    atom is None
+                ):  # a nested or, a relation: tested whole (unless the bucket's (kind, name) decides it)
                     folded = folding.guard(conjunct)
                     if folded is False:
                         break

@@ -4,6 +4,7 @@
     Guard      := Predicate | Guard "and" Guard | Guard "or" Guard | "(" Guard ")"
     Predicate  := intent_is(v) | data_scope_is(v) | tool_is(t) | action_is(a)      (the paper's, plus action_is)
                 | FEATURE OP VALUE                                                    (equality / numeric comparison)
+                | FEATURE OP FEATURE                                                  (relational: two features)
                 | in_class(FEATURE, "class")                                          (equivalence classes, §6.1)
     ActionMask := forbid_tool_call(t) | forbid_tool_arg(t, arg, v) | forbid_env_action(a)
 
@@ -23,6 +24,8 @@ from typing import Literal, TypeAlias
 Value: TypeAlias = str | int | float | bool
 CompareOp: TypeAlias = Literal["==", "!=", "<", "<=", ">", ">="]
 COMPARE_OPS: tuple[str, ...] = ("==", "!=", "<", "<=", ">", ">=")
+FLIPPED_OPS: dict[str, str] = {"==": "==", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+"""``x op y`` iff ``y FLIPPED_OPS[op] x``: the same relation read from the other side."""
 
 # The paper's named predicates are sugar for a comparison on a fixed feature.
 NAMED_PREDICATES: dict[str, str] = {
@@ -58,6 +61,19 @@ class Compare:
 
     def __hash__(self) -> int:
         return hash(("Compare", self.feature, self.op, value_identity(self.value)))
+
+
+@dataclass(frozen=True, slots=True)
+class CompareFeatures:
+    """``feature op other``: one feature against another, e.g. ``action.amount > sustainable_share`` — a norm
+    relative to the situation rather than a fixed threshold. Its own node (not a ``Compare`` whose value is a
+    feature reference): a literal is always a ``Compare`` and a bare name on the right is always this, so the text
+    is unambiguous (string literals are quoted). False — never an error — when either side is missing, and for
+    ``<``/``<=``/``>``/``>=`` when either side is not a number (``semantics.compare_features``)."""
+
+    feature: str
+    op: CompareOp
+    other: str
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -96,7 +112,7 @@ class Or:
     operands: tuple[Guard, ...]
 
 
-Predicate: TypeAlias = Compare | Named | InClass
+Predicate: TypeAlias = Compare | CompareFeatures | Named | InClass
 Guard: TypeAlias = Predicate | And | Or
 
 

@@ -7,7 +7,14 @@ commutativity, idempotence), never anything that needs reasoning about meaning:
 2. operands are sorted by ``sort_key``, a total order over guards;
 3. duplicate operands are dropped; a connective left with one operand is replaced by it;
 4. a float literal with an integer value becomes that integer (``20.0`` -> ``20``, ``-0.0`` -> ``0``,
-   ``1e3`` -> ``1000``), in comparisons, named predicates and ``forbid_tool_arg`` alike.
+   ``1e3`` -> ``1000``), in comparisons, named predicates and ``forbid_tool_arg`` alike;
+5. a relational comparison ``x op y`` of two features is read from one fixed side: an ``action.*`` feature before
+   a context feature, else the alphabetically first name, on the left (``sustainable_share < action.amount`` ->
+   ``action.amount > sustainable_share``).
+
+Rule 5 is exact too: ``semantics.compare_features`` is symmetric in its two sides (missing on either side, a
+non-number on either side of an ordering: false; ``==``/``!=`` the same read from either side), so ``x < y`` and
+``y > x`` fire on the same pairs and are one rule.
 
 Rule 4 is about meaning, but it is exact: ``semantics.compare`` compares numbers by value (``20 == 20.0`` and
 ``x < 20`` iff ``x < 20.0`` for every x), and a boolean never equals a number, so ``x < 20.0`` and ``x < 20`` fire
@@ -25,8 +32,10 @@ equality), so the key tags every value with its type and both ``x == true`` and 
 from __future__ import annotations
 
 from synthesis.dsl.ast import (
+    FLIPPED_OPS,
     And,
     Compare,
+    CompareFeatures,
     ForbidEnvAction,
     ForbidToolArg,
     ForbidToolCall,
@@ -38,7 +47,12 @@ from synthesis.dsl.ast import (
 )
 from synthesis.dsl.printer import DSLValueError, to_text
 
-_BOOL, _NUMBER, _STR = 0, 1, 2
+_BOOL, _NUMBER, _STR, _FEATURE_REF = 0, 1, 2, 3
+
+
+def _side_key(feature: str) -> tuple[bool, str]:
+    """Which feature of a relational comparison goes on the left: the action's side first, then by name."""
+    return (not feature.startswith("action."), feature)
 
 
 def value_key(value: object) -> tuple:
@@ -75,6 +89,11 @@ def _canonical_guard(guard: object) -> tuple[Guard, tuple]:
             value = int(value)
             guard = Compare(guard.feature, guard.op, value)
         return guard, (0, guard.feature, guard.op, value_key(value))
+    if cls is CompareFeatures:
+        if _side_key(guard.other) < _side_key(guard.feature):
+            guard = CompareFeatures(guard.other, FLIPPED_OPS[guard.op], guard.feature)
+        # beside the literal comparisons of its left feature: a feature reference sorts after every literal
+        return guard, (0, guard.feature, guard.op, (_FEATURE_REF, guard.other))
     if cls is Named:
         value = guard.value
         if isinstance(value, float) and value.is_integer():
@@ -114,7 +133,8 @@ def _key(canonical_guard: Guard) -> tuple:
 
 
 def sort_key(guard: Guard) -> tuple:
-    """The total order canonical forms sort operands by: Compare < Named < InClass < And < Or, then fields."""
+    """The total order canonical forms sort operands by: Compare and CompareFeatures (by left feature, op, then
+    the literal or — after every literal — the right feature) < Named < InClass < And < Or, then fields."""
     return _canonical_guard(guard)[1]
 
 

@@ -12,7 +12,14 @@ construction cost the same, and are counted straight from the AST (no printing, 
 - ``ast_node_count``: nodes of the canonical AST: the ``Rule``, its mask, every predicate and every
   ``And``/``Or``. Literals and feature names are fields of their predicate, not nodes. The paper's example has
   6 (Rule, And, 3 predicates, mask).
-- ``predicate_count``: predicates (``Compare``, ``Named``, ``InClass``) in the canonical guard. The example has 3.
+- ``predicate_count``: predicates (``Compare``, ``CompareFeatures``, ``Named``, ``InClass``) in the canonical
+  guard. The example has 3.
+
+A relational comparison ``action.amount > sustainable_share`` costs exactly what a literal one
+(``action.amount > 10``) costs: 3 tokens, 1 node, 1 predicate. That is what the text is (a feature name is one
+token, as a literal is), and it is the neutral choice: the objective then prefers a relation over thresholds
+only on evidence — when one relation covers failures that would need several thresholds, or spares successes a
+threshold would mask — never because the DSL made relations cheaper or dearer by fiat.
 
 The cost of a set of rules is the sum of their costs.
 """
@@ -26,6 +33,7 @@ from dataclasses import dataclass
 from synthesis.dsl.ast import (
     And,
     Compare,
+    CompareFeatures,
     ForbidEnvAction,
     ForbidToolArg,
     ForbidToolCall,
@@ -83,8 +91,8 @@ class CostBreakdown:
 
 DEFAULT_LAMBDAS = Lambdas()
 
-# Tokens of each predicate form as printed: `f op v`; `name(v)`; `in_class(f, "c")`.
-_PREDICATE_TOKENS = {Compare: 3, Named: 4, InClass: 6}
+# Tokens of each predicate form as printed: `f op v`; `f op g`; `name(v)`; `in_class(f, "c")`.
+_PREDICATE_TOKENS = {Compare: 3, CompareFeatures: 3, Named: 4, InClass: 6}
 # Tokens of each mask as printed: `forbid_tool_call("t")`; `forbid_tool_arg("t", "a", v)`; `forbid_env_action("a")`.
 _MASK_TOKENS = {ForbidToolCall: 4, ForbidToolArg: 8, ForbidEnvAction: 4}
 
@@ -121,7 +129,7 @@ def _sizes(node: Rule | Guard) -> tuple[int, int, int]:
     return _guard_sizes(node)
 
 
-_SINGLE = (Rule, Compare, Named, InClass, And, Or)
+_SINGLE = (Rule, Compare, CompareFeatures, Named, InClass, And, Or)
 
 
 def _totals(rule_or_rules) -> tuple[int, int, int]:

@@ -28,6 +28,7 @@ from lark.lexer import Lexer
 from synthesis.dsl.ast import (
     And,
     Compare,
+    CompareFeatures,
     ForbidEnvAction,
     ForbidToolArg,
     ForbidToolCall,
@@ -65,6 +66,10 @@ KEYWORDS: frozenset[str] = frozenset(
     }
 )
 """Reserved words: none of them may be a feature name or a segment of a dotted feature name."""
+
+NUMBER_WORDS: frozenset[str] = frozenset({"nan", "inf", "infinity"})
+"""Words that read as numbers the DSL does not have: refused as the right side of a relational comparison
+(``x < inf`` is a mistake for a number, not a comparison with a feature called ``inf``). Compared in lower case."""
 
 # How each terminal is named in an error message ("expected one of: …"). Keywords and punctuation are quoted.
 _TERMINAL_WORDS: dict[str, str] = {
@@ -173,6 +178,17 @@ class _BuildAst(Transformer):
     def compare(self, children):
         feature, op, value = children
         return Compare(_feature(feature), op.value, value)
+
+    def compare_features(self, children):
+        feature, op, other = children
+        if other.value.lower() in NUMBER_WORDS:
+            raise _BadToken(
+                other,
+                f"{other.value!r} reads as a number, but the DSL has no NaN or infinity (and a feature of that "
+                "name cannot be compared against)",
+                ("a finite number", "a feature name"),
+            )
+        return CompareFeatures(_feature(feature), op.value, _feature(other))
 
     def in_class(self, children):
         feature, class_name = children

@@ -25,6 +25,7 @@ from synthesis.dsl.ast import (
     NAMED_PREDICATES,
     And,
     Compare,
+    CompareFeatures,
     ForbidEnvAction,
     ForbidToolArg,
     ForbidToolCall,
@@ -33,7 +34,7 @@ from synthesis.dsl.ast import (
     Or,
     Rule,
 )
-from synthesis.dsl.parser import KEYWORDS
+from synthesis.dsl.parser import KEYWORDS, NUMBER_WORDS
 from synthesis.errors import ScarsError
 
 _FEATURE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
@@ -123,6 +124,15 @@ def _guard_text(guard: object) -> str:
         if guard.op not in COMPARE_OPS:
             raise DSLValueError(f"comparison operator {guard.op!r} is not one of {', '.join(COMPARE_OPS)}")
         return f"{format_feature(guard.feature)} {guard.op} {format_value(guard.value)}"
+    if cls is CompareFeatures:
+        if guard.op not in COMPARE_OPS:
+            raise DSLValueError(f"comparison operator {guard.op!r} is not one of {', '.join(COMPARE_OPS)}")
+        other = format_feature(guard.other)
+        if other.lower() in NUMBER_WORDS:
+            raise DSLValueError(
+                f"feature {other!r} reads as a number on the right of a comparison; not a DSL feature there"
+            )
+        return f"{format_feature(guard.feature)} {guard.op} {other}"
     if cls is Named:
         if guard.name not in NAMED_PREDICATES:
             raise DSLValueError(f"named predicate {guard.name!r} is not one of {', '.join(NAMED_PREDICATES)}")

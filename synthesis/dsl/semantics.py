@@ -15,6 +15,7 @@ from synthesis.dsl.ast import (
     ActionMask,
     And,
     Compare,
+    CompareFeatures,
     ForbidEnvAction,
     ForbidToolArg,
     ForbidToolCall,
@@ -83,11 +84,23 @@ def compare(left: object, op: str, right: Value) -> bool:
     raise ValueError(f"unknown comparison operator {op!r}; expected one of ==, !=, <, <=, >, >=")
 
 
+def compare_features(left: object, op: str, right: object) -> bool:
+    """``left op right`` for two read feature values (``MISSING`` when absent). Symmetric in its sides: a missing
+    side makes every op false except ``!=`` (as a missing feature against a literal); ``<``/``<=``/``>``/``>=``
+    are false unless both sides are numbers (not booleans, not NaN); ``==`` never equates a boolean with a
+    number. Never raises for a DSL op."""
+    if left is _MISSING or right is _MISSING:
+        return op == "!="
+    return compare(left, op, right)  # type: ignore[arg-type]
+
+
 def guard_holds(guard: Guard, q: Context, a: Action, classes: Classes | None = None) -> bool:
     """Evaluate a guard on (q, a). Missing features make a predicate false (except ``!=``)."""
     match guard:
         case Compare(feature, op, value):
             return compare(feature_value(feature, q, a), op, value)
+        case CompareFeatures(feature, op, other):
+            return compare_features(feature_value(feature, q, a), op, feature_value(other, q, a))
         case Named(name, value):
             return compare(feature_value(NAMED_PREDICATES[name], q, a), "==", value)
         case InClass(feature, class_name):
