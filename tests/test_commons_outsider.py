@@ -153,7 +153,7 @@ def test_harvest_month_refuses_a_request_from_a_seat_not_in_the_group():
         harvest_month(100, [10, 10, 10, 10, 3], cfg, rng, present)
 
 
-def test_a_what_if_context_without_the_group_size_is_judged_for_every_seat():
+def test_a_what_if_is_judged_against_the_share_the_context_states():
     from envs.commons.adapter import CommonsAdapter
     from synthesis.dsl import Action
 
@@ -163,5 +163,11 @@ def test_a_what_if_context_without_the_group_size_is_judged_for_every_seat():
     q = commons_v0.context_of(infos["agent_0"])
     harvest_12 = Action.tool("harvest", amount=12)
     assert adapter.check(q, harvest_12) == ()  # within 50/4 in a group of four
-    dropped = {k: v for k, v in q.items() if k != "num_agents"}  # extraction drops a variable to test it
+    # extraction changes one variable at a time: the share the context states is what the norm judges against
+    assert adapter.check(q | {"num_agents": 5}, harvest_12) == ()  # share still 12.5 as stated
+    assert [v.rule_id for v in adapter.check(q | {"sustainable_share": 10.0}, harvest_12)] == ["over_harvest"]
+    # without the stated share: the level and the group, the arena's full group when that is dropped too
+    no_share = {k: v for k, v in q.items() if k != "sustainable_share"}
+    assert adapter.check(no_share, harvest_12) == ()  # 50/4
+    dropped = {k: v for k, v in no_share.items() if k != "num_agents"}
     assert [v.rule_id for v in adapter.check(dropped, harvest_12)] == ["over_harvest"]  # 50/5 = 10 < 12

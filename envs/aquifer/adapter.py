@@ -63,6 +63,7 @@ SURFACE = Surface(
     extraction_stage="pumping",
     level="aquifer_level",
     group="num_farms",
+    share="safe_yield_share",
     own_request="own_draw",
     collapsed="dried_up",
     tool="pump",

@@ -94,6 +94,8 @@ class Surface:
     """Context key of the resource level at the stage's start (``pool_resource_level``)."""
     group: str
     """Context key of |I(t)|, the agents in the group (``num_agents``)."""
+    share: str
+    """Context key of the per-agent share f(t)/|I(t)| the norm names (``sustainable_share``)."""
     own_request: str
     """Context key of what the agent asked for in the last extraction (``own_request``)."""
     collapsed: str
@@ -114,6 +116,7 @@ COMMONS = Surface(
     extraction_stage="harvest",
     level="pool_resource_level",
     group="num_agents",
+    share="sustainable_share",
     own_request="own_request",
     collapsed="collapsed",
     tool="harvest",
@@ -122,6 +125,10 @@ COMMONS = Surface(
     collapse_verdict=("resource_collapse", "the pool collapsed after an over-harvest"),
     over_verdict=("over_harvest", "a request above the sustainable share f(t)/n"),
 )
+
+
+def _number(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
 
 
 class ShareNorm(Protocol):
@@ -240,18 +247,22 @@ class ResourceAdapter(ABC):
         return tuple(out)
 
     def check(self, context: Mapping[str, Value], action: Action) -> tuple[Verdict, ...]:
-        """The sustainability norm on a request at the context's resource level and group size. A what-if context
-        without the group size (extraction drops variables to test them) is judged for the arena's full group of
-        seats, as a fixed-group arena would; one without the level names no violation."""
+        """The sustainability norm on a request in ``context``: above the share the context states (the quantity the
+        norm names, f(t)/|I(t)|). A what-if context may change one variable and not the others (extraction tests
+        variables one at a time), so the stated share is what is judged against; a context without it is judged by
+        its level and group size (the arena's full group when that is dropped too), one without either names no
+        violation."""
         s = self.surface
-        if action.kind != "tool" or action.name != s.tool or s.level not in context:
+        amount = action.arg(s.amount)
+        if action.kind != "tool" or action.name != s.tool or not _number(amount):
             return ()
-        level, group, amount = context[s.level], context.get(s.group, self.seats), action.arg(s.amount)
-        if not all(isinstance(x, int | float) and not isinstance(x, bool) for x in (level, amount, group)):
-            return ()
-        if group < 1:  # a what-if without anybody in the group: no share to exceed
-            return ()
-        if amount > self.norms.share(int(level), int(group)):
+        share = context.get(s.share)
+        if not _number(share):
+            level, group = context.get(s.level), context.get(s.group, self.seats)
+            if not (_number(level) and _number(group)) or group < 1:
+                return ()
+            share = self.norms.share(int(level), int(group))
+        if amount > share:
             return (Verdict(*s.over_verdict, self.norms.verifier_id),)
         return ()
 
