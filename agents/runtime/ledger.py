@@ -508,6 +508,7 @@ class Ledger:
                         )
                     self._conn.execute("PRAGMA journal_mode=WAL")
                     self._conn.execute("PRAGMA synchronous=FULL")
+                    self._settle_head_file()
                 else:
                     self._create(explicit, keyed)
         except sqlite3.DatabaseError as exc:
@@ -516,6 +517,29 @@ class Ledger:
         except BaseException:
             self.close()
             raise
+
+    def _settle_head_file(self) -> None:
+        """A writer killed between its COMMIT and the head-file update left the head file naming its group as
+        pending. The next writer settles it (under the exclusive lock, before appending): the head file then
+        commits exactly what the database holds — the pending group (it was committed) or the previous head (it
+        was not) — so from here on removing that group is detected like any truncation. Any other disagreement
+        is left alone for ``verify`` to report (fail closed)."""
+        side, problem = self._read_head_file()
+        if problem is not None or side is None or side.get("pending") is None:
+            return
+        if self._key is not None and not _same(
+            side.get("mac"), _mac(self._key, "head-file", self._head_file_body(side))
+        ):
+            return
+        row = self._db.execute("SELECT count, last_hash FROM head WHERE singleton = 1").fetchone()
+        tail = self._db.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        if row is None or (tuple(tail) if tail else (0, GENESIS_HASH)) != tuple(row):
+            return
+        pending = (side["pending"]["count"], side["pending"]["hash"])
+        for state in (pending, (side["count"], side["hash"])):
+            if tuple(row) == state:
+                self._write_head_file(state, None)
+                return
 
     def _set_aside_orphaned_head_file(self) -> None:
         """The database is gone but its head file is not (a ledger set aside without its companions, or deleted):
@@ -692,8 +716,15 @@ class Ledger:
     def _head_file_body(self, data: Mapping[str, Any]) -> str:
         return canonical_json({k: v for k, v in data.items() if k != "mac"})
 
-    def _write_head_file(self, committed: tuple[int, str], pending: tuple[int, str] | None) -> None:
-        """Atomically replace the head file: write a temporary file, fsync it, rename it over, fsync the folder."""
+    def _write_head_file(
+        self, committed: tuple[int, str], pending: tuple[int, str] | None, *, sync_folder: bool = True
+    ) -> None:
+        """Atomically replace the head file: write a temporary file, fsync it, rename it over, fsync the folder.
+
+        ``sync_folder=False`` (the update after a COMMIT only): the rename is not forced to disk. A power loss may
+        then undo it, leaving the previous head file — which names the committed group as pending, a state
+        ``verify`` accepts — and never a head file without its content (the content is fsynced before the
+        rename). The next group's pending write syncs the folder."""
         data: dict[str, Any] = {
             "format": HEAD_FILE_FORMAT,
             "count": committed[0],
@@ -712,7 +743,8 @@ class Ledger:
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise LedgerError(f"cannot write the head file {self.head_file}: {exc.strerror}") from None
-        _fsync_dir(self.head_file.parent)
+        if sync_folder:
+            _fsync_dir(self.head_file.parent)
 
     def _head_file_check(
         self,
@@ -866,7 +898,7 @@ class Ledger:
                 if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: as they are
                     raise
                 raise LedgerError(f"{self.path}: {self._commit_failed}") from exc
-            self._write_head_file(group.last, None)
+            self._write_head_file(group.last, None, sync_folder=False)
         finally:
             if group.lock is not None:
                 os.close(group.lock)  # releases the file lock
