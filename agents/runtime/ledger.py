@@ -11,14 +11,29 @@ The model is seed ``000`` (Governed Persistent Memory) §3.1–3.4:
   the file named by ``key_file=`` / the ``SCARS_LEDGER_KEY_FILE`` environment variable) MACs every event
   (HMAC-SHA256 of h_i) and the head, so a rewrite with recomputed hashes is caught by anyone holding the key.
 - **Head commitment outside the file**: the event count and chain head are kept in the ``head`` row (same
-  transaction as each append) *and* in a sidecar head file ``<ledger>.head``, replaced atomically (write, fsync,
+  transaction as each commit) *and* in a sidecar head file ``<ledger>.head``, replaced atomically (write, fsync,
   rename) around every commit; on a keyed ledger it carries a MAC too. Deleting the last events, editing the head
   row, or dropping the ``-wal`` file a killed writer left behind (which silently loses its last commits) leaves
   the database behind the head file, and verification says so. Appends are serialised by a lock file
   (``<ledger>.lock``) so that the head file is always written in commit order.
-- One SQLite transaction per event (WAL journal, ``synchronous=FULL``): a process killed at any instant leaves
-  each event either fully committed (with its head) or absent; the head file names the one event that may be in
-  flight (``pending``), so a kill between commit and head-file update is not mistaken for tampering.
+- **Group commit, and the durability contract.** Appends are written in groups: ``with ledger.group():`` puts
+  every append of the block into one SQLite transaction (WAL journal, ``synchronous=FULL``: with ``NORMAL`` a
+  power loss may roll back commits the fsynced head file already names, and the ledger would be refused),
+  committed when the outermost block exits; an append outside any group is a group of one. Each group is
+  committed in three steps: the head file names the group as ``pending`` (fsynced, folder fsynced), ``COMMIT``
+  (the WAL fsynced), the head file names it committed (fsynced). The write locks (``<ledger>.lock`` and SQLite's)
+  are held from the group's first append to its commit, and the tail/head/MAC/head-file checks run once per group.
+  *A killed process* (SIGKILL, a crash of Python) keeps every group whose commit finished and loses the group in
+  progress whole — never part of a group and never part of an event; the ledger verifies (a kill between COMMIT
+  and the head-file update leaves the group named as pending, which is accepted, and the next writer settles the
+  head file so that removing that group afterwards is caught). *A power loss or OS crash* loses the same and
+  nothing more: ``synchronous=FULL`` makes every COMMIT durable before it returns, and the head file is made
+  durable before the COMMIT it announces (the update after the COMMIT skips the folder fsync: undone, it leaves the
+  pending head file, which still verifies). *The anchor stays honest*: the head row and head file move only when a
+  group commits, and ``head()``/``anchor_text()``/``verify()``/the projections commit an open group first, so an
+  anchor handed out never names an event that is not on disk. An event returned inside a group is durable once the
+  group commits; a commit that fails (disk full, I/O error) loses that group, and the handle refuses further
+  appends. ``SchemaStore`` makes each command one group and the scars agent each step one group.
 - ``Ledger(path, read_only=True)`` (what ``scars ledger verify``/``show`` use) never writes: it opens the database
   read-only (immutable when no writer is active), creates nothing, and rejects a file that is not a scars ledger.
 - The active control plane is a deterministic projection of the events (``active_scars``, ``control_plane``);
