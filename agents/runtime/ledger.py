@@ -930,6 +930,11 @@ class Ledger:
         self._commit_failed = f"{why}; {lost} earlier event(s) of its group not written"
         raise LedgerError(f"{self.path}: {self._commit_failed}")
 
+    @property
+    def uncommitted(self) -> int:
+        """Events appended in the open group and not committed yet (0 outside a group's transaction)."""
+        return 0 if self._open is None else self._open.last[0] - self._open.base[0]
+
     def flush(self) -> None:
         """Commit the open group's events now (no-op when none are pending); the group stays open for more."""
         if self._open is not None:

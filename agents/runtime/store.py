@@ -119,7 +119,7 @@ class SchemaStore:
             core=tuple(core), classes=classes, mode=mode, soft_bias=soft_bias, fallback=fallback
         )
         self._plane = replay(self.ledger.events(), **self._plane_kwargs)
-        self._version = report.count  # events in the ledger: read once, then counted as the store appends
+        self._appended = report.count  # events in the ledger: read once, then counted as the store appends
 
     # ---------------------------------------------------------------------------------------------- reads
     @property
@@ -134,9 +134,10 @@ class SchemaStore:
 
     @property
     def version(self) -> int:
-        """The sequence number of the last event this store knows (it changes exactly when the schema's record
-        does): readers poll it instead of querying the ledger."""
-        return self._version
+        """The sequence number of the last event this store has committed (it changes exactly when the schema's
+        record does, once the group that changed it is durable): readers poll it instead of querying the ledger.
+        A decision logged with this version names events that are on disk."""
+        return self._appended - self.ledger.uncommitted
 
     def may_admit(self, scar: Scar) -> tuple[bool, str]:
         """The ledger's no-resurrection check for a candidate (``Ledger.may_admit``)."""
@@ -170,7 +171,7 @@ class SchemaStore:
 
     def _applied(self, event: Event) -> Event:
         apply(self._plane, event)
-        self._version = event.seq
+        self._appended = event.seq
         return event
 
     def record_failure(self, failure: Failure, **extra: Any) -> Event:
