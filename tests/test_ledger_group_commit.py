@@ -234,7 +234,7 @@ def test_a_store_command_with_several_events_is_one_group_and_the_plane_stays_th
         with store.group():
             store.retire(sorted(new)[0], reason="by hand")
             # the version names committed events only (a decision logged with it names events on disk)
-            assert store.version == 3 and committed_count(path) == 3 and store.ledger.uncommitted == 1
+            assert store.version == 3 and committed_count(path) == 3 and store.ledger.committed == 3
         assert store.version == 4 and committed_count(path) == 4 and store.consistent() and store.verify()
 
 

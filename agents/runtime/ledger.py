@@ -403,6 +403,7 @@ class Ledger:
         self._group_depth = 0
         self._open: _OpenGroup | None = None
         self._commit_failed: str | None = None
+        self._committed = 0  # the event count as of this writer's last commit (or its opening)
         if self.read_only:
             self._open_read_only(explicit)
         else:
@@ -524,6 +525,9 @@ class Ledger:
                     self._conn.execute("PRAGMA journal_mode=WAL")
                     self._conn.execute("PRAGMA synchronous=FULL")
                     self._settle_head_file()
+                    self._committed = int(
+                        self._conn.execute("SELECT count FROM head WHERE singleton = 1").fetchone()[0]
+                    )
                 else:
                     self._create(explicit, keyed)
         except sqlite3.DatabaseError as exc:
@@ -879,6 +883,7 @@ class Ledger:
                 os.close(lock)
             raise
         self._open = _OpenGroup(lock, (count, last_hash), (count, last_hash), last_tx)
+        self._committed = count
         return self._open
 
     def _commit_group(self) -> None:
@@ -913,6 +918,7 @@ class Ledger:
                 if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: as they are
                     raise
                 raise LedgerError(f"{self.path}: {self._commit_failed}") from exc
+            self._committed = seq
             self._write_head_file(group.last, None, sync_folder=False)
         finally:
             if group.lock is not None:
@@ -931,9 +937,10 @@ class Ledger:
         raise LedgerError(f"{self.path}: {self._commit_failed}")
 
     @property
-    def uncommitted(self) -> int:
-        """Events appended in the open group and not committed yet (0 outside a group's transaction)."""
-        return 0 if self._open is None else self._open.last[0] - self._open.base[0]
+    def committed(self) -> int:
+        """The event count as of this writer's last commit (at opening: the ledger's count). Kept in memory, so
+        any thread may read it; events appended in an open group are not counted until it commits."""
+        return self._committed
 
     def flush(self) -> None:
         """Commit the open group's events now (no-op when none are pending); the group stays open for more."""

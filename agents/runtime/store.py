@@ -137,7 +137,7 @@ class SchemaStore:
         """The sequence number of the last event this store has committed (it changes exactly when the schema's
         record does, once the group that changed it is durable): readers poll it instead of querying the ledger.
         A decision logged with this version names events that are on disk."""
-        return self._appended - self.ledger.uncommitted
+        return min(self._appended, self.ledger.committed)
 
     def may_admit(self, scar: Scar) -> tuple[bool, str]:
         """The ledger's no-resurrection check for a candidate (``Ledger.may_admit``)."""
