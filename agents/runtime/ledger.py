@@ -1139,9 +1139,8 @@ class Ledger:
         """
         if not isinstance(scar, Scar):
             raise ConfigError(f"may_admit() takes a Scar, got {type(scar).__name__}")
-        if (
-            self._open is not None
-        ):  # inside a group: its open transaction is the snapshot (with its own events)
+        # inside a group, its open transaction is the snapshot (with the group's own events)
+        if self._open is not None:
             error, reason = self._judge_admission(scar, self._subject_events(scar.id))
         else:
             with self._transaction(""):
