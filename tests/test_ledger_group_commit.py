@@ -7,14 +7,20 @@ The crash side (a SIGKILL at every stage of a group's commit) is in ``tests/test
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from agents.runtime import Ledger, LifecycleError, Scar
 from agents.runtime.ledger import ledger_files
 from agents.runtime.store import SchemaStore, plane_state, replay
+from experiments.config import Tier1Config
+from experiments.tier1 import run_tier1
 from synthesis.dsl import parse_rule
 from synthesis.errors import LedgerError
 from synthesis.merge import MergeResult
@@ -239,9 +245,6 @@ def test_a_store_command_with_several_events_is_one_group_and_the_plane_stays_th
 
 
 def test_the_scars_agent_commits_each_steps_events_before_the_next_decision(tmp_path):
-    from experiments.config import Tier1Config
-    from experiments.tier1 import run_tier1
-
     seen = []
 
     def audit(agent, row):  # runs after observe(): the step's group must be on disk for any other reader
@@ -254,3 +257,27 @@ def test_the_scars_agent_commits_each_steps_events_before_the_next_decision(tmp_
     cfg = Tier1Config(method="scars", episodes=6, seed=3, schedule="paper", search_iterations=40)
     summary = run_tier1(cfg, tmp_path, on_step=audit).summary
     assert seen and seen[-1] >= 3 and summary["ledger_verified"]
+
+
+def test_a_verifier_reading_while_another_process_writes_groups_never_sees_a_false_alarm(tmp_path):
+    root = str(Path(__file__).resolve().parents[1])
+    path = tmp_path / "c.db"
+    with Ledger(path) as led:
+        led.observe_failure({"i": -1})
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import sys\nfrom agents.runtime import Ledger\nled = Ledger(sys.argv[1])\n"
+        "for g in range(60):\n    with led.group():\n"
+        "        for p in range(3):\n            led.observe_failure({'g': g, 'p': p})\n"
+    )
+    child = subprocess.Popen([sys.executable, str(script), str(path)], env={**os.environ, "PYTHONPATH": root})
+    counts = []
+    while child.poll() is None:
+        with Ledger(path, read_only=True) as audit:
+            report = audit.verify()
+        assert report.ok, report
+        assert (report.count - 1) % 3 == 0  # a verifier sees whole groups only
+        counts.append(report.count)
+    assert child.wait(timeout=60) == 0 and counts
+    with Ledger(path, read_only=True) as audit:
+        assert audit.verify().count == 181
