@@ -287,6 +287,12 @@ class ScarsAgent:
         return [canonical_text(s.rule) for s in self.store.scars]
 
     def observe(self, feedback: Feedback) -> Reading:
+        """One step's accommodation. Its ledger events (failure, temporary masks, a merge) are one group commit:
+        durable when this returns, before the next decision is governed."""
+        with self.store.group():
+            return self._observe(feedback)
+
+    def _observe(self, feedback: Feedback) -> Reading:
         d = feedback.decision
         self.t = d.t
         action = feedback.action
@@ -353,15 +359,17 @@ class ScarsAgent:
         prune(self.store, env_version=str(version), step=t, classes=self.card.classes)
 
     def end_episode(self, won: bool) -> None:
-        self._revoke_refuted()
-        self._poll()
+        with self.store.group():  # the episode end's revocations and admissions: one group commit
+            self._revoke_refuted()
+            self._poll()
 
     def close(self) -> None:
         # drain: finish syntheses in flight so the ledger and statistics are complete
         for _, future in self.storm.in_flight():
             with contextlib.suppress(Exception):  # a crashed search is reported through poll below
                 future.result(timeout=120)
-        self._poll()
+        with self.store.group():
+            self._poll()
         self.executor.shutdown()
         self.store.close()
 

@@ -11,14 +11,29 @@ The model is seed ``000`` (Governed Persistent Memory) §3.1–3.4:
   the file named by ``key_file=`` / the ``SCARS_LEDGER_KEY_FILE`` environment variable) MACs every event
   (HMAC-SHA256 of h_i) and the head, so a rewrite with recomputed hashes is caught by anyone holding the key.
 - **Head commitment outside the file**: the event count and chain head are kept in the ``head`` row (same
-  transaction as each append) *and* in a sidecar head file ``<ledger>.head``, replaced atomically (write, fsync,
+  transaction as each commit) *and* in a sidecar head file ``<ledger>.head``, replaced atomically (write, fsync,
   rename) around every commit; on a keyed ledger it carries a MAC too. Deleting the last events, editing the head
   row, or dropping the ``-wal`` file a killed writer left behind (which silently loses its last commits) leaves
   the database behind the head file, and verification says so. Appends are serialised by a lock file
   (``<ledger>.lock``) so that the head file is always written in commit order.
-- One SQLite transaction per event (WAL journal, ``synchronous=FULL``): a process killed at any instant leaves
-  each event either fully committed (with its head) or absent; the head file names the one event that may be in
-  flight (``pending``), so a kill between commit and head-file update is not mistaken for tampering.
+- **Group commit, and the durability contract.** Appends are written in groups: ``with ledger.group():`` puts
+  every append of the block into one SQLite transaction (WAL journal, ``synchronous=FULL``: with ``NORMAL`` a
+  power loss may roll back commits the fsynced head file already names, and the ledger would be refused),
+  committed when the outermost block exits; an append outside any group is a group of one. Each group is
+  committed in three steps: the head file names the group as ``pending`` (fsynced, folder fsynced), ``COMMIT``
+  (the WAL fsynced), the head file names it committed (fsynced). The write locks (``<ledger>.lock`` and SQLite's)
+  are held from the group's first append to its commit, and the tail/head/MAC/head-file checks run once per group.
+  *A killed process* (SIGKILL, a crash of Python) keeps every group whose commit finished and loses the group in
+  progress whole — never part of a group and never part of an event; the ledger verifies (a kill between COMMIT
+  and the head-file update leaves the group named as pending, which is accepted, and the next writer settles the
+  head file so that removing that group afterwards is caught). *A power loss or OS crash* loses the same and
+  nothing more: ``synchronous=FULL`` makes every COMMIT durable before it returns, and the head file is made
+  durable before the COMMIT it announces (the update after the COMMIT skips the folder fsync: undone, it leaves the
+  pending head file, which still verifies). *The anchor stays honest*: the head row and head file move only when a
+  group commits, and ``head()``/``anchor_text()``/``verify()``/the projections commit an open group first, so an
+  anchor handed out never names an event that is not on disk. An event returned inside a group is durable once the
+  group commits; a commit that fails (disk full, I/O error) loses that group, and the handle refuses further
+  appends. ``SchemaStore`` makes each command one group and the scars agent each step one group.
 - ``Ledger(path, read_only=True)`` (what ``scars ledger verify``/``show`` use) never writes: it opens the database
   read-only (immutable when no writer is active), creates nothing, and rejects a file that is not a scars ledger.
 - The active control plane is a deterministic projection of the events (``active_scars``, ``control_plane``);
@@ -51,7 +66,7 @@ import time
 import urllib.parse
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,6 +183,17 @@ class VerifyReport:
     def anchor(self) -> str:
         """``"count:hash"`` of the chain as read (meaningful when ``ok``)."""
         return format_anchor((self.count, self.head_hash))
+
+
+@dataclass(slots=True)
+class _OpenGroup:
+    """The write transaction of a group in progress: the file-lock descriptor it holds, the head it extends and
+    the head after its last append."""
+
+    lock: int | None
+    base: tuple[int, str]
+    last: tuple[int, str]
+    last_tx: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +400,10 @@ class Ledger:
         self._immutable = False
         self._format = FORMAT_VERSION
         self._claims_keyed = False
+        self._group_depth = 0
+        self._open: _OpenGroup | None = None
+        self._commit_failed: str | None = None
+        self._committed = 0  # the event count as of this writer's last commit (or its opening)
         if self.read_only:
             self._open_read_only(explicit)
         else:
@@ -494,6 +524,10 @@ class Ledger:
                         )
                     self._conn.execute("PRAGMA journal_mode=WAL")
                     self._conn.execute("PRAGMA synchronous=FULL")
+                    self._settle_head_file()
+                    self._committed = int(
+                        self._conn.execute("SELECT count FROM head WHERE singleton = 1").fetchone()[0]
+                    )
                 else:
                     self._create(explicit, keyed)
         except sqlite3.DatabaseError as exc:
@@ -502,6 +536,29 @@ class Ledger:
         except BaseException:
             self.close()
             raise
+
+    def _settle_head_file(self) -> None:
+        """A writer killed between its COMMIT and the head-file update left the head file naming its group as
+        pending. The next writer settles it (under the exclusive lock, before appending): the head file then
+        commits exactly what the database holds — the pending group (it was committed) or the previous head (it
+        was not) — so from here on removing that group is detected like any truncation. Any other disagreement
+        is left alone for ``verify`` to report (fail closed)."""
+        side, problem = self._read_head_file()
+        if problem is not None or side is None or side.get("pending") is None:
+            return
+        if self._key is not None and not _same(
+            side.get("mac"), _mac(self._key, "head-file", self._head_file_body(side))
+        ):
+            return
+        row = self._db.execute("SELECT count, last_hash FROM head WHERE singleton = 1").fetchone()
+        tail = self._db.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        if row is None or (tuple(tail) if tail else (0, GENESIS_HASH)) != tuple(row):
+            return
+        pending = (side["pending"]["count"], side["pending"]["hash"])
+        for state in (pending, (side["count"], side["hash"])):
+            if tuple(row) == state:
+                self._write_head_file(state, None)
+                return
 
     def _set_aside_orphaned_head_file(self) -> None:
         """The database is gone but its head file is not (a ledger set aside without its companions, or deleted):
@@ -561,9 +618,14 @@ class Ledger:
         return self._key is not None
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        """Commit an open group (its events become durable), then close. Idempotent."""
+        try:
+            if self._conn is not None and self._open is not None:
+                self._commit_group()
+        finally:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     def __enter__(self) -> Ledger:
         return self
@@ -600,9 +662,21 @@ class Ledger:
     def _file_lock(self, *, exclusive: bool) -> Iterator[None]:
         """flock on ``<ledger>.lock``: writers exclusive (append + head file), verifiers shared (one consistent
         view of the database and the head file). Read-only handles never create the lock file."""
-        if fcntl is None:
+        fd = self._acquire_file_lock(exclusive=exclusive)
+        try:
             yield
-            return
+        finally:
+            if fd is not None:
+                os.close(fd)  # releases the lock
+
+    def _acquire_file_lock(self, *, exclusive: bool = True) -> int | None:
+        """Open ``<ledger>.lock`` and flock it; the descriptor (closing it releases the lock), or None when there
+        is nothing to lock (not POSIX; an audit of a ledger no writer ever locked, or on a read-only file system).
+        """
+        if self._open is not None:  # flock is per open file: a second lock here would wait for ourselves
+            raise LedgerError(f"{self.path}: internal error: file lock requested while a group is open")
+        if fcntl is None:
+            return None
         lock_path = Path(f"{self.path}.lock")
         try:
             if self.read_only:
@@ -612,13 +686,13 @@ class Ledger:
         except OSError:
             if not self.read_only:
                 raise LedgerError(f"cannot open the ledger's lock file {lock_path}") from None
-            yield  # an audit of a ledger no writer ever locked, or on a read-only file system
-            return
+            return None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-            yield
-        finally:
-            os.close(fd)  # releases the lock
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def _event_mac(self, digest: str) -> str | None:
         return None if self._key is None else _mac(self._key, "event", digest)
@@ -661,8 +735,15 @@ class Ledger:
     def _head_file_body(self, data: Mapping[str, Any]) -> str:
         return canonical_json({k: v for k, v in data.items() if k != "mac"})
 
-    def _write_head_file(self, committed: tuple[int, str], pending: tuple[int, str] | None) -> None:
-        """Atomically replace the head file: write a temporary file, fsync it, rename it over, fsync the folder."""
+    def _write_head_file(
+        self, committed: tuple[int, str], pending: tuple[int, str] | None, *, sync_folder: bool = True
+    ) -> None:
+        """Atomically replace the head file: write a temporary file, fsync it, rename it over, fsync the folder.
+
+        ``sync_folder=False`` (the update after a COMMIT only): the rename is not forced to disk. A power loss may
+        then undo it, leaving the previous head file — which names the committed group as pending, a state
+        ``verify`` accepts — and never a head file without its content (the content is fsynced before the
+        rename). The next group's pending write syncs the folder."""
         data: dict[str, Any] = {
             "format": HEAD_FILE_FORMAT,
             "count": committed[0],
@@ -681,7 +762,8 @@ class Ledger:
         except OSError as exc:
             tmp.unlink(missing_ok=True)
             raise LedgerError(f"cannot write the head file {self.head_file}: {exc.strerror}") from None
-        _fsync_dir(self.head_file.parent)
+        if sync_folder:
+            _fsync_dir(self.head_file.parent)
 
     def _head_file_check(
         self,
@@ -723,9 +805,11 @@ class Ledger:
             )
         return c + 1, f"injected: {count - c} event(s) after the head file's commitment ({c} events)"
 
-    # -------------------------------------------------------------------------------------- appending
+    # -------------------------------------------------------------------------------------- the head
     def head(self) -> tuple[int, str]:
-        """(event count, last hash): the commitment to anchor externally if the file itself is not trusted."""
+        """(event count, last hash): the commitment to anchor externally if the file itself is not trusted.
+        Commits an open group first, so the head handed out never names events that are not durable."""
+        self.flush()
         row = self._db.execute("SELECT count, last_hash FROM head WHERE singleton = 1").fetchone()
         if row is None:
             raise LedgerIntegrityError(f"{self.path}: the head record is missing")
@@ -735,6 +819,143 @@ class Ledger:
         """``head()`` as ``"count:hash"``: what a run records as ``ledger_head`` in ``summary.json`` and what
         ``scars ledger verify --anchor`` takes."""
         return format_anchor(self.head())
+
+    # -------------------------------------------------------------------------------------- group commit
+    @contextmanager
+    def group(self) -> Iterator[None]:
+        """Group commit: every append inside the block goes into one SQLite transaction, committed (with the
+        head-file protocol) when the outermost ``group()`` exits — also when the block raises, since each event
+        appended is complete (an append that fails leaves nothing behind). Outside any ``group()`` each append is
+        a group of its own. Nothing is written until the first append; a read that needs the group's events to be
+        durable (``verify``, ``head``, ``anchor_text``, the projections) commits it first, and the next append
+        opens a new transaction. An event returned inside a group is durable only once the group commits; a
+        process killed before that leaves the ledger as it was after the previous commit (module docstring).
+        While a group's transaction is open it holds the ledger's write locks, so other writers and verifiers of
+        the same file wait for it."""
+        self._require_writable()
+        self._group_depth += 1
+        try:
+            yield
+        finally:
+            self._group_depth -= 1
+            if self._group_depth == 0:
+                self._commit_group()
+
+    def _begin_group(self) -> _OpenGroup:
+        """Take the write locks (file lock, then BEGIN IMMEDIATE) and check, once per group, that the stored tail,
+        the head row, its MAC and the head file agree: fail closed on write as well."""
+        if self._commit_failed is not None:
+            raise LedgerError(
+                f"{self.path}: an earlier group of events failed to commit ({self._commit_failed}); this handle "
+                "refuses further appends (its caller may hold state the ledger does not) — reopen the ledger"
+            )
+        lock = self._acquire_file_lock()
+        conn = self._db
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT count, last_hash, last_tx_time, mac FROM head WHERE singleton = 1"
+                ).fetchone()
+                if row is None:
+                    raise LedgerIntegrityError(f"{self.path}: the head record is missing; refusing to append")
+                count, last_hash, last_tx, head_mac = int(row[0]), str(row[1]), int(row[2]), row[3]
+                tail = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+                if (tail is None and count != 0) or (
+                    tail is not None and (tail[0] != count or tail[1] != last_hash)
+                ):
+                    raise LedgerIntegrityError(
+                        f"{self.path}: the last event {tuple(tail) if tail else None} does not match the head "
+                        f"({count}, {last_hash[:12]}…); refusing to append — run verify"
+                    )
+                if self._key is not None and not _same(head_mac, self._head_mac(count, last_hash) or ""):
+                    raise LedgerIntegrityError(
+                        f"{self.path}: the head record's MAC does not match; refusing to append — run verify"
+                    )
+                mismatch = self._head_file_check(count, last_hash, self._hash_at)
+                if mismatch is not None:
+                    raise LedgerIntegrityError(f"{self.path}: {mismatch[1]}; refusing to append — run verify")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except BaseException:
+            if lock is not None:
+                os.close(lock)
+            raise
+        self._open = _OpenGroup(lock, (count, last_hash), (count, last_hash), last_tx)
+        self._committed = count
+        return self._open
+
+    def _commit_group(self) -> None:
+        """Commit the open group: head file names the group as pending (fsynced), COMMIT (fsynced: WAL with
+        synchronous=FULL), head file names it committed (fsynced); then release the locks. A kill between any two
+        of these leaves a state ``verify`` accepts: the group absent, or present and named by the head file."""
+        group, self._open = self._open, None
+        if group is None:
+            return
+        conn = self._db
+        try:
+            if group.last == group.base:  # every append of the group failed: nothing to commit
+                conn.execute("ROLLBACK")
+                return
+            seq, digest = group.last
+            stage = "write the head file (pending)"
+            try:
+                conn.execute(
+                    "UPDATE head SET count = ?, last_hash = ?, last_tx_time = ?, mac = ? WHERE singleton = 1",
+                    (seq, digest, group.last_tx, self._head_mac(seq, digest)),
+                )
+                # Before COMMIT: the head file names the group as pending, so a kill right after the commit is
+                # told apart from someone deleting the last events.
+                self._write_head_file(group.base, group.last)
+                stage = "commit"
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                with suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                lost = seq - group.base[0]
+                self._commit_failed = f"could not {stage}: {exc!s:.200}; {lost} event(s) not written"
+                if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: as they are
+                    raise
+                raise LedgerError(f"{self.path}: {self._commit_failed}") from exc
+            self._committed = seq
+            self._write_head_file(group.last, None, sync_folder=False)
+        finally:
+            if group.lock is not None:
+                os.close(group.lock)  # releases the file lock
+
+    def _abort_group(self, why: str) -> None:
+        """Give up the open group (roll it back, release the locks) and refuse further appends on this handle."""
+        group, self._open = self._open, None
+        with suppress(sqlite3.Error):
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+        if group is not None and group.lock is not None:
+            os.close(group.lock)
+        lost = 0 if group is None else group.last[0] - group.base[0]
+        self._commit_failed = f"{why}; {lost} earlier event(s) of its group not written"
+        raise LedgerError(f"{self.path}: {self._commit_failed}")
+
+    @property
+    def committed(self) -> int:
+        """The event count as of this writer's last commit (at opening: the ledger's count). Kept in memory, so
+        any thread may read it; events appended in an open group are not counted until it commits."""
+        return self._committed
+
+    def flush(self) -> None:
+        """Commit the open group's events now (no-op when none are pending); the group stays open for more."""
+        if self._open is not None:
+            self._commit_group()
+
+    # -------------------------------------------------------------------------------------- appending
+    def _next_seq(self) -> int:
+        """The seq the next append gets (inside an open group: after its uncommitted events; commits nothing)."""
+        if self._open is not None:
+            return self._open.last[0] + 1
+        row = self._db.execute("SELECT count FROM head WHERE singleton = 1").fetchone()
+        if row is None:
+            raise LedgerIntegrityError(f"{self.path}: the head record is missing")
+        return int(row[0]) + 1
 
     def _append(
         self,
@@ -752,67 +973,32 @@ class Ledger:
         if valid_from is not None and valid_to is not None and valid_to <= valid_from:
             raise ConfigError(f"valid_to ({valid_to}) must be after valid_from ({valid_from})")
         payload_text = canonical_json(dict(payload))
-        with self._file_lock(exclusive=True):
-            with self._transaction() as conn:
-                row = conn.execute(
-                    "SELECT count, last_hash, last_tx_time, mac FROM head WHERE singleton = 1"
-                ).fetchone()
-                if row is None:
-                    raise LedgerIntegrityError(f"{self.path}: the head record is missing; refusing to append")
-                count, last_hash, last_tx, head_mac = int(row[0]), str(row[1]), int(row[2]), row[3]
-                # Fail closed on write as well: the stored tail must be exactly what the head commits to, the head
-                # must carry its MAC, and the head file must agree.
-                tail = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-                if (tail is None and count != 0) or (
-                    tail is not None and (tail[0] != count or tail[1] != last_hash)
-                ):
-                    raise LedgerIntegrityError(
-                        f"{self.path}: the last event {tuple(tail) if tail else None} does not match the head "
-                        f"({count}, {last_hash[:12]}…); refusing to append — run verify"
-                    )
-                if self._key is not None and not _same(head_mac, self._head_mac(count, last_hash) or ""):
-                    raise LedgerIntegrityError(
-                        f"{self.path}: the head record's MAC does not match; refusing to append — run verify"
-                    )
-                hash_at = self._hash_at
-                mismatch = self._head_file_check(count, last_hash, hash_at)
-                if mismatch is not None:
-                    raise LedgerIntegrityError(f"{self.path}: {mismatch[1]}; refusing to append — run verify")
-                if precondition is not None:
-                    precondition(self._subject_events(subject) if subject is not None else [])
-                tx_time = max(int(self._clock()), last_tx)
-                if valid_from is None:
-                    valid_from = tx_time
-                if valid_to is not None and valid_to <= valid_from:
-                    raise ConfigError(f"valid_to ({valid_to}) must be after valid_from ({valid_from})")
-                seq = count + 1
-                digest = event_hash(
-                    last_hash,
-                    _body(seq, type_, subject, payload_text, tx_time, valid_from, valid_to, last_hash),
-                )
-                conn.execute(
+        with self.group():
+            group = self._open or self._begin_group()
+            if precondition is not None:  # reads the open transaction: the group's own events count
+                precondition(self._subject_events(subject) if subject is not None else [])
+            count, last_hash = group.last
+            tx_time = max(int(self._clock()), group.last_tx)
+            if valid_from is None:
+                valid_from = tx_time
+            if valid_to is not None and valid_to <= valid_from:
+                raise ConfigError(f"valid_to ({valid_to}) must be after valid_from ({valid_from})")
+            seq = count + 1
+            digest = event_hash(
+                last_hash,
+                _body(seq, type_, subject, payload_text, tx_time, valid_from, valid_to, last_hash),
+            )
+            row = (seq, type_, subject, payload_text, tx_time, valid_from, valid_to, last_hash, digest)
+            try:  # one statement: it is written whole or not at all
+                if not self._db.in_transaction:
+                    raise sqlite3.OperationalError("the group's transaction was rolled back by SQLite")
+                self._db.execute(
                     f"INSERT INTO events ({_COLUMNS}, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        seq,
-                        type_,
-                        subject,
-                        payload_text,
-                        tx_time,
-                        valid_from,
-                        valid_to,
-                        last_hash,
-                        digest,
-                        self._event_mac(digest),
-                    ),
+                    (*row, self._event_mac(digest)),
                 )
-                conn.execute(
-                    "UPDATE head SET count = ?, last_hash = ?, last_tx_time = ?, mac = ? WHERE singleton = 1",
-                    (seq, digest, tx_time, self._head_mac(seq, digest)),
-                )
-                # Before COMMIT: the head file names this event as pending, so a kill right after the commit is
-                # told apart from someone deleting the last event.
-                self._write_head_file((count, last_hash), (seq, digest))
-            self._write_head_file((seq, digest), None)
+            except sqlite3.Error as exc:  # an I/O error may have rolled the whole group back: give it up
+                self._abort_group(f"could not append event {seq}: {exc!s:.200}")
+            group.last, group.last_tx = (seq, digest), tx_time
         return Event(
             seq, type_, subject, json.loads(payload_text), tx_time, valid_from, valid_to, last_hash, digest
         )
@@ -953,8 +1139,12 @@ class Ledger:
         """
         if not isinstance(scar, Scar):
             raise ConfigError(f"may_admit() takes a Scar, got {type(scar).__name__}")
-        with self._transaction(""):
+        # inside a group, its open transaction is the snapshot (with the group's own events)
+        if self._open is not None:
             error, reason = self._judge_admission(scar, self._subject_events(scar.id))
+        else:
+            with self._transaction(""):
+                error, reason = self._judge_admission(scar, self._subject_events(scar.id))
         return error is None, reason
 
     # ---------------------------------------------------------------------------------- lifecycle events
@@ -1043,7 +1233,7 @@ class Ledger:
         if isinstance(until_step, bool) or not isinstance(until_step, int):
             raise ConfigError(f"until_step must be an int, got {until_step!r}")
         if mask_id is None:
-            mask_id = f"tmp:L{self.head()[0] + 1}:{scar_id_of(rule)}"
+            mask_id = f"tmp:L{self._next_seq()}:{scar_id_of(rule)}"
 
         def precondition(history: list[Event]) -> None:
             if history and history[-1].type == TEMP_MASK_SET:
@@ -1134,7 +1324,9 @@ class Ledger:
 
     def _verify_rows(self, anchors: list[tuple[int, str]]) -> tuple[VerifyReport, list]:
         """Read the database and the head file under one shared lock and verify that snapshot; returns the
-        report and the rows it judged (so a projection uses exactly what was verified)."""
+        report and the rows it judged (so a projection uses exactly what was verified). An open group is
+        committed first: what is verified is what is on disk."""
+        self.flush()
         try:
             with self._file_lock(exclusive=False):
                 if self.read_only and self._immutable and Path(f"{self.path}-wal").exists():

@@ -7,13 +7,20 @@ is always the fold of the ledger's events: ``replay(ledger.events()) == store.pl
 them; a test checks it after every step of a run). No other module writes to either (a lint test checks that too).
 
 Opening verifies the whole hash chain once and fails closed (``SchemaIntegrityError``) when it does not verify —
-no silent repair. After that the chain is extended incrementally: every append checks the stored tail against the
-head inside its transaction (``Ledger._append``); nothing re-reads or re-verifies the chain per accommodation.
+no silent repair. After that the chain is extended incrementally: every group of appends checks the stored tail
+against the head inside its transaction (``Ledger.group``); nothing re-reads or re-verifies the chain per
+accommodation.
+
+Group commit: each command is one ledger group (a merge's decision, admissions and retirements commit together,
+in one SQLite transaction), so when a command returns its events are durable. ``group()`` widens that to a block
+of commands — the scars agent makes each step one group — committed when the block exits; a kill inside the block
+loses the block's events and the live plane with them (the process is gone), never part of an event.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -112,7 +119,7 @@ class SchemaStore:
             core=tuple(core), classes=classes, mode=mode, soft_bias=soft_bias, fallback=fallback
         )
         self._plane = replay(self.ledger.events(), **self._plane_kwargs)
-        self._version = report.count  # events in the ledger: read once, then counted as the store appends
+        self._appended = report.count  # events in the ledger: read once, then counted as the store appends
 
     # ---------------------------------------------------------------------------------------------- reads
     @property
@@ -127,9 +134,10 @@ class SchemaStore:
 
     @property
     def version(self) -> int:
-        """The sequence number of the last event this store knows (it changes exactly when the schema's record
-        does): readers poll it instead of querying the ledger."""
-        return self._version
+        """The sequence number of the last event this store has committed (it changes exactly when the schema's
+        record does, once the group that changed it is durable): readers poll it instead of querying the ledger.
+        A decision logged with this version names events that are on disk."""
+        return min(self._appended, self.ledger.committed)
 
     def may_admit(self, scar: Scar) -> tuple[bool, str]:
         """The ledger's no-resurrection check for a candidate (``Ledger.may_admit``)."""
@@ -151,9 +159,19 @@ class SchemaStore:
         return self.ledger.anchor_text()
 
     # ------------------------------------------------------------------------------------------- commands
+    @contextmanager
+    def group(self) -> Iterator[None]:
+        """Group commit (``Ledger.group``): every command inside the block writes into one ledger transaction,
+        committed when the outermost block exits (also when it raises: each event appended was applied to the
+        live plane, so it is kept). ``verify``/``head``/``anchor`` inside the block commit what is pending first.
+        If the commit fails, the ledger refuses further appends through this store (its plane is then ahead of
+        the ledger) and the error propagates."""
+        with self.ledger.group():
+            yield
+
     def _applied(self, event: Event) -> Event:
         apply(self._plane, event)
-        self._version = event.seq
+        self._appended = event.seq
         return event
 
     def record_failure(self, failure: Failure, **extra: Any) -> Event:
@@ -178,7 +196,13 @@ class SchemaStore:
         self, result: MergeResult, new: Mapping[str, Scar], *, refused: Sequence[str] = ()
     ) -> tuple[Event, ...]:
         """S_{t+1} = ILP-Merge(S_t ∪ {ΔS*}) written down: one ``merge_decision``, then ``scar_admitted`` for each
-        new scar the merge keeps and ``scar_retired`` for each incumbent it drops."""
+        new scar the merge keeps and ``scar_retired`` for each incumbent it drops (one group: committed together)."""
+        with self.group():
+            return self._apply_merge(result, new, refused)
+
+    def _apply_merge(
+        self, result: MergeResult, new: Mapping[str, Scar], refused: Sequence[str]
+    ) -> tuple[Event, ...]:
         decision = self._applied(
             self.ledger.record(
                 MERGE_DECISION,
@@ -210,7 +234,12 @@ class SchemaStore:
 
     def apply_retirement(self, decision: RetirementDecision) -> tuple[Event, ...]:
         """Scope pruning and revocation (§4.5): ``scar_retired`` for scope, ``scar_revoked`` with the
-        counter-evidence. Nothing is deleted: a retired scar's evidence stays in its ``scar_admitted`` event."""
+        counter-evidence. Nothing is deleted: a retired scar's evidence stays in its ``scar_admitted`` event. One
+        group: committed together."""
+        with self.group():
+            return self._apply_retirement(decision)
+
+    def _apply_retirement(self, decision: RetirementDecision) -> tuple[Event, ...]:
         events = []
         for item in decision.retire:
             if item.scar_id in self._plane:
