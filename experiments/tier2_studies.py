@@ -1,5 +1,5 @@
-"""The two tier-2 studies of paper §6.2, each one function (and one command): the anti-collusion test and the
-counterfactual social transfer A → B.
+"""The tier-2 studies, each one function (and one command): the two of paper §6.2 — the anti-collusion test and the
+counterfactual social transfer A → B — and GovSim's outsider variant.
 
 **Anti-collusion** (``run_collusion``): a focal learner in the malicious arena, where a colluding majority (one
 provenance root) punishes its harvests whatever they were, with TrustGate + NormVerifier on and off. Each seed is
@@ -13,6 +13,12 @@ per-trajectory counts, (seed, run) for per-run values).
 then play arena B (no immediate punishment) for ``runs_b`` runs twice — carrying the A state (scars ledger, baseline
 memory) and from scratch, on the same arenas (same seed). The table compares B's cooperative yield, over-usage and
 survival with and without the A history, and their paired difference (jointly resampled over the paired B runs).
+
+**Outsider** (``run_outsider``): for each method and seed, the same arena played twice — every seat from month 1, and
+GovSim's outsider variant (the last seat, a newcomer with the outsider persona, joins at ``outsider_month``). The
+table compares survival, survival time and cooperative yield without and with the outsider (paired over the same
+(seed, run)), the group's over-usage with it, the outsider's own over-usage over its seat-months, and the justified
+punishments it received.
 """
 
 from __future__ import annotations
@@ -274,4 +280,127 @@ def transfer_markdown(table: pd.DataFrame, base: Tier2Config, runs_a: int, runs_
             f"{_ci(r['over_usage_diff'], '{:+.2f}')} | {_ci(r['survival_with'])} | {_ci(r['survival_without'])} |"
         )
     lines += ["", "![transfer](transfer.png)"]
+    return "\n".join(lines) + "\n"
+
+
+def run_outsider(
+    base: Tier2Config,
+    methods: Sequence[str],
+    seeds: Sequence[int],
+    outsider_month: int,
+    out: Path,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """The outsider table (module docstring); writes ``out/outsider.md``, ``outsider.json``,
+    ``outsider_runs.csv/.parquet``, ``outsider.png`` and the run folders ``<method>/seed-<s>/{without,with}``."""
+    rows, per_run = [], []
+    for method in methods:
+        frames: dict[bool, list[pd.DataFrame]] = {False: [], True: []}
+        summaries: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
+        for seed in seeds:
+            root = out / method.replace(":", "-") / f"seed-{seed}"
+            for joined in (False, True):
+                cfg = dataclasses.replace(
+                    base,
+                    method=method,
+                    seed=seed,
+                    transfer_from="",
+                    outsider_month=outsider_month if joined else 0,
+                )
+                run_dir = root / ("with" if joined else "without")
+                result = run_tier2(cfg, run_dir)
+                write_tier2(run_dir, {cfg.method_label: result}, {cfg.method_label: cfg})
+                runs = result.runs.assign(outsider="with" if joined else "without", seed=seed)
+                frames[joined].append(runs)
+                summaries[joined].append(result.summary)
+                per_run.append(runs)
+            if progress is not None:
+                progress(f"{method}, seed {seed}")
+        wo, w = (pd.concat(frames[k], ignore_index=True) for k in (False, True))
+        ones = np.ones(len(w))
+        rng = np.random.default_rng(np.random.SeedSequence([base.seed, 41]))
+        admitted = [s["scars_admitted"] for s in summaries[True]]
+        inappropriate = [s["inappropriate_scars"] for s in summaries[True]]
+        rows.append(
+            {
+                "method": method,
+                "n_seeds": len(seeds),
+                "n_runs": len(w),
+                "survival_without": _iv(wo["survived"].astype(float), ones, 21),
+                "survival_with": _iv(w["survived"].astype(float), ones, 22),
+                "survival_time_without": _iv(wo["survival_time"].astype(float), ones, 23),
+                "survival_time_with": _iv(w["survival_time"].astype(float), ones, 24),
+                "yield_without": _iv(wo["cooperative_yield"], ones, 25),
+                "yield_with": _iv(w["cooperative_yield"], ones, 26),
+                "yield_diff": paired_difference(
+                    (w["cooperative_yield"], ones), (wo["cooperative_yield"], ones), rng
+                ).to_json(),
+                "over_usage_with": _iv(w["over_count"], w["seat_months"], 27),
+                "outsider_over_usage": _iv(w["outsider_over_count"], w["outsider_seat_months"], 28),
+                "outsider_seat_months": int(w["outsider_seat_months"].sum()),
+                "outsider_punished_justified": int(w["outsider_punished_justified"].sum()),
+                "scars_admitted": None if None in admitted else int(sum(admitted)),
+                "inappropriate_scars": None if None in inappropriate else int(sum(inappropriate)),
+            }
+        )
+    table = pd.DataFrame(rows)
+    write_json(out / "outsider.json", rows)
+    write_table(pd.concat(per_run, ignore_index=True), out / "outsider_runs")
+    _plot_outsider(table, outsider_month, out / "outsider.png")
+    atomic_write_text(out / "outsider.md", outsider_markdown(table, base, outsider_month))
+    return table
+
+
+def _plot_outsider(table: pd.DataFrame, outsider_month: int, path: Path) -> Path:
+    """Cooperative yield without and with the outsider, per method (95% intervals)."""
+    fig, ax = plt.subplots(figsize=(8, 4))
+    x = np.arange(len(table))
+    records = table.to_dict("records")
+    for offset, key, name in (
+        (-0.18, "yield_without", "every seat from month 1"),
+        (0.18, "yield_with", f"outsider joins at month {outsider_month}"),
+    ):
+        est = [r[key]["estimate"] or 0.0 for r in records]
+        lo = [e - (r[key]["ci"] or [e, e])[0] for e, r in zip(est, records, strict=True)]
+        hi = [(r[key]["ci"] or [e, e])[1] - e for e, r in zip(est, records, strict=True)]
+        ax.bar(x + offset, est, width=0.36, yerr=[lo, hi], capsize=3, label=name)
+    n = int(table["n_runs"].iloc[0]) if len(table) else 0
+    ax.set_xticks(x, table["method"], rotation=20)
+    ax.set_ylabel("cooperative yield")
+    ax.set_title(f"GovSim's outsider variant (n = {n} runs per bar, 95% CI)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def outsider_markdown(table: pd.DataFrame, base: Tier2Config, outsider_month: int) -> str:
+    lines = [
+        "# GovSim's outsider variant",
+        "",
+        f"{base.setup.capitalize()} set-up, arena {base.arena}, {base.months} months per run; each seed plays its runs "
+        f"twice on the same arenas: every seat from month 1, and with the last seat joining at month {outsider_month} "
+        "(a newcomer with the outsider persona"
+        + (", new in every run" if base.outsider_fresh else "")
+        + "). Estimates over the runs with 95% run-bootstrap intervals; Δ yield is paired over the same (seed, run). "
+        "The outsider's over-usage is over its own seat-months (n).",
+        "",
+        "| method | n runs | survival, no outsider | with outsider | survival time, no outsider | with outsider "
+        "| yield, no outsider | with outsider | Δ yield | over-usage with outsider ↓ | outsider's over-usage ↓ "
+        "| outsider punished (justified) | scars / inappropriate |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in table.to_dict("records"):
+        # a pandas column of counts and Nones holds NaN for "no scars schema" (a baseline)
+        admitted, bad = r["scars_admitted"], r["inappropriate_scars"]
+        scars = "–" if admitted is None or admitted != admitted else f"{int(admitted)} / {int(bad)}"
+        lines.append(
+            f"| {r['method']} | {r['n_runs']} | {_ci(r['survival_without'])} | {_ci(r['survival_with'])} | "
+            f"{_ci(r['survival_time_without'], '{:.1f}')} | {_ci(r['survival_time_with'], '{:.1f}')} | "
+            f"{_ci(r['yield_without'])} | {_ci(r['yield_with'])} | {_ci(r['yield_diff'], '{:+.2f}')} | "
+            f"{_ci(r['over_usage_with'])} | {_ci(r['outsider_over_usage'])} (n = {r['outsider_seat_months']}) | "
+            f"{r['outsider_punished_justified']} | {scars} |"
+        )
+    lines += ["", "![outsider](outsider.png)"]
     return "\n".join(lines) + "\n"

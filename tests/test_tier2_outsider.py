@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from envs.commons.adapter import OUTSIDER_PERSONA, CommonsAdapter
@@ -109,3 +110,19 @@ def test_a_transfer_never_carries_a_fresh_outsider(tmp_path):
                 method="rag", outsider_month=2, outsider_fresh=False, transfer_from=str(source), **FAST
             )
         )
+
+
+def test_the_outsider_study_pairs_each_run_with_and_without_the_newcomer(tmp_path):
+    from experiments.tier2_studies import run_outsider
+
+    base = Tier2Config(runs=2, months=5, search_iterations=40)
+    table = run_outsider(base, ("scars", "rag"), (0,), 3, tmp_path)
+    assert list(table["method"]) == ["scars", "rag"] and set(table["n_runs"]) == {2}
+    runs = pd.read_parquet(tmp_path / "outsider_runs.parquet")
+    without, with_ = runs[runs["outsider"] == "without"], runs[runs["outsider"] == "with"]
+    assert (without["outsider_seat_months"] == 0).all() and (with_["outsider_seat_months"] > 0).any()
+    scars = table.iloc[0]
+    assert scars["outsider_over_usage"]["denominator"] == scars["outsider_seat_months"] > 0
+    assert scars["scars_admitted"] >= 1 and pd.isna(table.iloc[1]["scars_admitted"])  # a baseline has no schema
+    text = (tmp_path / "outsider.md").read_text()
+    assert "| rag | 2 |" in text and text.count("nan") == 0 and (tmp_path / "outsider.png").is_file()

@@ -1,5 +1,6 @@
-"""``scars run tier2 …`` (one configuration), ``scars run tier2-collusion …`` (the anti-collusion table) and
-``scars run tier2-transfer …`` (the transfer table): every field of ``Tier2Config`` is an option."""
+"""``scars run tier2 …`` (one configuration), ``scars run tier2-collusion …`` (the anti-collusion table),
+``scars run tier2-transfer …`` (the transfer table) and ``scars run tier2-outsider …`` (GovSim's outsider variant):
+every field of ``Tier2Config`` is an option of the first."""
 
 from __future__ import annotations
 
@@ -234,7 +235,60 @@ def tier2_transfer(
     click.echo((out / "transfer.md").read_text(encoding="utf-8"))
 
 
-TIER2_COMMANDS = (tier2, tier2_collusion, tier2_transfer)
+@click.command("tier2-outsider")
+@click.option(
+    "--methods", default="all", show_default=True, help=f"Comma-separated, or all: {', '.join(METHODS)}."
+)
+@click.option("--seeds", default="0", show_default=True, help="Seeds, e.g. 0 or 0-2.")
+@click.option("--runs", type=click.IntRange(min=1), default=10, show_default=True, help="Runs per seed.")
+@click.option(
+    "--outsider-month",
+    type=click.IntRange(min=2),
+    default=4,
+    show_default=True,
+    help="The month the outsider joins (GovSim: 4, after three months of four agents).",
+)
+@click.option(
+    "--setup", type=click.Choice(SETUPS), default="homogeneous", show_default=True, help="Seat set-up."
+)
+@click.option(
+    "--outsider-fresh/--no-outsider-fresh",
+    default=True,
+    show_default=True,
+    help=Tier2Config.field_docs()["outsider_fresh"],
+)
+@_study_options
+@_out_option("runs/tier2-outsider")
+def tier2_outsider(
+    methods, seeds, runs, outsider_month, setup, outsider_fresh, months, search_iterations, oracle, out: Path
+) -> None:
+    """GovSim's outsider variant: each method plays arena A with every seat from month 1 and with the last seat (a
+    newcomer with the outsider persona) joining at OUTSIDER_MONTH, on the same arenas; the table of survival, yield
+    (paired difference), over-usage and the outsider's own over-usage with n and 95% CIs in OUT/outsider.md."""
+    from experiments.tier2_studies import run_outsider
+
+    check_output_dir(out)
+    seed_list = parse_seeds(seeds)
+    try:
+        names = _names(methods, METHODS, "method")
+        base = Tier2Config(
+            setup=setup,
+            runs=runs,
+            months=months,
+            search_iterations=search_iterations,
+            oracle=oracle,
+            outsider_fresh=outsider_fresh,
+            outsider_month=outsider_month,  # validated against months here; each run sets its own
+        )
+        run_outsider(
+            base, names, seed_list, outsider_month, out, progress=lambda line: click.echo(line, err=True)
+        )
+    except ScarsError as exc:
+        _fail(exc)
+    click.echo((out / "outsider.md").read_text(encoding="utf-8"))
+
+
+TIER2_COMMANDS = (tier2, tier2_collusion, tier2_transfer, tier2_outsider)
 for _command in TIER2_COMMANDS:
     run.add_command(_command)
 
