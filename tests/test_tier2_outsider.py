@@ -123,6 +123,8 @@ def test_the_outsider_study_pairs_each_run_with_and_without_the_newcomer(tmp_pat
     assert (without["outsider_seat_months"] == 0).all() and (with_["outsider_seat_months"] > 0).any()
     scars = table.iloc[0]
     assert scars["outsider_over_usage"]["denominator"] == scars["outsider_seat_months"] > 0
-    assert scars["scars_admitted"] >= 1 and pd.isna(table.iloc[1]["scars_admitted"])  # a baseline has no schema
+    assert scars["scars_admitted"] >= 1 and pd.isna(
+        table.iloc[1]["scars_admitted"]
+    )  # a baseline has no schema
     text = (tmp_path / "outsider.md").read_text()
     assert "| rag | 2 |" in text and text.count("nan") == 0 and (tmp_path / "outsider.png").is_file()
