@@ -414,6 +414,7 @@ class ScarsAgent:
                 source=failure.source,
                 ignore=frozenset(self.card.bookkeeping),
                 verdict_text=verdict_text,
+                glossary=self.card.glossary,
             )
         except FragmentError:
             return

@@ -109,6 +109,10 @@ class WorldCard:
     passive_actions: names of actions that only observe (they change nothing; skill libraries skip them).
     bookkeeping:     context keys that name the run, not the world (episode counter, game id, …): never causal.
     features:        a one-line description of the DSL features of this world (for model-written rules).
+    glossary:        phrases the world's rule texts use for a state of a context variable, phrase → (variable,
+                     value): "empty hands" → (``held_type``, ``"none"``). A verdict whose text holds the phrase names
+                     that variable and the value under which the ruled action is allowed — what a reader of the
+                     sentence understands. Public to every method, like the rest of the card.
     """
 
     name: str
@@ -123,6 +127,7 @@ class WorldCard:
     passive_actions: tuple[str, ...] = ()
     bookkeeping: tuple[str, ...] = ()
     features: str = ""
+    glossary: Mapping[str, tuple[str, Value]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:

@@ -10,8 +10,8 @@ scar's evidence — always this type, or its JSON form ``to_json()``.
 - ``F``: the failed control action first, then the admissible actions the verifier also flags as equivalent.
 - ``theta``: the attributed cause (a rule id of the world's verifier, or a verifier event name).
 - ``source``: where it happened (world, episode, step) and which verifier certified it.
-- ``causal_args``, ``safe_counterfactuals`` and ``quantities`` are filled by extraction (empty on an observed
-  failure).
+- ``causal_args``, ``safe_counterfactuals``, ``quantities`` and ``allowed`` are filled by extraction (empty on an
+  observed failure).
 """
 
 from __future__ import annotations
@@ -81,6 +81,10 @@ class Failure:
     """Context variables the verdict's text named as the quantity a numeric argument of the action was judged
     against ("a request above the sustainable share"): the attributed condition is the relation between the two
     (``synthesis.mcts`` offers it in place of literal thresholds on either). Filled by extraction."""
+    allowed: tuple[tuple[str, Value], ...] = ()
+    """Context variables the verdict's text stated a condition on through the world's glossary ("only with empty
+    hands"), each with the value under which the action is allowed: the attributed condition is ``variable !=
+    value`` (``synthesis.mcts`` offers it in place of literal predicates on the variable). Filled by extraction."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "q", freeze_context(self.q))
@@ -92,6 +96,7 @@ class Failure:
                 raise ConfigError(f"failed actions must be synthesis.dsl Actions, got {type(a).__name__}")
         object.__setattr__(self, "causal_args", frozenset(self.causal_args))
         object.__setattr__(self, "quantities", frozenset(self.quantities))
+        object.__setattr__(self, "allowed", tuple(sorted(self.allowed)))
 
     def __reduce__(self):
         # The read-only context view does not pickle; ship plain dicts (Ray moves failures between processes).
@@ -106,6 +111,7 @@ class Failure:
                 tuple((dict(q), a) for q, a in self.safe_counterfactuals),
                 tuple((dict(q), a) for q, a in self.failing_counterfactuals),
                 self.quantities,
+                self.allowed,
             ),
         )
 

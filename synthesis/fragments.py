@@ -181,6 +181,7 @@ def extract_fragment(
     source: FailureSource | None = None,
     ignore: frozenset[str] = frozenset(),
     verdict_text: str = "",
+    glossary: Mapping[str, tuple[str, Value]] | None = None,
 ) -> Failure:
     """Cut a violating step to E = (q, F, θ) by counterfactual checks against the verifier (paper §4.1).
 
@@ -201,7 +202,10 @@ def extract_fragment(
     names ``sustainable_share``) joins that attribution when a numeric argument of the action is causal: the
     verdict judged the argument against that quantity. Unlike a named value, changing a named quantity is not
     presumed safe (whether it is depends on the argument), so it adds no presumed-safe what-if; the search offers
-    the relation between the two (``synthesis.mcts``).
+    the relation between the two (``synthesis.mcts``). A ``glossary`` phrase in the verdict ("only with empty
+    hands" → ``held_type`` is ``"none"``, :func:`stated_in_text`) names its variable too, when the failure's value of
+    it is not the stated one; the one presumed-safe what-if it adds is that variable at the stated value (the
+    sentence says the action is allowed there and says nothing of the other values).
     """
     del classes  # generalisation over classes happens in the search, not in the fragment
     failed = step.chosen_action
@@ -228,7 +232,12 @@ def extract_fragment(
     quantities: frozenset[str] = frozenset()
     if verdict_text:
         undecided = {n for n in variables if _unknown_changes(step.context, failed, verifier, n)}
-        named = named_in_text(step.context, verdict_text) & undecided
+        stated = {
+            k: v
+            for k, v in stated_in_text(step.context, verdict_text, glossary or {}).items()
+            if k in undecided
+        }
+        named = (named_in_text(step.context, verdict_text) & undecided) - set(stated)
         undecided_args = {n for n in args if _unknown_arg_changes(step.context, failed, verifier, n)}
         named_args = named_in_text(dict(failed.args), verdict_text) & undecided_args
         if named_args:
@@ -236,12 +245,14 @@ def extract_fragment(
         # a quantity the verdict names by name, against which a numeric argument of the action was judged
         if any(_is_number(failed.arg(n)) for n in args):
             quantities = frozenset(quantities_named_in_text(step.context, verdict_text) & undecided - named)
-        if named or quantities:
-            variables = (variables - undecided) | named | quantities
+        if named or quantities or stated:
+            variables = (variables - undecided) | named | quantities | set(stated)
     q = {k: v for k, v in step.context.items() if k in variables}
     safe, failing = counterfactuals(step.context, failed, verifier, variables, args, alternatives)
     if verdict_text and (named or named_args):
         safe = (*safe, *_presumed_safe(step.context, failed, verifier, named, named_args, alternatives))
+    if verdict_text and stated:
+        safe = (*safe, *_stated_safe(step.context, failed, verifier, stated))
     return Failure(
         q=q,
         F=(failed, *equivalent),
@@ -251,6 +262,7 @@ def extract_fragment(
         safe_counterfactuals=safe,
         failing_counterfactuals=failing,
         quantities=quantities,
+        allowed=tuple(stated.items()) if verdict_text else (),
     )
 
 
@@ -298,6 +310,19 @@ def _presumed_safe(
     return out
 
 
+def _stated_safe(
+    context: Mapping[str, Value], action: Action, verifier: Verifier, stated: Mapping[str, Value]
+) -> list[tuple[Mapping[str, Value], Action]]:
+    """The what-ifs a glossary phrase of the verdict states safe: each stated variable at its stated value (unless
+    the agent's own evidence says the action still fails there)."""
+    out: list[tuple[Mapping[str, Value], Action]] = []
+    for name, value in sorted(stated.items()):
+        changed = dict(context) | {name: value}
+        if verifier(changed, action) is not True:
+            out.append((freeze_context(changed), action))
+    return out
+
+
 def _unhashable(value: object) -> object:
     return value[1] if isinstance(value, tuple) else value
 
@@ -338,6 +363,21 @@ def named_in_text(values: Mapping[str, Value], text: str) -> frozenset[str]:
     return frozenset(
         k for k in named if not any(t != texts.get(k) and texts.get(k, "\0") in t for t in texts.values())
     )
+
+
+def stated_in_text(
+    values: Mapping[str, Value], text: str, glossary: Mapping[str, tuple[str, Value]]
+) -> dict[str, Value]:
+    """The keys of ``values`` a text states a condition on through the world's ``glossary`` (phrase → (key, value),
+    ``envs.api.WorldCard.glossary``), with the value the text allows, for each key whose value here is not that one:
+    "Open drawers only with empty hands." states ``held_type`` is ``"none"`` when something is held (spaces and case
+    ignored)."""
+    squashed = _squash(text)
+    out: dict[str, Value] = {}
+    for phrase, (key, allowed) in sorted(glossary.items()):
+        if key in values and _squash(phrase) in squashed and values[key] != allowed:
+            out[key] = allowed
+    return out
 
 
 def quantities_named_in_text(values: Mapping[str, Value], text: str) -> frozenset[str]:

@@ -254,7 +254,8 @@ def candidate_space(
     one of them; and for each numeric causal argument and numeric causal context variable, the relation between
     them that separates the failures from the recorded safe pairs (:func:`_relations`). When the verdict named a
     quantity a numeric argument was judged against (``Failure.quantities``), their relation is offered in place of
-    the literal predicates on either.
+    the literal predicates on either; when it stated the value under which the action is allowed
+    (``Failure.allowed``), ``variable != value`` is offered in place of the literal predicates on that variable.
     """
     classes = classes or {}
     keys = {(a.kind, a.name) for a in fragment.F}
@@ -300,7 +301,11 @@ def candidate_space(
             classes,
             max_or_values,
         )
-    for var in sorted(set(fragment.q) - judged_against):
+    # A variable the verdict stated the allowed value of ("only with empty hands"): the condition is that it is not
+    # that value, offered in place of literal predicates on it (those would restate the values this run failed at).
+    allowed = dict(fragment.allowed)
+    predicates += [Compare(var, "!=", value) for var, value in sorted(allowed.items())]
+    for var in sorted(set(fragment.q) - judged_against - set(allowed)):
         predicates += _feature_predicates(
             var,
             [q[var] for q, _ in failed if var in q],
