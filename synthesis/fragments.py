@@ -242,10 +242,14 @@ def extract_fragment(
         named_args = named_in_text(dict(failed.args), verdict_text) & undecided_args
         if named_args:
             args = (args - undecided_args) | named_args
+            # a value the action carries is the action's: "Open drawers …" is about the drawer opened, not a
+            # context variable that happens to hold "drawer" too (the task's target type)
+            carried = {_hashable(failed.arg(n)) for n in named_args}
+            named = frozenset(k for k in named if _hashable(step.context[k]) not in carried)
         # a quantity the verdict names by name, against which a numeric argument of the action was judged
         if any(_is_number(failed.arg(n)) for n in args):
             quantities = frozenset(quantities_named_in_text(step.context, verdict_text) & undecided - named)
-        if named or quantities or stated:
+        if named or named_args or quantities or stated:
             variables = (variables - undecided) | named | quantities | set(stated)
     q = {k: v for k, v in step.context.items() if k in variables}
     safe, failing = counterfactuals(step.context, failed, verifier, variables, args, alternatives)

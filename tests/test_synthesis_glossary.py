@@ -78,6 +78,30 @@ def test_the_search_offers_not_the_allowed_value_and_it_wins():
     assert Compare("held_type", "==", "apple") not in predicates  # in its place, not beside it
     best = exhaustive_search(data, fragment)
     assert best.admitted and best.text == RULE
-    # the fault the glossary fixes: without it the best rule forbids opening the fridge whatever is held
+    # the fault the glossary fixes: without it the verdict names only the fridge, and the best candidate forbids
+    # opening it whatever is held (here it is not even admissible: it moves too much of the model's mass)
     data, blind = _fragment({})
-    assert exhaustive_search(data, blind).text == 'if location == "fridge 1" then forbid_env_action("open")'
+    assert dict(blind.q) == {}
+    best_blind = exhaustive_search(data, blind)
+    assert not best_blind.admitted
+    assert best_blind.rejected[0].text == 'if action.recep_type == "fridge" then forbid_env_action("open")'
+
+
+def test_a_value_the_action_carries_is_the_action_s_not_a_context_variable_s():
+    # "Open drawers only with empty hands." names "drawer": the opened receptacle's type, and the task's target type
+    # too when the task is to put something in a drawer — the verdict judges the action, so the action's wins
+    evidence = ExperienceVerifier(frozenset({"episode"}))
+    q = {"held_type": "fork", "target_recep_type": "drawer", "location": "drawer 1", "episode": 0}
+    actions = (_open("drawer"), Action.env("look"))
+    evidence.record(q, actions[0], True)
+    step = RecordedStep(q, actions, (1.0, 0.0), 0, True, 0, 0)
+    fragment = extract_fragment(
+        step,
+        evidence,
+        theta="drawer",
+        ignore=frozenset({"episode"}),
+        verdict_text="Open drawers only with empty hands.",
+        glossary=GLOSSARY,
+    )
+    assert "recep_type" in fragment.causal_args and "target_recep_type" not in fragment.q
+    assert dict(fragment.q) == {"held_type": "fork"}
