@@ -152,11 +152,13 @@ def seat_kinds(cfg: Tier2Config) -> tuple[tuple[str, ...], tuple[str, ...], int 
     return tuple(kinds), tuple(roots), pop.target
 
 
-def fresh_outsider(cfg: Tier2Config, outsider: str | None, kinds) -> str | None:
-    """The seat that arrives new in every run: the outsider, when it is a learner and ``cfg.outsider_fresh``."""
-    if outsider is None or not cfg.outsider_fresh:
+def fresh_outsider(cfg: Tier2Config, kinds) -> str | None:
+    """The seat that arrives new in every run: the outsider (the last seat, ``commons_v0``'s convention), when the
+    variant is on, the seat holds a learner and ``cfg.outsider_fresh``."""
+    last = len(kinds) - 1
+    if not cfg.outsider_month or not cfg.outsider_fresh or kinds[last] != LEARNER:
         return None
-    return outsider if kinds[int(outsider.rsplit("_", 1)[1])] == LEARNER else None
+    return f"agent_{last}"
 
 
 def load_carried(cfg: Tier2Config) -> dict[str, SeatState]:
@@ -177,7 +179,7 @@ def load_carried(cfg: Tier2Config) -> dict[str, SeatState]:
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{manifest}: not a tier-2 state manifest ({exc})") from None
     kinds, _, _ = seat_kinds(cfg)
-    fresh = fresh_outsider(cfg, f"agent_{len(kinds) - 1}" if cfg.outsider_month else None, kinds)
+    fresh = fresh_outsider(cfg, kinds)
     carried: dict[str, SeatState] = {}
     for i, kind in enumerate(kinds):
         seat = f"agent_{i}"
@@ -350,7 +352,7 @@ def run_tier2(
     learners: dict[str, _Learner] = {}
     policy_rngs = policy_ss.spawn(len(kinds))
     agent_seeds = agent_ss.spawn(len(kinds))
-    fresh = fresh_outsider(cfg, env.outsider, kinds)  # the seat that arrives new every run, or None
+    fresh = fresh_outsider(cfg, kinds)  # the seat that arrives new every run, or None
 
     def make_learner(seat: str, seat_dir: Path, agent_seed, policy_seed, state: SeatState | None) -> _Learner:
         seat_dir.mkdir(parents=True, exist_ok=True)

@@ -151,6 +151,7 @@ def episode_metrics(record: EpisodeRecord) -> dict[str, float | int]:
     catches = np.array([m.harvest.catches for m in months], dtype=float).reshape(len(months), n)
     f = [m.harvest.sustainable_catch for m in months]
     sizes = [m.harvest.group_size for m in months]
+    shares = [m.harvest.sustainable_share for m in months]  # f(t)/|I(t)|
     # the agents that were in the group at least once (the outsider counts only if it joined before the end)
     members = [i for i in range(n) if any(m.harvest.present[i] for m in months)] or list(range(n))
     f0 = sustainable_catch(dyn.start_stock, dyn)
@@ -168,7 +169,7 @@ def episode_metrics(record: EpisodeRecord) -> dict[str, float | int]:
         **{f"gain_{a}": float(r) for a, r in zip(record.agents, R, strict=True)},
         "efficiency": efficiency(float(R.sum()), T, f0),
         "equality": equality(R[members]),
-        "over_usage": over_usage(catches, [m_.harvest.sustainable_share for m_ in months], m, sizes),
+        "over_usage": over_usage(catches, shares, m, sizes),
         "group_size_final": sizes[-1] if sizes else n,
         "cooperative_yield": cooperative_yield(catches, f, T, f0),
         "punishments": len(punishments),
