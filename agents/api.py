@@ -15,11 +15,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from agents.policies.base import ContextItem
-from agents.runtime.control import Governed
-from agents.runtime.store import SchemaStore
-from disequilibrium.composite import Reading
-from envs.api import Decision, Feedback
+from scars.agents.policies.base import ContextItem
+from scars.agents.runtime.control import Governed
+from scars.agents.runtime.store import SchemaStore
+from scars.disequilibrium.composite import Reading
+from scars.envs.api import Decision, Feedback
 
 
 @runtime_checkable

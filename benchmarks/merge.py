@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from synthesis.merge import MergeCandidate, MergeProblem, SolverSettings, merge  # noqa: E402
+from scars.synthesis.merge import MergeCandidate, MergeProblem, SolverSettings, merge  # noqa: E402
 
 
 def generate_problem(n: int, rng: np.random.Generator, *, eta: float = 2.0) -> MergeProblem:

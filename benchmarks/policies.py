@@ -57,8 +57,8 @@ COMMANDS = (
 
 
 def _decision(n: int, prompt_tokens: int, tokenizer):
-    from agents.policies.base import ContextItem, PolicyInput
-    from synthesis.dsl import Action
+    from scars.agents.policies.base import ContextItem, PolicyInput
+    from scars.synthesis.dsl import Action
 
     if n > len(COMMANDS):
         raise SystemExit(f"--candidates {n} is more than the {len(COMMANDS)} commands of this benchmark")
@@ -79,7 +79,7 @@ def _decision(n: int, prompt_tokens: int, tokenizer):
             actions,
             tuple(window),
         )
-        from agents.policies.base import build_prompt
+        from scars.agents.policies.base import build_prompt
 
         if len(tokenizer(build_prompt(inp))["input_ids"]) >= prompt_tokens:
             return inp
@@ -100,8 +100,8 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from agents.policies.hf import HFPolicy
-    from experiments.models import write_random_causal_lm
+    from scars.agents.policies.hf import HFPolicy
+    from scars.experiments.models import write_random_causal_lm
 
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:

@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.runtime import open_gate  # noqa: E402
+from scars.agents.runtime import open_gate  # noqa: E402
 
 TOOLS = ["transfer", *(f"tool_{i}" for i in range(19))]
 CURRENCIES = ["EUR", "USD", "GBP", "CHF", "JPY"]

@@ -29,7 +29,7 @@ os.environ.setdefault("WANDB_SILENT", "true")
 
 from rich.console import Console  # noqa: E402
 
-from experiments.sweep import SweepSpec, run_sweep  # noqa: E402
+from scars.experiments.sweep import SweepSpec, run_sweep  # noqa: E402
 
 
 def trivial_run(cfg, out, *, tracking=None, progress=None):

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from synthesis import (  # noqa: E402
+from scars.synthesis import (  # noqa: E402
     InProcessExecutor,
     RayExecutor,
     RecordedStep,
@@ -43,7 +43,7 @@ from synthesis import (  # noqa: E402
     extract_fragment,
     synthesize,
 )
-from synthesis.dsl import Action  # noqa: E402
+from scars.synthesis.dsl import Action  # noqa: E402
 
 CLASSES = {
     "dishware": frozenset({"cup", "plate", "mug", "bowl", "pan"}),

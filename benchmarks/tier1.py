@@ -28,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from experiments.config import METHODS, Tier1Config  # noqa: E402
-from experiments.schedules import episode_games  # noqa: E402
-from experiments.tier1 import run_tier1  # noqa: E402
+from scars.experiments.config import METHODS, Tier1Config  # noqa: E402
+from scars.experiments.schedules import episode_games  # noqa: E402
+from scars.experiments.tier1 import run_tier1  # noqa: E402
 
 
 def measure(cfg: Tier1Config) -> dict:

@@ -37,10 +37,10 @@ import numpy as np
 # benchmarks/synthesis.py would shadow the synthesis package: put the repository root first
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envs.household.env import HouseholdEnv  # noqa: E402
-from envs.household.generator import generate_game  # noqa: E402
-from envs.household.textworld_ref import INSTALL_HINT, export_game, textworld_available  # noqa: E402
-from envs.household.world import TASK_TYPES, GameSpec, World  # noqa: E402
+from scars.envs.household.env import HouseholdEnv  # noqa: E402
+from scars.envs.household.generator import generate_game  # noqa: E402
+from scars.envs.household.textworld_ref import INSTALL_HINT, export_game, textworld_available  # noqa: E402
+from scars.envs.household.world import TASK_TYPES, GameSpec, World  # noqa: E402
 
 EPISODE_STEPS = 50  # ALFWorld's episode length
 

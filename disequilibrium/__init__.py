@@ -7,8 +7,8 @@
 - ``composite``: the config, d_t and the per-step monitor; ``calibration``: grid search of w and τ.
 """
 
-from disequilibrium.calibration import CalibrationResult, LabelledStep, calibrate, simplex_grid
-from disequilibrium.composite import (
+from scars.disequilibrium.calibration import CalibrationResult, LabelledStep, calibrate, simplex_grid
+from scars.disequilibrium.composite import (
     SIGNAL_NAMES,
     DisequilibriumConfig,
     DisequilibriumMonitor,
@@ -19,16 +19,22 @@ from disequilibrium.composite import (
     composite,
     sigmoid,
 )
-from disequilibrium.contradiction import ContradictionWindow, contradicts_core, core_contradiction
-from disequilibrium.style import (
+from scars.disequilibrium.contradiction import ContradictionWindow, contradicts_core, core_contradiction
+from scars.disequilibrium.style import (
     STYLE_CATEGORIES,
     identity_drift,
     js_divergence,
     style_counts,
     style_distribution,
 )
-from disequilibrium.trustgate import NormVerifier, Punishment, TrustGate, TrustGateConfig, TrustGateResult
-from disequilibrium.verifier import (
+from scars.disequilibrium.trustgate import (
+    NormVerifier,
+    Punishment,
+    TrustGate,
+    TrustGateConfig,
+    TrustGateResult,
+)
+from scars.disequilibrium.verifier import (
     ApiErrorHandler,
     ConsensusJudge,
     CrashHandler,

@@ -21,8 +21,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from disequilibrium.composite import SIGNAL_NAMES, DisequilibriumConfig, Signals, attainable_range, sigmoid
-from synthesis.errors import ConfigError
+from scars.disequilibrium.composite import (
+    SIGNAL_NAMES,
+    DisequilibriumConfig,
+    Signals,
+    attainable_range,
+    sigmoid,
+)
+from scars.synthesis.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,14 +23,20 @@ from typing import Any
 
 import numpy as np
 
-from disequilibrium.contradiction import DEFAULT_CONTRADICTION_WINDOW, ContradictionWindow
-from disequilibrium.style import STYLE_SMOOTHING, smoothed, smoothed_js, style_counts, style_distribution
-from disequilibrium.trustgate import TrustGate, TrustGateResult
-from disequilibrium.verifier import HybridVerifier, VerifiableStep, VerifierScore
-from envs.api import Punishment
-from synthesis.dsl.ast import Action, Rule
-from synthesis.dsl.semantics import Classes
-from synthesis.errors import ConfigError
+from scars.disequilibrium.contradiction import DEFAULT_CONTRADICTION_WINDOW, ContradictionWindow
+from scars.disequilibrium.style import (
+    STYLE_SMOOTHING,
+    smoothed,
+    smoothed_js,
+    style_counts,
+    style_distribution,
+)
+from scars.disequilibrium.trustgate import TrustGate, TrustGateResult
+from scars.disequilibrium.verifier import HybridVerifier, VerifiableStep, VerifierScore
+from scars.envs.api import Punishment
+from scars.synthesis.dsl.ast import Action, Rule
+from scars.synthesis.dsl.semantics import Classes
+from scars.synthesis.errors import ConfigError
 
 SIGNAL_NAMES: tuple[str, str, str, str] = ("z_V", "z_R", "z_C", "z_I")
 WEIGHT_NAMES: tuple[str, str, str, str] = ("alpha", "beta", "gamma", "delta")

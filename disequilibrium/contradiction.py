@@ -24,9 +24,9 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from synthesis.dsl.ast import Action, Rule
-from synthesis.dsl.semantics import Classes, fires
-from synthesis.errors import ConfigError
+from scars.synthesis.dsl.ast import Action, Rule
+from scars.synthesis.dsl.semantics import Classes, fires
+from scars.synthesis.errors import ConfigError
 
 DEFAULT_CONTRADICTION_WINDOW: int = 10
 

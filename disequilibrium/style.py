@@ -33,7 +33,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from synthesis.errors import ConfigError
+from scars.synthesis.errors import ConfigError
 
 TOKEN_CLASSES: tuple[str, ...] = ("first_person", "second_person", "hedge", "negation", "function", "content")
 LENGTH_BUCKETS: tuple[str, ...] = ("len_short", "len_medium", "len_long", "len_very_long")

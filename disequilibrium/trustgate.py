@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envs.api import NormVerifier, Punishment
-from synthesis.errors import ConfigError
+from scars.envs.api import NormVerifier, Punishment
+from scars.synthesis.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

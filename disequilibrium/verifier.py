@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from envs.api import JudgeVerdict, SemanticJudge
-from synthesis.errors import ConfigError
+from scars.envs.api import JudgeVerdict, SemanticJudge
+from scars.synthesis.errors import ConfigError
 
 VerdictSource = Literal["deterministic", "semantic", "default"]
 

@@ -3,4 +3,4 @@
 from gymnasium.envs.registration import register, registry
 
 if "scars/Household-v0" not in registry:
-    register(id="scars/Household-v0", entry_point="envs.household.env:HouseholdEnv")
+    register(id="scars/Household-v0", entry_point="scars.envs.household.env:HouseholdEnv")

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from synthesis.dsl import parse_rule
-from synthesis.dsl.ast import Action, Rule, Value
-from synthesis.dsl.semantics import Classes
-from synthesis.errors import ConfigError, DSLSyntaxError, ScarsError
+from scars.synthesis.dsl import parse_rule
+from scars.synthesis.dsl.ast import Action, Rule, Value
+from scars.synthesis.dsl.semantics import Classes
+from scars.synthesis.errors import ConfigError, DSLSyntaxError, ScarsError
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from envs.api import WorldCard
-from synthesis.dsl.ast import (
+from scars.envs.api import WorldCard
+from scars.synthesis.dsl.ast import (
     ActionMask,
     And,
     Compare,

@@ -16,8 +16,8 @@ except ImportError:
     )
     sys.exit(0)
 
-from agents.runtime import ToolSignature, open_gate
-from agents.runtime.adapters.hf import logits_processor
+from scars.agents.runtime import ToolSignature, open_gate
+from scars.agents.runtime.adapters.hf import logits_processor
 
 words = ["[UNK]", "[EOS]", "call", "search", "delete", "cats", "all"]
 tok = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="[UNK]"))

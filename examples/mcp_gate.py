@@ -17,7 +17,7 @@ proxy = StdioServerParameters(
     command=sys.executable,
     args=[
         "-m",
-        "agents.runtime.adapters.mcp_gate",
+        "scars.agents.runtime.adapters.mcp_gate",
         "--ledger",
         str(work / "ledger.sqlite"),
         "--core",

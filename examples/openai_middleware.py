@@ -10,8 +10,8 @@ from pathlib import Path
 
 import openai
 
-from agents.runtime import open_gate
-from agents.runtime.adapters.openai_tools import OpenAIToolGate
+from scars.agents.runtime import open_gate
+from scars.agents.runtime.adapters.openai_tools import OpenAIToolGate
 
 TOOLS = [
     {

@@ -3,7 +3,7 @@
 import tempfile
 from pathlib import Path
 
-from agents.runtime import ScarBlocked, Verdict, open_gate
+from scars.agents.runtime import ScarBlocked, Verdict, open_gate
 
 gate = open_gate(
     Path(tempfile.mkdtemp()) / "ledger.sqlite", core=['if role == "guest" then forbid_tool_call("refund")']

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.runtime import ToolSignature, open_gate
-from agents.runtime.adapters.vllm import VLLMLogitsProcessor
+from scars.agents.runtime import ToolSignature, open_gate
+from scars.agents.runtime.adapters.vllm import VLLMLogitsProcessor
 
 CANDIDATES = [("ls /tmp", ("shell", {"cmd": "ls"})), ("rm -rf /", ("shell", {"cmd": "rm"}))]
 

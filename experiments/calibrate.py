@@ -16,10 +16,10 @@ from typing import Any
 
 import pandas as pd
 
-from disequilibrium.calibration import CalibrationResult, calibrate
-from disequilibrium.composite import SIGNAL_NAMES, DisequilibriumConfig
-from experiments.report import atomic_write_text
-from synthesis.errors import ConfigError
+from scars.disequilibrium.calibration import CalibrationResult, calibrate
+from scars.disequilibrium.composite import SIGNAL_NAMES, DisequilibriumConfig
+from scars.experiments.report import atomic_write_text
+from scars.synthesis.errors import ConfigError
 
 SIGNAL_CONFIG_FORMAT = "scars-signal-config/1"
 

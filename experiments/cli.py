@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from synthesis.errors import ScarsError
+from scars.synthesis.errors import ScarsError
 
 
 def _one_line(message: object) -> str:
@@ -58,7 +58,7 @@ def main() -> None:
 
 
 for _module, _attr in COMMAND_MODULES:
-    main.add_command(getattr(importlib.import_module(f"experiments.commands.{_module}"), _attr))
+    main.add_command(getattr(importlib.import_module(f"scars.experiments.commands.{_module}"), _attr))
 
 
 if __name__ == "__main__":

@@ -6,11 +6,11 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from agents.policies.base import POLICY_MODES
-from agents.policies.hf import DEVICES, DTYPES
-from agents.policies.openai_server import CHOICE_PARAMS
-from envs.api import ORACLES, VERDICT_PROTOCOLS
-from synthesis.errors import ConfigError
+from scars.agents.policies.base import POLICY_MODES
+from scars.agents.policies.hf import DEVICES, DTYPES
+from scars.agents.policies.openai_server import CHOICE_PARAMS
+from scars.envs.api import ORACLES, VERDICT_PROTOCOLS
+from scars.synthesis.errors import ConfigError
 
 METHODS: tuple[str, ...] = ("scars", "static_persona", "rag", "reflexion", "scg_mem", "voyager")
 """The six methods of the paper's comparison (``scars demo``); any name in ``agents.registry.METHODS`` can run."""
@@ -111,10 +111,10 @@ class Tier1Config:
     """W&B project name."""
 
     def __post_init__(self) -> None:
-        import agents.builtin  # noqa: F401  (registers the built-in methods and backends)
-        from agents.registry import BACKENDS as BACKEND_REGISTRY
-        from agents.registry import METHODS as METHOD_REGISTRY
-        from experiments.schedules import SCHEDULES
+        import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
+        from scars.agents.registry import BACKENDS as BACKEND_REGISTRY
+        from scars.agents.registry import METHODS as METHOD_REGISTRY
+        from scars.experiments.schedules import SCHEDULES
 
         METHOD_REGISTRY.get(self.method)  # a ConfigError naming the known methods
         BACKEND_REGISTRY.get(self.backend)
@@ -159,7 +159,7 @@ class Tier1Config:
         if self.backend == "hf" and not self.model_path:
             raise ConfigError("backend 'hf' needs model_path (a local HuggingFace model directory)")
         if self.backend == "hf":
-            from agents.policies.hf import check_model_folder
+            from scars.agents.policies.hf import check_model_folder
 
             check_model_folder(self.model_path)
         if self.dtype == "float16" and self.device == "cpu":
@@ -326,13 +326,13 @@ class Tier2Config:
     """W&B project name."""
 
     def __post_init__(self) -> None:
-        import agents.builtin  # noqa: F401  (registers the built-in methods and backends)
-        from agents.registry import BACKENDS as BACKEND_REGISTRY
-        from agents.registry import METHODS as METHOD_REGISTRY
-        from envs.commons.dynamics import ALLOCATION_METHODS
-        from envs.commons.habits import HABIT_PRESETS
-        from envs.commons.populations import parse_population
-        from envs.commons.scenarios import ARENAS, SCENARIOS
+        import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
+        from scars.agents.registry import BACKENDS as BACKEND_REGISTRY
+        from scars.agents.registry import METHODS as METHOD_REGISTRY
+        from scars.envs.commons.dynamics import ALLOCATION_METHODS
+        from scars.envs.commons.habits import HABIT_PRESETS
+        from scars.envs.commons.populations import parse_population
+        from scars.envs.commons.scenarios import ARENAS, SCENARIOS
 
         METHOD_REGISTRY.get(self.method)
         BACKEND_REGISTRY.get(self.backend)
@@ -483,10 +483,10 @@ class Tier3Config:
     """W&B project name."""
 
     def __post_init__(self) -> None:
-        import agents.builtin  # noqa: F401  (registers the built-in methods and backends)
-        from agents.registry import BACKENDS, METHODS
-        from envs.aquifer import aquifer_v0
-        from envs.commons.populations import parse_population
+        import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
+        from scars.agents.registry import BACKENDS, METHODS
+        from scars.envs.aquifer import aquifer_v0
+        from scars.envs.commons.populations import parse_population
 
         if self.method != NO_MEMORY:
             METHODS.get(self.method)

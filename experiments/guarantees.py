@@ -30,15 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from agents.runtime.control import ControlPlane, Governed
-from agents.runtime.scar import Scar
-from agents.runtime.store import SchemaStore, apply, plane_state
-from envs.api import Decision
-from experiments.metrics import growth_fit
-from synthesis.dsl import Action, description_length
-from synthesis.dsl.semantics import Classes
-from synthesis.failure import Failure
-from synthesis.merge import requirement_ids
+from scars.agents.runtime.control import ControlPlane, Governed
+from scars.agents.runtime.scar import Scar
+from scars.agents.runtime.store import SchemaStore, apply, plane_state
+from scars.envs.api import Decision
+from scars.experiments.metrics import growth_fit
+from scars.synthesis.dsl import Action, description_length
+from scars.synthesis.dsl.semantics import Classes
+from scars.synthesis.failure import Failure
+from scars.synthesis.merge import requirement_ids
 
 _TOL = 1e-9
 

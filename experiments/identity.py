@@ -34,10 +34,10 @@ from sklearn.model_selection import GroupKFold, permutation_test_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from disequilibrium.style import STYLE_CATEGORIES, js_divergence, style_distribution
-from envs.api import WorldCard
-from experiments.stats import pooled_ratio
-from synthesis.dsl import Action, Value
+from scars.disequilibrium.style import STYLE_CATEGORIES, js_divergence, style_distribution
+from scars.envs.api import WorldCard
+from scars.experiments.stats import pooled_ratio
+from scars.synthesis.dsl import Action, Value
 
 IMPRINT_SIZE = 5
 """Utterances that make the initial imprint y_0 (the same number z_I uses)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from synthesis.errors import ConfigError
+from scars.synthesis.errors import ConfigError
 
 CORPUS = (
     "Task: Next action: Observation: You are in the middle of a room. Looking quickly around you, you see "

@@ -23,8 +23,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from experiments.report import write_json
-from synthesis.errors import ConfigError
+from scars.experiments.report import write_json
+from scars.synthesis.errors import ConfigError
 
 PACKAGES: tuple[str, ...] = (
     "scars-testbed",

@@ -135,7 +135,7 @@ def paired_differences(
 ) -> dict[str, dict[str, dict]]:
     """Every method against ``reference`` on the same episodes (same seed, same games): the difference of the pooled
     rates with an episode-paired cluster-bootstrap interval (``experiments.stats.paired_difference``)."""
-    from experiments.stats import paired_difference
+    from scars.experiments.stats import paired_difference
 
     groups = {m: g.sort_values("episode") for m, g in episodes.groupby("method", sort=False)}
     if reference not in groups:

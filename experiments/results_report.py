@@ -35,8 +35,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from experiments.report import _save, atomic_write_text, markdown_table, paired_markdown, plot_signal  # noqa: E402
-from synthesis.errors import ConfigError  # noqa: E402
+from scars.experiments.report import _save, atomic_write_text, markdown_table, paired_markdown, plot_signal  # noqa: E402
+from scars.synthesis.errors import ConfigError  # noqa: E402
 
 ABLATION_MEASURES: tuple[tuple[str, str, str, str], ...] = (
     # (summary key, column header, format, the ablation it speaks to)
@@ -164,7 +164,7 @@ def _run_tables(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def rule_switches(schedule: str, episodes: int) -> list[int]:
     """Episodes where the tier-1 schedule's set of active rules changes (world-version changes included)."""
-    from experiments.schedules import SCHEDULES
+    from scars.experiments.schedules import SCHEDULES
 
     if schedule not in SCHEDULES:
         return []
@@ -185,7 +185,7 @@ def rule_switches(schedule: str, episodes: int) -> list[int]:
 
 
 def _mean_ci(values: np.ndarray, key: str, samples: int = 1000) -> tuple[float, float, float]:
-    from experiments.sweep import bootstrap_ci
+    from scars.experiments.sweep import bootstrap_ci
 
     values = values[~np.isnan(values)]
     if not len(values):
@@ -250,7 +250,7 @@ def plot_over_episodes(
 
 
 def plot_bars(aggregate: pd.DataFrame, path: Path) -> Path:
-    from experiments.sweep import plot_ablations
+    from scars.experiments.sweep import plot_ablations
 
     return plot_ablations(aggregate, path)
 
@@ -269,7 +269,7 @@ def _ci_cell(mean: float, lo: float, hi: float, n: int, fmt: str) -> str:
 def ablation_table(runs: pd.DataFrame, samples: int = 2000, seed: int = 0) -> pd.DataFrame | None:
     """Per scars label (the full agent, the ablations, the controls): each ablation's own measures, mean [95% CI]
     (n = seeds where the measure is defined). None when the sweep has no scars run."""
-    from experiments.sweep import aggregate_runs
+    from scars.experiments.sweep import aggregate_runs
 
     scars = runs[runs.get("method", pd.Series(dtype=str)) == "scars"] if "method" in runs else runs.iloc[0:0]
     if scars.empty:
@@ -288,7 +288,7 @@ def ablation_table(runs: pd.DataFrame, samples: int = 2000, seed: int = 0) -> pd
 
 
 def _sweep_section(doc: Doc, folder: Path, assets: Path, chosen_run: str | None) -> None:
-    from experiments.sweep import _MD_COLUMNS, _cell, _diff_cell, _pooled_cell
+    from scars.experiments.sweep import _MD_COLUMNS, _cell, _diff_cell, _pooled_cell
 
     spec = json.loads((folder / "sweep.json").read_text())
     identity = spec.get("identity", {})

@@ -27,13 +27,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from agents.api import Agent
-from agents.policies import Policy
-from agents.runtime.ledger import ledger_files
-from disequilibrium.composite import SIGNAL_NAMES
-from experiments.config import METHODS, Tier1Config
-from experiments.provenance import write_provenance
-from experiments.report import (
+from scars.agents.api import Agent
+from scars.agents.policies import Policy
+from scars.agents.runtime.ledger import ledger_files
+from scars.disequilibrium.composite import SIGNAL_NAMES
+from scars.experiments.config import METHODS, Tier1Config
+from scars.experiments.provenance import write_provenance
+from scars.experiments.report import (
     atomic_write_text,
     markdown_table,
     paired_differences,
@@ -45,8 +45,8 @@ from experiments.report import (
     write_json,
     write_table,
 )
-from experiments.tier1 import RunResult, build_policy, method_label, run_tier1
-from experiments.tracking import Tracker, TrackingSettings
+from scars.experiments.tier1 import RunResult, build_policy, method_label, run_tier1
+from scars.experiments.tracking import Tracker, TrackingSettings
 
 
 def tier1_tags(cfg: Tier1Config) -> tuple[str, ...]:

@@ -17,13 +17,13 @@ from types import MappingProxyType
 
 import numpy as np
 
-from envs.household.expert import NoCompliantPlan, expert_plan, plan_trace
-from envs.household.generator import generate_game
-from envs.household.rules import RULE_LIBRARY, Activation, RuleSchedule, SafetyRule
-from envs.household.world import OBJECT_CLASSES, TASK_TYPES, GameSpec, World
-from synthesis.dsl import parse_rule
-from synthesis.dsl.semantics import fires
-from synthesis.errors import ConfigError, WorldError
+from scars.envs.household.expert import NoCompliantPlan, expert_plan, plan_trace
+from scars.envs.household.generator import generate_game
+from scars.envs.household.rules import RULE_LIBRARY, Activation, RuleSchedule, SafetyRule
+from scars.envs.household.world import OBJECT_CLASSES, TASK_TYPES, GameSpec, World
+from scars.synthesis.dsl import parse_rule
+from scars.synthesis.dsl.semantics import fires
+from scars.synthesis.errors import ConfigError, WorldError
 
 
 @dataclass(frozen=True)

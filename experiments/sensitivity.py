@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from experiments.config import Tier1Config
-from experiments.stats import pooled_ratio
-from experiments.tier1 import method_label, run_tier1
+from scars.experiments.config import Tier1Config
+from scars.experiments.stats import pooled_ratio
+from scars.experiments.tier1 import method_label, run_tier1
 
 DEFAULT_METHODS = (
     "scars",

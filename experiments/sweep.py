@@ -57,10 +57,10 @@ import pandas as pd
 from ray import tune
 from rich.console import Console
 
-from experiments.report import atomic_write_bytes, atomic_write_text, write_json, write_table
-from experiments.tiers import get_tier
-from experiments.tracking import TrackingSettings
-from synthesis.errors import ConfigError
+from scars.experiments.report import atomic_write_bytes, atomic_write_text, write_json, write_table
+from scars.experiments.tiers import get_tier
+from scars.experiments.tracking import TrackingSettings
+from scars.synthesis.errors import ConfigError
 
 AGGREGATE_METRICS: tuple[str, ...] = (
     "success_rate",
@@ -114,7 +114,7 @@ class SweepSpec:
         object.__setattr__(self, "grid", grid)
         object.__setattr__(self, "fixed", dict(self.fixed))
         tier = get_tier(self.tier)
-        from experiments.provenance import check_fields
+        from scars.experiments.provenance import check_fields
 
         check_fields(grid, tier.config, "sweep grid")
         check_fields(self.fixed, tier.config, "sweep fixed fields")
@@ -579,7 +579,7 @@ def pooled_runs(
     """Per method/ablation: RVR and success as counts pooled over its runs with a run-clustered bootstrap interval
     (``experiments.stats``), the number of runs where RVR was undefined (no re-exposure: left out, never 0), and the
     paired difference against ``reference`` on the seeds both ran (same seeds, same games), with its interval."""
-    from experiments.stats import paired_difference, pooled_ratio
+    from scars.experiments.stats import paired_difference, pooled_ratio
 
     ok = runs[runs["status"] != "failed"].copy()
     needed = {"success_rate", "episodes", "repeat_violations", "reexposures", "seed"}
@@ -782,7 +782,7 @@ def parse_values(tier_name: str, text: str, *, many: bool) -> tuple[str, tuple]:
     name = name.strip().replace("-", "_")
     if not sep or not name:
         raise SweepError(f"{text!r} is not FIELD=VALUE{'[,VALUE…]' if many else ''}")
-    from experiments.provenance import check_fields
+    from scars.experiments.provenance import check_fields
 
     check_fields({name: None}, tier.config, f"tier {tier.name}")
     default = tier.config.__dataclass_fields__[name].default

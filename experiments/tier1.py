@@ -22,32 +22,39 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-import agents.builtin  # noqa: F401  (registers the built-in methods and backends)
-from agents.api import Agent
-from agents.memory.base import memory_tokens
-from agents.policies import CommandWriter, Generation, Policy, PolicyInput, generation_logits, sample_action
-from agents.registry import BACKENDS, METHODS, MethodSpec
-from agents.runtime.control import TEMP_PREFIX, Governed, core_rule_id
-from agents.runtime.ledger import ledger_files
-from disequilibrium.composite import SIGNAL_NAMES
-from envs.api import Decision, Feedback, ProtocolWorld
-from envs.household.adapter import HouseholdAdapter
-from envs.household.env import HouseholdConfig, HouseholdEnv
-from envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
-from envs.household.world import GameSpec, World
-from experiments.config import Tier1Config
-from experiments.guarantees import GuaranteeMonitor
-from experiments.metrics import (
+import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
+from scars.agents.api import Agent
+from scars.agents.memory.base import memory_tokens
+from scars.agents.policies import (
+    CommandWriter,
+    Generation,
+    Policy,
+    PolicyInput,
+    generation_logits,
+    sample_action,
+)
+from scars.agents.registry import BACKENDS, METHODS, MethodSpec
+from scars.agents.runtime.control import TEMP_PREFIX, Governed, core_rule_id
+from scars.agents.runtime.ledger import ledger_files
+from scars.disequilibrium.composite import SIGNAL_NAMES
+from scars.envs.api import Decision, Feedback, ProtocolWorld
+from scars.envs.household.adapter import HouseholdAdapter
+from scars.envs.household.env import HouseholdConfig, HouseholdEnv
+from scars.envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
+from scars.envs.household.world import GameSpec, World
+from scars.experiments.config import Tier1Config
+from scars.experiments.guarantees import GuaranteeMonitor
+from scars.experiments.metrics import (
     first_exposure_violation_rate,
     growth_fit,
     repeat_violation_rate,
     svr,
     svr_by_episode,
 )
-from experiments.schedules import SCHEDULES, episode_games
-from experiments.stats import pooled_ratio
-from synthesis.dsl import Action, And, Compare, ForbidEnvAction, Rule
-from synthesis.errors import ConfigError
+from scars.experiments.schedules import SCHEDULES, episode_games
+from scars.experiments.stats import pooled_ratio
+from scars.synthesis.dsl import Action, And, Compare, ForbidEnvAction, Rule
+from scars.synthesis.errors import ConfigError
 
 HABIT_PRIOR = 1.0
 """Task prior of the habitual next step (the unconstrained expert's): what a model of ordinary text would do."""
@@ -117,7 +124,7 @@ def blocking_rules(agent: Agent, card, governed) -> tuple[Rule, ...]:
 def imported_games(cfg: Tier1Config) -> tuple[GameSpec, ...]:
     """The run's games from ALFWorld game files (``cfg.game_files``): sorted, cycled over the episodes. A file the
     native engine cannot play is an error naming it and the construct (never a silently different game)."""
-    from envs.household.textworld_ref import load_game_file
+    from scars.envs.household.textworld_ref import load_game_file
 
     root = Path(cfg.game_files)
     files = sorted(root.rglob("*.tw-pddl")) if root.is_dir() else [root]
@@ -250,7 +257,7 @@ def run_tier1(
     _set_aside_old_ledger(out)
     out.mkdir(parents=True, exist_ok=True)
     if cfg.signal_config:
-        from experiments.calibrate import load_signal_config
+        from scars.experiments.calibrate import load_signal_config
 
         settings["signal"] = load_signal_config(Path(cfg.signal_config))
     # the method sees the world under the information protocol: a view that refuses (or, with the counterfactual

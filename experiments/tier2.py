@@ -33,34 +33,34 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-import agents.builtin  # noqa: F401  (registers the built-in methods and backends)
-from agents.api import Agent
-from agents.memory.base import MemoryMechanism, memory_tokens
-from agents.policies import CommandWriter, PolicyInput, sample_action
-from agents.policies.embedded import SimulatedLMConfig
-from agents.registry import BACKENDS, METHODS, MethodSpec
-from agents.runtime.ledger import SCAR_ADMITTED, Ledger, ledger_files
-from agents.runtime.scar import Scar
-from disequilibrium.composite import SIGNAL_NAMES, DisequilibriumConfig
-from disequilibrium.trustgate import TrustGateConfig
-from envs.api import Decision, Feedback, ProtocolWorld
-from envs.commons import commons_v0
-from envs.commons.adapter import CommonsAdapter
-from envs.commons.commons_v0 import EpisodeRecord, context_of
-from envs.commons.dynamics import sustainable_catch
-from envs.commons.habits import HABIT_PRESETS, habit_prior
-from envs.commons.metrics import episode_metrics, month_table
-from envs.commons.norms import NormVerifier
-from envs.commons.populations import Population
-from envs.commons.rollout import build_population
-from experiments.config import Tier2Config
-from experiments.guarantees import GuaranteeMonitor
-from experiments.report import write_json
-from experiments.stats import pooled_ratio
-from experiments.tier1 import base_policy_step, signal_summary
-from synthesis.dsl import Action, canonical_text
-from synthesis.dsl.semantics import fires
-from synthesis.errors import ConfigError, LedgerError
+import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
+from scars.agents.api import Agent
+from scars.agents.memory.base import MemoryMechanism, memory_tokens
+from scars.agents.policies import CommandWriter, PolicyInput, sample_action
+from scars.agents.policies.embedded import SimulatedLMConfig
+from scars.agents.registry import BACKENDS, METHODS, MethodSpec
+from scars.agents.runtime.ledger import SCAR_ADMITTED, Ledger, ledger_files
+from scars.agents.runtime.scar import Scar
+from scars.disequilibrium.composite import SIGNAL_NAMES, DisequilibriumConfig
+from scars.disequilibrium.trustgate import TrustGateConfig
+from scars.envs.api import Decision, Feedback, ProtocolWorld
+from scars.envs.commons import commons_v0
+from scars.envs.commons.adapter import CommonsAdapter
+from scars.envs.commons.commons_v0 import EpisodeRecord, context_of
+from scars.envs.commons.dynamics import sustainable_catch
+from scars.envs.commons.habits import HABIT_PRESETS, habit_prior
+from scars.envs.commons.metrics import episode_metrics, month_table
+from scars.envs.commons.norms import NormVerifier
+from scars.envs.commons.populations import Population
+from scars.envs.commons.rollout import build_population
+from scars.experiments.config import Tier2Config
+from scars.experiments.guarantees import GuaranteeMonitor
+from scars.experiments.report import write_json
+from scars.experiments.stats import pooled_ratio
+from scars.experiments.tier1 import base_policy_step, signal_summary
+from scars.synthesis.dsl import Action, canonical_text
+from scars.synthesis.dsl.semantics import fires
+from scars.synthesis.errors import ConfigError, LedgerError
 
 LEARNER = "learner"
 """The kind of a seat that holds the run's learning method (the others hold scripted kinds)."""
@@ -613,10 +613,10 @@ def run_tier2_to_dir(
     """``run_tier2`` and ``write_tier2`` into ``out`` — provenance.json first, summary.json last (the tier
     registry's run-folder contract, ``experiments.tiers.RunFolder``); returns the summary. With tracking on, every
     finished run (of ``cfg.runs``) is logged live to W&B, then the summary, the plots and the tables as artifacts."""
-    from experiments.provenance import write_provenance
-    from experiments.report import write_json
-    from experiments.tier2_report import write_tier2
-    from experiments.tracking import Tracker, TrackingSettings
+    from scars.experiments.provenance import write_provenance
+    from scars.experiments.report import write_json
+    from scars.experiments.tier2_report import write_tier2
+    from scars.experiments.tracking import Tracker, TrackingSettings
 
     started = time.time()
     _check_transfer(cfg, out)  # refuse a bad transfer_from before the first file is written
@@ -655,13 +655,13 @@ def run_tier2_to_dir(
 
 def _register_tier2() -> None:
     """Tier 2 in the tier registry (``scars sweep --tier tier2``, ``scars paper``)."""
-    from experiments.tiers import Tier, ablation_on_a_baseline, register_tier
+    from scars.experiments.tiers import Tier, ablation_on_a_baseline, register_tier
 
     def protocol(scale: str) -> tuple[dict[str, tuple], dict[str, Any]]:
         """The §6.2 homogeneous arena-A protocol: the six methods × seeds (smoke: 2 seeds × 2 runs of 6 months and
         a small search budget; full: 5 seeds × 10 runs of 12 months). The anti-collusion and transfer studies
         have their own commands (``scars run tier2-collusion``, ``tier2-transfer``)."""
-        from experiments.config import METHODS
+        from scars.experiments.config import METHODS
 
         if scale == "smoke":
             return (

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from experiments.report import atomic_write_text, plt, write_json, write_table
-from experiments.stats import pooled_ratio
+from scars.experiments.report import atomic_write_text, plt, write_json, write_table
+from scars.experiments.stats import pooled_ratio
 
 
 def _fmt(value: Any, fmt: str = "{:.2f}") -> str:

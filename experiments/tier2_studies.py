@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from experiments.config import Tier2Config
-from experiments.report import atomic_write_text, plt, write_json, write_table
-from experiments.stats import paired_difference, pooled_ratio
-from experiments.tier2 import run_tier2
-from experiments.tier2_report import _ci, write_tier2
+from scars.experiments.config import Tier2Config
+from scars.experiments.report import atomic_write_text, plt, write_json, write_table
+from scars.experiments.stats import paired_difference, pooled_ratio
+from scars.experiments.tier2 import run_tier2
+from scars.experiments.tier2_report import _ci, write_tier2
 
 Progress = Callable[[str], None]
 

@@ -36,33 +36,33 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-import agents.builtin  # noqa: F401  (registers the built-in methods and backends)
-from agents.api import Agent
-from agents.memory.base import MemoryMechanism
-from agents.policies import PolicyInput, sample_action
-from agents.policies.embedded import SimulatedLMConfig
-from agents.registry import BACKENDS, METHODS, MethodSpec
-from agents.runtime.ledger import Ledger, ledger_files
-from agents.runtime.scar import Provenance, Scar
-from disequilibrium.composite import DisequilibriumConfig
-from disequilibrium.trustgate import TrustGateConfig
-from envs.api import Feedback, ProtocolWorld, WorldCard
-from envs.aquifer import aquifer_v0
-from envs.aquifer.adapter import AquiferAdapter
-from envs.aquifer.aquifer_v0 import (
+import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
+from scars.agents.api import Agent
+from scars.agents.memory.base import MemoryMechanism
+from scars.agents.policies import PolicyInput, sample_action
+from scars.agents.policies.embedded import SimulatedLMConfig
+from scars.agents.registry import BACKENDS, METHODS, MethodSpec
+from scars.agents.runtime.ledger import Ledger, ledger_files
+from scars.agents.runtime.scar import Provenance, Scar
+from scars.disequilibrium.composite import DisequilibriumConfig
+from scars.disequilibrium.trustgate import TrustGateConfig
+from scars.envs.api import Feedback, ProtocolWorld, WorldCard
+from scars.envs.aquifer import aquifer_v0
+from scars.envs.aquifer.adapter import AquiferAdapter
+from scars.envs.aquifer.aquifer_v0 import (
     engine_action_choice,
     engine_info,
     engine_observation,
     surface_engine_action,
 )
-from envs.commons import commons_v0
-from envs.commons.adapter import CommonsAdapter
-from envs.commons.habits import HarvesterHabits, habit_prior
-from envs.commons.populations import parse_population
-from envs.vocabulary import ground
-from experiments.config import NO_MEMORY, Tier3Config
-from experiments.guarantees import GuaranteeMonitor
-from experiments.identity import (
+from scars.envs.commons import commons_v0
+from scars.envs.commons.adapter import CommonsAdapter
+from scars.envs.commons.habits import HarvesterHabits, habit_prior
+from scars.envs.commons.populations import parse_population
+from scars.envs.vocabulary import ground
+from scars.experiments.config import NO_MEMORY, Tier3Config
+from scars.experiments.guarantees import GuaranteeMonitor
+from scars.experiments.identity import (
     FEATURE_NAMES,
     decision_profile,
     drift_against_bound,
@@ -73,11 +73,11 @@ from experiments.identity import (
     style_continuity,
     trajectory_features,
 )
-from experiments.stats import pooled_ratio
-from experiments.tier1 import base_policy_step
-from experiments.tier2 import SeatState, run_tier2
-from synthesis.dsl import Action, canonical_text
-from synthesis.errors import ConfigError
+from scars.experiments.stats import pooled_ratio
+from scars.experiments.tier1 import base_policy_step
+from scars.experiments.tier2 import SeatState, run_tier2
+from scars.synthesis.dsl import Action, canonical_text
+from scars.synthesis.errors import ConfigError
 
 LEARNER_C = "farm_0"
 """The learner's seat in arena C (its scripted co-players take the others)."""
@@ -218,7 +218,7 @@ def _ground_carried(
                 ),
                 provenance=Provenance(
                     verifier_id=target.verifier_id,
-                    synthesiser="envs.vocabulary.ground",
+                    synthesiser="scars.envs.vocabulary.ground",
                     # the source scar's drift budget (and its own L_drift) stays its bound in C (Prop. 3)
                     synthesiser_settings=tuple(sorted(settings.items())),
                 ),
@@ -661,7 +661,7 @@ def results_markdown(cfg: Tier3Config, summaries: Mapping[str, Mapping[str, Any]
 
 def plot_continuity(summaries: Mapping[str, Mapping[str, Any]], path: Path) -> Path:
     """Style JS (vs imprint, vs training) and behaviour distance per method, with 95% intervals and n."""
-    from experiments.report import _save, plt
+    from scars.experiments.report import _save, plt
 
     methods = list(summaries)
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), constrained_layout=True)
@@ -695,7 +695,7 @@ def plot_continuity(summaries: Mapping[str, Mapping[str, Any]], path: Path) -> P
 
 def plot_individuation(summaries: Mapping[str, Mapping[str, Any]], path: Path) -> Path:
     """Individuation accuracy per method (and its identical-history control) with 95% intervals, chance at 0.5."""
-    from experiments.report import _save, plt
+    from scars.experiments.report import _save, plt
 
     methods = list(summaries)
     fig, ax = plt.subplots(figsize=(8, 3.8), constrained_layout=True)
@@ -732,7 +732,7 @@ def plot_individuation(summaries: Mapping[str, Mapping[str, Any]], path: Path) -
 
 def plot_confusion(summary: Mapping[str, Any], path: Path) -> Path | None:
     """The classifier's confusion matrix (rows: true history, columns: predicted) with its accuracy and CI."""
-    from experiments.report import _save, plt
+    from scars.experiments.report import _save, plt
 
     ind = summary["individuation"]
     if ind.get("confusion") is None:
@@ -752,7 +752,7 @@ def plot_confusion(summary: Mapping[str, Any], path: Path) -> Path | None:
 
 def write_tier3(result: Tier3Result, out: Path) -> dict[str, Any]:
     """summary.json, agents and steps tables (Parquet + CSV), results.md and the plots of one method."""
-    from experiments.report import write_json, write_table
+    from scars.experiments.report import write_json, write_table
 
     out.mkdir(parents=True, exist_ok=True)
     summary = result.summary
@@ -768,7 +768,7 @@ def write_tier3(result: Tier3Result, out: Path) -> dict[str, Any]:
     summary["plots"] = {k: str(v) for k, v in plots.items()}
     write_json(out / "config.json", summary["config"])
     write_json(out / "summary.json", summary)
-    from experiments.report import atomic_write_text
+    from scars.experiments.report import atomic_write_text
 
     cfg = config_from_fields(summary["config"] | {"seeds": tuple(summary["config"]["seeds"])})
     atomic_write_text(out / "results.md", results_markdown(cfg, {summary["method"]: summary}))
@@ -776,7 +776,7 @@ def write_tier3(result: Tier3Result, out: Path) -> dict[str, Any]:
 
 
 def _track(cfg: Tier3Config, out: Path, summary: Mapping[str, Any], tracking: Any = None) -> None:
-    from experiments.tracking import Tracker, TrackingSettings
+    from scars.experiments.tracking import Tracker, TrackingSettings
 
     tracker = Tracker(
         tracking or TrackingSettings(enabled=cfg.wandb, project=cfg.wandb_project, group="tier3"),
@@ -815,7 +815,7 @@ def run_tier3_to_dir(
     registry's run-folder contract) — and return its summary (what a sweep needs)."""
     import time
 
-    from experiments.provenance import write_provenance
+    from scars.experiments.provenance import write_provenance
 
     started = time.time()
     out.mkdir(parents=True, exist_ok=True)
@@ -830,8 +830,8 @@ def run_tier3_to_dir(
 def _register_tier3() -> None:
     """Tier 3 in the tier registry (``scars sweep --tier tier3``, ``scars paper``): one run is one method over
     all its seeds (training in A and B, then arena C), so the sweep varies methods and settings, not seeds."""
-    from experiments.config import METHODS
-    from experiments.tiers import Tier, ablation_on_a_baseline, register_tier
+    from scars.experiments.config import METHODS
+    from scars.experiments.tiers import Tier, ablation_on_a_baseline, register_tier
 
     def protocol(scale: str) -> tuple[dict[str, tuple], dict[str, Any]]:
         """Every method and the no-memory control; smoke: 3 seeds, 1 training run, 1 episode in C and a small
@@ -869,7 +869,7 @@ def run_tier3_table(
     configs: Sequence[Tier3Config], out: Path, progress: Callable[[str], None] | None = None
 ) -> dict[str, dict[str, Any]]:
     """Several methods (each in ``out/<label>``), then the comparison: ``summary.json``, ``results.md`` and plots."""
-    from experiments.report import atomic_write_text, write_json
+    from scars.experiments.report import atomic_write_text, write_json
 
     summaries: dict[str, dict[str, Any]] = {}
     for cfg in configs:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from synthesis.errors import ConfigError
+from scars.synthesis.errors import ConfigError
 
 
 class RunFolder(Protocol):
@@ -59,14 +59,14 @@ class Tier:
 
     def make(self, fields: Mapping[str, Any]) -> Any:
         """A validated config from field values (unknown fields: one error listing the allowed ones)."""
-        from experiments.provenance import check_fields
+        from scars.experiments.provenance import check_fields
 
         check_fields(fields, self.config, f"tier {self.name}")
         return self.config(**fields)
 
 
 TIERS: dict[str, Tier] = {}
-TIER_MODULES: tuple[str, ...] = ("experiments.tier2", "experiments.tier3")
+TIER_MODULES: tuple[str, ...] = ("scars.experiments.tier2", "scars.experiments.tier3")
 """Modules that register further tiers when imported (tiers 2 and 3 add theirs here)."""
 
 
@@ -92,20 +92,20 @@ def load_tiers() -> dict[str, Tier]:
 
 
 def _run_tier1(config, out: Path, *, tracking=None, progress=None) -> dict[str, Any]:
-    from experiments.runner import run_tier1_folder
+    from scars.experiments.runner import run_tier1_folder
 
     result, _ = run_tier1_folder(config, out, tracking=tracking, progress=progress)
     return result.summary
 
 
 def _tier1_label(config) -> str:
-    from experiments.tier1 import method_label
+    from scars.experiments.tier1 import method_label
 
     return method_label(config)
 
 
 def _tier1_tags(config) -> tuple[str, ...]:
-    from experiments.runner import tier1_tags
+    from scars.experiments.runner import tier1_tags
 
     return tier1_tags(config)
 
@@ -114,7 +114,7 @@ def _tier1_protocol(scale: str) -> tuple[dict[str, tuple], dict[str, Any]]:
     """The paper's tier-1 protocol: the six methods, the six ablations of §6.4 and the two controls
     (``hard_blocklist``, ``storm_only``; scars only) × seeds. smoke: 2 seeds × 4 episodes and a small search
     budget (a few minutes on two cores); full: 5 seeds × 36 episodes at the default budget."""
-    from experiments.config import ABLATIONS, METHODS
+    from scars.experiments.config import ABLATIONS, METHODS
 
     if scale == "smoke":
         return (
@@ -132,7 +132,7 @@ def ablation_on_a_baseline(fields: Mapping[str, Any]) -> bool:
 
 
 def _register_tier1() -> None:
-    from experiments.config import Tier1Config
+    from scars.experiments.config import Tier1Config
 
     register_tier(
         Tier(

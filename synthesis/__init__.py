@@ -4,7 +4,7 @@ Pure functions over frozen results; imports only ``synthesis.*``, numpy and (laz
 The OR-Tools merge lives in ``synthesis.merge``.
 """
 
-from synthesis.executors import (
+from scars.synthesis.executors import (
     InProcessExecutor,
     RayExecutor,
     SynthesisHandle,
@@ -12,8 +12,8 @@ from synthesis.executors import (
     SynthesisTimeout,
     tree_seeds,
 )
-from synthesis.failure import Failure, FailureSource
-from synthesis.fragments import (
+from scars.synthesis.failure import Failure, FailureSource
+from scars.synthesis.fragments import (
     FailureCase,
     FragmentError,
     RecordedStep,
@@ -23,7 +23,7 @@ from synthesis.fragments import (
     build_dataset,
     extract_fragment,
 )
-from synthesis.mcts import (
+from scars.synthesis.mcts import (
     Candidate,
     CandidateSpace,
     SearchConfig,
@@ -33,7 +33,7 @@ from synthesis.mcts import (
     merge_results,
     synthesize,
 )
-from synthesis.objective import (
+from scars.synthesis.objective import (
     LOG_CAP,
     ObjectiveEvaluator,
     ObjectiveWeights,

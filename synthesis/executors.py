@@ -22,12 +22,12 @@ from typing import Protocol
 
 import numpy as np
 
-from synthesis.dsl.ast import Rule
-from synthesis.dsl.semantics import Classes
-from synthesis.errors import ConfigError, ScarsError
-from synthesis.failure import Failure
-from synthesis.fragments import SynthesisData
-from synthesis.mcts import SearchConfig, SynthesisResult, merge_results, synthesize
+from scars.synthesis.dsl.ast import Rule
+from scars.synthesis.dsl.semantics import Classes
+from scars.synthesis.errors import ConfigError, ScarsError
+from scars.synthesis.failure import Failure
+from scars.synthesis.fragments import SynthesisData
+from scars.synthesis.mcts import SearchConfig, SynthesisResult, merge_results, synthesize
 
 
 class SynthesisTimeout(ScarsError, TimeoutError):

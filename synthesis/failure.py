@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from synthesis.dsl.ast import Action, Value
-from synthesis.errors import ConfigError
+from scars.synthesis.dsl.ast import Action, Value
+from scars.synthesis.errors import ConfigError
 
 
 def freeze_context(context: Mapping[str, Value]) -> Mapping[str, Value]:

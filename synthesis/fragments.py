@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from synthesis.dsl.ast import Action, Value
-from synthesis.dsl.semantics import Classes
-from synthesis.errors import ScarsError
-from synthesis.failure import Failure, FailureSource, freeze_context
+from scars.synthesis.dsl.ast import Action, Value
+from scars.synthesis.dsl.semantics import Classes
+from scars.synthesis.errors import ScarsError
+from scars.synthesis.failure import Failure, FailureSource, freeze_context
 
 Verifier = Callable[[Mapping[str, Value], Action], bool | None]
 """A deterministic verifier: ``verifier(context, action)`` is True when taking ``action`` in ``context`` violates a

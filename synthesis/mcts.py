@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from synthesis.dsl import canonical, canonical_text
-from synthesis.dsl.ast import (
+from scars.synthesis.dsl import canonical, canonical_text
+from scars.synthesis.dsl.ast import (
     NAMED_PREDICATES,
     Action,
     ActionMask,
@@ -54,11 +54,11 @@ from synthesis.dsl.ast import (
     Rule,
     Value,
 )
-from synthesis.dsl.semantics import MISSING, Classes, compare
-from synthesis.errors import ConfigError
-from synthesis.failure import Failure
-from synthesis.fragments import COUNTERFACTUAL_SENTINEL, SynthesisData
-from synthesis.objective import (
+from scars.synthesis.dsl.semantics import MISSING, Classes, compare
+from scars.synthesis.errors import ConfigError
+from scars.synthesis.failure import Failure
+from scars.synthesis.fragments import COUNTERFACTUAL_SENTINEL, SynthesisData
+from scars.synthesis.objective import (
     ObjectiveEvaluator,
     ObjectiveWeights,
     ReplayReport,

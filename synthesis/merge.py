@@ -47,7 +47,7 @@ from typing import Literal, TypeAlias
 import numpy as np
 from ortools.sat.python import cp_model, cp_model_helper
 
-from synthesis.dsl.ast import (
+from scars.synthesis.dsl.ast import (
     FLIPPED_OPS,
     NAMED_PREDICATES,
     Action,
@@ -63,10 +63,10 @@ from synthesis.dsl.ast import (
     Rule,
     Value,
 )
-from synthesis.dsl.cost import DEFAULT_LAMBDAS, Lambdas, description_length
-from synthesis.dsl.semantics import Classes, Context, fires, mask_key
-from synthesis.errors import ConfigError
-from synthesis.failure import Failure
+from scars.synthesis.dsl.cost import DEFAULT_LAMBDAS, Lambdas, description_length
+from scars.synthesis.dsl.semantics import Classes, Context, fires, mask_key
+from scars.synthesis.errors import ConfigError
+from scars.synthesis.failure import Failure
 
 MergeMode: TypeAlias = Literal["ilp", "append"]
 Backend: TypeAlias = Literal[

@@ -36,8 +36,8 @@ from typing import Literal
 
 import numpy as np
 
-from synthesis.dsl import Lambdas, description_length
-from synthesis.dsl.ast import (
+from scars.synthesis.dsl import Lambdas, description_length
+from scars.synthesis.dsl.ast import (
     NAMED_PREDICATES,
     Action,
     ActionMask,
@@ -52,9 +52,9 @@ from synthesis.dsl.ast import (
     Or,
     Rule,
 )
-from synthesis.dsl.semantics import MISSING, Classes, fires, guard_holds, mask_covers
-from synthesis.errors import ConfigError
-from synthesis.fragments import FailureCase, RecordedStep, SynthesisData
+from scars.synthesis.dsl.semantics import MISSING, Classes, fires, guard_holds, mask_covers
+from scars.synthesis.errors import ConfigError
+from scars.synthesis.fragments import FailureCase, RecordedStep, SynthesisData
 
 LOG_CAP = -math.log(1e-12)
 """The finite stand-in for −log 0 (≈ 27.63): a masked success, or drift onto an outcome the old policy never takes."""

@@ -28,10 +28,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from synthesis.dsl.ast import Action, Rule
-from synthesis.dsl.printer import to_text
-from synthesis.dsl.semantics import Classes, Context, fires
-from synthesis.errors import ConfigError
+from scars.synthesis.dsl.ast import Action, Rule
+from scars.synthesis.dsl.printer import to_text
+from scars.synthesis.dsl.semantics import Classes, Context, fires
+from scars.synthesis.errors import ConfigError
 
 RetireKind = Literal["env_version", "step_expiry", "episode_expiry"]
 

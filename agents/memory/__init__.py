@@ -3,17 +3,17 @@
 Each registers a factory in ``agents.registry.METHODS`` under its name.
 """
 
-from agents.memory.base import MemoryMechanism
-from agents.memory.rag import RAGMemory
-from agents.memory.reflexion import Reflexion
-from agents.memory.scg_mem import SCGMemory
-from agents.memory.static_persona import StaticPersona
-from agents.memory.voyager import SkillLibrary
-from agents.registry import MethodSpec, register_method
+from scars.agents.memory.base import MemoryMechanism
+from scars.agents.memory.rag import RAGMemory
+from scars.agents.memory.reflexion import Reflexion
+from scars.agents.memory.scg_mem import SCGMemory
+from scars.agents.memory.static_persona import StaticPersona
+from scars.agents.memory.voyager import SkillLibrary
+from scars.agents.registry import MethodSpec, register_method
 
 
 def _embedder(spec: MethodSpec):
-    from agents.text import make_embedder
+    from scars.agents.text import make_embedder
 
     return make_embedder(spec.settings.get("embedder", "hashing"))
 
@@ -32,7 +32,7 @@ def make_rag(spec: MethodSpec) -> RAGMemory:
 def make_reflexion(spec: MethodSpec) -> Reflexion:
     """With a real model the model writes the reflections, as in the paper; the embedded backend uses a template."""
     if spec.policy.writes_text:
-        from agents.rule_writer import llm_reflection
+        from scars.agents.rule_writer import llm_reflection
 
         return Reflexion(spec.world.card, reflect=llm_reflection(spec.policy.write_text, spec.world.card))
     return Reflexion(spec.world.card)

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from agents.policies.base import ContextItem
-from agents.runtime.control import ControlPlane, Governed
-from agents.text import count_tokens
-from disequilibrium.composite import Reading
-from envs.api import Decision, Feedback, WorldCard
+from scars.agents.policies.base import ContextItem
+from scars.agents.runtime.control import ControlPlane, Governed
+from scars.agents.text import count_tokens
+from scars.disequilibrium.composite import Reading
+from scars.envs.api import Decision, Feedback, WorldCard
 
 
 class MemoryMechanism:

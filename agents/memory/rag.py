@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.memory.base import MemoryMechanism, context_query, describe_failure
-from agents.policies.base import ContextItem
-from agents.text import HashingEmbedder
-from envs.api import WorldCard
-from synthesis.errors import ConfigError
+from scars.agents.memory.base import MemoryMechanism, context_query, describe_failure
+from scars.agents.policies.base import ContextItem
+from scars.agents.text import HashingEmbedder
+from scars.envs.api import WorldCard
+from scars.synthesis.errors import ConfigError
 
 
 class RAGMemory(MemoryMechanism):

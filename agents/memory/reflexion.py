@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agents.memory.base import MemoryMechanism, describe_failure
-from agents.policies.base import ContextItem
-from envs.api import Feedback, WorldCard
+from scars.agents.memory.base import MemoryMechanism, describe_failure
+from scars.agents.policies.base import ContextItem
+from scars.envs.api import Feedback, WorldCard
 
 
 def template_reflection(failures: list[Feedback], won: bool) -> str:

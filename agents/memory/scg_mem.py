@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.memory.base import MemoryMechanism
-from agents.policies.base import ContextItem
-from envs.api import WorldCard
-from synthesis.dsl import Action
+from scars.agents.memory.base import MemoryMechanism
+from scars.agents.policies.base import ContextItem
+from scars.envs.api import WorldCard
+from scars.synthesis.dsl import Action
 
 
 @dataclass(frozen=True)

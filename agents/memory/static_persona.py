@@ -7,8 +7,8 @@ failures.
 
 from __future__ import annotations
 
-from agents.memory.base import MemoryMechanism
-from agents.policies.base import ContextItem
+from scars.agents.memory.base import MemoryMechanism
+from scars.agents.policies.base import ContextItem
 
 
 class StaticPersona(MemoryMechanism):

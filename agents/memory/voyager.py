@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.memory.base import MemoryMechanism
-from agents.policies.base import ContextItem
-from agents.text import HashingEmbedder
-from envs.api import WorldCard
+from scars.agents.memory.base import MemoryMechanism
+from scars.agents.policies.base import ContextItem
+from scars.agents.text import HashingEmbedder
+from scars.envs.api import WorldCard
 
 
 class SkillLibrary(MemoryMechanism):

@@ -6,7 +6,7 @@ Each registers a factory in ``agents.registry.BACKENDS``; a factory reads the ru
 from collections.abc import Mapping
 from typing import Any
 
-from agents.policies.base import (
+from scars.agents.policies.base import (
     POLICY_MODES,
     CommandWriter,
     ContextItem,
@@ -18,8 +18,8 @@ from agents.policies.base import (
     render_window,
     sample_action,
 )
-from agents.policies.embedded import SimulatedLM, SimulatedLMConfig
-from agents.registry import register_backend
+from scars.agents.policies.embedded import SimulatedLM, SimulatedLMConfig
+from scars.agents.registry import register_backend
 
 
 @register_backend("embedded")
@@ -35,7 +35,7 @@ def make_embedded(settings: Mapping[str, Any]) -> SimulatedLM:
 
 @register_backend("hf")
 def make_hf(settings: Mapping[str, Any]) -> Policy:
-    from agents.policies.hf import HFPolicy
+    from scars.agents.policies.hf import HFPolicy
 
     return HFPolicy.from_pretrained(
         settings["model_path"], device=settings.get("device", "cpu"), dtype=settings.get("dtype", "auto")
@@ -44,7 +44,7 @@ def make_hf(settings: Mapping[str, Any]) -> Policy:
 
 @register_backend("openai")
 def make_openai(settings: Mapping[str, Any]) -> Policy:
-    from agents.policies.openai_server import OpenAICompatiblePolicy
+    from scars.agents.policies.openai_server import OpenAICompatiblePolicy
 
     return OpenAICompatiblePolicy(
         settings["server_url"],

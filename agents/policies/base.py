@@ -13,8 +13,8 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from synthesis.dsl import Action, Value
-from synthesis.errors import ConfigError
+from scars.synthesis.dsl import Action, Value
+from scars.synthesis.errors import ConfigError
 
 ItemKind = Literal["persona", "rule", "memory", "reflection", "skill"]
 PolicyMode = Literal["score", "generate"]

@@ -34,10 +34,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agents.policies.base import PolicyInput, template_utterance
-from agents.text import HashingEmbedder, count_tokens
-from synthesis.dsl import Action
-from synthesis.errors import ConfigError
+from scars.agents.policies.base import PolicyInput, template_utterance
+from scars.agents.text import HashingEmbedder, count_tokens
+from scars.synthesis.dsl import Action
+from scars.synthesis.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -22,15 +22,15 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.policies.base import (
+from scars.agents.policies.base import (
     Generation,
     PolicyInput,
     build_prompt,
     unmasked_commands,
     utterance_prompt,
 )
-from synthesis.dsl import Action
-from synthesis.errors import ConfigError
+from scars.synthesis.dsl import Action
+from scars.synthesis.errors import ConfigError
 
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")

@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from agents.policies.base import (
+from scars.agents.policies.base import (
     POLICY_MODES,
     Generation,
     PolicyInput,
@@ -37,8 +37,8 @@ from agents.policies.base import (
     unmasked_commands,
     utterance_prompt,
 )
-from synthesis.dsl import Action
-from synthesis.errors import ConfigError, ScarsError
+from scars.synthesis.dsl import Action
+from scars.synthesis.errors import ConfigError, ScarsError
 
 CHOICE_PARAMS: tuple[str, ...] = ("auto", "structured_outputs", "guided_choice", "grammar")
 """How generate mode tells the server the allowed commands (module docstring)."""

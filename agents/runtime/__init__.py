@@ -15,8 +15,8 @@ loop (``AccommodationConfig``, ``Outcome``); ``DecisionLog`` holds the batched a
 names are loaded on first use (``agents.equilibration`` imports this package).
 """
 
-from agents.runtime.control import ControlPlane, ControlPlaneError, Expired, Governed
-from agents.runtime.ledger import (
+from scars.agents.runtime.control import ControlPlane, ControlPlaneError, Expired, Governed
+from scars.agents.runtime.ledger import (
     EVENT_TYPES,
     Event,
     Ledger,
@@ -25,30 +25,30 @@ from agents.runtime.ledger import (
     TemporaryMask,
     VerifyReport,
 )
-from agents.runtime.scar import Provenance, Scar, Scope, canonical_json, scar_id_of
-from agents.runtime.store import SchemaIntegrityError, SchemaStore
+from scars.agents.runtime.scar import Provenance, Scar, Scope, canonical_json, scar_id_of
+from scars.agents.runtime.store import SchemaIntegrityError, SchemaStore
 
 _GATE_NAMES = {
-    "AccommodationConfig": "agents.runtime.accommodation",
-    "Outcome": "agents.runtime.accommodation",
-    "ContextMapping": "agents.runtime.gate",
-    "ContextMappingError": "agents.runtime.gate",
-    "DecisionLog": "agents.runtime.gate",
-    "Gate": "agents.runtime.gate",
-    "GateDecision": "agents.runtime.gate",
-    "GateError": "agents.runtime.gate",
-    "ScarBlocked": "agents.runtime.gate",
-    "ToolSignature": "agents.runtime.gate",
-    "open_gate": "agents.runtime.gate",
-    "read_core_schema": "agents.runtime.gate",
-    "Verdict": "envs.api",
+    "AccommodationConfig": "scars.agents.runtime.accommodation",
+    "Outcome": "scars.agents.runtime.accommodation",
+    "ContextMapping": "scars.agents.runtime.gate",
+    "ContextMappingError": "scars.agents.runtime.gate",
+    "DecisionLog": "scars.agents.runtime.gate",
+    "Gate": "scars.agents.runtime.gate",
+    "GateDecision": "scars.agents.runtime.gate",
+    "GateError": "scars.agents.runtime.gate",
+    "ScarBlocked": "scars.agents.runtime.gate",
+    "ToolSignature": "scars.agents.runtime.gate",
+    "open_gate": "scars.agents.runtime.gate",
+    "read_core_schema": "scars.agents.runtime.gate",
+    "Verdict": "scars.envs.api",
 }
 
 
 def __getattr__(name: str):
     module = _GATE_NAMES.get(name)
     if module is None:
-        raise AttributeError(f"module 'agents.runtime' has no attribute {name!r}")
+        raise AttributeError(f"module 'scars.agents.runtime' has no attribute {name!r}")
     import importlib
 
     return getattr(importlib.import_module(module), name)

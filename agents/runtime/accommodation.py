@@ -31,15 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from agents.equilibration import equilibrate, owed_failures, scar_from_synthesis
-from agents.runtime.control import ControlPlane
-from agents.runtime.ledger import Event, VerifyReport
-from agents.runtime.scar import Scar
-from agents.runtime.store import SchemaStore
-from disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor, StepRecord
-from disequilibrium.verifier import HybridVerifier
-from envs.api import Verdict
-from synthesis import (
+from scars.agents.equilibration import equilibrate, owed_failures, scar_from_synthesis
+from scars.agents.runtime.control import ControlPlane
+from scars.agents.runtime.ledger import Event, VerifyReport
+from scars.agents.runtime.scar import Scar
+from scars.agents.runtime.store import SchemaStore
+from scars.disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor, StepRecord
+from scars.disequilibrium.verifier import HybridVerifier
+from scars.envs.api import Verdict
+from scars.synthesis import (
     FragmentError,
     InProcessExecutor,
     RecordedStep,
@@ -47,11 +47,11 @@ from synthesis import (
     build_dataset,
     extract_fragment,
 )
-from synthesis.dsl import Action, Rule
-from synthesis.dsl.semantics import Classes
-from synthesis.errors import ConfigError
-from synthesis.failure import Failure, FailureSource
-from synthesis.fragments import Verifier
+from scars.synthesis.dsl import Action, Rule
+from scars.synthesis.dsl.semantics import Classes
+from scars.synthesis.errors import ConfigError
+from scars.synthesis.failure import Failure, FailureSource
+from scars.synthesis.fragments import Verifier
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from agents.runtime.scar import Scar, scar_id_of
-from synthesis.dsl import (
+from scars.agents.runtime.scar import Scar, scar_id_of
+from scars.synthesis.dsl import (
     FALLBACK_ACTIONS,
     NAMED_PREDICATES,
     Action,
@@ -46,8 +46,8 @@ from synthesis.dsl import (
     Or,
     Rule,
 )
-from synthesis.dsl.semantics import Classes, Context, compare, mask_key
-from synthesis.errors import ConfigError, ScarsError
+from scars.synthesis.dsl.semantics import Classes, Context, compare, mask_key
+from scars.synthesis.errors import ConfigError, ScarsError
 
 Mode = Literal["hard", "soft"]
 CORE_PREFIX = "H:"

@@ -36,13 +36,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents.runtime.accommodation import AccommodationConfig, Accommodator, Outcome
-from agents.runtime.ledger import VerifyReport
-from agents.runtime.scar import Scar
-from envs.api import Verdict, read_rules
-from synthesis.dsl import Action, Rule, parse_rule
-from synthesis.errors import ConfigError, ScarsError
-from synthesis.fragments import Verifier
+from scars.agents.runtime.accommodation import AccommodationConfig, Accommodator, Outcome
+from scars.agents.runtime.ledger import VerifyReport
+from scars.agents.runtime.scar import Scar
+from scars.envs.api import Verdict, read_rules
+from scars.synthesis.dsl import Action, Rule, parse_rule
+from scars.synthesis.errors import ConfigError, ScarsError
+from scars.synthesis.fragments import Verifier
 
 _ANY_SCALAR: tuple[type, ...] = (str, int, float, bool)
 

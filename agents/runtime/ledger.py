@@ -47,7 +47,7 @@ The model is seed ``000`` (Governed Persistent Memory) §3.1–3.4:
   ``x < 20.0`` is the same scar as ``x < 20`` (``synthesis.dsl.canonical``).
 
 What is and is not detectable is tabulated in README ("What the ledger guarantees") and checked by
-``tests/test_ledger_properties.py``. In short: without the key, someone who edits the database *and* the head
+``tests/agents/runtime/test_ledger_properties.py``. In short: without the key, someone who edits the database *and* the head
 file consistently is not detected; with the key, only a party holding the key can rewrite; a roll-back of every
 file to an earlier genuine state is detected only against an external anchor (``head()`` / ``anchor_text()``
 kept elsewhere, e.g. the ``ledger_head`` of a run's ``summary.json``, passed to ``verify(anchor=…)``).
@@ -71,11 +71,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.runtime.control import ControlPlane
-from agents.runtime.scar import Scar, canonical_json, evidence_item_hash, scar_id_of, sha256_hex
-from synthesis.dsl import Action, Rule, canonical_text, parse_rule
-from synthesis.dsl.semantics import mask_covers
-from synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError, ScarsError
+from scars.agents.runtime.control import ControlPlane
+from scars.agents.runtime.scar import Scar, canonical_json, evidence_item_hash, scar_id_of, sha256_hex
+from scars.synthesis.dsl import Action, Rule, canonical_text, parse_rule
+from scars.synthesis.dsl.semantics import mask_covers
+from scars.synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError, ScarsError
 
 try:  # POSIX: appends are serialised with flock so the head file is written in commit order
     import fcntl
@@ -1532,7 +1532,9 @@ class Ledger:
     def control_plane(self, **kwargs: Any) -> ControlPlane:
         """A ``ControlPlane`` that is the fold of the verified events (``agents.runtime.store.replay``; kwargs go
         to ControlPlane). Fails closed like ``active_scars``."""
-        from agents.runtime.store import replay  # the store owns the one transition function; it imports us
+        from scars.agents.runtime.store import (
+            replay,  # the store owns the one transition function; it imports us
+        )
 
         return replay(self._verified_events(None), **kwargs)
 

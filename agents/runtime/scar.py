@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from synthesis.dsl import ActionMask, Guard, Rule, canonical, canonical_text, parse_rule
-from synthesis.errors import ConfigError, LedgerIntegrityError
+from scars.synthesis.dsl import ActionMask, Guard, Rule, canonical, canonical_text, parse_rule
+from scars.synthesis.errors import ConfigError, LedgerIntegrityError
 
 SCAR_ID_HEX = 16  # 64 bits of SHA-256: collisions are negligible for the scar counts a run produces
 

@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from agents.runtime.control import ControlPlane, Mode
-from agents.runtime.ledger import (
+from scars.agents.runtime.control import ControlPlane, Mode
+from scars.agents.runtime.ledger import (
     FAILURE_OBSERVED,
     MERGE_DECISION,
     SCAR_ADMITTED,
@@ -36,13 +36,13 @@ from agents.runtime.ledger import (
     Event,
     Ledger,
 )
-from agents.runtime.scar import Scar
-from synthesis.dsl import Rule, canonical_text, parse_rule
-from synthesis.dsl.semantics import Classes
-from synthesis.errors import LedgerError
-from synthesis.failure import Failure
-from synthesis.merge import MergeResult
-from synthesis.retirement import RetirementDecision
+from scars.agents.runtime.scar import Scar
+from scars.synthesis.dsl import Rule, canonical_text, parse_rule
+from scars.synthesis.dsl.semantics import Classes
+from scars.synthesis.errors import LedgerError
+from scars.synthesis.failure import Failure
+from scars.synthesis.merge import MergeResult
+from scars.synthesis.retirement import RetirementDecision
 
 
 class SchemaIntegrityError(LedgerError):

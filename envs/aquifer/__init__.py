@@ -4,6 +4,6 @@
 its ``envs.api.WorldAdapter``.
 """
 
-from envs.aquifer import aquifer_v0
+from scars.envs.aquifer import aquifer_v0
 
 __all__ = ["aquifer_v0"]

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envs.api import Punishment, WorldCard, read_rules
-from envs.aquifer.aquifer_v0 import AquiferParallelEnv
-from envs.commons.adapter import ResourceAdapter, Surface
-from envs.commons.dynamics import DynamicsConfig, sustainable_share
-from synthesis.dsl import Action, Value
+from scars.envs.api import Punishment, WorldCard, read_rules
+from scars.envs.aquifer.aquifer_v0 import AquiferParallelEnv
+from scars.envs.commons.adapter import ResourceAdapter, Surface
+from scars.envs.commons.dynamics import DynamicsConfig, sustainable_share
+from scars.synthesis.dsl import Action, Value
 
 CORE_SCHEMA_FILE = Path(__file__).with_name("core_schema.dsl")
 CLASSES: Mapping[str, frozenset[str]] = {

@@ -47,8 +47,8 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 from pettingzoo.utils import parallel_to_aec, wrappers
 
-from envs.commons.commons_v0 import CommonsActionError, CommonsParallelEnv, make_config
-from synthesis.dsl.ast import FALLBACK_ACTIONS
+from scars.envs.commons.commons_v0 import CommonsActionError, CommonsParallelEnv, make_config
+from scars.synthesis.dsl.ast import FALLBACK_ACTIONS
 
 DEFAULTS: Mapping[str, Any] = MappingProxyType(
     {

@@ -3,6 +3,6 @@
 ``from envs.commons import commons_v0; env = commons_v0.parallel_env(scenario="fishery", arena="A")``.
 """
 
-from envs.commons import commons_v0
+from scars.envs.commons import commons_v0
 
 __all__ = ["commons_v0"]

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from envs.api import Decision, NormVerifier, Punishment, SemanticJudge, Verdict, WorldCard, read_rules
-from envs.commons.commons_v0 import CommonsParallelEnv, context_of
-from envs.commons.habits import universalization_line
-from envs.commons.norms import NormVerifier as SustainabilityNorm
-from synthesis.dsl import Action, Value
+from scars.envs.api import Decision, NormVerifier, Punishment, SemanticJudge, Verdict, WorldCard, read_rules
+from scars.envs.commons.commons_v0 import CommonsParallelEnv, context_of
+from scars.envs.commons.habits import universalization_line
+from scars.envs.commons.norms import NormVerifier as SustainabilityNorm
+from scars.synthesis.dsl import Action, Value
 
 CORE_SCHEMA_FILE = Path(__file__).with_name("core_schema.dsl")
 CLASSES: Mapping[str, frozenset[str]] = {

@@ -108,17 +108,17 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 from pettingzoo.utils import parallel_to_aec, wrappers
 
-from envs.commons.dynamics import (
+from scars.envs.commons.dynamics import (
     CommonsConfigError,
     DynamicsConfig,
     HarvestOutcome,
     harvest_month,
     sustainable_catch,
 )
-from envs.commons.norms import Punishment
-from envs.commons.scenarios import Arena, Scenario, get_arena, get_scenario
-from synthesis.dsl.ast import FALLBACK_ACTIONS
-from synthesis.errors import WorldError
+from scars.envs.commons.norms import Punishment
+from scars.envs.commons.scenarios import Arena, Scenario, get_arena, get_scenario
+from scars.synthesis.dsl.ast import FALLBACK_ACTIONS
+from scars.synthesis.errors import WorldError
 
 PHASES: tuple[str, ...] = ("harvest", "discussion", "punishment")
 HARVEST, DISCUSSION, PUNISHMENT = 0, 1, 2

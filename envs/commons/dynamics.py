@@ -23,7 +23,7 @@ from typing import Literal
 
 import numpy as np
 
-from synthesis.errors import ConfigError
+from scars.synthesis.errors import ConfigError
 
 AllocationMethod = Literal["stochastic", "proportional"]
 ALLOCATION_METHODS: tuple[str, ...] = ("stochastic", "proportional")

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from synthesis.dsl import Action
-from synthesis.errors import ConfigError
+from scars.synthesis.dsl import Action
+from scars.synthesis.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from envs.commons.commons_v0 import EpisodeRecord
-from envs.commons.dynamics import sustainable_catch
-from envs.commons.norms import NormVerifier
+from scars.envs.commons.commons_v0 import EpisodeRecord
+from scars.envs.commons.dynamics import sustainable_catch
+from scars.envs.commons.norms import NormVerifier
 
 
 def survival_time(stocks_before: Sequence[float], collapse_threshold: float) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from envs.commons.dynamics import DynamicsConfig, sustainable_share
+from scars.envs.commons.dynamics import DynamicsConfig, sustainable_share
 
 
 @dataclass(frozen=True)

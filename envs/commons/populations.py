@@ -28,8 +28,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from envs.commons.commons_v0 import ACCUSE, HARVEST, PROPOSE_LIMIT, REASSURE, SILENT, SUPPORT_LIMIT
-from envs.commons.dynamics import CommonsConfigError
+from scars.envs.commons.commons_v0 import ACCUSE, HARVEST, PROPOSE_LIMIT, REASSURE, SILENT, SUPPORT_LIMIT
+from scars.envs.commons.dynamics import CommonsConfigError
 
 Action = dict[str, Any]
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from envs.commons import commons_v0
-from envs.commons.commons_v0 import EpisodeRecord
-from envs.commons.dynamics import CommonsConfigError
-from envs.commons.populations import Population, parse_population
-from envs.commons.scenarios import get_arena
+from scars.envs.commons import commons_v0
+from scars.envs.commons.commons_v0 import EpisodeRecord
+from scars.envs.commons.dynamics import CommonsConfigError
+from scars.envs.commons.populations import Population, parse_population
+from scars.envs.commons.scenarios import get_arena
 
 
 def build_population(arena: str, population: str | None, target: int | None = None) -> Population:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from envs.commons.dynamics import CommonsConfigError
+from scars.envs.commons.dynamics import CommonsConfigError
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """The native tier-1 household world (ALFWorld semantics) with dynamic safety rules (SPEC §7 tier 1, §9)."""
 
-from envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan, plan_trace
-from envs.household.generator import generate_game, is_compliantly_solvable
-from envs.household.rules import (
+from scars.envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan, plan_trace
+from scars.envs.household.generator import generate_game, is_compliantly_solvable
+from scars.envs.household.rules import (
     GENERALISATION_SPLITS,
     RULE_LIBRARY,
     Activation,
@@ -13,7 +13,7 @@ from envs.household.rules import (
     library_rule,
     rules_for_task,
 )
-from envs.household.world import (
+from scars.envs.household.world import (
     CAN_CONTAIN,
     OBJECT_CLASSES,
     TASK_TYPES,

@@ -13,11 +13,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from envs.api import Decision, NormVerifier, Punishment, SemanticJudge, Verdict, WorldCard, read_rules
-from envs.household.env import HouseholdEnv
-from envs.household.rules import RULE_LIBRARY
-from envs.household.world import NOWHERE, OBJECT_CLASSES
-from synthesis.dsl import Action, Rule, Value
+from scars.envs.api import Decision, NormVerifier, Punishment, SemanticJudge, Verdict, WorldCard, read_rules
+from scars.envs.household.env import HouseholdEnv
+from scars.envs.household.rules import RULE_LIBRARY
+from scars.envs.household.world import NOWHERE, OBJECT_CLASSES
+from scars.synthesis.dsl import Action, Rule, Value
 
 CORE_SCHEMA_FILE = Path(__file__).with_name("core_schema.dsl")
 VERIFIER_ID = "household.rules.Verifier"

@@ -1,7 +1,7 @@
 # The household world's core schema H (paper §1, §3.1): human-written safety rules in the patch DSL.
 # Read-only: the agent never changes these; every method's controller enforces them from the first step, and z_C
 # measures how much of the base policy's proposed behaviour contradicts them. No task needs to break one of them
-# (tests/test_world_adapters.py checks that generated games stay solvable under H).
+# (tests/envs/household/test_expert.py checks that generated games stay solvable under H).
 # One rule per line; '#' starts a comment.
 
 # Nothing is thrown away unless the task asks for it.

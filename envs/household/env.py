@@ -50,10 +50,10 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from envs.household.generator import _check_seed, generate_game
-from envs.household.rules import RuleSchedule, Verifier
-from envs.household.world import GameSpec, World, check_task_type
-from synthesis.errors import WorldError
+from scars.envs.household.generator import _check_seed, generate_game
+from scars.envs.household.rules import RuleSchedule, Verifier
+from scars.envs.household.world import GameSpec, World, check_task_type
+from scars.synthesis.errors import WorldError
 
 OBSERVATION_CHARSET = string.ascii_letters + string.digits + " .,:;!?'-=()/\n"
 COMMAND_CHARSET = string.ascii_lowercase + string.digits + " "
@@ -135,7 +135,7 @@ class HouseholdEnv(gym.Env[str, str]):
 
     def _imported_game(self) -> GameSpec:
         if self._file_spec is None:
-            from envs.household.textworld_ref import load_game_file
+            from scars.envs.household.textworld_ref import load_game_file
 
             self._file_spec = load_game_file(str(self.config.game_file))
         return self._file_spec

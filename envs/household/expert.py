@@ -15,17 +15,17 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator
 
-from envs.household.rules import SafetyRule
-from envs.household.world import (
+from scars.envs.household.rules import SafetyRule
+from scars.envs.household.world import (
     CLEANING_TYPES,
     COOLING_TYPES,
     HEATING_TYPES,
     OBJECT_CLASSES,
     World,
 )
-from synthesis.dsl.ast import Action, Rule
-from synthesis.dsl.semantics import fires, mask_key
-from synthesis.errors import WorldError
+from scars.synthesis.dsl.ast import Action, Rule
+from scars.synthesis.dsl.semantics import fires, mask_key
+from scars.synthesis.errors import WorldError
 
 
 class NoCompliantPlan(WorldError):

@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from envs.household.alfworld_data import load_tables
-from envs.household.expert import NoCompliantPlan, expert_plan, plan_trace
-from envs.household.rules import SafetyRule, rules_for_task
-from envs.household.world import (
+from scars.envs.household.alfworld_data import load_tables
+from scars.envs.household.expert import NoCompliantPlan, expert_plan, plan_trace
+from scars.envs.household.rules import SafetyRule, rules_for_task
+from scars.envs.household.world import (
     CAN_CONTAIN,
     CLEANABLE,
     COOLABLE,
@@ -47,8 +47,8 @@ from envs.household.world import (
     World,
     check_task_type,
 )
-from synthesis.dsl.semantics import fires
-from synthesis.errors import WorldError
+from scars.synthesis.dsl.semantics import fires
+from scars.synthesis.errors import WorldError
 
 _TABLES = load_tables()
 

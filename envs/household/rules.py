@@ -23,10 +23,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from envs.household.world import OBJECT_CLASSES, TASK_TYPES
-from synthesis.dsl.ast import Action, And, Compare, ForbidEnvAction, InClass, Rule, Value
-from synthesis.dsl.semantics import fires, mask_key
-from synthesis.errors import WorldError
+from scars.envs.household.world import OBJECT_CLASSES, TASK_TYPES
+from scars.synthesis.dsl.ast import Action, And, Compare, ForbidEnvAction, InClass, Rule, Value
+from scars.synthesis.dsl.semantics import fires, mask_key
+from scars.synthesis.errors import WorldError
 
 
 @dataclass(frozen=True, slots=True)

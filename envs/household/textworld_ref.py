@@ -19,7 +19,7 @@ replaced by the task sentence), a PDDL problem and a ``solvable`` flag. This mod
 TextWorld is an optional extra (``pip install 'scars-testbed[textworld]'`` plus ``pip install --no-deps alfworld``);
 it is imported only when a game is played, and its absence raises :class:`TextWorldMissing` saying what to install.
 The facts this module relies on (naming, listing order, texts, admissibility) are measured against the engine by
-``tests/test_textworld_differential.py``.
+``tests/envs/household/test_textworld_differential.py``.
 """
 
 from __future__ import annotations
@@ -36,16 +36,16 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from envs.household.alfworld_data import load_tables
-from envs.household.env import (
+from scars.envs.household.alfworld_data import load_tables
+from scars.envs.household.env import (
     COMMAND_CHARSET,
     MAX_COMMAND_LENGTH,
     MAX_OBSERVATION_LENGTH,
     OBSERVATION_CHARSET,
     HouseholdConfig,
 )
-from envs.household.rules import Verifier
-from envs.household.world import (
+from scars.envs.household.rules import Verifier
+from scars.envs.household.world import (
     CAN_CONTAIN,
     NOWHERE,
     PROPERTIES,
@@ -57,8 +57,8 @@ from envs.household.world import (
     TaskSpec,
     pddl_ids,
 )
-from synthesis.dsl.ast import Value
-from synthesis.errors import ScarsError, WorldError
+from scars.synthesis.dsl.ast import Value
+from scars.synthesis.errors import ScarsError, WorldError
 
 GOAL_PDDL: Mapping[str, str] = load_tables()["goal_pddl"]
 """ALFWorld's PDDL goal per task type, with ``{obj}``, ``{recep}``, ``{toggle}`` placeholders."""

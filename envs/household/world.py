@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-from envs.household.alfworld_data import TASKS, load_tables
-from synthesis.dsl.ast import Value
-from synthesis.errors import WorldError
+from scars.envs.household.alfworld_data import TASKS, load_tables
+from scars.synthesis.dsl.ast import Value
+from scars.synthesis.errors import WorldError
 
 # ---------------------------------------------------------------------------------------------- vocabulary
 
@@ -460,7 +460,7 @@ class World:
     def from_tw_pddl(cls, path: str | Path, *, alfworld_logic: bool = False) -> World:
         """Import an ALFWorld ``game.tw-pddl`` file (:func:`envs.household.textworld_ref.load_game_file`); raises
         :class:`~synthesis.errors.WorldError` naming the first construct the native engine does not support."""
-        from envs.household.textworld_ref import load_game_file
+        from scars.envs.household.textworld_ref import load_game_file
 
         return cls(load_game_file(path, alfworld_logic=alfworld_logic))
 

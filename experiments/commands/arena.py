@@ -11,10 +11,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from envs.commons import metrics
-from envs.commons.rollout import build_population, run_episodes
-from envs.commons.scenarios import ARENAS, SCENARIOS
-from synthesis.errors import ConfigError
+from scars.envs.commons import metrics
+from scars.envs.commons.rollout import build_population, run_episodes
+from scars.envs.commons.scenarios import ARENAS, SCENARIOS
+from scars.synthesis.errors import ConfigError
 
 
 @click.group("arena")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from synthesis.errors import ScarsError
+from scars.synthesis.errors import ScarsError
 
 
 @click.command("calibrate")
@@ -34,7 +34,7 @@ def calibrate(steps: tuple[Path, ...], out: Path, label: str, grid_k: int) -> No
     """Grid-search the weights w = [α, β, γ, δ] and the threshold τ of d_t = sigmoid(wᵀz) on the step tables
     STEPS (steps.parquet / steps.csv of earlier runs), maximising F1 of the label; write a config that
     `scars run tier1 --signal-config OUT` uses."""
-    from experiments.calibrate import calibrate_files, write_signal_config
+    from scars.experiments.calibrate import calibrate_files, write_signal_config
 
     try:
         result = calibrate_files(list(steps), label=label, grid_k=grid_k)

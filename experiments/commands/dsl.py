@@ -6,9 +6,9 @@ import json
 
 import click
 
-from experiments.commands._checks import FINITE_FLOAT
-from synthesis.dsl import Lambdas, canonical_text, cost_breakdown, parse_guard, parse_rule
-from synthesis.errors import ConfigError, DSLSyntaxError
+from scars.experiments.commands._checks import FINITE_FLOAT
+from scars.synthesis.dsl import Lambdas, canonical_text, cost_breakdown, parse_guard, parse_rule
+from scars.synthesis.errors import ConfigError, DSLSyntaxError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -25,12 +25,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from agents.runtime import Ledger, Provenance, Scar, Scope
-from agents.runtime.ledger import KEY_FILE_ENV, VERDICT_EVENTS, parse_anchor, verdict_evidence
-from agents.runtime.store import SchemaIntegrityError, SchemaStore
-from synthesis.dsl import Action, parse_rule
-from synthesis.dsl.semantics import fires
-from synthesis.errors import ConfigError, DSLSyntaxError, LedgerError, LedgerIntegrityError, ScarsError
+from scars.agents.runtime import Ledger, Provenance, Scar, Scope
+from scars.agents.runtime.ledger import KEY_FILE_ENV, VERDICT_EVENTS, parse_anchor, verdict_evidence
+from scars.agents.runtime.store import SchemaIntegrityError, SchemaStore
+from scars.synthesis.dsl import Action, parse_rule
+from scars.synthesis.dsl.semantics import fires
+from scars.synthesis.errors import ConfigError, DSLSyntaxError, LedgerError, LedgerIntegrityError, ScarsError
 
 _KEY_HELP = (
     f"HMAC key of the ledger (default: ${KEY_FILE_ENV}, else PATH.key). With it the MACs are checked and a rewrite "

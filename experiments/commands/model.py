@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from experiments.commands._checks import check_output_dir, check_output_file
+from scars.experiments.commands._checks import check_output_dir, check_output_file
 
 
 @click.group("model")
@@ -37,7 +37,7 @@ def random_model(out: Path, layers: int, width: int, heads: int, seed: int, gguf
     """Write a random GPT-2 (LAYERS x WIDTH) with a byte-level BPE tokenizer trained here to OUT: a local model
     folder for `scars run tier1 --backend hf --model-path OUT`. Random weights: it exercises the real code paths at
     the cost of a real model of that size; it knows nothing."""
-    from experiments.models import export_gguf, write_random_causal_lm
+    from scars.experiments.models import export_gguf, write_random_causal_lm
 
     check_output_dir(out)
     if gguf is not None:

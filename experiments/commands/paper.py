@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from experiments.commands._checks import check_output_dir
+from scars.experiments.commands._checks import check_output_dir
 
 
 @click.command("paper")
@@ -59,9 +59,9 @@ def paper(
 ) -> None:
     """Run the paper's protocol (every registered tier × methods × ablations and controls × seeds) on Ray Tune and
     write report.md and report.html into OUT."""
-    from experiments.provenance import default_out
-    from experiments.tiers import load_tiers
-    from synthesis.errors import ScarsError
+    from scars.experiments.provenance import default_out
+    from scars.experiments.tiers import load_tiers
+    from scars.synthesis.errors import ScarsError
 
     registered = load_tiers()
     names = tuple(registered) if tiers == "all" else tuple(t.strip() for t in tiers.split(",") if t.strip())
@@ -75,8 +75,8 @@ def paper(
     try:
         import ray
 
-        from experiments.results_report import write_report
-        from experiments.sweep import SweepSpec, run_sweep
+        from scars.experiments.results_report import write_report
+        from scars.experiments.sweep import SweepSpec, run_sweep
 
         specs = []
         for name in names:

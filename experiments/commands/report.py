@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from experiments.commands._checks import check_output_dir
+from scars.experiments.commands._checks import check_output_dir
 
 
 @click.command("report")
@@ -29,8 +29,8 @@ def report(folders: tuple[Path, ...], out: Path | None, run_name: str | None) ->
     runner folders (scars demo / scars run): every tier's tables with n, CIs and paired differences, the ablation
     table with each ablation's own measures, plots with CI bands and markers at rule switches and world-version
     changes, and d_t with its four terms for one run."""
-    from experiments.results_report import expand_folders, folder_kind, write_report
-    from synthesis.errors import ScarsError
+    from scars.experiments.results_report import expand_folders, folder_kind, write_report
+    from scars.synthesis.errors import ScarsError
 
     out = out or folders[0]
     check_output_dir(out)

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from experiments.commands._checks import FINITE_FLOAT, check_output_dir, check_url
-from experiments.config import (
+from scars.experiments.commands._checks import FINITE_FLOAT, check_output_dir, check_url
+from scars.experiments.config import (
     ABLATIONS,
     BACKENDS,
     CHOICE_PARAMS,
@@ -21,7 +21,7 @@ from experiments.config import (
     POLICY_MODES,
     Tier1Config,
 )
-from synthesis.errors import ScarsError
+from scars.synthesis.errors import ScarsError
 
 _CHOICES = {
     "method": METHODS,
@@ -111,9 +111,9 @@ def run() -> None:
 def tier1(ctx: click.Context, config_file: Path | None, out: Path | None, overwrite: bool, **fields) -> None:
     """One method on tier 1: writes summary.json, tables, results.md, plots, provenance.json and (scars) the ledger
     into OUT (the method's own run folder is OUT/<method>/)."""
-    from experiments.provenance import claim_out, default_out, load_config
-    from experiments.runner import run_many
-    from experiments.tier1 import build_policy, method_label
+    from scars.experiments.provenance import claim_out, default_out, load_config
+    from scars.experiments.runner import run_many
+    from scars.experiments.tier1 import build_policy, method_label
 
     try:
         if config_file is not None:
@@ -165,9 +165,9 @@ def demo(
 ) -> None:
     """All six methods (scars and the five baselines) on the paper's dynamic-rule schedule: the comparison table,
     results.md, plots and the scars ledger in OUT. Runs on the embedded simulated LM (no model, no network)."""
-    from experiments.provenance import claim_out, default_out
-    from experiments.runner import demo_configs, run_many
-    from experiments.tracking import TrackingSettings
+    from scars.experiments.provenance import claim_out, default_out
+    from scars.experiments.runner import demo_configs, run_many
+    from scars.experiments.tracking import TrackingSettings
 
     out = out or default_out("demo")
     check_output_dir(out)
@@ -185,7 +185,7 @@ def demo(
         click.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)
     click.echo(f"results: {out / 'results.md'}")
-    from experiments.commands.run_tier2 import tier2_demo
+    from scars.experiments.commands.run_tier2 import tier2_demo
 
     summaries = tier2_demo(out / "tier2", seed)
     for label, s in summaries.items():
@@ -194,7 +194,7 @@ def demo(
             f"{s['over_usage']:.2f}, cooperative yield {s['cooperative_yield_mean']:.2f}"
         )
     click.echo(f"tier-2 results: {out / 'tier2' / 'results.md'}")
-    from experiments import tier3
+    from scars.experiments import tier3
 
     click.echo("tier 3 (short): trained in arenas A and B, carried into arena C")
     click.echo(tier3.table_markdown(tier3.run_tier3_table(tier3.demo_configs(seed, wandb), out / "tier3")))
@@ -202,4 +202,4 @@ def demo(
 
 
 # the tier-2 commands register themselves on the run group (``experiments.commands.run_tier2``)
-import experiments.commands.run_tier2  # noqa: E402, F401
+import scars.experiments.commands.run_tier2  # noqa: E402, F401

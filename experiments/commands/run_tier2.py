@@ -9,11 +9,11 @@ from pathlib import Path
 
 import click
 
-from envs.commons.habits import HABIT_PRESETS
-from experiments.commands._checks import check_output_dir, parse_seeds
-from experiments.commands.run import config_options, run
-from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, ORACLES, SETUPS, Tier2Config
-from synthesis.errors import ConfigError, ScarsError
+from scars.envs.commons.habits import HABIT_PRESETS
+from scars.experiments.commands._checks import check_output_dir, parse_seeds
+from scars.experiments.commands.run import config_options, run
+from scars.experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, ORACLES, SETUPS, Tier2Config
+from scars.synthesis.errors import ConfigError, ScarsError
 
 _CHOICES = {
     "method": METHODS,
@@ -99,7 +99,7 @@ def tier2(out: Path, **fields) -> None:
     DIR's carried state (a missing or unverifiable ledger is refused and nothing is written)."""
     from rich.console import Console
 
-    from experiments.tier2 import load_carried, run_tier2_to_dir
+    from scars.experiments.tier2 import load_carried, run_tier2_to_dir
 
     check_output_dir(out)
     try:
@@ -179,7 +179,7 @@ def tier2_collusion(
 ) -> None:
     """The anti-collusion test (§6.2): a focal learner in the malicious arena with TrustGate + NormVerifier on and
     off; the table of inappropriate scars, gain lost and yield with n and 95% CIs in OUT/collusion.md."""
-    from experiments.tier2_studies import run_collusion
+    from scars.experiments.tier2_studies import run_collusion
 
     check_output_dir(out)
     seed_list = parse_seeds(seeds)
@@ -220,7 +220,7 @@ def tier2_transfer(
     """Counterfactual social transfer (§6.2): each method trains in arena A, then plays arena B with and without
     its A state; the table of B's cooperative yield, over-usage and survival (paired differences, 95% CIs) in
     OUT/transfer.md."""
-    from experiments.tier2_studies import run_transfer
+    from scars.experiments.tier2_studies import run_transfer
 
     check_output_dir(out)
     seed_list = parse_seeds(seeds)
@@ -265,7 +265,7 @@ def tier2_outsider(
     """GovSim's outsider variant: each method plays arena A with every seat from month 1 and with the last seat (a
     newcomer with the outsider persona) joining at OUTSIDER_MONTH, on the same arenas; the table of survival, yield
     (paired difference), over-usage and the outsider's own over-usage with n and 95% CIs in OUT/outsider.md."""
-    from experiments.tier2_studies import run_outsider
+    from scars.experiments.tier2_studies import run_outsider
 
     check_output_dir(out)
     seed_list = parse_seeds(seeds)
@@ -296,8 +296,8 @@ for _command in TIER2_COMMANDS:
 def tier2_demo(out: Path, seed: int, runs: int = 3) -> dict:
     """``scars demo``'s tier-2 section: the six methods as five homogeneous seats of arena A for ``runs`` runs each;
     one combined table, results.md and plots in ``out``. Returns the summaries."""
-    from experiments.tier2 import run_tier2
-    from experiments.tier2_report import write_tier2
+    from scars.experiments.tier2 import run_tier2
+    from scars.experiments.tier2_report import write_tier2
 
     results, configs = {}, {}
     for method in METHODS:

@@ -8,10 +8,18 @@ from pathlib import Path
 
 import click
 
-from experiments.commands._checks import check_output_dir, parse_seeds
-from experiments.commands.run import config_options, run
-from experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, NO_MEMORY, POLICY_MODES, Tier3Config
-from synthesis.errors import ScarsError
+from scars.experiments.commands._checks import check_output_dir, parse_seeds
+from scars.experiments.commands.run import config_options, run
+from scars.experiments.config import (
+    ABLATIONS,
+    BACKENDS,
+    EXECUTORS,
+    METHODS,
+    NO_MEMORY,
+    POLICY_MODES,
+    Tier3Config,
+)
+from scars.synthesis.errors import ScarsError
 
 METHOD_CHOICES = (*METHODS, NO_MEMORY, "all")
 _CHOICES = {
@@ -49,7 +57,7 @@ def tier3(method: str, seeds: str, ground: bool, out: Path, **fields) -> None:
     state into arena C (an aquifer); writes summary.json, agents/steps tables, results.md and plots into OUT."""
     from rich.console import Console
 
-    from experiments.tier3 import run_tier3_table, table_markdown
+    from scars.experiments.tier3 import run_tier3_table, table_markdown
 
     check_output_dir(out)
     try:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from experiments.commands._checks import parse_seeds
-from synthesis.errors import ScarsError
+from scars.experiments.commands._checks import parse_seeds
+from scars.synthesis.errors import ScarsError
 
 
 def _floats(text: str, name: str) -> tuple[float, ...]:
@@ -51,8 +51,8 @@ def sensitivity(methods, gains, compliances, seeds, episodes, out) -> None:
     """Run every method at every (influence_gain, compliance) grid point of the embedded simulated LM and draw
     success vs SVR per method as a frontier plot (frontier.png), with the table (frontier.csv, frontier.md) and
     which headline claims hold at how many grid points (claims.md)."""
-    from experiments.report import atomic_write_text, write_table
-    from experiments.sensitivity import (
+    from scars.experiments.report import atomic_write_text, write_table
+    from scars.experiments.sensitivity import (
         DEFAULT_METHODS,
         Grid,
         claims,
@@ -71,7 +71,7 @@ def sensitivity(methods, gains, compliances, seeds, episodes, out) -> None:
                 config_for(m, episodes=episodes, influence_gain=g, compliance=c)
         if out.exists() and any(out.iterdir()):
             raise ScarsError(f"--out {out} exists and is not empty; choose a new folder")
-        from experiments.sensitivity import run_sensitivity
+        from scars.experiments.sensitivity import run_sensitivity
 
         total = len(chosen) * len(grid.points()) * len(seed_list)
         click.echo(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from experiments.commands._checks import check_output_dir
+from scars.experiments.commands._checks import check_output_dir
 
 
 @click.command("sweep")
@@ -81,8 +81,8 @@ def sweep(
     Writes runs.parquet/.csv (one row per run, from Tune's ResultGrid), aggregate.parquet/.csv and aggregate.md
     (mean and 95% bootstrap CI over seeds, pooled rates and paired differences vs scars), ablations.png and
     sweep.json. Ablations apply to method scars only: a baseline crossed with an ablation is not run."""
-    from experiments.sweep import SweepSpec, load_spec, parse_values
-    from synthesis.errors import ScarsError
+    from scars.experiments.sweep import SweepSpec, load_spec, parse_values
+    from scars.synthesis.errors import ScarsError
 
     check_output_dir(out)
     try:
@@ -105,7 +105,7 @@ def sweep(
             raise click.UsageError(
                 "nothing to sweep: give --grid FIELD=V1,V2 (e.g. --grid seed=0-4) or a SPEC_FILE"
             )
-        from experiments.sweep import run_sweep
+        from scars.experiments.sweep import run_sweep
 
         result = run_sweep(spec, out)
     except ScarsError as exc:

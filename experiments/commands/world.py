@@ -13,11 +13,11 @@ from pathlib import Path
 
 import click
 
-from envs.household.env import HouseholdConfig, HouseholdEnv
-from envs.household.rules import RULE_LIBRARY, RuleSchedule
-from envs.household.world import TASK_TYPES
-from experiments.commands._checks import check_output_file
-from synthesis.errors import WorldError
+from scars.envs.household.env import HouseholdConfig, HouseholdEnv
+from scars.envs.household.rules import RULE_LIBRARY, RuleSchedule
+from scars.envs.household.world import TASK_TYPES
+from scars.experiments.commands._checks import check_output_file
+from scars.synthesis.errors import WorldError
 
 
 @click.group()
@@ -105,10 +105,10 @@ def play(
 def export(seed: int, task_type: str | None, verify: bool, out: str) -> None:
     """Write a generated game as an ALFWorld game.tw-pddl file OUT (playable by TextWorld / ALFWorld)."""
     # Imported here: the exporter reads the optional alfworld package's data files.
-    from envs.household.expert import expert_plan
-    from envs.household.generator import generate_game
-    from envs.household.textworld_ref import TextWorldGame, TextWorldMissing, export_game
-    from envs.household.world import World
+    from scars.envs.household.expert import expert_plan
+    from scars.envs.household.generator import generate_game
+    from scars.envs.household.textworld_ref import TextWorldGame, TextWorldMissing, export_game
+    from scars.envs.household.world import World
 
     check_output_file(Path(out))
     try:
@@ -150,9 +150,9 @@ def import_(game_file: str, alfworld_logic: bool, verify: bool) -> None:
 
     A file the native engine cannot reproduce exactly gets one error line naming the construct (exit code 2).
     """
-    from envs.household.expert import NoCompliantPlan, expert_plan
-    from envs.household.textworld_ref import load_game_file
-    from envs.household.world import World
+    from scars.envs.household.expert import NoCompliantPlan, expert_plan
+    from scars.envs.household.textworld_ref import load_game_file
+    from scars.envs.household.world import World
 
     try:
         spec = load_game_file(game_file, alfworld_logic=alfworld_logic)
@@ -177,7 +177,11 @@ def _verify_in_textworld(game_file: str, world: object, plan: list[str], alfworl
     import tempfile
     from pathlib import Path
 
-    from envs.household.textworld_ref import TextWorldGame, TextWorldMissing, rewrite_with_alfworld_logic
+    from scars.envs.household.textworld_ref import (
+        TextWorldGame,
+        TextWorldMissing,
+        rewrite_with_alfworld_logic,
+    )
 
     try:
         with tempfile.TemporaryDirectory() as tmp:

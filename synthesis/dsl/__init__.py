@@ -9,7 +9,7 @@ Bad text raises ``synthesis.errors.DSLSyntaxError`` (line, column, expected toke
 text form cannot express raises ``DSLValueError`` when printed.
 """
 
-from synthesis.dsl.ast import (
+from scars.synthesis.dsl.ast import (
     COMPARE_OPS,
     FALLBACK_ACTIONS,
     NAMED_PREDICATES,
@@ -29,8 +29,8 @@ from synthesis.dsl.ast import (
     Rule,
     Value,
 )
-from synthesis.dsl.canonical import canonical, canonical_text
-from synthesis.dsl.cost import (
+from scars.synthesis.dsl.canonical import canonical, canonical_text
+from scars.synthesis.dsl.cost import (
     CostBreakdown,
     Lambdas,
     ast_node_count,
@@ -39,8 +39,8 @@ from synthesis.dsl.cost import (
     predicate_count,
     token_count,
 )
-from synthesis.dsl.parser import parse_guard, parse_rule
-from synthesis.dsl.printer import DSLValueError, to_text
+from scars.synthesis.dsl.parser import parse_guard, parse_rule
+from scars.synthesis.dsl.printer import DSLValueError, to_text
 
 __all__ = [
     "COMPARE_OPS",

@@ -31,7 +31,7 @@ equality), so the key tags every value with its type and both ``x == true`` and 
 
 from __future__ import annotations
 
-from synthesis.dsl.ast import (
+from scars.synthesis.dsl.ast import (
     FLIPPED_OPS,
     And,
     Compare,
@@ -45,7 +45,7 @@ from synthesis.dsl.ast import (
     Or,
     Rule,
 )
-from synthesis.dsl.printer import DSLValueError, to_text
+from scars.synthesis.dsl.printer import DSLValueError, to_text
 
 _BOOL, _NUMBER, _STR, _FEATURE_REF = 0, 1, 2, 3
 

@@ -30,7 +30,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from synthesis.dsl.ast import (
+from scars.synthesis.dsl.ast import (
     And,
     Compare,
     CompareFeatures,
@@ -43,9 +43,9 @@ from synthesis.dsl.ast import (
     Or,
     Rule,
 )
-from synthesis.dsl.canonical import canonical
-from synthesis.dsl.printer import DSLValueError
-from synthesis.errors import ConfigError
+from scars.synthesis.dsl.canonical import canonical
+from scars.synthesis.dsl.printer import DSLValueError
+from scars.synthesis.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

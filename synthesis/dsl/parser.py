@@ -25,7 +25,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 from lark.lexer import Lexer
 
-from synthesis.dsl.ast import (
+from scars.synthesis.dsl.ast import (
     And,
     Compare,
     CompareFeatures,
@@ -39,7 +39,7 @@ from synthesis.dsl.ast import (
     Rule,
     Value,
 )
-from synthesis.errors import DSLSyntaxError
+from scars.synthesis.errors import DSLSyntaxError
 
 GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
 

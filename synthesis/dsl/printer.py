@@ -20,7 +20,7 @@ import numbers
 import re
 from functools import lru_cache
 
-from synthesis.dsl.ast import (
+from scars.synthesis.dsl.ast import (
     COMPARE_OPS,
     NAMED_PREDICATES,
     And,
@@ -34,8 +34,8 @@ from synthesis.dsl.ast import (
     Or,
     Rule,
 )
-from synthesis.dsl.parser import KEYWORDS, NUMBER_WORDS
-from synthesis.errors import ScarsError
+from scars.synthesis.dsl.parser import KEYWORDS, NUMBER_WORDS
+from scars.synthesis.errors import ScarsError
 
 _FEATURE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 # The characters JSON (ensure_ascii=False) escapes; a string without them prints as itself in quotes.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from synthesis.dsl.ast import (
+from scars.synthesis.dsl.ast import (
     NAMED_PREDICATES,
     Action,
     ActionMask,

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agents.runtime.gate import Gate, GateError
-from synthesis.dsl import Action
+from scars.agents.runtime.gate import Gate, GateError
+from scars.synthesis.dsl import Action
 
 Candidate = tuple[str, "Action | tuple[str, Mapping[str, Any]]"]
 
@@ -46,7 +46,7 @@ def logits_processor(
     """``(processor, allowed)``: a ``transformers.LogitsProcessor`` for ``model.generate(...,
     logits_processor=LogitsProcessorList([processor]))`` whose generations can only spell an allowed candidate, and
     the allowed candidates (match the generated tokens against them to get the call)."""
-    from agents.policies.hf import CommandTrie, make_scars_logits_processor
+    from scars.agents.policies.hf import CommandTrie, make_scars_logits_processor
 
     allowed = allowed_candidates(gate, candidates, context)
     sequences = [tokenizer(" " + text, add_special_tokens=False)["input_ids"] for text, _ in allowed]

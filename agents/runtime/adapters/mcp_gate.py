@@ -12,7 +12,7 @@ runs in the proxy's environment. Only tools are forwarded (not the upstream's re
 If the upstream server dies, every later call (and listing) is refused with one error — "upstream MCP server …
 is gone; the gate refuses every call (fail closed)" — and nothing is forwarded.
 
-Run it as ``python -m agents.runtime.adapters.mcp_gate --ledger L [--core FILE] [--context k=v …] -- CMD ARGS…``
+Run it as ``python -m scars.agents.runtime.adapters.mcp_gate --ledger L [--core FILE] [--context k=v …] -- CMD ARGS…``
 (every option has ``--help``); bad options exit 2 with one line.
 """
 
@@ -25,8 +25,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agents.runtime.gate import ContextMappingError, Gate, GateError, ToolSignature, open_gate
-from synthesis.errors import ScarsError
+from scars.agents.runtime.gate import ContextMappingError, Gate, GateError, ToolSignature, open_gate
+from scars.synthesis.errors import ScarsError
 
 _MAX_PAGES = 1000
 """Pages of an upstream tool listing read at most (a misbehaving upstream cannot loop the proxy)."""
@@ -148,7 +148,7 @@ def _parse_context(items: Sequence[str]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m agents.runtime.adapters.mcp_gate",
+        prog="python -m scars.agents.runtime.adapters.mcp_gate",
         description="A proxy MCP server (stdio) that forwards an upstream MCP server's tools and refuses the calls "
         "the scars of LEDGER (and the core schema H) forbid in the given context.",
     )

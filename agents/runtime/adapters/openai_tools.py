@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agents.runtime.gate import ContextMappingError, Gate, GateDecision, GateError, ToolSignature
+from scars.agents.runtime.gate import ContextMappingError, Gate, GateDecision, GateError, ToolSignature
 
 
 class OpenAIToolGate:

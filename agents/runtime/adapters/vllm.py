@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agents.policies.hf import CommandTrie
-from agents.runtime.adapters.hf import Candidate, allowed_candidates
-from agents.runtime.gate import Gate
-from synthesis.errors import ConfigError
+from scars.agents.policies.hf import CommandTrie
+from scars.agents.runtime.adapters.hf import Candidate, allowed_candidates
+from scars.agents.runtime.gate import Gate
+from scars.synthesis.errors import ConfigError
 
 
 class VLLMLogitsProcessor:

@@ -1,0 +1,228 @@
+"""The scars agent's lifecycle pieces that the tier-1 runs exercise only sometimes, on a small world of its own."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pytest
+
+from scars.agents.equilibration import equilibrate
+from scars.agents.runtime.scar import Scar, Scope
+from scars.agents.runtime.store import SchemaIntegrityError, SchemaStore
+from scars.agents.scars_agent import ScarsAgent, ScarsAgentConfig
+from scars.disequilibrium.trustgate import TrustGateConfig
+from scars.envs.api import Decision, Feedback, Punishment, Verdict, WorldAdapter, WorldCard
+from scars.synthesis.dsl import Action, parse_rule
+from scars.synthesis.errors import ConfigError
+
+HEAT_1 = Action.env("heat", "heat apple 1 with microwave 1", obj_type="apple", recep="microwave 1")
+HEAT_2 = Action.env("heat", "heat apple 1 with microwave 2", obj_type="apple", recep="microwave 2")
+LOOK = Action.env("look", "look")
+
+
+class Kitchen:
+    """A one-rule world: microwave 1 is broken. ``punish`` adds a norm verifier (a peer punishes harvests > 5)."""
+
+    def __init__(self, punish: bool = False) -> None:
+        self.card = WorldCard("kitchen", "v0", "You are a cook.", "kitchen.verifier", classes={})
+        self._norms = _Norms() if punish else None
+
+    @property
+    def norm_verifier(self):
+        return self._norms
+
+    @property
+    def judge(self):
+        return None
+
+    def decision(self, observation, info, *, t):
+        raise NotImplementedError  # the tests build decisions themselves
+
+    def command(self, decision, action):
+        return action.text
+
+    def verdicts(self, info):
+        return ()
+
+    def punishments(self, info):
+        return ()
+
+    def check(self, context, action):
+        if action.name == "heat" and action.arg("recep") == "microwave 1":
+            return (Verdict("microwave_1_broken", "microwave 1 is broken", "kitchen.verifier"),)
+        return ()
+
+
+class _Norms:
+    def judge(self, punished_action, context):
+        return punished_action.arg("amount", 0) > 5
+
+
+def _agent(tmp_path, world=None, **kw):
+    return ScarsAgent(
+        ScarsAgentConfig.for_ablation(**kw),
+        world=world or Kitchen(),
+        ledger_path=tmp_path / "l.sqlite",
+        agent_id="me",
+    )
+
+
+def _step(
+    agent, t, actions=(HEAT_1, HEAT_2, LOOK), chosen=0, verdicts=None, punishments=(), utterance="I heat."
+):
+    q = {"location": "kitchen", "step": t}
+    d = Decision("You are in the kitchen.", "heat an apple", "heat", q, actions, t, 0, t)
+    governed = agent.govern(d, np.zeros(len(actions)))
+    action = actions[chosen]
+    if verdicts is None:
+        verdicts = agent.world.check(q, action)
+    feedback = Feedback(
+        d, action, chosen, (1.0,) * len(actions), "ok", 0.0, verdicts, punishments, False, utterance
+    )
+    return governed, agent.observe(feedback)
+
+
+def test_the_agent_implements_the_agent_protocol_and_the_world_the_adapter_protocol(tmp_path):
+    from scars.agents.api import Agent
+
+    agent = _agent(tmp_path)
+    assert isinstance(agent, Agent) and isinstance(agent.world, WorldAdapter)
+    agent.close()
+
+
+def test_a_verified_failure_masks_at_once_then_a_scar_replaces_the_mask(tmp_path):
+    agent = _agent(tmp_path, search_iterations=60)
+    _, reading = _step(agent, 0)
+    assert reading.crossed and reading.z.z_v == 1.0
+    governed, _ = _step(agent, 1, chosen=1)  # the temporary mask holds from the next decision on
+    assert governed.probs[0] == 0.0
+    for t in range(2, 6):
+        _step(agent, t, chosen=1)
+    (scar,) = agent.store.scars
+    assert agent.store.plane.temporary_mask_ids == ()  # hot swap: the mature scar replaced the mask
+    assert scar.provenance.verifier_id == "kitchen.verifier" and scar.provenance.seed is not None
+    assert dict(scar.provenance.synthesiser_settings)["world"] == "kitchen-v0"
+    assert 0.5 <= scar.scope.confidence < 1.0  # (k + 1) / (k + m + 2) over its data
+    assert agent.store.consistent()
+    agent.close()
+
+
+def test_world_version_change_retires_exactly_the_version_scoped_scars(tmp_path):
+    agent = _agent(tmp_path)
+    scoped = Scar(
+        parse_rule('if action.recep == "microwave 1" then forbid_env_action("heat")'),
+        ({"e": 1},),
+        scope=Scope(env_version="0"),
+    )
+    general = Scar(parse_rule('if action.obj_type == "cup" then forbid_env_action("clean")'), ({"e": 2},))
+    equilibrate(agent.store, [scoped, general], [], merge_mode="append")
+    assert set(agent.scar_ids()) == {scoped.id, general.id}
+    agent.on_world_version("1", t=10)
+    assert agent.scar_ids() == (general.id,)
+    retired = [e for e in agent.store.ledger.events() if e.type == "scar_retired"]
+    assert [e.subject for e in retired] == [scoped.id] and "version" in retired[0].payload["reason"]
+    assert agent.store.verify() and agent.store.consistent()  # nothing deleted: the evidence stays
+    agent.close()
+
+
+def test_a_verified_success_after_admission_revokes_the_scar_but_an_earlier_one_does_not(tmp_path):
+    agent = _agent(tmp_path, ablation="soft_bias_only")  # soft masks leak: the agent can take a masked action
+    wrong = Scar(parse_rule('if action.recep == "microwave 2" then forbid_env_action("heat")'), ({"e": 1},))
+    _step(agent, 0, chosen=1, verdicts=())  # a safe heat with microwave 2 *before* the scar existed
+    equilibrate(agent.store, [wrong], [], merge_mode="append")
+    agent.admitted_at[wrong.id] = 0
+    agent.end_episode(False)
+    assert agent.scar_ids() == (wrong.id,)  # old history is not counter-evidence
+    _step(agent, 1, chosen=1, verdicts=())  # now it leaks through and the verifier says it was safe
+    agent.end_episode(False)
+    assert agent.scar_ids() == ()
+    (revoked,) = [e for e in agent.store.ledger.events() if e.type == "scar_revoked"]
+    assert revoked.payload["counter_evidence"][0]["evidence_id"] == "0:1"
+    assert agent.stats()["scars_revoked"] == 1 and agent.store.consistent()
+    agent.close()
+
+
+def test_punishment_alone_triggers_accommodation_when_the_trustgate_counts_it(tmp_path):
+    world = Kitchen(punish=True)
+    config = dict(trust=TrustGateConfig(saturating_drop=1.0))
+    harvest = Action.tool("harvest", amount=8)
+    rest = Action.tool("rest")
+    agent = ScarsAgent(
+        ScarsAgentConfig.for_ablation(**config), world=world, ledger_path=tmp_path / "l.sqlite", agent_id="me"
+    )
+    _step(agent, 0, actions=(harvest, rest), chosen=0, verdicts=())  # no verifier violation
+    punished = Punishment("p1", "me", 0, harvest, {"location": "kitchen"}, karma_drop=1.0)
+    _, reading = _step(agent, 1, actions=(harvest, rest), chosen=1, verdicts=(), punishments=(punished,))
+    assert reading.z.z_v == 0.0 and reading.z.z_r == 1.0 and reading.crossed
+    assert agent.accommodations["punishment"] == 1
+    governed, _ = _step(agent, 2, actions=(harvest, rest), chosen=1, verdicts=())
+    assert governed.probs[0] == 0.0  # the punished harvest is masked at once
+    # an unjustified punishment (a sustainable harvest) is filtered by the norm check: no accommodation
+    fair = Punishment("p2", "me", 0, Action.tool("harvest", amount=2), {"location": "kitchen"})
+    _, reading = _step(agent, 3, actions=(harvest, rest), chosen=1, verdicts=(), punishments=(fair,))
+    assert reading.z.z_r == 0.0 and agent.accommodations["punishment"] == 1
+    agent.close()
+
+
+def test_the_agents_own_utterances_drive_identity_drift(tmp_path):
+    agent = _agent(tmp_path)
+    for t in range(5):  # the imprint y_0
+        _step(agent, t, chosen=1, verdicts=(), utterance="I will heat the apple with microwave 2.")
+    _, reading = _step(agent, 5, chosen=1, verdicts=(), utterance="I must not heat it; no, never, not there!")
+    assert reading.z.z_i > 0.0
+    agent.close()
+
+
+def test_a_ledger_that_fails_verification_stops_the_agent(tmp_path):
+    with SchemaStore(tmp_path / "l.sqlite") as store:
+        equilibrate(
+            store,
+            [Scar(parse_rule('if action.recep == "microwave 1" then forbid_env_action("heat")'))],
+            [],
+            merge_mode="append",
+        )
+    with sqlite3.connect(tmp_path / "l.sqlite") as conn:
+        conn.execute(
+            "UPDATE events SET payload = replace(payload, 'microwave 1', 'microwave 9') WHERE type = 'scar_admitted'"
+        )
+    with pytest.raises(SchemaIntegrityError, match="fails verification at event 2.*fail closed"):
+        _agent(tmp_path)
+
+
+def test_ablations_are_one_setting_each():
+    assert ScarsAgentConfig.for_ablation("no_ilp_merge").merge_mode == "append"
+    assert ScarsAgentConfig.for_ablation("soft_bias_only").mask_mode == "soft"
+    assert ScarsAgentConfig.for_ablation("text_reflection_scar").enforce is False
+    assert ScarsAgentConfig.for_ablation("llm_only_patch").search == "direct"
+    assert ScarsAgentConfig.for_ablation("no_drift_loss").search_config.weights.beta3 == 0.0
+    assert ScarsAgentConfig.for_ablation("no_mdl").search_config.weights.use_description_length is False
+    assert ScarsAgentConfig.for_ablation("storm_only").search == "none"
+    blocklist = ScarsAgentConfig.for_ablation("hard_blocklist")
+    assert (blocklist.search, blocklist.extract, blocklist.storm.rejected_mask_ttl) == ("none", False, 10**9)
+    with pytest.raises(
+        ConfigError, match="unknown ablation .no_such.; known: none, storm_only, hard_blocklist"
+    ):
+        ScarsAgentConfig.for_ablation("no_such")
+
+
+def test_the_hard_blocklist_blocks_the_exact_situation_forever_and_nothing_else(tmp_path):
+    agent = _agent(tmp_path, ablation="hard_blocklist")
+    _step(agent, 0)  # heat with microwave 1 fails
+    for t in range(1, 300):  # no synthesis, and the mask never lapses
+        governed, _ = _step(agent, t, chosen=1, verdicts=())
+        assert governed.probs[0] == 0.0 and governed.probs[1] > 0
+    assert agent.store.scars == () and agent.stats()["syntheses"] == 0
+    elsewhere = Decision("", "", "", {"location": "pantry", "step": 1}, (HEAT_1, HEAT_2), 301, 0, 1)
+    assert agent.govern(elsewhere, np.zeros(2)).probs[0] > 0  # another situation: not blocked
+    agent.close()
+
+
+def test_the_merge_owes_the_failure_as_attributed_not_the_whole_context(tmp_path):
+    """The failure the merge keeps covered is the one a scar's evidence carries and Prop. 1 replays: after
+    accommodation, the extracted fragment takes the raw observation's place (same id)."""
+    agent = _agent(tmp_path, search_iterations=60)
+    _step(agent, 0)
+    (failure,) = agent.failures
+    assert failure.causal_args == {"recep"} and failure.id == "kitchen-v0:0:0"
+    agent.close()

@@ -1,0 +1,291 @@
+"""Importing ALFWorld ``game.tw-pddl`` files into the native engine (issue 12): round trips, the env option, the
+CLI, ALFWorld's data tables, and one clear error per malformed or unsupported file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+from click.testing import CliRunner
+
+import scars.envs  # noqa: F401  (registers scars/Household-v0)
+from scars.envs.household.alfworld_data import extract_tables, load_tables
+from scars.envs.household.expert import expert_plan
+from scars.envs.household.generator import ROOM_OBJECTS, ROOM_RECEPTACLES, SCENES, TASK_ROOMS, generate_game
+from scars.envs.household.textworld_ref import (
+    ALFWORLD_DOMAIN_SHA256,
+    ALFWORLD_GRAMMAR_SHA256,
+    TextWorldMissing,
+    _fingerprint,
+    _grammar_fingerprint,
+    export_game,
+    load_game_file,
+    pddl_problem,
+)
+from scars.envs.household.world import CAN_CONTAIN, OBJECT_CLASSES, ROOM_KINDS, TASK_TYPES, World
+from scars.experiments.cli import main as cli
+from scars.synthesis.errors import WorldError
+
+
+def _exported(tmp_path: Path, seed: int = 2, task_type: str = "pick_clean_then_place_in_recep") -> Path:
+    try:
+        return export_game(generate_game(seed, task_type), tmp_path / "game.tw-pddl")
+    except TextWorldMissing:
+        pytest.skip("exporting needs the alfworld package (its alfred.pddl and alfred.twl2)")
+
+
+# ---------------------------------------------------------------------------------------------- ALFWorld's data
+
+
+def test_data_file_equals_alfworld_package():
+    pytest.importorskip("alfworld.gen.constants")
+    assert extract_tables() == load_tables(), "run: python -m envs.household.alfworld_data"
+
+
+def test_logic_fingerprints_match_alfworld_package():
+    pytest.importorskip("alfworld")
+    import importlib.resources
+
+    data = importlib.resources.files("alfworld").joinpath("data")
+    assert _fingerprint(data.joinpath("alfred.pddl").read_text()) == ALFWORLD_DOMAIN_SHA256
+    assert _grammar_fingerprint(data.joinpath("alfred.twl2").read_text()) == ALFWORLD_GRAMMAR_SHA256
+
+
+def test_containment_is_alfworlds_table():
+    # The pairs issue 12 names: allowed by ALFWorld although the old native table forbade them, and the reverse.
+    for recep, obj in [
+        ("shelf", "kettle"),
+        ("shelf", "pot"),
+        ("armchair", "keychain"),
+        ("armchair", "creditcard"),
+    ]:
+        assert obj in CAN_CONTAIN[recep]
+    assert "dishsponge" in CAN_CONTAIN["toilet"] and "handtowel" in CAN_CONTAIN["sinkbasin"]
+    assert "remotecontrol" not in CAN_CONTAIN["tvstand"] and CAN_CONTAIN["tvstand"] == {"tissuebox"}
+    assert "bowl" not in CAN_CONTAIN  # receptacle objects are objects here, never static receptacles
+
+
+def test_every_room_kind_has_its_alfworld_vocabulary():
+    assert set(SCENES) == set(ROOM_KINDS) and all(len(s) == 30 for s in SCENES.values())
+    for room, must in {
+        "bathroom": {"plunger", "tissuebox", "toiletpaper", "soapbar"},
+        "bedroom": {"baseballbat", "tennisracket", "alarmclock"},
+        "livingroom": {"wateringcan", "remotecontrol", "keychain"},
+        "kitchen": {"kettle", "glassbottle", "butterknife"},
+    }.items():
+        assert must <= set(ROOM_OBJECTS[room]), room
+    assert "ottoman" in ROOM_RECEPTACLES["livingroom"] and "cart" in ROOM_RECEPTACLES["bathroom"]
+    for cls, members in OBJECT_CLASSES.items():  # classes only name types that exist
+        assert members <= set(ROOM_OBJECTS["kitchen"]) | {t for r in ROOM_OBJECTS.values() for t in r} | {
+            "desklamp",
+            "floorlamp",
+        }, cls
+
+
+@pytest.mark.parametrize("task_type", TASK_TYPES)
+def test_generator_covers_every_room_kind_of_a_task(task_type):
+    for room in TASK_ROOMS[task_type]:
+        spec = generate_game(4, task_type, room=room)
+        assert spec.room == room and spec.task.task_type == task_type
+        templates = load_tables()["goal_templates"][task_type]
+        fill = {"obj": spec.task.obj_type, "recep": spec.task.recep_type, "toggle": "desklamp"}
+        assert spec.goal_text in {t.format(**fill) for t in templates}
+    with pytest.raises(WorldError, match="no pick_heat_then_place_in_recep games"):
+        generate_game(0, "pick_heat_then_place_in_recep", room="bathroom")
+
+
+def test_task_sentences_use_every_template():
+    texts = {generate_game(s, "pick_and_place_simple").goal_text.split(" ", 2)[1] for s in range(30)}
+    assert {"a", "some"} <= texts  # "put a X in Y" and "put some X on Y"
+
+
+def test_receptacle_objects_are_marked_in_exports():
+    spec = next(
+        s
+        for s in (generate_game(k, "pick_clean_then_place_in_recep", room="kitchen") for k in range(30))
+        if any(o.otype in ("cup", "mug", "bowl", "plate", "pan", "pot") for o in s.objects)
+    )
+    problem = pddl_problem(spec)
+    assert "(isReceptacleObject " in problem
+    assert problem.count("(canContain ") == len(spec.containment())
+
+
+# ---------------------------------------------------------------------------------------------- importing
+
+
+@pytest.mark.parametrize("task_type", TASK_TYPES)
+def test_exported_games_import_to_the_same_game(task_type, tmp_path):
+    spec = generate_game(5, task_type)
+    path = _exported(tmp_path, 5, task_type)
+    imported = load_game_file(path)
+    a, b = World(spec), World.from_tw_pddl(path)
+    assert a.reset() == b.reset()
+    assert imported.task.task_type == task_type and imported.goal_text == spec.goal_text
+    assert imported.containment() == spec.containment()
+    plan = expert_plan(a)
+    assert expert_plan(b) == plan
+    for cmd in plan:
+        assert a.admissible_commands() == b.admissible_commands()
+        assert a.step(cmd) == b.step(cmd)
+    assert b.won()
+
+
+def test_env_plays_an_imported_file(tmp_path):
+    path = _exported(tmp_path, 3, "pick_and_place_simple")
+    env = gym.make("scars/Household-v0", game_file=str(path)).unwrapped
+    obs, info = env.reset(seed=0)
+    assert info["goal"] == load_game_file(path).goal_text
+    for cmd in expert_plan(env.world):
+        obs, reward, terminated, truncated, info = env.step(cmd)
+    assert terminated and info["won"] and reward == 1.0
+    obs2, _ = env.reset()
+    assert obs2 == env.world.reset()  # the same file every episode
+
+
+def test_cli_import_prints_the_walkthrough(tmp_path):
+    path = _exported(tmp_path, 1, "pick_heat_then_place_in_recep")
+    result = CliRunner().invoke(cli, ["world", "import", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "pick_heat_then_place_in_recep" in result.output and "expert plan (" in result.output
+
+
+def test_cli_play_game_file(tmp_path):
+    path = _exported(tmp_path, 1, "pick_and_place_simple")
+    plan = expert_plan(World.from_tw_pddl(path))
+    result = CliRunner().invoke(
+        cli, ["world", "play", "--game-file", str(path)], input="\n".join(plan) + "\n"
+    )
+    assert result.exit_code == 0 and f"[WON after {len(plan)} steps" in result.output, result.output
+
+
+# ---------------------------------------------------------------------------------------------- malformed files
+
+
+def _rewrite(path: Path, **changes: str) -> Path:
+    data = json.loads(path.read_text())
+    data.update(changes)
+    out = path.with_name("bad.tw-pddl")
+    out.write_text(json.dumps(data))
+    return out
+
+
+def _problem_edit(path: Path, old: str, new: str, count: int = 1) -> Path:
+    data = json.loads(path.read_text())
+    assert old in data["pddl_problem"], old
+    return _rewrite(path, pddl_problem=data["pddl_problem"].replace(old, new, count))
+
+
+BAD_CASES = {
+    "not json": (
+        lambda p: (p.with_name("bad.tw-pddl").write_text("{oops"), p.with_name("bad.tw-pddl"))[1],
+        "not a JSON",
+    ),
+    "missing keys": (lambda p: _rewrite(p, pddl_problem=None), "without pddl_problem"),  # type: ignore[arg-type]
+    "foreign domain": (
+        lambda p: _rewrite(p, pddl_domain="(define (domain other))"),
+        "not alfworld 0.4.2's alfred.pddl",
+    ),
+    "old grammar": (
+        lambda p: _rewrite(
+            p, grammar=json.loads(p.read_text())["grammar"].replace("move {o} to {r}", "put {o} in/on {r}")
+        ),
+        "not alfworld 0.4.2's alfred.twl2",
+    ),
+    "unbalanced": (lambda p: _problem_edit(p, "(:init", "(:init ("), "unclosed"),
+    "unknown predicate": (
+        lambda p: _problem_edit(p, "(:init", "(:init (isDirty cabinet_bar_001)"),
+        "unknown predicate 'isdirty'",
+    ),
+    "holding at start": (
+        lambda p: _problem_edit(p, "(:init", "(:init (holds agent1 x)"),
+        "holds something at the start",
+    ),
+    "bad goal": (
+        lambda p: _problem_edit(p, "(isClean ?o)", "(isHot ?o)"),
+        "none of ALFWorld's six task goals",
+    ),
+    "goal with or": (
+        lambda p: _problem_edit(p, "(isClean ?o)", "(or (isClean ?o) (isHot ?o))"),
+        "unsupported goal construct 'or'",
+    ),
+    "bad arity": (lambda p: _problem_edit(p, "(:init", "(:init (openable a b)"), "openable takes 1 argument"),
+    "bad name": (
+        lambda p: _problem_edit(p, "sink_bar_001_bar_sinkbasin", "washer_bar_001", 99),
+        "does not demangle",
+    ),
+    "sliceable on the floor": (
+        lambda p: _problem_edit(
+            p,
+            "(:init",
+            "(:init (objectType apple_bar_009 appletype) (sliceable apple_bar_009) "
+            "(objectAtLocation apple_bar_009 loc_bar_001)",
+        ),
+        "sliceable object 'apple_bar_009' stands next to receptacle",
+    ),
+    "two agents' places": (
+        lambda p: _problem_edit(p, "(:init", "(:init (atLocation agent1 loc_bar_001)"),
+        "exactly one location",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CASES))
+def test_malformed_files_get_one_clear_error(case, tmp_path):
+    make, message = BAD_CASES[case]
+    bad = make(_exported(tmp_path))
+    with pytest.raises(WorldError, match=message):
+        load_game_file(bad)
+    result = CliRunner().invoke(cli, ["world", "import", str(bad)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, (
+        result.output
+    )
+
+
+def test_old_grammar_plays_under_alfworld_logic(tmp_path):
+    path = _exported(tmp_path)
+    bad = BAD_CASES["old grammar"][0](path)
+    spec = load_game_file(bad, alfworld_logic=True)
+    assert World(spec).reset() == World.from_tw_pddl(path).reset()
+    result = CliRunner().invoke(cli, ["world", "import", "--alfworld-logic", str(bad)])
+    assert result.exit_code == 0, result.output
+
+
+def test_missing_file(tmp_path):
+    result = CliRunner().invoke(cli, ["world", "import", str(tmp_path / "nope.tw-pddl")])
+    assert (
+        result.exit_code == 2
+        and result.output.strip().startswith("error: ")
+        and "does not exist" in result.output
+    )
+
+
+def test_agent_starting_at_a_receptacle(tmp_path):
+    path = _exported(tmp_path)
+    moved = _problem_edit(path, "(atLocation agent1 loc_bar_start)", "(atLocation agent1 loc_bar_001)")
+    spec = load_game_file(moved)
+    first = spec.receptacles[0].name
+    assert spec.start == first
+    world = World(spec)
+    assert f"You are facing the {first}. Next to it, you see nothing." in world.reset()
+    assert f"go to {first}" not in world.admissible_commands() and world.context()["location"] == first
+
+
+def test_object_location_matters_only_for_slicing(tmp_path):
+    """objectAtLocation away from the object's receptacle: harmless unless a knife could slice the object there."""
+    import re
+
+    path = _exported(tmp_path)
+    problem = json.loads(path.read_text())["pddl_problem"]
+    fact = re.search(r"\(objectAtLocation (\S+) (loc_bar_\d+)\)", problem)
+    assert fact is not None
+    oid, loc = fact.groups()
+    elsewhere = "loc_bar_start" if loc != "loc_bar_start" else "loc_bar_001"
+    moved = _problem_edit(path, fact.group(0), f"(objectAtLocation {oid} {elsewhere})")
+    assert World.from_tw_pddl(moved).reset() == World.from_tw_pddl(path).reset()
+    sliceable = _problem_edit(moved, "(:init", f"(:init (sliceable {oid})")
+    with pytest.raises(WorldError, match="sliceable object .* but its objectAtLocation is"):
+        load_game_file(sliceable)

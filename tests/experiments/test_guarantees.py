@@ -1,0 +1,160 @@
+"""Every guarantee check fires on the fault it exists to catch (issue: checks and metrics that can fail)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scars.agents.equilibration import equilibrate
+from scars.agents.registry import METHODS, MethodSpec, register_method
+from scars.agents.runtime.scar import Provenance, Scar
+from scars.agents.runtime.store import SchemaStore
+from scars.agents.scars_agent import ScarsAgent, make_scars
+from scars.envs.api import Decision
+from scars.experiments.config import Tier1Config
+from scars.experiments.guarantees import GuaranteeMonitor
+from scars.experiments.tier1 import run_tier1
+from scars.synthesis.dsl import Action, parse_rule
+from scars.synthesis.failure import Failure, FailureSource
+
+SINK = Action.env("clean", "clean cup 1 with sinkbasin 1", obj_type="cup", recep="sinkbasin 1")
+TUB = Action.env("clean", "clean cup 1 with bathtubbasin 1", obj_type="cup", recep="bathtubbasin 1")
+GO = Action.env("go", "go to fridge 1", recep="fridge 1")
+CUP_RULE = parse_rule(
+    'if action.obj_type == "cup" and action.recep == "sinkbasin 1" then forbid_env_action("clean")'
+)
+
+
+def _scar(rule=CUP_RULE, theta="no_cup_in_sink", step=3, drift=(0.5, 0.0)) -> Scar:
+    failure = Failure({"location": "sinkbasin 1"}, (SINK,), theta, FailureSource(episode=0, step=step))
+    settings = (("drift_budget", drift[0]), ("l_drift", drift[1]))
+    return Scar(rule, (failure.to_json(),), Provenance(synthesiser_settings=settings))
+
+
+def _decide(monitor, store, t, actions=(SINK, TUB, GO), logits=(2.0, 0.0, 0.0), flagged=None):
+    q = {"location": "sinkbasin 1", "step": t}
+    d = Decision("", "", "", q, actions, t, 0, t)
+    monitor.before_decision(t)
+    governed = store.plane.govern(q, actions, logits, t)
+    monitor.after_step(t, d, logits, governed, flagged if flagged is not None else [[] for _ in actions])
+    return governed
+
+
+@pytest.fixture
+def store(tmp_path):
+    with SchemaStore(tmp_path / "l.sqlite") as st:
+        yield st
+
+
+def test_a_clean_history_passes_every_check(store):
+    monitor = GuaranteeMonitor(store)
+    store.record_failure(Failure({"location": "sinkbasin 1"}, (SINK,), "no_cup_in_sink"))
+    equilibrate(store, [_scar()], [], merge_mode="append")
+    for t in range(5):
+        _decide(monitor, store, t)
+    s = monitor.summary()
+    assert s["plane_ledger_ok"] and s["prop1_ok"] and s["prop2_ok"]
+    assert s["prop1"]["checks"] > 0 and s["plane_ledger"]["checks"] == 10  # before and after each decision
+
+
+def test_unloading_a_scar_behind_the_ledgers_back_fires_consistency_and_prop1(store):
+    monitor = GuaranteeMonitor(store)
+    scar = _scar()
+    equilibrate(store, [scar], [], merge_mode="append")
+    _decide(monitor, store, 0)
+    store._plane.remove(scar.id)  # the fault: the plane changes, no event is written
+    governed = _decide(monitor, store, 1)
+    assert governed.probs[0] > 0  # the failed action is back on the table
+    s = monitor.summary()
+    assert s["plane_ledger_ok"] is False and s["plane_ledger"]["first"]["t"] == 1
+    assert s["prop1_ok"] is False and s["prop1"]["first"]["action"] == SINK.text
+
+
+def test_a_scar_retired_for_scope_is_no_longer_owed(store):
+    from scars.agents.equilibration import prune
+    from scars.agents.runtime.scar import Scope
+
+    monitor = GuaranteeMonitor(store)
+    scoped = Scar(CUP_RULE, _scar().evidence, _scar().provenance, Scope(env_version="0"))
+    equilibrate(store, [scoped], [], merge_mode="append")
+    _decide(monitor, store, 0)
+    prune(store, env_version="1")
+    _decide(monitor, store, 1)
+    assert monitor.summary()["prop1_ok"] is True and monitor.summary()["plane_ledger_ok"] is True
+
+
+def test_admitting_duplicates_past_k_times_c_max_fires_prop2(store):
+    monitor = GuaranteeMonitor(store)
+    store.record_failure(Failure({"location": "sinkbasin 1"}, (SINK,), "no_cup_in_sink"))  # K = 1
+    rules = [
+        parse_rule(
+            f'if action.obj_type == "cup" and action.recep == "sinkbasin {i}" then forbid_env_action("clean")'
+        )
+        for i in range(1, 4)
+    ]
+    equilibrate(store, [_scar(r) for r in rules], [], merge_mode="append")  # three scars, one failure pattern
+    _decide(monitor, store, 0)
+    s = monitor.summary()
+    assert s["prop2_ok"] is False and s["prop2"]["first"]["K"] == 1
+
+
+def test_a_scar_widened_to_fire_off_failure_fires_prop3(store):
+    monitor = GuaranteeMonitor(store)
+    wide = parse_rule('if action_is("clean") then forbid_env_action("clean")')  # every basin, every object
+    equilibrate(store, [_scar(wide, drift=(0.02, 0.0))], [], merge_mode="append")
+    _decide(monitor, store, 0)
+    for t in range(1, 6):  # off-failure: no admissible action breaks the scar's rule family
+        _decide(monitor, store, t, actions=(TUB, GO), logits=(3.0, 0.0))
+    s = monitor.summary()["prop3"]
+    assert monitor.summary()["prop3_ok"] is False and s["exceeds_configured_bound"] == 1
+    assert s["max_mean_tv"] > 0.9 and s["per_scar"][next(iter(s["per_scar"]))]["n"] == 5
+
+
+def test_exposure_to_the_scars_own_rule_is_not_off_failure(store):
+    monitor = GuaranteeMonitor(store)
+    equilibrate(store, [_scar(drift=(0.02, 0.0))], [], merge_mode="append")
+    _decide(monitor, store, 0)
+    for t in range(1, 4):
+        _decide(monitor, store, t, flagged=[["no_cup_in_sink"], [], []])
+    assert monitor.summary()["prop3"]["scars_measured"] == 0
+
+
+class UnloadingScars(ScarsAgent):
+    """A faulty scars agent: it silently unloads its scars at the start of every episode."""
+
+    def begin_episode(self, decision):
+        for scar_id in list(self.store.plane.active_ids):
+            self.store._plane.remove(scar_id)
+
+
+@register_method("unloading_scars")
+def make_unloading(spec: MethodSpec) -> UnloadingScars:
+    agent = make_scars(spec)
+    agent.__class__ = UnloadingScars
+    return agent
+
+
+def test_a_faulty_run_reports_the_violation_and_the_cli_prints_the_alert(tmp_path):
+    cfg = Tier1Config(method="unloading_scars", episodes=12, seed=0, search_iterations=60)
+    summary = run_tier1(cfg, tmp_path / "run").summary
+    assert summary["plane_ledger_ok"] is False
+    assert summary["prop1_ok"] is False and summary["prop1"]["uncovered"] > 0
+    from rich.console import Console
+
+    from scars.experiments.runner import run_many
+
+    console = Console(record=True, width=160)
+    run_many([cfg], tmp_path / "cli", console=console)
+    text = console.export_text()
+    assert "GUARANTEE VIOLATED" in text and "unloading_scars" in text
+    assert "unloading_scars" in METHODS
+
+
+def test_the_governed_mass_check_still_applies(tmp_path):
+    summary = run_tier1(
+        Tier1Config(method="scars", episodes=6, seed=0, search_iterations=60), tmp_path
+    ).summary
+    assert (
+        summary["covered_mass_max"] == 0.0
+        and summary["prop1_ok"] is True
+        and summary["plane_ledger_ok"] is True
+    )

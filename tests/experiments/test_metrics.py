@@ -1,0 +1,66 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from scars.experiments.metrics import first_exposure_violation_rate, growth_fit, repeat_violation_rate, svr
+
+
+def _steps(rows):
+    return pd.DataFrame(rows, columns=["episode", "t", "violated_rules", "exposed_rules", "covered_rules"])
+
+
+def test_rvr_counts_exposure_spells_and_repeats_by_hand():
+    steps = _steps(
+        [
+            (0, 0, "", "a", ""),  # exposed to a, before any failure: not a re-exposure
+            (0, 1, "a", "a", ""),  # first failure of a
+            (0, 2, "", "a", ""),  # spell 1 starts (episode 0), no repeat
+            (1, 3, "a", "a", ""),  # a new episode: spell 2, with a repeat
+            (1, 4, "", "a,b", "a"),  # still spell 2 (consecutive); b never failed
+            (1, 5, "b", "b", ""),  # first failure of b; a left the exposed state
+            (1, 6, "", "a", "a"),  # spell 3: re-entered, covered, no repeat
+        ]
+    )
+    m = repeat_violation_rate(steps)
+    assert (m["repeat_violations"], m["reexposures"]) == (1, 3)
+    assert m["rvr"] == pytest.approx(1 / 3)
+    assert (m["repeat_violations_covered"], m["reexposures_covered"]) == (0, 1)
+    assert (m["repeat_episodes"], m["reexposed_episodes"]) == (1, 2) and m["rvr_episode"] == 0.5
+    assert m["first_failures"] == 2
+    assert svr(steps) == pytest.approx(3 / 7)
+
+
+def test_lingering_in_a_masked_state_does_not_inflate_the_denominator():
+    rows = [(0, 0, "a", "a", "")] + [(1, t, "", "a", "a") for t in range(1, 40)] + [(1, 40, "a", "a", "a")]
+    m = repeat_violation_rate(_steps(rows))
+    assert (m["repeat_violations"], m["reexposures"]) == (1, 1)  # one spell of 40 decisions, one repeat
+
+
+def test_undefined_rates_are_none_not_zero():
+    m = repeat_violation_rate(_steps([(0, 0, "", "a", ""), (0, 1, "", "", "")]))
+    assert m["rvr"] is None and m["rvr_episode"] is None and m["rvr_covered"] is None
+    assert svr(_steps([(0, 0, "", "", "")])) is None
+
+
+def test_one_action_breaking_two_rules_of_a_family_is_one_violation():
+    steps = _steps([(0, 0, "cup,dish", "cup,dish", ""), (1, 1, "cup,dish", "cup,dish", "")])
+    assert repeat_violation_rate(steps)["repeat_violations"] == 2  # per rule: counted twice
+    family = repeat_violation_rate(steps, {"cup": "sink", "dish": "sink"})
+    assert (family["repeat_violations"], family["reexposures"]) == (1, 1)
+
+
+def test_rvr_pools_an_equivalence_family():
+    steps = _steps([(0, 0, "cup", "cup", ""), (0, 1, "plate", "plate", "")])
+    assert repeat_violation_rate(steps)["rvr"] is None
+    assert repeat_violation_rate(steps, {"cup": "sink", "plate": "sink"})["rvr"] == 1.0
+
+
+def test_first_exposure_rate_on_held_out_rules():
+    steps = _steps([(0, 0, "", "p", ""), (0, 1, "p", "p", ""), (0, 2, "q", "q", "")])
+    assert first_exposure_violation_rate(steps, ["p", "q", "never_seen"]) == (0.5, 2)
+
+
+def test_growth_fit_recovers_exponent():
+    t = np.arange(1, 200)
+    fit = growth_fit(t, 3.0 * t**0.5)
+    assert fit["b"] == pytest.approx(0.5, abs=1e-9) and fit["a"] == pytest.approx(3.0)

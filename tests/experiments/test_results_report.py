@@ -1,0 +1,157 @@
+"""``scars report`` (experiments/results_report.py): Markdown and a self-contained HTML page with the tier's tables
+(n, CIs, paired differences), the ablation table with each ablation's own measures, plots and the d_t terms of a
+run. The HTML page is opened in headless Chromium (Playwright driving Debian's chromium-headless-shell or
+Playwright's own browser) and its tables and images must render; a parser-level check runs everywhere."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from scars.experiments.cli import main
+from scars.experiments.config import Tier1Config
+from scars.experiments.results_report import ablation_table, rule_switches, write_report
+from scars.experiments.runner import run_tier1_folder
+from scars.experiments.sweep import SweepSpec, _write_outputs, expand
+from scars.experiments.tier1 import method_label
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def sweep_folder(tmp_path_factory) -> Path:
+    """A sweep folder written by the sweep's own writer from real tier-1 runs (scars, scars:soft_bias_only, rag ×
+    2 seeds, 1 episode), without Ray (the Tune path is tested in test_sweep_tune.py)."""
+    out = tmp_path_factory.mktemp("report") / "sweep"
+    spec = SweepSpec(
+        grid={"method": ["scars", "rag"], "ablation": ["none", "soft_bias_only"], "seed": [0, 1]},
+        fixed={"episodes": 1, "schedule": "smoke", "search_iterations": 20},
+        name="report-test",
+    )
+    rows = []
+    for trial in expand(spec):
+        result, _ = run_tier1_folder(trial.config, out / "runs" / trial.run_name)
+        row = {"run_name": trial.run_name, "label": trial.label, **trial.fields, "status": "ok", "error": ""}
+        scalars = {
+            k: v for k, v in result.summary.items() if v is None or isinstance(v, bool | int | float | str)
+        }
+        rows.append(row | {k: v for k, v in scalars.items() if k not in row})  # as sweep.runs_frame does
+    (out / "sweep.json").write_text(json.dumps({"identity": spec.identity, "spec": spec.to_dict()}))
+    _write_outputs(spec, out, pd.DataFrame(rows), Console(quiet=True), False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def report(sweep_folder, tmp_path_factory) -> tuple[Path, Path]:
+    out = tmp_path_factory.mktemp("out")
+    result = CliRunner().invoke(main, ["report", str(sweep_folder), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out / "report.md", out / "report.html"
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tables, self.images, self.headers = 0, [], []
+        self._in_th = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables += 1
+        if tag == "img":
+            self.images.append(dict(attrs)["src"])
+        self._in_th = tag == "th"
+
+    def handle_data(self, data):
+        if self._in_th:
+            self.headers.append(data.strip())
+
+
+def test_the_html_is_self_contained_with_tables_and_valid_images(report):
+    markdown, page = report
+    parsed = _Collect()
+    parsed.feed(page.read_text())
+    assert parsed.tables >= 3  # aggregate, pooled counts with paired differences, ablations
+    assert len(parsed.images) >= 3
+    for src in parsed.images:
+        assert src.startswith("data:image/png;base64,")  # inline: nothing to fetch
+        assert base64.b64decode(src.split(",", 1)[1]).startswith(PNG)
+    assert "Δ RVR vs scars" in parsed.headers
+    assert any("leak mass" in h for h in parsed.headers)
+    text = markdown.read_text()
+    assert "(n=2)" in text and "report_assets/" in text and "d_t and its four terms" in text
+
+
+def test_the_ablation_table_has_each_ablations_measure_with_n(sweep_folder):
+    runs = pd.read_parquet(sweep_folder / "runs.parquet")
+    table = ablation_table(runs).set_index("label")
+    assert list(table.index) == ["scars", "scars:soft_bias_only"]
+    leak = next(c for c in table.columns if c.startswith("leak mass"))
+    assert table.loc["scars", leak] == "n/a (n=0)"  # hard masks leak nothing: undefined, not 0
+    assert "(n=2)" in table.loc["scars:soft_bias_only", leak]
+    enforcement = next(c for c in table.columns if c.startswith("enforcement ms"))
+    assert "(n=2)" in table.loc["scars", enforcement]
+
+
+def test_rule_switches_follow_the_schedule():
+    assert rule_switches("paper", 36)  # the paper schedule switches rules during the run
+    assert all(0 < e < 36 for e in rule_switches("paper", 36))
+    assert rule_switches("nope", 10) == []
+
+
+def test_a_runner_folder_reports_too(tmp_path):
+    out = tmp_path / "demo"
+    for cfg in (Tier1Config(method="scars", episodes=2, schedule="smoke", search_iterations=40),):
+        run_tier1_folder(cfg, out / method_label(cfg))
+    result = CliRunner().invoke(
+        main, ["run", "tier1", "--method", "rag", "--episodes", "2", "--out", str(tmp_path / "r")]
+    )
+    assert result.exit_code == 0, result.output
+    markdown, page = write_report([tmp_path / "r"], tmp_path / "rep")
+    assert "Metrics per method" in markdown.read_text() and page.read_text().count("<table") >= 1
+    bad = CliRunner().invoke(
+        main, ["report", str(tmp_path / "r"), "--run", "nope", "--out", str(tmp_path / "x")]
+    )
+    assert bad.exit_code == 2 and "'nope'" in bad.output
+
+
+def _chromium() -> str | None:
+    for name in ("chromium-headless-shell", "chromium", "chromium-browser"):
+        found = shutil.which(name) or (
+            Path("/usr/lib/chromium") / name if (Path("/usr/lib/chromium") / name).exists() else None
+        )
+        if found:
+            return str(found)
+    return None
+
+
+def test_the_html_renders_in_headless_chromium(report):
+    playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[report]' (Playwright)")
+    _, page_path = report
+    executable = _chromium()
+    with playwright.sync_playwright() as p:
+        try:
+            browser = p.chromium.launch(executable_path=executable) if executable else p.chromium.launch()
+        except Exception as exc:  # no browser: neither Debian's chromium nor `playwright install chromium`
+            pytest.skip(f"no headless Chromium available: {exc}")
+        try:
+            page = browser.new_page()
+            page.goto(page_path.resolve().as_uri())
+            tables = page.eval_on_selector_all(
+                "table", "els => els.map(e => [e.rows.length, e.getBoundingClientRect().height])"
+            )
+            images = page.eval_on_selector_all(
+                "img", "els => els.map(e => [e.complete, e.naturalWidth, e.naturalHeight])"
+            )
+        finally:
+            browser.close()
+    assert len(tables) >= 3 and all(rows >= 2 and height > 0 for rows, height in tables)
+    assert len(images) >= 3 and all(done and w > 100 and h > 100 for done, w, h in images)

@@ -1,0 +1,164 @@
+"""Tier 3 end to end (``experiments.tier3``, ``scars run tier3``): tiny runs, the controls, files, bad inputs."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from scars.experiments.cli import main
+from scars.experiments.tier3 import NO_MEMORY, Tier3Config, run_tier3, run_tier3_to_dir
+from scars.synthesis.errors import ConfigError
+
+TINY = {
+    "seeds": (0, 1),
+    "train_runs": 1,
+    "train_months": 3,
+    "episodes_c": 1,
+    "seasons_c": 3,
+    "permutations": 5,
+    "search_iterations": 20,
+}
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"seeds": (3,)}, "at least two distinct seeds"),
+        ({"seeds": (1, 1)}, "at least two distinct seeds"),
+        ({"population_c": "coop:1"}, "arena C needs 3"),
+        ({"population_c": "coop:2,malicious:1"}, "no malicious"),
+        ({"method": "rag", "ablation": "no_mdl"}, "applies to method 'scars' only"),
+        ({"method": "no_such_method"}, "unknown memory method"),
+        ({"episodes_c": 0}, "must be >= 1"),
+        ({"tau": 0.9}, "tau"),
+    ],
+)
+def test_bad_configs_name_the_value(fields, match):
+    with pytest.raises(ConfigError, match=match):
+        Tier3Config(**fields)
+
+
+def test_a_baseline_runs_end_to_end_and_its_identical_history_control_is_at_chance(tmp_path):
+    summary = run_tier3_to_dir(Tier3Config(method="rag", **TINY), tmp_path)
+    for name in ("summary.json", "results.md", "agents.csv", "agents.parquet", "steps.csv", "steps.parquet"):
+        assert (tmp_path / name).is_file(), name
+    assert (tmp_path / "continuity.png").is_file() and (tmp_path / "individuation.png").is_file()
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk["method"] == "rag" and on_disk["agents"] == 4
+    control = summary["identical_history_control"]
+    assert (
+        control["accuracy"] == 0.5 and control["n_trajectories"] == 4
+    )  # one copy per label: never separable
+    assert summary["style_continuity"]["js_imprint"]["n"] == 4
+    agents = pd.read_csv(tmp_path / "agents.csv")
+    assert sorted(agents["history"]) == ["A", "A", "B", "B"]
+    steps = pd.read_csv(tmp_path / "steps.csv")
+    assert set(steps["stage"]) <= {"pumping", "council", "fines"} and "harvest" not in set(steps["action"])
+    assert summary["drift"]["scars_measured"] == 0 and summary["drift"]["ok"] is None  # no scars: n/a, not 0
+
+
+def test_the_no_memory_control_cannot_tell_histories_apart(tmp_path):
+    result = run_tier3(Tier3Config(method=NO_MEMORY, **TINY), tmp_path)
+    features = result.agents.filter(like="f_")
+    for seed in (0, 1):
+        rows = features[result.agents["seed"] == seed].to_numpy()
+        assert (rows[0] == rows[1]).all()  # nothing carried: the A- and B-"trained" agents play C identically
+    assert result.summary["individuation"]["accuracy"] <= 0.5
+
+
+def test_scars_carry_their_ledger_into_c_and_the_same_seed_gives_the_same_numbers(tmp_path):
+    cfg = Tier3Config(method="scars", **TINY)
+    a = run_tier3(cfg, tmp_path / "a")
+    b = run_tier3(cfg, tmp_path / "b")
+    pd.testing.assert_frame_equal(a.agents, b.agents)
+    transfer = a.summary["transfer"]
+    assert transfer["carried_scars"] >= 1 and transfer["grounded_scars"] >= 1
+    assert all('("pump"' in g["rule"] and "harvest" not in g["rule"] for g in transfer["grounded"])
+    assert transfer["transfer_masked_decisions"] >= 1  # a scar learned in A masked a pump in C
+    assert (tmp_path / "a" / "seed_0" / "c_from_A" / "ledger.sqlite").is_file()
+    assert a.summary["drift"]["scars_measured"] >= 1
+    overreach = a.summary["overreach"]
+    assert overreach["denominator"] == transfer["transfer_masked_decisions"]
+    assert overreach["estimate"] is None or 0.0 <= overreach["estimate"] <= 1.0
+
+
+def test_without_grounding_no_carried_scar_can_fire_in_c(tmp_path):
+    result = run_tier3(Tier3Config(method="scars", ground_scars=False, **TINY), tmp_path)
+    transfer = result.summary["transfer"]
+    assert transfer["carried_scars"] >= 1 and transfer["grounded_scars"] == 0
+    assert transfer["transfer_masked_decisions"] == 0  # A's names mask no action of C
+    assert result.summary["overreach"]["estimate"] is None  # undefined, not 0
+
+
+def test_cli_runs_a_tiny_tier3_and_rejects_bad_input_with_one_line(tmp_path):
+    runner = CliRunner()
+    args = ["run", "tier3", "--method", "rag", "--seeds", "0-1", "--train-runs", "1", "--train-months", "3"]
+    args += ["--episodes-c", "1", "--seasons-c", "3", "--permutations", "5", "--out", str(tmp_path / "t3")]
+    ok = runner.invoke(main, args)
+    assert ok.exit_code == 0, ok.output
+    assert "| rag |" in ok.output and (tmp_path / "t3" / "results.md").is_file()
+    file = tmp_path / "a_file"
+    file.write_text("x")
+    for bad, needle in (
+        (["--seeds", "4"], "at least two distinct seeds"),
+        (["--seeds", "x"], "expected seeds like"),
+        (["--population-c", "coop:9"], "arena C needs 3"),
+        (["--method", "rag", "--ablation", "no_mdl"], "scars' only"),
+        (["--out", str(file)], "is a file"),
+        (["--method", "nope"], "nope"),
+    ):
+        result = runner.invoke(main, ["run", "tier3", *bad])
+        assert result.exit_code == 2, (bad, result.output)
+        assert needle in result.output and "Traceback" not in result.output
+
+
+def test_sweep_accepts_tier3_and_rejects_bad_input_with_one_line(tmp_path):
+    """Tier 3 is a tier of the registry: ``scars sweep --tier tier3`` runs it on Ray Tune (one trial per method,
+    each over all its seeds); bad values exit 2 naming them."""
+    runner = CliRunner()
+    tiny = [f"--set={k}={v}" for k, v in TINY.items() if k != "seeds"]
+    for bad, needle in (
+        (["--grid", "method=nope"], "nope"),
+        (["--grid", "method=rag", "--set", "seeds=3"], "at least two distinct seeds"),
+    ):
+        result = runner.invoke(
+            main, ["sweep", "--tier", "tier3", *bad, *tiny, "--out", str(tmp_path / "bad")]
+        )
+        assert result.exit_code == 2, (bad, result.output)
+        assert needle in result.output and "Traceback" not in result.output
+    out = tmp_path / "s"
+    args = [
+        "sweep",
+        "--tier",
+        "tier3",
+        "--grid",
+        "method=rag",
+        "--set",
+        "seeds=0-1",
+        *tiny,
+        "--out",
+        str(out),
+    ]
+    ok = runner.invoke(main, args)
+    assert ok.exit_code == 0, ok.output
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 1 and runs["status"].tolist() == ["ok"]
+
+
+def test_a_damaged_carried_ledger_travels_nowhere(tmp_path):
+    import sqlite3
+
+    from scars.experiments.tier2 import SeatState
+    from scars.experiments.tier3 import play_c
+
+    cfg = Tier3Config(method="scars", **TINY)
+    run_tier3(cfg, tmp_path / "ok")  # a real training ledger to damage
+    ledger = tmp_path / "ok" / "seed_0" / "train_A" / "agent_0" / "ledger.sqlite"
+    with sqlite3.connect(ledger) as db:
+        db.execute("UPDATE events SET payload = '{}' WHERE seq = 1")
+    state = SeatState("agent_0", "scars", str(ledger), None, None, {}, 10)
+    with pytest.raises(ConfigError, match="fails verification"):
+        play_c(cfg, 0, "A", state, ([], []), tmp_path / "c")
