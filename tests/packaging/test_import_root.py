@@ -86,7 +86,7 @@ def test_the_wheel_installs_beside_a_user_package_named_agents(tmp_path):
     probe = (
         "import agents, envs\n"
         "from scars.agents.runtime import open_gate\n"
-        "import scars.envs, scars.agents.runtime as rt\n"
+        "import scars.envs.household, scars.agents.runtime as rt\n"
         "assert agents.OWNER == 'user agents' and envs.OWNER == 'user envs', (agents, envs)\n"
         f"assert rt.__file__.startswith({str(target)!r}), rt.__file__\n"
         "import gymnasium as gym\n"

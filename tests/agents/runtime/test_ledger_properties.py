@@ -17,9 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scars.agents.runtime import Ledger, ResurrectionRefused, Scar, canonical_json
+from scars.agents.runtime import Scar
 from scars.agents.runtime.ledger import (
     GENESIS_HASH,
+    Ledger,
+    ResurrectionRefused,
     _body,
     _mac,
     event_hash,
@@ -28,6 +30,7 @@ from scars.agents.runtime.ledger import (
     read_key_file,
     verdict_evidence,
 )
+from scars.agents.runtime.scar import canonical_json
 from scars.synthesis.dsl import parse_rule
 from scars.synthesis.errors import LedgerError, LedgerIntegrityError
 
