@@ -37,6 +37,7 @@ from scars.envs.household.env import HouseholdConfig, HouseholdEnv
 from scars.envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
 from scars.envs.household.world import GameSpec, World
 from scars.experiments.config import Tier1Config
+from scars.experiments.enforcement import enforcement_check
 from scars.experiments.guarantees import GuaranteeMonitor
 from scars.experiments.loop import decide, learn
 from scars.experiments.metrics import (
@@ -258,6 +259,8 @@ def run_tier1(
         if schema is not None
         else None
     )
+    # the enforcement invariant, independent of the controller: the ledger's rows folded and evaluated apart
+    enforcement = enforcement_check(agent, world.card.core, world.card.classes, cfg.ablation)
     label = method_label(cfg)
     rows: list[dict[str, Any]] = []
     episode_rows: list[dict[str, Any]] = []
@@ -315,6 +318,7 @@ def run_tier1(
                 covered_mass = float(sum(governed.probs[i] for i in range(len(actions)) if masked_by_scar[i]))
                 plan.advance(action)
                 obs, reward, terminated, truncated, info = env.step(world.command(decision, action))
+                enforcement.after_step(decision, governed, action)
                 verdicts = world.verdicts(info)
                 violations_in_episode += len(verdicts)
                 won = bool(info["won"])
@@ -383,6 +387,7 @@ def run_tier1(
         agent_stats["verifier_calls_per_action"] = (method_world.verifier_calls + t) / max(t, 1)
         agent_stats["state_labels_received"] = state_labels
         agent_stats["shield_refusals"] = shielded
+        agent_stats.update(enforcement.summary())
         if guarantees is not None:
             agent_stats.update(guarantees.summary())
     finally:
