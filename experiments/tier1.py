@@ -469,6 +469,10 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
     summary.update(agent_stats)
     if scars and hard and summary["covered_mass_max"] > 0.0:
         summary["prop1_ok"] = False  # probability mass reached a failing action an admitted scar covers
+    if scars and hard and (summary.get("rvr_covered") or 0) > 0:
+        # a repeat violation in a spell every exposed step of which an admitted scar covered: Prop. 1 demands 0
+        summary["prop1_ok"] = False
+        summary["prop1_first_covered_repeat_t"] = rvr["first_covered_repeat_t"]
     if scars and not hard:
         summary["prop1_ok"] = None  # Prop. 1 is a hard-mask guarantee; soft masks report their leak instead
     for key in ("prop1_ok", "prop2_ok", "prop3_ok", "plane_ledger_ok"):

@@ -83,3 +83,24 @@ def test_a_masked_action_executed_by_the_loop_is_caught(tmp_path, monkeypatch):
 def test_the_ablations_that_do_not_hard_mask_their_scars_are_checked_for_what_they_claim(tmp_path, ablation):
     s = _run(tmp_path, ablation=ablation)
     assert s["enforcement_ok"] is True
+
+
+def test_a_repeat_in_a_covered_spell_is_named_for_prop1():
+    """``rvr_covered > 0`` fails Prop. 1 (tier 1's summary); the metric names the decision of the first such repeat."""
+    import pandas as pd
+
+    from scars.experiments.metrics import repeat_violation_rate
+
+    steps = pd.DataFrame(
+        {
+            "episode": [0, 0, 1, 1],
+            "t": [0, 1, 2, 3],
+            "violated_rules": ["r", "", "", "r"],
+            "exposed_rules": ["r", "", "r", "r"],
+            "covered_rules": ["", "", "r", "r"],
+        }
+    )
+    rvr = repeat_violation_rate(steps)
+    assert rvr["rvr_covered"] == 1.0 and rvr["first_covered_repeat_t"] == 3
+    clean = steps.assign(violated_rules=["r", "", "", ""])
+    assert repeat_violation_rate(clean)["first_covered_repeat_t"] is None
