@@ -43,7 +43,7 @@ from scars.agents.runtime.ledger import SCAR_ADMITTED, Ledger, ledger_files
 from scars.agents.runtime.scar import Scar
 from scars.disequilibrium.composite import DisequilibriumConfig
 from scars.disequilibrium.trustgate import TrustGateConfig
-from scars.envs.api import ProtocolWorld
+from scars.envs.api import ProtocolWorld, method_turn
 from scars.envs.commons import commons_v0
 from scars.envs.commons.adapter import CommonsAdapter
 from scars.envs.commons.commons_v0 import EpisodeRecord, context_of
@@ -456,9 +456,10 @@ def run_tier2(
                     begun.add(seat)
                     if learner.template is None:
                         learner.template = context_of(infos[seat])
-                    learner.agent.begin_episode(
-                        learner.adapter.decision(observations[seat], infos[seat], t=learner.t)
-                    )
+                    with method_turn():
+                        learner.agent.begin_episode(
+                            learner.adapter.decision(observations[seat], infos[seat], t=learner.t)
+                        )
                 actions: dict[str, Any] = {}
                 pending: dict[str, Step] = {}
                 for seat in env.agents:
@@ -541,7 +542,8 @@ def run_tier2(
             survived = len(record.months) == cfg.months and not record.months[-1].harvest.collapsed
             for seat, learner in learners.items():  # in seat order (a set's order is not reproducible)
                 if seat in begun:
-                    learner.agent.end_episode(survived)
+                    with method_turn():
+                        learner.agent.end_episode(survived)
             if progress is not None:
                 progress(run + 1, cfg.runs)
         for label, learner in incarnations.items():

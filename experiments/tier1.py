@@ -31,7 +31,7 @@ from scars.agents.policies import (
 from scars.agents.registry import BACKENDS, METHODS, MethodSpec
 from scars.agents.runtime.control import TEMP_PREFIX, Governed, core_rule_id
 from scars.agents.runtime.ledger import ledger_files
-from scars.envs.api import Decision, ProtocolWorld, WorldCard
+from scars.envs.api import Decision, ProtocolWorld, WorldCard, method_turn
 from scars.envs.household.adapter import HouseholdAdapter
 from scars.envs.household.env import HouseholdConfig, HouseholdEnv
 from scars.envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
@@ -275,9 +275,11 @@ def run_tier1(
                 options["world_version"] = version
             obs, info = env.reset(seed=cfg.seed if episode == 0 else None, options=options)
             if changed:
-                agent.on_world_version(str(version), t=t)
+                with method_turn():
+                    agent.on_world_version(str(version), t=t)
             decision = world.decision(obs, info, t=t)
-            agent.begin_episode(decision)
+            with method_turn():
+                agent.begin_episode(decision)
             won, violations_in_episode = False, 0
             plan = ModelPlan(env, agent, world.card)
             for step in range(cfg.max_steps):
@@ -361,7 +363,8 @@ def run_tier1(
                 if terminated or truncated:
                     break
                 decision = world.decision(obs, info, t=t)
-            agent.end_episode(won)
+            with method_turn():
+                agent.end_episode(won)
             episode_rows.append(
                 {
                     "method": label,

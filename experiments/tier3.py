@@ -45,7 +45,7 @@ from scars.agents.runtime.ledger import Ledger, ledger_files
 from scars.agents.runtime.scar import Provenance, Scar
 from scars.disequilibrium.composite import DisequilibriumConfig
 from scars.disequilibrium.trustgate import TrustGateConfig
-from scars.envs.api import ProtocolWorld, WorldCard
+from scars.envs.api import ProtocolWorld, WorldCard, method_turn
 from scars.envs.aquifer import aquifer_v0
 from scars.envs.aquifer.adapter import AquiferAdapter
 from scars.envs.aquifer.aquifer_v0 import (
@@ -302,7 +302,8 @@ def play_c(
             observations, infos = env.reset(seed=int(episode_seeds[episode].generate_state(1)[0]))
             adapter.reset(episode)
             states = {f: b.initial_state() for f, b in scripted.items()}
-            agent.begin_episode(adapter.decision(observations[LEARNER_C], infos[LEARNER_C], t=t))
+            with method_turn():
+                agent.begin_episode(adapter.decision(observations[LEARNER_C], infos[LEARNER_C], t=t))
             seasons = 0
             while env.agents:
                 actions: dict[str, Any] = {}
@@ -420,7 +421,8 @@ def play_c(
                 t += 1
             survived = seasons == cfg.seasons_c
             trajectory.survived += survived
-            agent.end_episode(survived)
+            with method_turn():
+                agent.end_episode(survived)
         trajectory.enforcement = dict(enforcement.summary())
         if monitor is not None:
             # Prop. 3 across domains: the carried scars (and their groundings) only, not the scars learned in C
