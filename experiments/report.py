@@ -93,6 +93,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("scars_active_final", "active scars", "{:.0f}"),
     ("synthesis_median_seconds", "synth. s (median)", "{:.3f}"),
     ("verifier_calls", "method's verifier questions", "{:.0f}"),
+    ("replan_decisions", "model re-plans (help when blocked)", "{:.0f}"),
     ("verifier_calls_per_action", "verifier calls / executed action", "{:.2f}"),
     ("enforcement_ok", "enforced = ledger", "{}"),
     ("plane_ledger_ok", "plane = ledger", "{}"),

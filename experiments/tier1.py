@@ -129,6 +129,8 @@ class ModelPlan:
     card: WorldCard
     blockers: dict[Rule, None] = field(default_factory=dict)
     route: list[str] = field(default_factory=list)
+    replans: int = 0
+    """Decisions at which the model re-planned (the help counted per method: summary ``replan_decisions``)."""
 
     def prior(self, actions: tuple[Action, ...]) -> np.ndarray:
         """The task prior of this decision: the expert's next step around the rules that blocked the model."""
@@ -139,6 +141,7 @@ class ModelPlan:
         blocked it. None when the blocked actions were not the model's plan."""
         if not (prior.any() and governed.masked[prior == HABIT_PRIOR].any()):
             return None
+        self.replans += 1
         self.blockers.update(dict.fromkeys(blocking_rules(self.agent, self.card, governed)))
         blocked = tuple(a for a, m in zip(decision.actions, governed.masked, strict=True) if m)
         return task_prior(self.env.world, decision.actions, blocked, tuple(self.blockers), route=self.route)
@@ -249,6 +252,7 @@ def run_tier1(
     # oracle, counts) its verifier questions; the experiment's own measurements (exposure, the `state` protocol's
     # unsafe set) ask the plain adapter
     method_world = ProtocolWorld(world, oracle=cfg.oracle)
+    replans = 0  # decisions at which the simulated LM re-planned around what its controller blocked
     shielded = 0  # oracle only: chosen actions the pre-execution shield refused
     state_labels = 0  # `--verdicts state`: admissible control actions labelled safe/unsafe in feedback
     spec = MethodSpec(method_world, policy, out, int(agent_rng.integers(2**31 - 1)), settings)
@@ -365,6 +369,7 @@ def run_tier1(
                 decision = world.decision(obs, info, t=t)
             with method_turn():
                 agent.end_episode(won)
+            replans += plan.replans
             episode_rows.append(
                 {
                     "method": label,
@@ -390,6 +395,7 @@ def run_tier1(
         agent_stats["verifier_calls_per_action"] = (method_world.verifier_calls + t) / max(t, 1)
         agent_stats["state_labels_received"] = state_labels
         agent_stats["shield_refusals"] = shielded
+        agent_stats["replan_decisions"] = replans
         agent_stats.update(enforcement.summary())
         if guarantees is not None:
             agent_stats.update(guarantees.summary())

@@ -17,5 +17,7 @@ class StaticPersona(MemoryMechanism):
     def window(self, decision):
         return (
             self.persona(),
-            *(ContextItem("rule", f"Never {text}", polarity=-1) for text in decision.rules_in_force),
+            # the world's own sentence, as stated ("Open drawers only with empty hands."): a prefix such as "Never"
+            # would turn a permission-with-condition into its opposite for a real model
+            *(ContextItem("rule", f"Rule in force: {text}", polarity=-1) for text in decision.rules_in_force),
         )

@@ -59,9 +59,8 @@ def _after_failure(mechanism, won=False):
 def test_static_persona_declares_the_rules_in_force_and_learns_nothing():
     m = StaticPersona(CARD)
     m.begin_episode(_decision(0))
-    assert "Never wash cups in the sinkbasin" in render_window(
-        m.window(_decision(rules=("wash cups in the sinkbasin",)))
-    )
+    shown = render_window(m.window(_decision(rules=("Open drawers only with empty hands.",))))
+    assert "Rule in force: Open drawers only with empty hands." in shown and "Never" not in shown
     m.observe(_feedback(SINK, (VERDICT,)))
     assert m.memory_texts(_decision()) == []
 
