@@ -55,11 +55,8 @@ kept elsewhere, e.g. the ``ledger_head`` of a run's ``summary.json``, passed to 
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
-import re
 import secrets
 import sqlite3
 import time
@@ -71,44 +68,83 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scars.agents.runtime import locks
+from scars.agents.runtime.admission import judge_admission
 from scars.agents.runtime.control import ControlPlane
-from scars.agents.runtime.scar import Scar, canonical_json, evidence_item_hash, scar_id_of, sha256_hex
-from scars.synthesis.dsl import Action, Rule, canonical_text, parse_rule
-from scars.synthesis.dsl.semantics import mask_covers
-from scars.synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError, ScarsError
-
-try:  # POSIX: appends are serialised with flock so the head file is written in commit order
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX: single-writer use only
-    fcntl = None  # type: ignore[assignment]
-
-GENESIS_HASH = "0" * 64
-FORMAT_VERSION = "2"  # 1: no MACs, no head file (still readable by read-only audits)
-HEAD_FILE_FORMAT = "scars-ledger-head/1"
-KEY_FILE_ENV = "SCARS_LEDGER_KEY_FILE"
-"""Environment variable naming the key file when ``key_file=`` is not given (default: ``<ledger>.key``)."""
-_KEY_BYTES = 32
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
-SCAR_ADMITTED = "scar_admitted"
-SCAR_RETIRED = "scar_retired"  # validity scope expired (SPEC §5)
-SCAR_REVOKED = "scar_revoked"  # counter-evidence refutes it (SPEC §5)
-TEMP_MASK_SET = "temp_mask_set"  # storm control (SPEC §4)
-TEMP_MASK_LIFTED = "temp_mask_lifted"
-FAILURE_OBSERVED = "failure_observed"
-MERGE_DECISION = "merge_decision"
-LIFECYCLE_EVENTS: tuple[str, ...] = (
+from scars.agents.runtime.errors import LifecycleError, ResurrectionRefused
+from scars.agents.runtime.events import (
+    EVENT_NAME,
+    EVENT_TYPES,
+    FAILURE_OBSERVED,
+    GENESIS_HASH,
+    LIFECYCLE_EVENTS,
+    MERGE_DECISION,
     SCAR_ADMITTED,
     SCAR_RETIRED,
     SCAR_REVOKED,
-    TEMP_MASK_SET,
     TEMP_MASK_LIFTED,
+    TEMP_MASK_SET,
+    VERDICT_EVENTS,
+    Event,
+    TemporaryMask,
+    VerifyReport,
+    decode_payload,
+    event_body,
+    event_hash,
+    verdict_evidence,
 )
-EVENT_TYPES: tuple[str, ...] = (*LIFECYCLE_EVENTS, FAILURE_OBSERVED, MERGE_DECISION)
-VERDICT_EVENTS: tuple[str, ...] = (FAILURE_OBSERVED,)
-"""Event types that record a verifier's verdict: the only evidence that can bring a retired scar back."""
-_EVENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+from scars.agents.runtime.head import (
+    HEAD_FILE_FORMAT,
+    KEY_FILE_ENV,
+    HeadFile,
+    create_key_file,
+    default_key_file,
+    format_anchor,
+    head_file_of,
+    ledger_files,
+    ledger_mac,
+    parse_anchor,
+    read_key_file,
+    same,
+)
+from scars.agents.runtime.projection import active_scars_of, replay, temporary_masks_of
+from scars.agents.runtime.scar import Scar, canonical_json, scar_id_of, sha256_hex
+from scars.synthesis.dsl import Rule, canonical_text
+from scars.synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError, ScarsError
 
+__all__ = [
+    "EVENT_TYPES",
+    "FAILURE_OBSERVED",
+    "FORMAT_VERSION",
+    "GENESIS_HASH",
+    "HEAD_FILE_FORMAT",
+    "KEY_FILE_ENV",
+    "LIFECYCLE_EVENTS",
+    "MERGE_DECISION",
+    "SCAR_ADMITTED",
+    "SCAR_RETIRED",
+    "SCAR_REVOKED",
+    "TEMP_MASK_LIFTED",
+    "TEMP_MASK_SET",
+    "VERDICT_EVENTS",
+    "Event",
+    "Ledger",
+    "LifecycleError",
+    "ResurrectionRefused",
+    "TemporaryMask",
+    "VerifyReport",
+    "create_key_file",
+    "default_key_file",
+    "event_hash",
+    "format_anchor",
+    "head_file_of",
+    "ledger_files",
+    "parse_anchor",
+    "read_key_file",
+    "verdict_evidence",
+]
+
+FORMAT_VERSION = "2"  # 1: no MACs, no head file (still readable by read-only audits)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
     seq        INTEGER PRIMARY KEY,
@@ -137,54 +173,6 @@ _V1_EVENT_COLUMNS = frozenset(_COLUMNS.split(", "))
 _V1_HEAD_COLUMNS = frozenset({"singleton", "count", "last_hash", "last_tx_time"})
 
 
-class ResurrectionRefused(LedgerError):
-    """A retired/revoked scar was re-admitted without evidence never seen before for its id (seed 000 §3.4)."""
-
-
-class LifecycleError(LedgerError):
-    """A lifecycle event does not apply to its subject's state (retiring an inactive scar, …)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One ledger event, as stored. ``payload`` is the decoded canonical JSON."""
-
-    seq: int
-    type: str
-    subject: str | None
-    payload: dict[str, Any]
-    tx_time: int
-    valid_from: int | None
-    valid_to: int | None
-    prev_hash: str
-    hash: str
-
-
-@dataclass(frozen=True, slots=True)
-class VerifyReport:
-    """Result of ``Ledger.verify``: ``first_bad_seq`` names the first event that fails (None when intact).
-
-    ``keyed``: the MACs were checked with the key. ``head_file``: the chain was checked against the sidecar head
-    file. ``anchored``: against an external anchor. ``mac_unchecked``: the ledger carries MACs but no key was
-    available, so a rewrite with recomputed hashes could not be ruled out.
-    """
-
-    ok: bool
-    first_bad_seq: int | None
-    reason: str
-    count: int
-    head_hash: str
-    keyed: bool = False
-    head_file: bool = False
-    anchored: bool = False
-    mac_unchecked: bool = False
-
-    @property
-    def anchor(self) -> str:
-        """``"count:hash"`` of the chain as read (meaningful when ``ok``)."""
-        return format_anchor((self.count, self.head_hash))
-
-
 @dataclass(slots=True)
 class _OpenGroup:
     """The write transaction of a group in progress: the file-lock descriptor it holds, the head it extends and
@@ -196,62 +184,6 @@ class _OpenGroup:
     last_tx: int
 
 
-@dataclass(frozen=True, slots=True)
-class TemporaryMask:
-    """A temporary mask in the projection (storm control, SPEC §4)."""
-
-    mask_id: str
-    rule: Rule
-    until_step: int
-
-
-def _body(
-    seq: int,
-    type_: str,
-    subject: str | None,
-    payload_text: str,
-    tx_time: int,
-    valid_from: int | None,
-    valid_to: int | None,
-    prev_hash: str,
-) -> str:
-    """canon(e ∖ {h}): the canonical serialisation every hash covers (the payload as its canonical text)."""
-    return canonical_json(
-        {
-            "seq": seq,
-            "type": type_,
-            "subject": subject,
-            "payload": payload_text,
-            "tx_time": tx_time,
-            "valid_from": valid_from,
-            "valid_to": valid_to,
-            "prev_hash": prev_hash,
-        }
-    )
-
-
-def event_hash(prev_hash: str, body: str) -> str:
-    """h_i = sha256(h_{i−1} ‖ canon(e_i ∖ {h_i}))."""
-    return sha256_hex(prev_hash + body)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name} in payload")
-
-
-def _decode_payload(text: Any) -> dict[str, Any]:
-    """A stored payload, decoded; ``ValueError`` (naming what is wrong) for anything but a JSON object."""
-    if not isinstance(text, str):
-        raise ValueError(f"payload is stored as {type(text).__name__}, not as JSON text")
-    try:
-        payload = json.loads(text, parse_constant=_reject_constant)
-    except RecursionError:
-        raise ValueError("payload is nested too deeply") from None
-    if not isinstance(payload, dict):
-        raise ValueError(f"payload is a JSON {type(payload).__name__}, not a JSON object")
-    return payload
-
-
 def _check_time(name: str, value: Any) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
         raise ConfigError(f"{name} must be an int (µs on the caller's timeline) or None, got {value!r}")
@@ -261,105 +193,10 @@ def _now_us() -> int:
     return time.time_ns() // 1000
 
 
-def head_file_of(path: str | Path) -> Path:
-    """The sidecar head file of the ledger at ``path``: ``<path>.head``."""
-    return Path(f"{path}.head")
-
-
-def default_key_file(path: str | Path) -> Path:
-    """Where the key of the ledger at ``path`` lives unless ``key_file=`` or ``SCARS_LEDGER_KEY_FILE`` say where."""
-    return Path(f"{path}.key")
-
-
-def ledger_files(path: str | Path) -> tuple[Path, ...]:
-    """Every file that belongs to the ledger at ``path`` (move them together to set a ledger aside)."""
-    return tuple(Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm", ".head", ".key", ".lock"))
-
-
-def format_anchor(head: tuple[int, str]) -> str:
-    """``(count, hash)`` as the text ``scars ledger verify --anchor`` and ``summary.json`` carry: ``"N:HASH"``."""
-    count, digest = head
-    return f"{count}:{digest}"
-
-
-def parse_anchor(text: str) -> tuple[int, str]:
-    """``"N:HASH"`` (N events, HASH the 64-hex-digit hash of event N) -> ``(N, HASH)``; ``ConfigError`` otherwise."""
-    match = re.fullmatch(r"\s*(\d{1,18}):([0-9a-fA-F]{64})\s*", text) if isinstance(text, str) else None
-    if match is None:
-        raise ConfigError(
-            f"anchor {text!r:.120} is not COUNT:HASH (an event count and the 64-hex-digit hash of that event, as "
-            "printed by `scars ledger verify` and stored as ledger_head in summary.json)"
-        )
-    return int(match.group(1)), match.group(2).lower()
-
-
-def create_key_file(path: str | Path) -> Path:
-    """Create a new random ledger key (256 bits, hex) at ``path``, readable by its owner only. Never overwrites."""
-    path = Path(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secrets.token_hex(_KEY_BYTES) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    return path
-
-
-def read_key_file(path: str | Path) -> bytes:
-    """The key in ``path``; ``LedgerError`` naming the file when it is missing or not a ledger key."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="ascii").strip()
-    except FileNotFoundError:
-        raise LedgerError(f"key file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LedgerError(f"key file {path} cannot be read: {exc}") from None
-    if not re.fullmatch(r"[0-9a-fA-F]{32,256}", text) or len(text) % 2:
-        raise LedgerError(
-            f"key file {path} is not a scars ledger key (expected 32 to 256 hex digits, as create_key_file writes)"
-        )
-    return bytes.fromhex(text)
-
-
-def verdict_evidence(event: Event, **extra: Any) -> dict[str, Any]:
-    """An evidence item backed by a recorded verdict: the only kind that can re-admit a retired/revoked scar.
-
-    ``event`` is a ``failure_observed`` event of the same ledger (what ``observe_failure`` returns); ``extra``
-    adds JSON-able detail (the fragment, …) that the hash of the item then covers too.
-    """
-    if not isinstance(event, Event):
-        raise ConfigError(f"verdict_evidence() takes a ledger Event, got {type(event).__name__}")
-    if event.type not in VERDICT_EVENTS:
-        raise ConfigError(
-            f"event {event.seq} is a {event.type!r}, not a verdict event (one of {VERDICT_EVENTS})"
-        )
-    return {"verdict_event": {"seq": event.seq, "hash": event.hash, "type": event.type}, **extra}
-
-
 def _decode_text(raw: bytes) -> str:
     """SQLite TEXT -> str. Everything the ledger writes is valid UTF-8; bytes that are not (a damaged or edited
     row) decode with U+FFFD, so the row fails its hash check and is named, instead of failing the whole read."""
     return raw.decode("utf-8", "replace")
-
-
-def _mac(key: bytes, domain: str, message: str) -> str:
-    return hmac.new(key, f"scars-ledger/{domain}\n{message}".encode(), hashlib.sha256).hexdigest()
-
-
-def _same(a: Any, b: str) -> bool:
-    return isinstance(a, str) and hmac.compare_digest(a.encode("utf-8", "replace"), b.encode())
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
 
 
 class Ledger:
@@ -389,7 +226,8 @@ class Ledger:
         anchor: tuple[int, str] | str | None = None,
     ) -> None:
         self.path = Path(path)
-        self.head_file = head_file_of(self.path)
+        self._head = HeadFile(self.path)
+        self.head_file = self._head.path
         self.read_only = bool(read_only)
         self._clock = clock or _now_us
         self._anchor = self._check_anchor(anchor)
@@ -546,8 +384,8 @@ class Ledger:
         side, problem = self._read_head_file()
         if problem is not None or side is None or side.get("pending") is None:
             return
-        if self._key is not None and not _same(
-            side.get("mac"), _mac(self._key, "head-file", self._head_file_body(side))
+        if self._key is not None and not same(
+            side.get("mac"), ledger_mac(self._key, "head-file", self._head_file_body(side))
         ):
             return
         row = self._db.execute("SELECT count, last_hash FROM head WHERE singleton = 1").fetchone()
@@ -675,95 +513,25 @@ class Ledger:
         """
         if self._open is not None:  # flock is per open file: a second lock here would wait for ourselves
             raise LedgerError(f"{self.path}: internal error: file lock requested while a group is open")
-        if fcntl is None:
-            return None
-        lock_path = Path(f"{self.path}.lock")
-        try:
-            if self.read_only:
-                fd = os.open(lock_path, os.O_RDONLY)
-            else:
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            if not self.read_only:
-                raise LedgerError(f"cannot open the ledger's lock file {lock_path}") from None
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        return locks.acquire(self.path, exclusive=exclusive, read_only=self.read_only)
 
     def _event_mac(self, digest: str) -> str | None:
-        return None if self._key is None else _mac(self._key, "event", digest)
+        return None if self._key is None else ledger_mac(self._key, "event", digest)
 
     def _head_mac(self, count: int, digest: str) -> str | None:
-        return None if self._key is None else _mac(self._key, "head", f"{count}:{digest}")
+        return None if self._key is None else ledger_mac(self._key, "head", f"{count}:{digest}")
 
     # -------------------------------------------------------------------------------------- head file
     def _read_head_file(self) -> tuple[dict[str, Any] | None, str | None]:
-        """(content, None), (None, None) when absent, or (None, what is wrong with it)."""
-        try:
-            raw = self.head_file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None, None
-        except (OSError, UnicodeDecodeError) as exc:
-            return None, f"cannot be read ({exc})"
-        try:
-            data = json.loads(raw, parse_constant=_reject_constant)
-        except (ValueError, RecursionError):
-            return None, "is not valid JSON (truncated or edited)"
-
-        def pair(value: Any) -> bool:
-            return (
-                isinstance(value, dict)
-                and isinstance(value.get("count"), int)
-                and not isinstance(value.get("count"), bool)
-                and value["count"] >= 0
-                and isinstance(value.get("hash"), str)
-            )
-
-        if (
-            not isinstance(data, dict)
-            or data.get("format") != HEAD_FILE_FORMAT
-            or not pair(data)
-            or not (data.get("pending") is None or pair(data.get("pending")))
-        ):
-            return None, f"is not a {HEAD_FILE_FORMAT} head file"
-        return data, None
+        return self._head.read()
 
     def _head_file_body(self, data: Mapping[str, Any]) -> str:
-        return canonical_json({k: v for k, v in data.items() if k != "mac"})
+        return self._head.body(data)
 
     def _write_head_file(
         self, committed: tuple[int, str], pending: tuple[int, str] | None, *, sync_folder: bool = True
     ) -> None:
-        """Atomically replace the head file: write a temporary file, fsync it, rename it over, fsync the folder.
-
-        ``sync_folder=False`` (the update after a COMMIT only): the rename is not forced to disk. A power loss may
-        then undo it, leaving the previous head file — which names the committed group as pending, a state
-        ``verify`` accepts — and never a head file without its content (the content is fsynced before the
-        rename). The next group's pending write syncs the folder."""
-        data: dict[str, Any] = {
-            "format": HEAD_FILE_FORMAT,
-            "count": committed[0],
-            "hash": committed[1],
-            "pending": None if pending is None else {"count": pending[0], "hash": pending[1]},
-        }
-        if self._key is not None:
-            data["mac"] = _mac(self._key, "head-file", self._head_file_body(data))
-        tmp = self.head_file.with_name(f"{self.head_file.name}.tmp-{os.getpid()}")
-        try:
-            with open(tmp, "w", encoding="utf-8") as handle:
-                handle.write(json.dumps(data, sort_keys=True) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.head_file)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise LedgerError(f"cannot write the head file {self.head_file}: {exc.strerror}") from None
-        if sync_folder:
-            _fsync_dir(self.head_file.parent)
+        self._head.write(self._key, committed, pending, sync_folder=sync_folder)
 
     def _head_file_check(
         self,
@@ -772,38 +540,8 @@ class Ledger:
         hash_at: Callable[[int], str | None],
         side_read: tuple[dict[str, Any] | None, str | None] | None = None,
     ) -> tuple[int, str] | None:
-        """Compare the chain (``count`` events ending in ``digest``) with the head file: None when consistent, else
-        (first bad seq, reason). ``hash_at(n)`` is the stored hash of event n (None if absent); ``side_read`` is
-        the head file as read under the same lock as the chain (read now when None)."""
-        side, problem = side_read if side_read is not None else self._read_head_file()
-        if problem is not None:
-            return max(count, 1), f"the head file {self.head_file} {problem}"
-        if side is None:
-            if self._format == "1" and self._key is None:
-                return None  # a format-1 ledger never had one
-            return max(count, 1), f"the head file {self.head_file} is missing (deleted)"
-        if self._key is not None and not _same(
-            side.get("mac"), _mac(self._key, "head-file", self._head_file_body(side))
-        ):
-            return max(count, 1), f"the head file {self.head_file} has no valid MAC: edited without the key"
-        committed = (side["count"], side["hash"])
-        pending = side.get("pending")
-        if (count, digest) == committed:
-            return None
-        if pending is not None and (count, digest) == (pending["count"], pending["hash"]):
-            return None  # a writer was stopped between its commit and the head-file update
-        c, h = committed
-        if count < c:
-            return count + 1, (
-                f"truncated: the head file commits {c} events, the database holds {count} (deleted events, a dropped "
-                "-wal file, or a rolled-back copy)"
-            )
-        if count == c or (c > 0 and hash_at(c) != h):
-            return max(c, 1), (
-                f"the head file commits event {c} with hash {h[:12]}…, the database holds "
-                f"{(hash_at(c) or digest)[:12]}…: rewritten"
-            )
-        return c + 1, f"injected: {count - c} event(s) after the head file's commitment ({c} events)"
+        required = not (self._format == "1" and self._key is None)
+        return self._head.check(self._key, required, count, digest, hash_at, side_read)
 
     # -------------------------------------------------------------------------------------- the head
     def head(self) -> tuple[int, str]:
@@ -868,7 +606,7 @@ class Ledger:
                         f"{self.path}: the last event {tuple(tail) if tail else None} does not match the head "
                         f"({count}, {last_hash[:12]}…); refusing to append — run verify"
                     )
-                if self._key is not None and not _same(head_mac, self._head_mac(count, last_hash) or ""):
+                if self._key is not None and not same(head_mac, self._head_mac(count, last_hash) or ""):
                     raise LedgerIntegrityError(
                         f"{self.path}: the head record's MAC does not match; refusing to append — run verify"
                     )
@@ -986,7 +724,7 @@ class Ledger:
             seq = count + 1
             digest = event_hash(
                 last_hash,
-                _body(seq, type_, subject, payload_text, tx_time, valid_from, valid_to, last_hash),
+                event_body(seq, type_, subject, payload_text, tx_time, valid_from, valid_to, last_hash),
             )
             row = (seq, type_, subject, payload_text, tx_time, valid_from, valid_to, last_hash, digest)
             try:  # one statement: it is written whole or not at all
@@ -1010,7 +748,7 @@ class Ledger:
     def _row_event(self, row: tuple) -> Event:
         seq, type_, subject, payload, tx_time, valid_from, valid_to, prev_hash, digest = row[:9]
         try:
-            decoded = _decode_payload(payload)
+            decoded = decode_payload(payload)
         except ValueError as exc:
             raise LedgerIntegrityError(f"{self.path}: event {seq} is damaged: {exc} — run verify") from None
         return Event(seq, type_, subject, decoded, tx_time, valid_from, valid_to, prev_hash, digest)
@@ -1031,104 +769,6 @@ class Ledger:
             return None
 
     # ---------------------------------------------------------------------------------- admission (one place)
-    def _judge_admission(self, scar: Scar, history: list[Event]) -> tuple[type[LedgerError] | None, str]:
-        """(None, why it may be admitted) or (the error class, why not): the only no-resurrection check."""
-        lifecycle = [e for e in history if e.type in (SCAR_ADMITTED, SCAR_RETIRED, SCAR_REVOKED)]
-        if not lifecycle:
-            return None, f"scar {scar.id} is new to this ledger"
-        admissions = [e for e in history if e.type == SCAR_ADMITTED]
-        seen = {h for e in admissions for h in e.payload.get("evidence_hashes", ())}
-        fresh = [(i, item) for i, item in enumerate(scar.evidence) if evidence_item_hash(item) not in seen]
-        last = lifecycle[-1]
-        if last.type == SCAR_ADMITTED:
-            if not fresh:
-                return LifecycleError, (
-                    f"scar {scar.id} is already active (admitted at seq {last.seq}) and this admission carries "
-                    "no new evidence"
-                )
-            return None, f"scar {scar.id} is active; the admission adds {len(fresh)} new evidence item(s)"
-        state = last.type.removeprefix("scar_")
-        counter_hashes: set[str] = set()
-        counter_refs: set[int] = set()
-        for e in history:
-            if e.type == SCAR_REVOKED:
-                for item in e.payload.get("counter_evidence", ()):
-                    if isinstance(item, dict):
-                        counter_hashes.add(evidence_item_hash(item))
-                        ref = _verdict_ref(item)
-                        if ref is not None:
-                            counter_refs.add(ref[0])
-        used_refs = {
-            ref[0]
-            for e in admissions
-            for item in e.payload.get("evidence", ())
-            if isinstance(item, dict) and (ref := _verdict_ref(item)) is not None
-        }
-        backed: list[int] = []
-        problems: list[str] = []
-        for i, item in fresh:
-            problem = self._verdict_problem(scar, item, last, counter_hashes, counter_refs, used_refs)
-            if problem is None:
-                backed.append(_verdict_ref(item)[0])  # type: ignore[index]
-            else:
-                problems.append(f"item {i}: {problem}")
-        if backed:
-            return (
-                None,
-                f"scar {scar.id} was {state} at seq {last.seq}; re-admitted on verdict event(s) {backed}",
-            )
-        got = (
-            f"got {len(scar.evidence)} item(s), all already recorded for this id"
-            if not fresh
-            else "; ".join(problems[:4]) + (f"; … ({len(problems) - 4} more)" if len(problems) > 4 else "")
-        )
-        return ResurrectionRefused, (
-            f"scar {scar.id} was {state} at seq {last.seq}; re-admission needs fresh verifier-backed evidence — an "
-            'evidence item {"verdict_event": {"seq": K, "hash": H}} naming a failure_observed event recorded after '
-            f"seq {last.seq}, not used before for this id and not its counter-evidence (verdict_evidence(event)); "
-            f"{got}"
-        )
-
-    def _verdict_problem(
-        self,
-        scar: Scar,
-        item: Mapping[str, Any],
-        retirement: Event,
-        counter_hashes: set[str],
-        counter_refs: set[int],
-        used_refs: set[int],
-    ) -> str | None:
-        if evidence_item_hash(item) in counter_hashes:
-            return f"it is the counter-evidence that revoked the scar (seq {retirement.seq})"
-        if "verdict_event" not in item:
-            return "free JSON, not a reference to a recorded verdict"
-        ref = _verdict_ref(item)
-        if ref is None:
-            return 'its verdict_event is not {"seq": <int>, "hash": <64 hex digits>}'
-        seq, digest = ref
-        event = self._event_at(seq)
-        if event is None:
-            return f"verdict event {seq} is not in this ledger (or cannot be read)"
-        if not hmac.compare_digest(event.hash, digest):
-            return f"verdict event {seq} has hash {event.hash[:12]}…, not {digest[:12]}…"
-        if event.type not in VERDICT_EVENTS:
-            return f"event {seq} is a {event.type}, not a verdict ({', '.join(VERDICT_EVENTS)})"
-        if seq <= retirement.seq:
-            return f"verdict event {seq} predates the {retirement.type} at seq {retirement.seq}: not fresh"
-        if seq in counter_refs:
-            return f"verdict event {seq} is part of the counter-evidence that revoked the scar"
-        if seq in used_refs:
-            return f"verdict event {seq} already backed an admission of this scar"
-        action = event.payload.get("action")
-        if isinstance(action, dict):
-            try:
-                covered = mask_covers(scar.rule.mask, Action.from_dict(action))
-            except (KeyError, TypeError, ValueError, ScarsError):
-                return f"verdict event {seq} names an action that cannot be read: {action!r:.80}"
-            if not covered:
-                return f"verdict event {seq} is a failure of {action.get('name')!r}, which this scar does not mask"
-        return None
-
     def may_admit(self, scar: Scar) -> tuple[bool, str]:
         """Whether ``admit(scar)`` would be accepted now, and why (the no-resurrection rule lives here only).
 
@@ -1141,10 +781,10 @@ class Ledger:
             raise ConfigError(f"may_admit() takes a Scar, got {type(scar).__name__}")
         # inside a group, its open transaction is the snapshot (with the group's own events)
         if self._open is not None:
-            error, reason = self._judge_admission(scar, self._subject_events(scar.id))
+            error, reason = judge_admission(scar, self._subject_events(scar.id), self._event_at)
         else:
             with self._transaction(""):
-                error, reason = self._judge_admission(scar, self._subject_events(scar.id))
+                error, reason = judge_admission(scar, self._subject_events(scar.id), self._event_at)
         return error is None, reason
 
     # ---------------------------------------------------------------------------------- lifecycle events
@@ -1163,7 +803,7 @@ class Ledger:
             raise ConfigError(f"admit() takes a Scar, got {type(scar).__name__}")
 
         def precondition(history: list[Event]) -> None:
-            error, why = self._judge_admission(scar, history)
+            error, why = judge_admission(scar, history, self._event_at)
             if error is not None:
                 raise error(why)
 
@@ -1289,7 +929,7 @@ class Ledger:
             raise ConfigError(
                 f"{event_type!r} is a lifecycle event; use the matching Ledger method instead of record()"
             )
-        if not isinstance(event_type, str) or not _EVENT_NAME.match(event_type):
+        if not isinstance(event_type, str) or not EVENT_NAME.match(event_type):
             raise ConfigError(f"event type must be snake_case (e.g. 'merge_decision'), got {event_type!r}")
         return self._append(event_type, payload, subject=subject, valid_from=valid_from, valid_to=valid_to)
 
@@ -1387,12 +1027,12 @@ class Ledger:
                 return bad(
                     seq, f"event {seq} does not link to event {seq - 1}: reordered or injected", n, prev_hash
                 )
-            if not isinstance(type_, str) or not _EVENT_NAME.match(type_):
+            if not isinstance(type_, str) or not EVENT_NAME.match(type_):
                 return bad(seq, f"event {seq} has an invalid type {type_!r:.80}", n, prev_hash)
             if subject is not None and not isinstance(subject, str):
                 return bad(seq, f"event {seq} has a subject of type {type(subject).__name__}", n, prev_hash)
             try:
-                if canonical_json(_decode_payload(payload)) != payload:
+                if canonical_json(decode_payload(payload)) != payload:
                     return bad(seq, f"event {seq} payload is not in canonical form: modified", n, prev_hash)
             except (TypeError, ValueError, ScarsError) as exc:
                 return bad(seq, f"event {seq} payload is not valid canonical JSON ({exc})", n, prev_hash)
@@ -1407,10 +1047,10 @@ class Ledger:
                     return bad(seq, f"event {seq} {name} {value!r:.40} is not an integer", n, prev_hash)
             if not isinstance(digest, str):
                 return bad(seq, f"event {seq} hash {digest!r:.40} is not text", n, prev_hash)
-            body = _body(seq, type_, subject, payload, tx_time, valid_from, valid_to, stored_prev)
+            body = event_body(seq, type_, subject, payload, tx_time, valid_from, valid_to, stored_prev)
             if event_hash(prev_hash, body) != digest:
                 return bad(seq, f"event {seq} content does not match its hash: modified", n, prev_hash)
-            if key is not None and not _same(mac, _mac(key, "event", digest)):
+            if key is not None and not same(mac, ledger_mac(key, "event", digest)):
                 return bad(
                     seq,
                     f"event {seq} has no valid MAC: forged or rewritten by someone without the key",
@@ -1445,7 +1085,7 @@ class Ledger:
         mismatch = self._head_file_check(n, prev_hash, hashes.get, side_read)
         if mismatch is not None:
             return bad(mismatch[0], mismatch[1], n, prev_hash)
-        if key is not None and not _same(head_mac, _mac(key, "head", f"{count}:{last_hash}")):
+        if key is not None and not same(head_mac, ledger_mac(key, "head", f"{count}:{last_hash}")):
             return bad(n or None, "the head record has no valid MAC: edited without the key", n, prev_hash)
         for count_, _ in anchors:
             if count_ > n:
@@ -1477,76 +1117,21 @@ class Ledger:
         events = (self._row_event(row) for row in rows)  # the very rows verified, not a second read
         return [e for e in events if as_of_tx is None or e.tx_time <= as_of_tx]
 
-    @contextmanager
-    def _projecting(self, event: Event) -> Iterator[None]:
-        """A verified event whose payload still cannot be projected (written by a bug, or by a key holder)."""
-        try:
-            yield
-        except (KeyError, TypeError, ValueError, ScarsError) as exc:
-            raise LedgerIntegrityError(
-                f"{self.path}: event {event.seq} ({event.type}) cannot be projected: {exc!s:.200}; fail closed"
-            ) from None
-
     def active_scars(self, *, as_of_tx: int | None = None, valid_at: int | None = None) -> tuple[Scar, ...]:
-        """The deterministic projection S_t of the ledger, in first-admission order.
+        """The deterministic projection S_t of the ledger, in first-admission order (``projection.active_scars_of``).
 
         as_of_tx: consider only events with transaction time ≤ as_of_tx (what the ledger knew then).
         valid_at: return the scars whose valid-time interval contains this instant (an audit query); None =
                   the current lifecycle state (admitted and not retired/revoked since), valid times ignored.
         Fails closed (``LedgerIntegrityError``) if the ledger does not verify.
         """
-        state: dict[str, tuple[Scar, list[list[int | None]], bool]] = {}
-        for event in self._verified_events(as_of_tx):
-            with self._projecting(event):
-                if event.type == SCAR_ADMITTED:
-                    scar = Scar.from_json(event.payload)
-                    _, intervals, is_open = state.get(scar.id, (scar, [], False))
-                    if not is_open:
-                        intervals = [*intervals, [event.valid_from, event.valid_to]]
-                    state[scar.id] = (scar, intervals, True)
-                elif event.type in (SCAR_RETIRED, SCAR_REVOKED) and event.subject in state:
-                    scar, intervals, _ = state[event.subject]
-                    start, end = intervals[-1]
-                    cut = event.valid_from if end is None else min(end, event.valid_from)
-                    state[event.subject] = (scar, [*intervals[:-1], [start, cut]], False)
-        if valid_at is None:
-            return tuple(scar for scar, _, is_open in state.values() if is_open)
-        return tuple(
-            scar
-            for scar, intervals, _ in state.values()
-            if any(start <= valid_at and (end is None or valid_at < end) for start, end in intervals)
-        )
+        return active_scars_of(self._verified_events(as_of_tx), self.path, valid_at)
 
     def temporary_masks(self, *, as_of_tx: int | None = None) -> tuple[TemporaryMask, ...]:
         """Temporary masks set and not lifted (fails closed like ``active_scars``)."""
-        masks: dict[str, TemporaryMask] = {}
-        for event in self._verified_events(as_of_tx):
-            with self._projecting(event):
-                if event.type == TEMP_MASK_SET:
-                    p = event.payload
-                    masks[p["mask_id"]] = TemporaryMask(p["mask_id"], parse_rule(p["rule"]), p["until_step"])
-                elif event.type == TEMP_MASK_LIFTED:
-                    masks.pop(event.payload["mask_id"], None)
-        return tuple(masks.values())
+        return temporary_masks_of(self._verified_events(as_of_tx), self.path)
 
     def control_plane(self, **kwargs: Any) -> ControlPlane:
-        """A ``ControlPlane`` that is the fold of the verified events (``agents.runtime.store.replay``; kwargs go
+        """A ``ControlPlane`` that is the fold of the verified events (``projection.replay``; kwargs go
         to ControlPlane). Fails closed like ``active_scars``."""
-        from scars.agents.runtime.store import (
-            replay,  # the store owns the one transition function; it imports us
-        )
-
         return replay(self._verified_events(None), **kwargs)
-
-
-def _verdict_ref(item: Mapping[str, Any]) -> tuple[int, str] | None:
-    """The (seq, hash) an evidence item's ``verdict_event`` names, or None when it names none (validly)."""
-    ref = item.get("verdict_event")
-    if not isinstance(ref, dict):
-        return None
-    seq, digest = ref.get("seq"), ref.get("hash")
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-        return None
-    if not isinstance(digest, str) or not _HEX64.match(digest):
-        return None
-    return seq, digest

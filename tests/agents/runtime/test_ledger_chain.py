@@ -8,7 +8,8 @@ import sqlite3
 import pytest
 
 from scars.agents.runtime import Ledger, LifecycleError, ResurrectionRefused, Scar, Scope
-from scars.agents.runtime.ledger import GENESIS_HASH, _body, event_hash, ledger_files, verdict_evidence
+from scars.agents.runtime.events import event_body as _body
+from scars.agents.runtime.ledger import GENESIS_HASH, event_hash, ledger_files, verdict_evidence
 from scars.synthesis.dsl import Action, parse_rule
 from scars.synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError
 

@@ -20,9 +20,9 @@ import pytest
 from click.testing import CliRunner
 
 from scars.agents.runtime import Ledger, ResurrectionRefused, Scar
+from scars.agents.runtime.events import event_body as _body
 from scars.agents.runtime.ledger import (
     KEY_FILE_ENV,
-    _body,
     event_hash,
     head_file_of,
     ledger_files,

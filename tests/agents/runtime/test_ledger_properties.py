@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scars.agents.runtime import Ledger, ResurrectionRefused, Scar, canonical_json
+from scars.agents.runtime.events import event_body as _body
+from scars.agents.runtime.head import ledger_mac as _mac
 from scars.agents.runtime.ledger import (
     GENESIS_HASH,
-    _body,
-    _mac,
     event_hash,
     head_file_of,
     ledger_files,
