@@ -4,7 +4,9 @@ One place decides (``judge_admission``; ``Ledger.may_admit`` and ``Ledger.admit`
 active id only with evidence never recorded for it; a retired or revoked id only with *verifier-backed* fresh
 evidence — an evidence item ``{"verdict_event": {"seq": k, "hash": h}}`` naming a ``failure_observed`` event
 recorded after the retirement, not used before for this id, not part of the counter-evidence that revoked it, and a
-failure of an action the scar's mask covers. Free JSON never unlocks it.
+failure — read through the one ``Failure`` type, never a raw payload key — of which at least one failed action
+(of F) is covered by the scar's mask. A verdict event whose payload is not a ``Failure`` record backs nothing.
+Free JSON never unlocks it.
 """
 
 from __future__ import annotations
@@ -23,9 +25,23 @@ from scars.agents.runtime.events import (
     verdict_ref,
 )
 from scars.agents.runtime.scar import Scar, evidence_item_hash
-from scars.synthesis.dsl import Action
 from scars.synthesis.dsl.semantics import mask_covers
-from scars.synthesis.errors import LedgerError, ScarsError
+from scars.synthesis.errors import ConfigError, LedgerError, ScarsError
+from scars.synthesis.failure import Failure
+
+
+def read_failure(event: Event) -> tuple[Failure | None, str]:
+    """The failure a verdict event records, read through the one ``Failure`` type (``Failure.from_json``), or
+    (None, why it is not one). Every writer records this shape (``SchemaStore.record_failure``,
+    ``Ledger.observe_failure``); a payload of any other shape is no failure, so it backs nothing (fail closed)."""
+    try:
+        return Failure.from_json(event.payload), ""
+    except (ConfigError, KeyError, TypeError, ValueError, AttributeError, ScarsError) as exc:
+        why = str(exc) if isinstance(exc, ScarsError) else f"{type(exc).__name__}: {exc}"
+        return None, (
+            f"verdict event {event.seq} is not a failure record (Failure.from_json: {why:.120}); only a recorded "
+            "failure of an action the scar masks backs a re-admission"
+        )
 
 
 def judge_admission(
@@ -119,14 +135,11 @@ def _verdict_problem(
         return f"verdict event {seq} is part of the counter-evidence that revoked the scar"
     if seq in used_refs:
         return f"verdict event {seq} already backed an admission of this scar"
-    action = event.payload.get("action")
-    if isinstance(action, dict):
-        try:
-            covered = mask_covers(scar.rule.mask, Action.from_dict(action))
-        except (KeyError, TypeError, ValueError, ScarsError):
-            return f"verdict event {seq} names an action that cannot be read: {action!r:.80}"
-        if not covered:
-            return (
-                f"verdict event {seq} is a failure of {action.get('name')!r}, which this scar does not mask"
-            )
+    failure, problem = read_failure(event)
+    if failure is None:
+        return problem
+    masked = [a for a in failure.F if mask_covers(scar.rule.mask, a)]
+    if not masked:
+        names = ", ".join(sorted({repr(a.name) for a in failure.F}))
+        return f"verdict event {seq} is a failure of {names}, which this scar does not mask"
     return None

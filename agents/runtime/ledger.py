@@ -42,8 +42,8 @@ The model is seed ``000`` (Governed Persistent Memory) §3.1–3.4:
 - No resurrection (seed 000 §3.4), decided in one place (``may_admit``, which ``admit`` enforces): a retired or
   revoked scar id comes back only with *verifier-backed* fresh evidence — an evidence item
   ``{"verdict_event": {"seq": k, "hash": h}}`` naming a ``failure_observed`` event recorded in this ledger after
-  the retirement, not used before for this id, not part of the counter-evidence that revoked it, and (when the
-  failure names its action) a failure of an action the scar's mask covers. Free JSON never unlocks it, and
+  the retirement, not used before for this id, not part of the counter-evidence that revoked it, and a failure
+  (read through the one ``Failure`` type: a payload of another shape backs nothing) of an action the scar masks. Free JSON never unlocks it, and
   ``x < 20.0`` is the same scar as ``x < 20`` (``synthesis.dsl.canonical``).
 
 What is and is not detectable is tabulated in README ("What the ledger guarantees") and checked by
@@ -111,6 +111,7 @@ from scars.agents.runtime.projection import active_scars_of, replay, temporary_m
 from scars.agents.runtime.scar import Scar, canonical_json, scar_id_of, sha256_hex
 from scars.synthesis.dsl import Rule, canonical_text
 from scars.synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError, ScarsError
+from scars.synthesis.failure import Failure
 
 __all__ = [
     "EVENT_TYPES",
@@ -904,12 +905,14 @@ class Ledger:
             precondition=precondition,
         )
 
-    def observe_failure(self, fragment: Mapping[str, Any], *, valid_from: int | None = None) -> Event:
-        """Append ``failure_observed`` with the failure fragment E = (q, F, θ) as a JSON-able dict (SPEC §4)."""
-        subject = "failure:" + sha256_hex(canonical_json(dict(fragment)))[:16]
-        return self._append(
-            FAILURE_OBSERVED, dict(fragment), subject=subject, valid_from=valid_from, valid_to=None
-        )
+    def observe_failure(self, fragment: Failure | Mapping[str, Any], *, valid_from: int | None = None) -> Event:
+        """Append ``failure_observed``: a verified failure E = (q, F, θ) (SPEC §4) — a ``Failure``, stored as its
+        ``to_json()`` form, or a JSON-able mapping. Only a payload that reads back as a ``Failure``
+        (``Failure.from_json``) can back a re-admission (``admission.read_failure``); any other is kept as a
+        record and backs nothing."""
+        payload = fragment.to_json() if isinstance(fragment, Failure) else dict(fragment)
+        subject = "failure:" + sha256_hex(canonical_json(payload))[:16]
+        return self._append(FAILURE_OBSERVED, payload, subject=subject, valid_from=valid_from, valid_to=None)
 
     def record(
         self,

@@ -31,6 +31,7 @@ from scars.agents.runtime.ledger import (
 from scars.experiments.cli import main
 from scars.synthesis.dsl import parse_rule
 from scars.synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError
+from support.failures import failure_of
 
 HARVEST = 'if pool_resource_level < 20 and tool_is("harvest") then forbid_tool_call("harvest")'
 CUP = 'if action.obj_type == "cup" then forbid_env_action("move")'
@@ -385,13 +386,13 @@ def test_an_emptied_database_with_a_head_file_is_refused(tmp_path):
 def test_resurrection_needs_a_fresh_recorded_verdict_of_a_masked_action(tmp_path):
     path = tmp_path / "r.db"
     with Ledger(path, clock=clock()) as led:
-        before = led.observe_failure({"action": {"kind": "tool", "name": "harvest", "args": {}}})
+        before = led.observe_failure(failure_of("tool", "harvest"))
         scar = Scar(parse_rule(HARVEST), evidence=({"f": "h"},))
         assert led.may_admit(scar) == (True, f"scar {scar.id} is new to this ledger")
         led.admit(scar)
         led.retire(scar.id, "scope expired")
-        other = led.observe_failure({"action": {"kind": "env", "name": "move", "args": {}}})
-        after = led.observe_failure({"action": {"kind": "tool", "name": "harvest", "args": {}}})
+        other = led.observe_failure(failure_of("env", "move"))
+        after = led.observe_failure(failure_of("tool", "harvest"))
         cases = {
             "free JSON": {"nonce": 1},
             "predates": verdict_evidence(before),

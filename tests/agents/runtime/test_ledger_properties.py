@@ -30,6 +30,7 @@ from scars.agents.runtime.ledger import (
 )
 from scars.synthesis.dsl import parse_rule
 from scars.synthesis.errors import LedgerError, LedgerIntegrityError
+from support.failures import failure_of
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 RULES = [
@@ -76,7 +77,7 @@ def build(folder: Path, ops: list[str], picks: list[int], keyed: bool, snapshot_
                 if state.get(r) in ("retired", "revoked"):
                     with pytest.raises(ResurrectionRefused):  # made-up evidence never brings it back
                         led.admit(Scar(RULES[r], evidence=({"nonce": next(counter)},)))
-                    verdict = led.observe_failure({"action": MOVE, "n": next(counter)})
+                    verdict = led.observe_failure(failure_of(MOVE["kind"], MOVE["name"], n=next(counter)))
                     led.admit(Scar(RULES[r], evidence=(verdict_evidence(verdict),)))
                 else:
                     led.admit(Scar(RULES[r], evidence=({"e": next(counter)},)))
