@@ -41,6 +41,7 @@ _GATE_NAMES = {
     "Gate": "scars.agents.runtime.gate",
     "GateDecision": "scars.agents.runtime.gate",
     "GateError": "scars.agents.runtime.errors",
+    "MissingLedgerError": "scars.agents.runtime.errors",
     "ScarBlocked": "scars.agents.runtime.errors",
     "ToolSignature": "scars.agents.runtime.context_mapping",
     "open_gate": "scars.agents.runtime.gate",

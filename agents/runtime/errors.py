@@ -1,7 +1,8 @@
 """The runtime's errors, all under the one hierarchy of ``synthesis.errors`` (``ScarsError``).
 
 Ledger: ``ResurrectionRefused`` and ``LifecycleError`` (an admission policy's or lifecycle's refusal),
-``SchemaIntegrityError`` (a self-schema whose ledger does not verify). Gate: ``GateError`` and its two kinds,
+``MissingLedgerError`` (a deleted, emptied or replaced database), ``SchemaIntegrityError`` (a self-schema whose
+ledger does not verify). Gate: ``GateError`` and its two kinds,
 ``ContextMappingError`` (a call that does not fit the mapping) and ``ScarBlocked`` (a call a rule forbids).
 """
 
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from scars.synthesis.errors import LedgerError, ScarsError
+from scars.synthesis.errors import LedgerError, LedgerIntegrityError, ScarsError
 
 if TYPE_CHECKING:
     from scars.agents.runtime.gate import GateDecision
@@ -21,6 +22,11 @@ class ResurrectionRefused(LedgerError):
 
 class LifecycleError(LedgerError):
     """A lifecycle event does not apply to its subject's state (retiring an inactive scar, …)."""
+
+
+class MissingLedgerError(LedgerIntegrityError):
+    """The ledger's database is missing, emptied or replaced although its head file (or its key next to it) says
+    events existed, or it was deleted or replaced under an open handle: a tamper, never a fresh start."""
 
 
 class SchemaIntegrityError(LedgerError):

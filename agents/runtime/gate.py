@@ -34,7 +34,7 @@ from typing import Any
 from scars.agents.runtime.accommodation import AccommodationConfig, Accommodator, Outcome
 from scars.agents.runtime.context_mapping import _ANY_SCALAR, ContextMapping, ToolSignature
 from scars.agents.runtime.decision_log import DecisionLog
-from scars.agents.runtime.errors import ContextMappingError, GateError, ScarBlocked
+from scars.agents.runtime.errors import ContextMappingError, GateError, MissingLedgerError, ScarBlocked
 from scars.agents.runtime.ledger import VerifyReport
 from scars.agents.runtime.scar import Scar
 from scars.envs.api import Verdict, read_rules
@@ -297,6 +297,11 @@ class Gate:
         """Verify the ledger's hash chain (and MACs, head file) now."""
         return self._acc.verify()
 
+    def anchor(self) -> str:
+        """The ledger's head as ``COUNT:HASH``: keep it away from the ledger and pass it back as
+        ``open_gate(anchor=…)`` (or ``scars ledger verify --anchor``) to catch a roll-back of every file."""
+        return self._acc.anchor()
+
     def flush(self) -> None:
         """Write every queued decision to the decision log."""
         if self.log is not None:
@@ -333,6 +338,7 @@ def open_gate(
     config: AccommodationConfig | None = None,
     decision_log: bool = True,
     name: str = "runtime",
+    anchor: tuple[int, str] | str | None = None,
 ) -> Gate:
     """Open the scar set of ``ledger`` (created if absent) behind a gate.
 
@@ -340,7 +346,12 @@ def open_gate(
     gated (fail closed). core: the core schema H (a rule file, or rules); classes: ``in_class`` equivalence classes;
     verifier: ``verifier(context, action) -> True`` when the call violates (counterfactual extraction asks it; without
     one, only the reported failures count as violations); config: the accommodation loop's settings; name: the
-    source name recorded in provenance."""
+    source name recorded in provenance; anchor: ``COUNT:HASH`` from an earlier ``Gate.anchor()`` (or a run's
+    ``ledger_head``) kept away from the ledger: the ledger must extend it (a roll-back of every file is refused).
+
+    A missing, emptied or replaced database whose head file (or key) says events existed raises
+    ``MissingLedgerError`` (never a fresh start); a database deleted or replaced under the running gate is refused
+    at the next write and by ``verify()``; a deleted head row is refused (``LedgerIntegrityError``)."""
     rules = read_core_schema(core)
     frozen = {k: frozenset(v) for k, v in (classes or {}).items()}
     acc = Accommodator(
@@ -352,6 +363,7 @@ def open_gate(
         verifier=verifier,
         config=config or AccommodationConfig(),
         name=name,
+        anchor=anchor,
     )
     log = None
     if decision_log:
@@ -370,6 +382,7 @@ __all__: Sequence[str] = (
     "Gate",
     "GateDecision",
     "GateError",
+    "MissingLedgerError",
     "Outcome",
     "ScarBlocked",
     "ToolSignature",

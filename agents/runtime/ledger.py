@@ -57,11 +57,9 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import sqlite3
 import time
 import urllib.parse
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -71,7 +69,7 @@ from typing import Any
 from scars.agents.runtime import locks
 from scars.agents.runtime.admission import judge_admission
 from scars.agents.runtime.control import ControlPlane
-from scars.agents.runtime.errors import LifecycleError, ResurrectionRefused
+from scars.agents.runtime.errors import LifecycleError, MissingLedgerError, ResurrectionRefused
 from scars.agents.runtime.events import (
     EVENT_NAME,
     EVENT_TYPES,
@@ -131,6 +129,7 @@ __all__ = [
     "Event",
     "Ledger",
     "LifecycleError",
+    "MissingLedgerError",
     "ResurrectionRefused",
     "TemporaryMask",
     "VerifyReport",
@@ -243,6 +242,7 @@ class Ledger:
         self._open: _OpenGroup | None = None
         self._commit_failed: str | None = None
         self._committed = 0  # the event count as of this writer's last commit (or its opening)
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the database as opened
         if self.read_only:
             self._open_read_only(explicit)
         else:
@@ -296,9 +296,12 @@ class Ledger:
 
     def _open_read_only(self, explicit: bool) -> None:
         if not self.path.exists():
-            side = self._read_head_file()[0]
-            extra = f"; its head file {self.head_file} commits {side['count']} events" if side else ""
-            raise LedgerError(f"no ledger at {self.path}{extra}")
+            missing = self._missing_database_evidence(explicit)
+            if missing is not None:
+                raise MissingLedgerError(
+                    f"no ledger at {self.path} but {missing}: the database was deleted or moved"
+                )
+            raise LedgerError(f"no ledger at {self.path}")
         if not self.path.is_file():
             raise self._not_a_ledger("not a regular file")
         # No -wal file means no writer is active and the main file is complete: open it immutable, so SQLite
@@ -324,21 +327,31 @@ class Ledger:
         uri = f"file:{uri_path}?{'immutable=1' if self._immutable else 'mode=ro'}"
         self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
         self._conn.text_factory = _decode_text
+        if self._identity is None:
+            self._identity = self._file_identity()
 
     def _open_for_writing(self, explicit: bool, keyed: bool) -> None:
         if self.path.exists() and not self.path.is_file():
             raise LedgerError(f"{self.path} is not a regular file; a ledger is one SQLite file")
         if not self.path.parent.is_dir():
             raise LedgerError(f"cannot create a ledger at {self.path}: {self.path.parent} is not a folder")
-        if not self.path.exists() and self.head_file.exists():
-            self._set_aside_orphaned_head_file()
+        if not self.path.exists():
+            missing = self._missing_database_evidence(explicit)
+            if missing is not None:
+                raise MissingLedgerError(
+                    f"no ledger at {self.path} but {missing}: the database was deleted or moved; refusing to start "
+                    "a new ledger over it (fail closed) — restore the database, or move every file of "
+                    "ledger_files() away to start a new ledger here"
+                )
         try:
             self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0)
             self._conn.text_factory = _decode_text
             tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
             self.close()
+            self._refuse_replaced(f"it is not an SQLite database ({exc})", explicit)
             raise self._not_a_ledger(f"{exc} (not an SQLite database)") from None
+        self._identity = self._file_identity()
         try:
             with self._file_lock(exclusive=True):
                 if not tables:  # again under the lock: another process may have created it meanwhile
@@ -349,6 +362,7 @@ class Ledger:
                 if tables:
                     problem = self._schema_problem()
                     if problem is not None:
+                        self._refuse_replaced(f"it is not a scars ledger ({problem})", explicit)
                         raise self._not_a_ledger(problem + "; refusing to write into it")
                     if self._format != FORMAT_VERSION:
                         raise LedgerError(
@@ -364,9 +378,13 @@ class Ledger:
                     self._conn.execute("PRAGMA journal_mode=WAL")
                     self._conn.execute("PRAGMA synchronous=FULL")
                     self._settle_head_file()
-                    self._committed = int(
-                        self._conn.execute("SELECT count FROM head WHERE singleton = 1").fetchone()[0]
-                    )
+                    row = self._conn.execute("SELECT count FROM head WHERE singleton = 1").fetchone()
+                    if row is None or isinstance(row[0], bool) or not isinstance(row[0], int):
+                        raise LedgerIntegrityError(
+                            f"{self.path}: the head record is missing or damaged ({row!r:.60}); refusing to write "
+                            "(fail closed) — run `scars ledger verify`"
+                        )
+                    self._committed = row[0]
                 else:
                     self._create(explicit, keyed)
         except sqlite3.DatabaseError as exc:
@@ -399,26 +417,68 @@ class Ledger:
                 self._write_head_file(state, None)
                 return
 
-    def _set_aside_orphaned_head_file(self) -> None:
-        """The database is gone but its head file is not (a ledger set aside without its companions, or deleted):
-        a new ledger starts here, and the old head file is kept next to it for the record, with a warning."""
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        target = self.head_file.with_name(f"{self.head_file.name}.orphaned-{stamp}-{secrets.token_hex(3)}")
-        self.head_file.rename(target)
-        warnings.warn(
-            f"{self.path} does not exist but its head file did; starting a new ledger and keeping the old head file "
-            f"as {target.name} (move every file of ledger_files() together when setting a ledger aside)",
-            stacklevel=3,
-        )
+    def _missing_database_evidence(self, explicit: bool) -> str | None:
+        """What says a ledger existed at this path although its database is missing, empty or replaced: its head
+        file (any head file: it is written only by a ledger here), or the key next to it (the default key file is
+        created only with a ledger at this path; a key named by key_file= / the environment may serve several)."""
+        side, problem = self._read_head_file()
+        if problem is not None:
+            return f"its head file {self.head_file} exists ({problem})"
+        if side is not None:
+            pending = side.get("pending")
+            more = f", {pending['count']} pending" if pending else ""
+            return f"its head file {self.head_file} commits {side['count']} events{more}"
+        if not explicit and self.key_file.exists():
+            return f"its key file {self.key_file} exists (created with the ledger; the head file is gone too)"
+        return None
+
+    def _refuse_replaced(self, what: str, explicit: bool) -> None:
+        """A database file that is not a ledger where a head file says one was: replaced, a tamper."""
+        missing = self._missing_database_evidence(explicit)
+        if missing is not None:
+            raise MissingLedgerError(
+                f"{self.path}: {what}, but {missing}: the database was replaced (fail closed)"
+            )
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _check_same_file(self) -> None:
+        """The database this handle opened must still be the file at ``path``: one deleted or replaced under a
+        running writer would take its appends where no one reads them, and its verification would be of a file
+        that is gone. Checked at every group's start and every verification (fail closed)."""
+        if self._identity is None:
+            return
+        now = self._file_identity()
+        if now is None:
+            raise MissingLedgerError(
+                f"{self.path}: the ledger database was deleted while this handle had it open; refusing to go on "
+                "(fail closed) — its events are gone from the file system"
+            )
+        if now != self._identity:
+            raise MissingLedgerError(
+                f"{self.path}: the ledger database was replaced by another file while this handle had it open; "
+                "refusing to go on (fail closed)"
+            )
 
     def _create(self, explicit: bool, keyed: bool) -> None:
         """Initialise an empty database file as a new ledger (under the exclusive file lock)."""
         side, side_error = self._read_head_file()
-        if side_error is not None or (side is not None and side["count"] != 0):
+        if side_error is not None or (side is not None and (side["count"] != 0 or side.get("pending"))):
             what = side_error or f"commits {side['count']} events"  # type: ignore[index]
-            raise LedgerIntegrityError(
+            raise MissingLedgerError(
                 f"{self.path} holds no ledger but its head file {self.head_file} {what}: the database was emptied "
                 "or lost its -wal file; refusing to start a new ledger over it (move the head file away to do so)"
+            )
+        if side is None and not explicit and self.key_file.exists():
+            raise MissingLedgerError(
+                f"{self.path} holds no ledger but its key file {self.key_file} exists and its head file is gone: the "
+                "database was emptied or replaced; refusing to start a new ledger over it (fail closed) — move every "
+                "file of ledger_files() away to start a new ledger here"
             )
         if self.key_file.exists():
             self._key = read_key_file(self.key_file)
@@ -549,6 +609,7 @@ class Ledger:
         """(event count, last hash): the commitment to anchor externally if the file itself is not trusted.
         Commits an open group first, so the head handed out never names events that are not durable."""
         self.flush()
+        self._check_same_file()
         row = self._db.execute("SELECT count, last_hash FROM head WHERE singleton = 1").fetchone()
         if row is None:
             raise LedgerIntegrityError(f"{self.path}: the head record is missing")
@@ -591,6 +652,7 @@ class Ledger:
         lock = self._acquire_file_lock()
         conn = self._db
         try:
+            self._check_same_file()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 row = conn.execute(
@@ -905,7 +967,9 @@ class Ledger:
             precondition=precondition,
         )
 
-    def observe_failure(self, fragment: Failure | Mapping[str, Any], *, valid_from: int | None = None) -> Event:
+    def observe_failure(
+        self, fragment: Failure | Mapping[str, Any], *, valid_from: int | None = None
+    ) -> Event:
         """Append ``failure_observed``: a verified failure E = (q, F, θ) (SPEC §4) — a ``Failure``, stored as its
         ``to_json()`` form, or a JSON-able mapping. Only a payload that reads back as a ``Failure``
         (``Failure.from_json``) can back a re-admission (``admission.read_failure``); any other is kept as a
@@ -972,6 +1036,7 @@ class Ledger:
         self.flush()
         try:
             with self._file_lock(exclusive=False):
+                self._check_same_file()
                 if self.read_only and self._immutable and Path(f"{self.path}-wal").exists():
                     self._connect_read_only()  # a writer appeared since: read its -wal file too
                 self._db.execute("BEGIN")

@@ -47,6 +47,9 @@ class SchemaStore:
         core:      the read-only core schema H.
         classes, mode, soft_bias, fallback: the control plane's settings (``ControlPlane``).
         key_file:  the ledger's HMAC key (``Ledger``; default ``$SCARS_LEDGER_KEY_FILE``, else ``PATH.key``).
+        anchor:    ``COUNT:HASH`` (or ``(count, hash)``) recorded earlier and kept elsewhere: the ledger must extend
+                   it, at opening and at every later verification — the one check that catches a roll-back of
+                   every file to an earlier genuine copy.
     """
 
     def __init__(
@@ -59,9 +62,10 @@ class SchemaStore:
         soft_bias: float = -5.0,
         fallback: str = "safe_refusal",
         key_file: str | Path | None = None,
+        anchor: tuple[int, str] | str | None = None,
     ) -> None:
         self.path = Path(path)
-        self.ledger = Ledger(self.path, key_file=key_file)
+        self.ledger = Ledger(self.path, key_file=key_file, anchor=anchor)
         report = self.ledger.verify()
         if not report.ok:
             self.ledger.close()

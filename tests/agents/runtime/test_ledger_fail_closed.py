@@ -359,17 +359,15 @@ def test_a_keyed_ledger_needs_its_key_to_be_written_or_projected(tmp_path, monke
     assert result.exit_code == 2 and "does not exist" in result.output
 
 
-def test_a_deleted_database_next_to_its_head_file_starts_a_new_ledger_with_a_warning(tmp_path):
+def test_a_deleted_database_next_to_its_head_file_is_refused_not_restarted(tmp_path):
     path = tmp_path / "o.db"
     history(path)
     path.unlink()
-    with pytest.raises(LedgerError, match="commits 4 events"):
+    with pytest.raises(LedgerIntegrityError, match="commits 4 events"):
         Ledger(path, read_only=True)
-    with pytest.warns(UserWarning, match="head file"):
-        led = Ledger(path)
-    with led:
-        assert led.verify().ok and led.head()[0] == 0
-    assert list(tmp_path.glob("o.db.head.orphaned-*"))
+    with pytest.raises(LedgerIntegrityError, match="commits 4 events"):
+        Ledger(path)
+    assert not path.exists() and not list(tmp_path.glob("o.db.head.orphaned-*"))
 
 
 def test_an_emptied_database_with_a_head_file_is_refused(tmp_path):
