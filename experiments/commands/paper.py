@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from scars.experiments.commands._checks import check_output_dir
+from scars.experiments.commands._checks import claim_output, overwrite_option
 
 
 @click.command("paper")
@@ -31,8 +31,9 @@ from scars.experiments.commands._checks import check_output_dir
     type=click.Path(path_type=Path),
     default=None,
     help="Output folder (one sweep folder per tier, the report at the top). Default: runs/paper-<scale>-<UTC time>; "
-    "re-running into the same folder resumes.",
+    "re-running into the same folder resumes (another non-empty folder is refused unless --overwrite).",
 )
+@overwrite_option
 @click.option(
     "--tiers", default="all", show_default=True, help="Comma-separated tiers, or 'all' registered ones."
 )
@@ -50,6 +51,7 @@ from scars.experiments.commands._checks import check_output_dir
 def paper(
     scale: str,
     out: Path | None,
+    overwrite: bool,
     tiers: str,
     address: str | None,
     max_concurrent: int,
@@ -71,7 +73,7 @@ def paper(
                 f"tier {name!r} is not one of {tuple(registered)} (or 'all')", param_hint="'--tiers'"
             )
     out = out or default_out("paper", scale)
-    check_output_dir(out)
+    claim_output(out, overwrite, resumes=lambda folder: any(folder.glob("*/sweep.json")))
     try:
         import ray
 
