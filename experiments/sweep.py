@@ -39,9 +39,11 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import os
 import re
 import shutil
+import socket
 import sys
 import time
 import tomllib
@@ -103,6 +105,8 @@ class SweepSpec:
     """GPUs per trial; None: one per trial of an HF backend when the cluster has GPUs, else 0."""
     address: str = ""
     """Ray cluster address (``ray start --head`` prints it); empty: a local Ray instance."""
+    connect_timeout_s: float = 30.0
+    """How long joining the cluster at ``address`` may take before the sweep gives up with one error line."""
     wandb: bool = False
     wandb_project: str = "scars-testbed"
     wandb_entity: str = ""
@@ -110,6 +114,7 @@ class SweepSpec:
     bootstrap_seed: int = 0
 
     def __post_init__(self) -> None:
+        _check_spec_types(self)
         grid = {k: tuple(v) if isinstance(v, list | tuple) else (v,) for k, v in dict(self.grid).items()}
         object.__setattr__(self, "grid", grid)
         object.__setattr__(self, "fixed", dict(self.fixed))
@@ -155,6 +160,51 @@ class SweepSpec:
         }
 
 
+_SPEC_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "tier": ((str,), "a string"),
+    "name": ((str,), "a string"),
+    "max_failures": ((int,), "an integer"),
+    "max_concurrent": ((int,), "an integer"),
+    "cpus_per_trial": ((int, float), "a number"),
+    "gpus_per_trial": ((int, float, type(None)), "a number"),
+    "address": ((str,), "a string (HOST:PORT)"),
+    "connect_timeout_s": ((int, float), "a number of seconds"),
+    "wandb": ((bool,), "true or false"),
+    "wandb_project": ((str,), "a string"),
+    "wandb_entity": ((str,), "a string"),
+    "bootstrap_samples": ((int,), "an integer"),
+    "bootstrap_seed": ((int,), "an integer"),
+}
+
+
+def _check_spec_types(spec: SweepSpec) -> None:
+    """Every field of the spec itself has its declared type, before anything starts: one error naming the field,
+    the value and the type (a TOML file or a caller may hand anything). Config fields in ``grid``/``fixed`` are
+    the tier config's to check (``expand`` builds every point's config before Ray starts)."""
+    for name, (types, what) in _SPEC_TYPES.items():
+        value = getattr(spec, name)
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            raise SweepError(
+                f"sweep spec field {name} = {value!r:.80} is {type(value).__name__}; it must be {what}"
+            )
+    for name in ("grid", "fixed"):
+        value = getattr(spec, name)
+        if not isinstance(value, Mapping):
+            raise SweepError(
+                f"sweep spec field {name} = {value!r:.80} is {type(value).__name__}; it must be a table of config "
+                f"fields ([{name}] in a TOML file)"
+            )
+        for key in value:
+            if not isinstance(key, str):
+                raise SweepError(
+                    f"sweep spec {name} key {key!r:.80} is {type(key).__name__}; it must be a field name"
+                )
+    if not math.isfinite(float(spec.connect_timeout_s)) or spec.connect_timeout_s <= 0:
+        raise SweepError(
+            f"sweep spec field connect_timeout_s = {spec.connect_timeout_s!r} must be > 0 seconds"
+        )
+
+
 @dataclass(frozen=True)
 class Trial:
     """One grid point: the run's config, its name (its folder) and its label (its group in the tables)."""
@@ -183,7 +233,7 @@ def expand(spec: SweepSpec) -> tuple[Trial, ...]:
             continue
         try:
             cfg = tier.config(**fields)
-        except ConfigError as exc:
+        except (ConfigError, TypeError, ValueError, OverflowError) as exc:  # a wrong type: before Ray starts
             raise SweepError(f"grid point {dict(zip(keys, values, strict=True))}: {exc}") from None
         extra = " ".join(f"{k}={fields[k]}" for k in varied)
         label = tier.label(cfg) + (f" {extra}" if extra else "")
@@ -223,7 +273,13 @@ def load_spec(path: Path, **overrides: Any) -> SweepSpec:
         )
     kwargs: dict[str, Any] = {k: data[k] for k in ("tier", "name", "grid", "fixed") if k in data}
     for section, prefix in (("tune", ""), ("wandb", "wandb_"), ("bootstrap", "bootstrap_")):
-        for key, value in data.get(section, {}).items():
+        table = data.get(section, {})
+        if not isinstance(table, dict):
+            raise SweepError(
+                f"sweep spec {str(path)!r}: {section} = {table!r:.80} is {type(table).__name__}; it must be a "
+                f"table ([{section}])"
+            )
+        for key, value in table.items():
             name = key if section == "tune" or key == "enabled" else f"{prefix}{key}"
             name = "wandb" if (section, key) == ("wandb", "enabled") else name
             if name not in SweepSpec.__dataclass_fields__ or name in ("tier", "name", "grid", "fixed"):
@@ -328,12 +384,39 @@ def _resources(spec: SweepSpec, gpus_available: float) -> Callable[[dict], dict[
     return per_trial
 
 
-def _connect(address: str) -> bool:
+def _probe(address: str, timeout_s: float) -> None:
+    """Reach the cluster's address within ``timeout_s`` before handing it to Ray, whose ``ray.init`` waits on an
+    address where no cluster answers for minutes: nothing listening, a host that drops packets, a bad address —
+    one ``SweepError`` line each."""
+    if address in ("", "auto", "local"):
+        return
+    target = address.removeprefix("ray://")
+    host, sep, port_text = target.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise SweepError(
+            f"--address {address!r} is not HOST:PORT (e.g. 127.0.0.1:6379, from `ray start --head`)"
+        )
+    try:
+        with socket.create_connection((host.strip("[]"), int(port_text)), timeout=timeout_s):
+            pass
+    except TimeoutError:
+        raise SweepError(
+            f"no Ray cluster answered at {address} within {timeout_s:g}s (connect_timeout_s); is the head up and "
+            "reachable?"
+        ) from None
+    except OSError as exc:
+        raise SweepError(
+            f"no Ray cluster at {address}: {exc.strerror or exc} (start one with `ray start --head`)"
+        ) from None
+
+
+def _connect(address: str, timeout_s: float = 30.0) -> bool:
     """Join the cluster at ``address``, or start a local Ray instance; True when this call started Ray."""
     import ray
 
     if ray.is_initialized():
         return False
+    _probe(address, timeout_s)
     ray.init(address=address or None, include_dashboard=False, log_to_driver=False, configure_logging=False)
     return True
 
@@ -388,7 +471,7 @@ def run_sweep(
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
-    started_here = _connect(spec.address)
+    started_here = _connect(spec.address, spec.connect_timeout_s)
     try:
         import ray
 

@@ -56,6 +56,13 @@ from scars.experiments.commands._checks import claim_output, overwrite_option
     "--address", default=None, help="Ray cluster address (from `ray start --head`); default: local Ray."
 )
 @click.option(
+    "--connect-timeout",
+    "connect_timeout_s",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    help="Seconds to reach --address before giving up [30].",
+)
+@click.option(
     "--max-failures", type=click.IntRange(min=0), default=None, help="Retries of a failed trial [0]."
 )
 @click.option(
