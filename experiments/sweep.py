@@ -59,7 +59,13 @@ import pandas as pd
 from ray import tune
 from rich.console import Console
 
-from scars.experiments.report import atomic_write_bytes, atomic_write_text, write_json, write_table
+from scars.experiments.report import (
+    atomic_write_bytes,
+    atomic_write_text,
+    read_json_object,
+    write_json,
+    write_table,
+)
 from scars.experiments.tiers import get_tier
 from scars.experiments.tracking import TrackingSettings
 from scars.synthesis.errors import ConfigError
@@ -294,14 +300,55 @@ def load_spec(path: Path, **overrides: Any) -> SweepSpec:
 
 def _finished_summary(directory: Path, cfg: Any) -> dict[str, Any] | None:
     """The summary of this run if it finished earlier with this config (module docstring), else None."""
-    try:
-        stored = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-        summary = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    if not isinstance(summary, dict) or stored != json.loads(json.dumps(asdict(cfg), default=str)):
-        return None
-    return summary
+    return None if _run_folder_problem(directory, cfg) else _read_json(directory / "summary.json")
+
+
+def _run_folder_problem(directory: Path, cfg: Any, reported: Mapping[str, Any] | None = None) -> str:
+    """Why the run folder of a finished run cannot be counted ("" when it can): its config.json missing, damaged
+    or of another config; its summary.json missing, damaged, not an object, or (``reported``: what the trial
+    reported to Tune) not the summary the run reported."""
+    for name in ("config.json", "summary.json"):
+        path = directory / name
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return f"{path} is missing"
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            return f"{path} is damaged (not readable JSON: {str(exc)[:80]})"
+        if not isinstance(data, dict):
+            return f"{path} is damaged (a JSON {type(data).__name__}, not an object)"
+        if name == "config.json" and data != json.loads(json.dumps(asdict(cfg), default=str)):
+            return f"{path} is another run's config"
+        if name == "summary.json" and reported is not None and data != reported:
+            return f"{path} differs from the summary the run reported (replaced or edited)"
+    return ""
+
+
+def recheck_finished(
+    grid, points: Sequence[Mapping[str, Any]], run_fn: RunFn | None, console: Console
+) -> dict[str, dict[str, Any]]:
+    """Resume re-checks finished runs: every trial Tune counts as finished must still have its run folder intact
+    (``_run_folder_problem``); a damaged one is run again here, in this process, and its new summary replaces the
+    reported one — a damaged folder is never counted ok. Returns the re-run summaries by run name."""
+    by_name = {p["run_name"]: p for p in points}
+    rerun: dict[str, dict[str, Any]] = {}
+    for result in grid:
+        name = result.config["trial"]["run_name"]
+        text = (result.metrics or {}).get("summary_json")
+        if result.error is not None or not isinstance(text, str) or name not in by_name:
+            continue
+        point = by_name[name]
+        tier = get_tier(point["tier"])
+        cfg = tier.config(**point["fields"])
+        directory = Path(point["out"]) / "runs" / name
+        problem = _run_folder_problem(directory, cfg, json.loads(text))
+        if problem:
+            console.print(f"run {name} finished earlier but {problem}: running it again")
+            if directory.exists():
+                shutil.rmtree(directory)
+            tracking = TrackingSettings(**point["tracking"])
+            rerun[name] = (run_fn or tier.run)(cfg, directory, tracking=tracking)
+    return rerun
 
 
 def _scalar(value: Any) -> Any:
@@ -439,7 +486,11 @@ def run_sweep(
     console = console or Console(width=None if sys.stdout.isatty() else 140)
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    stored = _read_json(out / "sweep.json")
+    stored = (
+        read_json_object(out / "sweep.json", "this folder's sweep.json")
+        if (out / "sweep.json").exists()
+        else None
+    )
     if stored is not None and stored.get("identity") != json.loads(json.dumps(spec.identity, default=str)):
         raise SweepError(
             f"{out} holds another sweep ({stored.get('identity')}); use another --out or remove it"
@@ -513,16 +564,19 @@ def run_sweep(
                 ),
             )
         grid = tuner.fit()
+        rerun = recheck_finished(grid, points, run_fn, console)
     finally:
         if started_here:
             import ray
 
             ray.shutdown()
-    runs = runs_frame(grid, trials)
+    runs = runs_frame(grid, trials, rerun)
     return _write_outputs(spec, out, runs, console, restored)
 
 
-def runs_frame(grid, trials: tuple[Trial, ...]) -> pd.DataFrame:
+def runs_frame(
+    grid, trials: tuple[Trial, ...], rerun: Mapping[str, Mapping[str, Any]] | None = None
+) -> pd.DataFrame:
     """One row per trial from Tune's ``ResultGrid`` (each result's reported summary, or its error), in grid order: run_name, label, the fields, status,
     error, then the summary's scalars (a non-scalar value is kept as JSON text)."""
     summaries: dict[str, dict[str, Any]] = {}
@@ -536,6 +590,7 @@ def runs_frame(grid, trials: tuple[Trial, ...]) -> pd.DataFrame:
             errors[name] = (
                 " ".join(str(result.error).strip().splitlines()[-1:]) or type(result.error).__name__
             )
+    summaries |= {name: dict(summary) for name, summary in (rerun or {}).items()}
     rows = []
     for t in trials:
         row: dict[str, Any] = {"run_name": t.run_name, "label": t.label}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from scars.experiments.commands._checks import claim_output, overwrite_option
+from scars.experiments.commands._checks import check_output_dir, claim_output, overwrite_option
 
 
 @click.command("paper")
@@ -73,7 +73,7 @@ def paper(
                 f"tier {name!r} is not one of {tuple(registered)} (or 'all')", param_hint="'--tiers'"
             )
     out = out or default_out("paper", scale)
-    claim_output(out, overwrite, resumes=lambda folder: any(folder.glob("*/sweep.json")))
+    check_output_dir(out)
     try:
         import ray
 
@@ -96,6 +96,7 @@ def paper(
                     wandb_entity=wandb_entity,
                 )
             )
+        claim_output(out, overwrite, resumes=lambda folder: any(folder.glob("*/sweep.json")))
         started = time.time()
         started_here = not ray.is_initialized()
         if started_here:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from scars.experiments.commands._checks import claim_output, overwrite_option
+from scars.experiments.commands._checks import check_output_dir, claim_output, overwrite_option
 
 
 @click.command("sweep")
@@ -100,7 +100,7 @@ def sweep(
     from scars.experiments.sweep import SweepSpec, load_spec, parse_values
     from scars.synthesis.errors import ScarsError
 
-    claim_output(out, overwrite, resumes=lambda folder: (folder / "sweep.json").is_file())
+    check_output_dir(out)
     try:
         overrides = {k: v for k, v in tune_fields.items() if v is not None}
         overrides["name"] = name
@@ -123,6 +123,7 @@ def sweep(
             )
         from scars.experiments.sweep import run_sweep
 
+        claim_output(out, overwrite, resumes=lambda folder: (folder / "sweep.json").is_file())
         result = run_sweep(spec, out)
     except ScarsError as exc:
         click.echo(f"error: {' '.join(str(exc).split())}", err=True)

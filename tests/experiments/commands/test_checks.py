@@ -115,3 +115,18 @@ def test_bad_values_and_missing_arguments_are_one_line():
         result = CliRunner().invoke(main, argv)
         assert result.exit_code == 2 and words in one_error_line(result), (argv, result.output)
     assert "Usage:" in CliRunner().invoke(main, ["run", "--help"]).output  # help is still help
+
+
+def test_calibrate_on_text_columns_is_one_line_naming_the_file_and_column(tmp_path):
+    steps = tmp_path / "steps.csv"
+    steps.write_text("z_V,z_R,z_C,z_I,violated_rules,mine\nhigh,0,0,0,r1,yes\n0,0,0,0,,no\n")
+    result = CliRunner().invoke(main, ["calibrate", str(steps), "--out", str(tmp_path / "a.json")])
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert "steps.csv" in line and "'z_V' holds 'high'" in line
+    steps.write_text("z_V,z_R,z_C,z_I,violated_rules,mine\n1,0,0,0,r1,yes\n0,0,0,0,,no\n")
+    result = CliRunner().invoke(
+        main, ["calibrate", str(steps), "--label", "mine", "--out", str(tmp_path / "b.json")]
+    )
+    assert result.exit_code == 2 and "label column 'mine' holds 'yes'" in one_error_line(result)
+    assert not (tmp_path / "a.json").exists() and not (tmp_path / "b.json").exists()
