@@ -6,6 +6,7 @@ Not hash-chained: the ledger is the evidence of what was enforced; this log is w
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections import deque
@@ -53,8 +54,22 @@ class DecisionLog:
         conn = sqlite3.connect(self.path)  # created here so a bad path fails at open, not later
         conn.executescript(_LOG_SCHEMA)
         conn.close()
+        self._identity = self._file_identity()
         self._thread = threading.Thread(target=self._run, name="scars-decision-log", daemon=True)
         self._thread.start()
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    @property
+    def error(self) -> str | None:
+        """Why the log stopped recording (its file deleted or replaced, a write that failed), or None. Once set,
+        the gate refuses every call (fail closed): a decision that cannot be audited is not taken."""
+        return None if self._error is None else f"the decision log {self.path} failed: {self._error}"
 
     def append(self, row: tuple) -> None:
         self._queue.append(row)
@@ -83,6 +98,11 @@ class DecisionLog:
             conn.close()
 
     def _write(self, conn: sqlite3.Connection) -> None:
+        if self._queue and self._file_identity() != self._identity:  # rm'd or replaced under the running gate
+            raise GateError(
+                f"its file was {'deleted' if self._file_identity() is None else 'replaced'} while the gate ran; "
+                f"{len(self._queue)} queued decision(s) could not be recorded"
+            )
         rows = []
         dumps = json.dumps
         while self._queue:
@@ -116,7 +136,7 @@ class DecisionLog:
         with self._done:
             ok = self._done.wait_for(lambda: self._served >= request or self._error is not None, timeout)
         if self._error is not None:
-            raise GateError(f"the decision log {self.path} failed: {self._error!r}") from self._error
+            raise GateError(self.error) from self._error
         if not ok:
             raise GateError(f"the decision log {self.path} was not written within {timeout}s")
 
@@ -127,7 +147,7 @@ class DecisionLog:
         self._wake.set()
         self._thread.join(timeout=30.0)
         if self._error is not None:
-            raise GateError(f"the decision log {self.path} failed: {self._error!r}") from self._error
+            raise GateError(self.error) from self._error
 
     def rows(self) -> list[dict[str, Any]]:
         """The written decisions, oldest first (call ``flush()`` first to include the queued ones)."""

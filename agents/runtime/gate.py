@@ -177,6 +177,8 @@ class Gate:
         decision carrying its ``ContextMappingError``)."""
         if self._closed:
             raise GateError("the gate is closed; every call is refused")
+        if self.log is not None and self.log.error is not None:
+            raise GateError(f"{self.log.error}; every call is refused (fail closed)")
         q = self._context.get() if context is None else context
         try:
             q = self.mapping.context(q)

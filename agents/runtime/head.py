@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -190,6 +191,16 @@ class HeadFile:
             raise LedgerError(f"cannot write the head file {self.path}: {exc.strerror}") from None
         if sync_folder:
             fsync_dir(self.path.parent)
+
+    def remove_stale_temporaries(self) -> int:
+        """Remove the ``<head>.tmp-<pid>`` files writers killed mid-write left behind. Call under the exclusive
+        writer lock only: every head-file write happens under it, so any temporary found then is stale."""
+        removed = 0
+        for stale in self.path.parent.glob(f"{self.path.name}.tmp-*"):
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+                removed += 1
+        return removed
 
     def check(
         self,

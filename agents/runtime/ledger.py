@@ -57,7 +57,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
+import tempfile
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -243,6 +245,7 @@ class Ledger:
         self._commit_failed: str | None = None
         self._committed = 0  # the event count as of this writer's last commit (or its opening)
         self._identity: tuple[int, int] | None = None  # (device, inode) of the database as opened
+        self._snapshot_dir: Path | None = None  # a read-only audit's private copy of a ledger with a -wal
         if self.read_only:
             self._open_read_only(explicit)
         else:
@@ -308,7 +311,8 @@ class Ledger:
         # creates nothing next to it. Otherwise read-only, so the -wal content (a live or killed writer's commits)
         # is seen; SQLite may then create its -shm index, but never writes the ledger.
         try:
-            self._connect_read_only()
+            with self._file_lock(exclusive=False):
+                self._connect_read_only()
             problem = self._schema_problem()
         except sqlite3.DatabaseError as exc:
             self.close()
@@ -319,11 +323,22 @@ class Ledger:
         self._load_key(explicit)
 
     def _connect_read_only(self) -> None:
-        """(Re)connect read-only: immutable while no ``-wal`` file exists (nothing is created next to the ledger),
-        plain read-only once one does (a writer is or was active: its commits live in the ``-wal`` file)."""
+        """(Re)connect read-only, creating and changing nothing next to the ledger: immutable while no ``-wal``
+        file exists (the main file is complete); once one does (a writer is or was active: its commits live in
+        the ``-wal`` file), on a private copy of the database and its ``-wal`` — SQLite would otherwise create or
+        update the ``-shm`` index beside them. Callers hold the shared writer lock, so the copy is one commit's
+        state (the ``-wal`` is copied first: a checkpoint in between only repeats pages the database has)."""
         self.close()
-        self._immutable = not Path(f"{self.path}-wal").exists()
-        uri_path = urllib.parse.quote(str(self.path.resolve()))
+        wal = Path(f"{self.path}-wal")
+        self._immutable = not wal.exists()
+        target = self.path
+        if not self._immutable:
+            self._snapshot_dir = Path(tempfile.mkdtemp(prefix="scars-ledger-audit-"))
+            target = self._snapshot_dir / self.path.name
+            with suppress(FileNotFoundError):
+                shutil.copyfile(wal, f"{target}-wal")
+            shutil.copyfile(self.path, target)
+        uri_path = urllib.parse.quote(str(target.resolve()))
         uri = f"file:{uri_path}?{'immutable=1' if self._immutable else 'mode=ro'}"
         self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
         self._conn.text_factory = _decode_text
@@ -377,6 +392,7 @@ class Ledger:
                         )
                     self._conn.execute("PRAGMA journal_mode=WAL")
                     self._conn.execute("PRAGMA synchronous=FULL")
+                    self._head.remove_stale_temporaries()  # a killed writer's half-written head file
                     self._settle_head_file()
                     row = self._conn.execute("SELECT count FROM head WHERE singleton = 1").fetchone()
                     if row is None or isinstance(row[0], bool) or not isinstance(row[0], int):
@@ -525,6 +541,9 @@ class Ledger:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            if self._snapshot_dir is not None:  # an audit's private copy
+                shutil.rmtree(self._snapshot_dir, ignore_errors=True)
+                self._snapshot_dir = None
 
     def __enter__(self) -> Ledger:
         return self
@@ -1037,8 +1056,8 @@ class Ledger:
         try:
             with self._file_lock(exclusive=False):
                 self._check_same_file()
-                if self.read_only and self._immutable and Path(f"{self.path}-wal").exists():
-                    self._connect_read_only()  # a writer appeared since: read its -wal file too
+                if self.read_only and (not self._immutable or Path(f"{self.path}-wal").exists()):
+                    self._connect_read_only()  # a fresh copy: what writers committed since is seen too
                 self._db.execute("BEGIN")
                 try:
                     head, rows, hashes, side_read = self._snapshot()

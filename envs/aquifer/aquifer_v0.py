@@ -214,7 +214,9 @@ def engine_action_choice(choice: Mapping[str, Any]) -> dict[str, Any]:
         if key == "intent":
             value = _INTENTS_BACK.get(value, value)
         elif key == "farm" and not (isinstance(value, str) and _FARM.fullmatch(value)):
-            raise CommonsActionError(f"aquifer action {name!r}: farm = {value!r:.60} is not a farm id (farm_0, …)")
+            raise CommonsActionError(
+                f"aquifer action {name!r}: farm = {value!r:.60} is not a farm id (farm_0, …)"
+            )
         elif isinstance(value, str):
             value = engine_agent_id(value)
         args[_ARGS_BACK[key]] = value
