@@ -23,7 +23,9 @@ Resume: a sweep that was killed is resumed by re-running the same command: ``Tun
 trial and runs the unfinished ones again (``restart_errored``: failed ones too). Tune snapshots its experiment state
 periodically (every ≥ 10 s by default; ``TUNE_GLOBAL_CHECKPOINT_S`` sets it); a trial that finished after the last
 snapshot is scheduled again by Tune, finds its run's ``summary.json`` (written last, atomically, beside the run's
-config) and reports it without running the run again — so no finished run is ever run twice.
+config) and reports it without running the run again — so no finished run is ever run twice. After the fit, every
+run Tune counts as finished is re-checked (``recheck_finished``): a folder whose ``config.json`` or ``summary.json`` is
+missing, damaged or not what the run reported is run again, never counted ok.
 
 Confidence intervals: percentile bootstrap over the per-seed values of a metric (runs where it is undefined, e.g.
 RVR with no re-exposure, are left out; ``n`` counts the rest), seeded from (``bootstrap_seed``, CRC32 of the label

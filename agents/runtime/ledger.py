@@ -35,7 +35,12 @@ The model is seed ``000`` (Governed Persistent Memory) §3.1–3.4:
   group commits; a commit that fails (disk full, I/O error) loses that group, and the handle refuses further
   appends. ``SchemaStore`` makes each command one group and the scars agent each step one group.
 - ``Ledger(path, read_only=True)`` (what ``scars ledger verify``/``show`` use) never writes: it opens the database
-  read-only (immutable when no writer is active), creates nothing, and rejects a file that is not a scars ledger.
+  immutable when no ``-wal`` file exists, and a private copy of the database and its ``-wal`` otherwise (so no
+  ``-shm`` is created or changed beside them); it creates nothing and rejects a file that is not a scars ledger.
+- **A missing ledger is a tamper, not a fresh start**: a database that is missing, empty or not a ledger while its
+  head file (or the default key ``<ledger>.key``) says a ledger existed is ``MissingLedgerError``; so is a database
+  deleted or replaced under an open handle (checked, by device and inode, at every group and verification). A
+  deleted head row is ``LedgerIntegrityError``. A roll-back of every file is caught only by an anchor.
 - The active control plane is a deterministic projection of the events (``active_scars``, ``control_plane``);
   scars are never edited in place. The projection verifies the whole chain, the MACs, the head file and an
   optional external anchor first, and fails closed with ``LedgerIntegrityError`` when any check fails.
