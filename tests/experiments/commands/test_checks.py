@@ -130,3 +130,10 @@ def test_calibrate_on_text_columns_is_one_line_naming_the_file_and_column(tmp_pa
     )
     assert result.exit_code == 2 and "label column 'mine' holds 'yes'" in one_error_line(result)
     assert not (tmp_path / "a.json").exists() and not (tmp_path / "b.json").exists()
+
+
+def test_a_config_file_nested_10000_deep_is_one_line(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 10_000 + "]" * 10_000)
+    result = CliRunner().invoke(main, ["run", "tier1", "--config", str(deep), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "is not a readable JSON file" in one_error_line(result)
