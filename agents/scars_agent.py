@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from scars.agents.equilibration import equilibrate, owed_failures, prune, scar_from_synthesis
 from scars.agents.policies.base import ContextItem
 from scars.agents.registry import MethodSpec, register_method
 from scars.agents.rule_writer import direct_patch
 from scars.agents.runtime.control import CORE_PREFIX, ControlPlane, Governed
+from scars.agents.runtime.equilibration import equilibrate, owed_failures, prune, scar_from_synthesis
 from scars.agents.runtime.ledger import Event
 from scars.agents.runtime.scar import Scar
 from scars.agents.runtime.store import SchemaStore

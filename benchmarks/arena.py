@@ -8,7 +8,7 @@ Three measurements in one run, so the cost of each layer shows:
    layer: three phases a month, observation and info dicts, admissible actions, provenance);
 3. ``scripted``: the full arena with the scripted population deciding every step (``rollout.run_episode``), the
    figure reported as ``months_per_s``;
-4. ``learners``: the tier-2 loop (``experiments.tier2.run_tier2``) with five learning seats of one method on the
+4. ``learners``: the tier-2 loop (``experiments.commons_run.run_tier2``) with five learning seats of one method on the
    embedded policy with the ``sustainable`` habits (so a run lasts its 12 months; the calibrated ``govsim`` seats
    collapse the pool in ~2.4) — scars and each of the five baselines — one fresh run per seed; the median seconds
    per run and months/s. Scars is measured twice, its ledgers on the run folder's disk and on tmpfs (``/dev/shm``):
@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 # benchmarks/synthesis.py would shadow the synthesis package: put the repository root first
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from scars.envs.commons import commons_v0  # noqa: E402
 from scars.envs.commons.dynamics import DynamicsConfig, harvest_month, sustainable_share  # noqa: E402
 from scars.envs.commons.rollout import run_episode  # noqa: E402
@@ -74,8 +71,8 @@ def learner_runs(method: str, root: Path) -> dict:
     """One fresh 12-month homogeneous run per seed (after one warm-up run): median seconds per run, months/s."""
     import tempfile
 
+    from scars.experiments.commons_run import run_tier2
     from scars.experiments.config import Tier2Config
-    from scars.experiments.tier2 import run_tier2
 
     def once(seed: int) -> tuple[float, int]:
         with tempfile.TemporaryDirectory(dir=root) as out:

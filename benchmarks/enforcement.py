@@ -32,15 +32,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from scars.agents.runtime import ControlPlane, Scar  # noqa: E402
+from scars.agents.runtime import Scar
+from scars.agents.runtime.control import ControlPlane  # noqa: E402
 from scars.synthesis.dsl import FALLBACK_ACTIONS, Action, Rule, parse_rule  # noqa: E402
 from scars.synthesis.dsl.semantics import fires  # noqa: E402
 

@@ -89,15 +89,38 @@ def commits_part(events: int, repeats: int) -> dict:
     return result
 
 
+def _import_root(tree: Path) -> Path:
+    """A folder ``scars`` whose entries are links to ``tree``'s five package folders (the wheel's layout)."""
+    root = Path(tempfile.mkdtemp(prefix="scars-tree-")) / "scars"
+    root.mkdir()
+    for folder in ("agents", "disequilibrium", "envs", "experiments", "synthesis"):
+        (root / folder).symlink_to(tree / folder, target_is_directory=True)
+    return root
+
+
 def share_child(tree: Path, seeds: int) -> dict:
-    """In a process whose imports come from ``tree``: ledger seconds, commits and fsyncs per tier-2 / tier-1 run."""
-    sys.path.insert(0, str(tree))
+    """In a process whose imports come from ``tree``: ledger seconds, commits and fsyncs per tier-2 / tier-1 run.
+    The tree's five folders are mapped under the import root ``scars`` in front of the installed checkout."""
+    import scars
+
+    scars.__path__ = [str(_import_root(tree))]
+    import importlib
+
     import scars.agents.runtime.ledger as ledger_module
 
-    assert Path(ledger_module.__file__).resolve().is_relative_to(tree), ledger_module.__file__
+    runner = "commons_run" if (tree / "experiments" / "commons_run.py").is_file() else "tier2"
+    run_tier2 = importlib.import_module(f"scars.experiments.{runner}").run_tier2
     from scars.experiments.config import Tier1Config, Tier2Config
     from scars.experiments.tier1 import run_tier1
-    from scars.experiments.tier2 import run_tier2
+
+    foreign = [  # every project module must come from the tree (a mixed import would measure neither)
+        m.__file__
+        for name, m in sys.modules.items()
+        if name.startswith("scars.")
+        and getattr(m, "__file__", None)
+        and not Path(m.__file__).resolve().is_relative_to(tree.resolve())
+    ]
+    assert not foreign and Path(ledger_module.__file__).resolve().is_relative_to(tree), foreign[:3]
 
     state = {"depth": 0, "seconds": 0.0, "fsyncs": 0, "commits": 0}
 
@@ -212,7 +235,16 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    sys.path.insert(0, str(ROOT))
+    if (
+        args.before is not None
+        and '"scars.agents" = "agents"' not in (args.before / "pyproject.toml").read_text()
+    ):
+        print(
+            f"--before {args.before}: a tree from before the one import root `scars` (commit 4482132); its modules "
+            "import each other by bare names and cannot be loaded beside this one: check out a later commit",
+            file=sys.stderr,
+        )
+        return 2
     result: dict = {
         "events": args.events,
         "repeats": args.repeats,

@@ -16,13 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scars.synthesis.merge import MergeCandidate, MergeProblem, SolverSettings, merge  # noqa: E402
 

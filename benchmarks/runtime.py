@@ -32,8 +32,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from scars.agents.runtime import open_gate  # noqa: E402
 
 TOOLS = ["transfer", *(f"tool_{i}" for i in range(19))]

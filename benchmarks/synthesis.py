@@ -29,7 +29,6 @@ from pathlib import Path
 # This script is named like the package it measures: keep its own folder off the import path, and put the checkout
 # it belongs to first (not whatever checkout the venv was installed from).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 

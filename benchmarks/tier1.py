@@ -20,13 +20,10 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scars.experiments.config import METHODS, Tier1Config  # noqa: E402
 from scars.experiments.schedules import episode_games  # noqa: E402

@@ -35,8 +35,6 @@ from pathlib import Path
 import numpy as np
 
 # benchmarks/synthesis.py would shadow the synthesis package: put the repository root first
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from scars.envs.household.env import HouseholdEnv  # noqa: E402
 from scars.envs.household.generator import generate_game  # noqa: E402
 from scars.envs.household.textworld_ref import INSTALL_HINT, export_game, textworld_available  # noqa: E402

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from scars.disequilibrium.composite import (
     SIGNAL_NAMES,
@@ -29,6 +30,9 @@ from scars.disequilibrium.composite import (
     sigmoid,
 )
 from scars.synthesis.errors import ConfigError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +72,8 @@ def simplex_grid(k: int) -> np.ndarray:
 
 
 def _as_frame(data: pd.DataFrame | Iterable[Iterable[LabelledStep]]) -> tuple[np.ndarray, np.ndarray]:
-    if isinstance(data, pd.DataFrame):
+    pd = sys.modules.get("pandas")  # a DataFrame exists only once pandas is loaded: no import for the check
+    if pd is not None and isinstance(data, pd.DataFrame):
         missing = [c for c in (*SIGNAL_NAMES, "accommodate") if c not in data.columns]
         if missing:
             raise ConfigError(

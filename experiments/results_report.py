@@ -37,14 +37,15 @@ import pandas as pd  # noqa: E402
 
 from scars.experiments.report import (  # noqa: E402
     DamagedResultFile,
-    _save,
     atomic_write_text,
     markdown_table,
     paired_markdown,
     plot_signal,
     read_json_object,
     read_table,
+    save_figure,
 )
+from scars.experiments.stats import bootstrap_ci  # noqa: E402
 from scars.synthesis.errors import ConfigError  # noqa: E402
 
 ABLATION_MEASURES: tuple[tuple[str, str, str, str], ...] = (
@@ -194,8 +195,6 @@ def rule_switches(schedule: str, episodes: int) -> list[int]:
 
 
 def _mean_ci(values: np.ndarray, key: str, samples: int = 1000) -> tuple[float, float, float]:
-    from scars.experiments.sweep import bootstrap_ci
-
     values = values[~np.isnan(values)]
     if not len(values):
         return float("nan"), float("nan"), float("nan")
@@ -255,7 +254,7 @@ def plot_over_episodes(
             ax.set_ylim(-0.05, 1.05)
         ax.legend(fontsize=7)
     fig.suptitle(title or "Per episode: mean over seeds, 95% bootstrap CI band")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_bars(aggregate: pd.DataFrame, path: Path) -> Path:

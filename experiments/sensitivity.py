@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from scars.experiments.config import Tier1Config
+from scars.experiments.report import save_figure
 from scars.experiments.stats import pooled_ratio
 from scars.experiments.tier1 import method_label, run_tier1
 
@@ -221,9 +222,7 @@ def plot_frontier(table: pd.DataFrame, path: Path) -> Path:
     axes[0][-1].legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def frontier_markdown(table: pd.DataFrame) -> str:

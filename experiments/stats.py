@@ -93,3 +93,15 @@ def paired_difference(
     index = rng.integers(0, k, size=(samples, k))
     lo, hi = _quantiles(_ratios(num_a, den_a, index) - _ratios(num_b, den_b, index))
     return Interval(estimate, lo, hi, k, float("nan"), float("nan"))
+
+
+def bootstrap_ci(
+    values: Sequence[float], rng: np.random.Generator, samples: int = 2000
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of a mean: ``pooled_ratio`` over clusters of weight 1 (the same resampling and
+    the same quantiles as every other interval here); (NaN, NaN) for fewer than 2 values."""
+    values = np.asarray(values, dtype=float)
+    interval = pooled_ratio(values, np.ones(len(values)), rng, samples)
+    if interval.low is None or interval.high is None:
+        return float("nan"), float("nan")
+    return interval.low, interval.high

@@ -52,7 +52,6 @@ import tomllib
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 
@@ -62,12 +61,13 @@ from ray import tune
 from rich.console import Console
 
 from scars.experiments.report import (
-    atomic_write_bytes,
     atomic_write_text,
     read_json_object,
+    save_figure,
     write_json,
     write_table,
 )
+from scars.experiments.stats import bootstrap_ci
 from scars.experiments.tiers import get_tier
 from scars.experiments.tracking import TrackingSettings
 from scars.synthesis.errors import ConfigError
@@ -644,18 +644,6 @@ def _parquet_safe(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def bootstrap_ci(
-    values: np.ndarray, rng: np.random.Generator, samples: int = 2000, level: float = 0.95
-) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean (NaN, NaN for fewer than 2 values)."""
-    values = np.asarray(values, dtype=float)
-    if len(values) < 2:
-        return float("nan"), float("nan")
-    means = values[rng.integers(0, len(values), size=(samples, len(values)))].mean(axis=1)
-    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return float(lo), float(hi)
-
-
 def aggregate_runs(
     runs: pd.DataFrame, *, samples: int = 2000, seed: int = 0, metrics: tuple[str, ...] = AGGREGATE_METRICS
 ) -> pd.DataFrame:
@@ -864,11 +852,7 @@ def plot_ablations(aggregate: pd.DataFrame, path: Path) -> Path:
         ax.tick_params(axis="x", rotation=35)
         top = np.nanmax(np.concatenate([hi, mean])) if len(labels) and not np.all(np.isnan(mean)) else 1.0
         ax.set_ylim(0, max(1.0, float(top) * 1.1))
-    buffer = BytesIO()
-    fig.savefig(buffer, dpi=130, format="png")
-    plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
-    return path
+    return save_figure(fig, path)
 
 
 def _report(console: Console, spec: SweepSpec, out: Path, result: SweepResult) -> None:

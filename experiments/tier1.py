@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,30 +24,26 @@ import pandas as pd
 
 import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
 from scars.agents.api import Agent
-from scars.agents.memory.base import memory_tokens
 from scars.agents.policies import (
     CommandWriter,
-    Generation,
     Policy,
-    PolicyInput,
-    generation_logits,
-    sample_action,
 )
 from scars.agents.registry import BACKENDS, METHODS, MethodSpec
 from scars.agents.runtime.control import TEMP_PREFIX, Governed, core_rule_id
 from scars.agents.runtime.ledger import ledger_files
-from scars.disequilibrium.composite import SIGNAL_NAMES
-from scars.envs.api import Decision, Feedback, ProtocolWorld
+from scars.envs.api import Decision, ProtocolWorld, WorldCard
 from scars.envs.household.adapter import HouseholdAdapter
 from scars.envs.household.env import HouseholdConfig, HouseholdEnv
 from scars.envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
 from scars.envs.household.world import GameSpec, World
 from scars.experiments.config import Tier1Config
 from scars.experiments.guarantees import GuaranteeMonitor
+from scars.experiments.loop import decide, learn
 from scars.experiments.metrics import (
     first_exposure_violation_rate,
     growth_fit,
     repeat_violation_rate,
+    signal_summary,
     svr,
     svr_by_episode,
 )
@@ -121,6 +117,39 @@ def blocking_rules(agent: Agent, card, governed) -> tuple[Rule, ...]:
     return tuple(by_id[i] for i in sorted(ids) if i in by_id)
 
 
+@dataclass
+class ModelPlan:
+    """What the simulated LM plans around in one episode: the controller's rules that blocked its plan (it was
+    refused once already, so it keeps planning around them) and the route it planned around them. Its
+    ``replan`` is the decision step's re-plan hook (``experiments.loop.decide``)."""
+
+    env: HouseholdEnv
+    agent: Agent
+    card: WorldCard
+    blockers: dict[Rule, None] = field(default_factory=dict)
+    route: list[str] = field(default_factory=list)
+
+    def prior(self, actions: tuple[Action, ...]) -> np.ndarray:
+        """The task prior of this decision: the expert's next step around the rules that blocked the model."""
+        return task_prior(self.env.world, actions, rules=tuple(self.blockers), route=self.route)
+
+    def replan(self, decision: Decision, governed: Governed, prior: np.ndarray) -> np.ndarray | None:
+        """The controller blocked the step the model had in mind (its habitual step): it re-plans around what
+        blocked it. None when the blocked actions were not the model's plan."""
+        if not (prior.any() and governed.masked[prior == HABIT_PRIOR].any()):
+            return None
+        self.blockers.update(dict.fromkeys(blocking_rules(self.agent, self.card, governed)))
+        blocked = tuple(a for a, m in zip(decision.actions, governed.masked, strict=True) if m)
+        return task_prior(self.env.world, decision.actions, blocked, tuple(self.blockers), route=self.route)
+
+    def advance(self, action: Action) -> None:
+        """The model took ``action``: the next step of its route, or it strayed and the next decision replans."""
+        if self.route and self.route[0] == action.text:
+            self.route.pop(0)
+        else:
+            self.route.clear()
+
+
 def imported_games(cfg: Tier1Config) -> tuple[GameSpec, ...]:
     """The run's games from ALFWorld game files (``cfg.game_files``): sorted, cycled over the episodes. A file the
     native engine cannot play is an error naming it and the construct (never a silently different game)."""
@@ -164,51 +193,6 @@ def method_label(cfg: Tier1Config) -> str:
     if cfg.shield:
         label += "+shield"
     return label
-
-
-def shield(
-    world: ProtocolWorld,
-    decision: Decision,
-    governed: Governed,
-    chosen: int,
-    action: Action,
-    rng: np.random.Generator,
-) -> tuple[int, Action, list[str]]:
-    """The pre-execution shield any method gets with ``--oracle counterfactual --shield``: the chosen control action is
-    checked before it is executed; a flagged one is refused and the choice is redrawn from the governed
-    distribution without it (the fallback a⊥ when nothing is left). Returns the final choice and the refused
-    actions' texts."""
-    refused: list[str] = []
-    probs = np.asarray(governed.probs, dtype=np.float64).copy()
-    while chosen >= 0 and action.is_control and world.check(decision.context, action):
-        refused.append(action.text or action.name)
-        probs[chosen] = 0.0
-        if probs.sum() <= 0.0:
-            return -1, Action("fallback", "no_op"), refused
-        chosen = sample_action(probs / probs.sum(), rng)
-        action = decision.actions[chosen]
-    return chosen, action, refused
-
-
-def base_policy_step(
-    policy: Policy,
-    agent: Agent,
-    decision: Decision,
-    inp: PolicyInput,
-    rng: np.random.Generator,
-    generate: bool,
-) -> tuple[np.ndarray, Generation | None]:
-    """π_0 at one decision, in either policy mode (one function for every tier). ``score``: the policy's logits over
-    the admissible actions. ``generate``: the model is told the controller's mask before it writes (the control
-    plane's mask does not read π_0), writes one unmasked command (``CommandWriter.generate``), and π_0 is that
-    command (``generation_logits``); with every action masked nothing is written (the fallback follows)."""
-    if not generate:
-        return policy.logits(inp, rng), None
-    told = agent.govern(decision, np.zeros(len(decision.actions)))
-    if told.fallback is not None:
-        return np.zeros(len(decision.actions)), None
-    written = policy.generate(inp, tuple(bool(m) for m in told.masked))  # type: ignore[attr-defined]
-    return generation_logits(len(decision.actions), written.index), written
 
 
 def build_policy(cfg: Tier1Config) -> Policy:
@@ -292,56 +276,30 @@ def run_tier1(
             decision = world.decision(obs, info, t=t)
             agent.begin_episode(decision)
             won, violations_in_episode = False, 0
-            blockers: dict[
-                Rule, None
-            ] = {}  # the controller's rules that blocked the model's plan this episode
-            route: list[str] = []  # the route the model planned around them
+            plan = ModelPlan(env, agent, world.card)
             for step in range(cfg.max_steps):
                 q, actions = decision.context, decision.actions
                 flagged = [[v.rule_id for v in world.check(q, a)] for a in actions]
-                if guarantees is not None:
-                    guarantees.before_decision(t)
-                window = agent.window(decision)
-                prior = task_prior(env.world, actions, rules=tuple(blockers), route=route)
-                salient = world.card.salient_keys
-                inp = PolicyInput(obs, decision.task, q, actions, window, prior, salient)
-                logits, written = base_policy_step(policy, agent, decision, inp, policy_rng, generate)
-                enforce_started = time.perf_counter()
-                governed = agent.govern(decision, logits)
-                enforce_seconds = time.perf_counter() - enforce_started
-                blocked = tuple(a for a, m in zip(actions, governed.masked, strict=True) if m)
-                if (
-                    not generate
-                    and governed.fallback is None
-                    and blocked
-                    and prior.any()
-                    and governed.masked[prior == HABIT_PRIOR].any()
-                ):
-                    # the controller blocked the step the model had in mind: it re-plans around what blocked it, and
-                    # keeps planning around it for the rest of the episode (it was refused once already)
-                    blockers.update(dict.fromkeys(blocking_rules(agent, world.card, governed)))
-                    prior = task_prior(env.world, actions, blocked, tuple(blockers), route=route)
-                    inp = PolicyInput(obs, decision.task, q, actions, window, prior, salient)
-                    logits = policy.logits(inp, policy_rng)
-                    enforce_started = time.perf_counter()
-                    governed = agent.govern(decision, logits)
-                    enforce_seconds += time.perf_counter() - enforce_started
-                # the per-step check of generate mode: the written command is never one the controller masks
-                generated_masked = written is not None and bool(governed.masked[written.index])
-                if governed.fallback is not None:
-                    chosen, action = -1, governed.fallback
-                elif written is not None and not generated_masked:
-                    chosen, action = written.index, actions[written.index]
-                else:
-                    chosen = sample_action(governed.probs, policy_rng)
-                    action = actions[chosen]
-                shield_refused: list[str] = []
-                if cfg.shield:  # the pre-execution shield: the same checker for every method that opts in
-                    chosen, action, shield_refused = shield(
-                        method_world, decision, governed, chosen, action, policy_rng
-                    )
-                    shielded += len(shield_refused)
-                utterance = policy.utter(inp, action, blocked)
+
+                choice = decide(
+                    policy,
+                    agent,
+                    decision,
+                    plan.prior(actions),
+                    world.card.salient_keys,
+                    policy_rng,
+                    generate=generate,
+                    monitor=guarantees,
+                    replan=plan.replan,
+                    shield=method_world if cfg.shield else None,
+                )
+                logits, governed, action, chosen = (
+                    choice.logits,
+                    choice.governed,
+                    choice.action,
+                    choice.chosen,
+                )
+                shielded += len(choice.shield_refused)
                 scar_ids = set(agent.scar_ids())
                 masked_by_scar = [False] * len(actions)
                 for i, ids in governed.fired:
@@ -355,11 +313,7 @@ def run_tier1(
                     if all(masked_by_scar[i] for i, rs in enumerate(flagged) if r in rs and p0[i] > 0)
                 )
                 covered_mass = float(sum(governed.probs[i] for i in range(len(actions)) if masked_by_scar[i]))
-                tokens = memory_tokens(agent, decision)
-                if route and route[0] == action.text:
-                    route.pop(0)  # the model took the next step of its route
-                else:
-                    route.clear()  # it strayed: the next decision replans
+                plan.advance(action)
                 obs, reward, terminated, truncated, info = env.step(world.command(decision, action))
                 verdicts = world.verdicts(info)
                 violations_in_episode += len(verdicts)
@@ -368,26 +322,7 @@ def run_tier1(
                 if cfg.verdicts == "state":  # the complete unsafe set of the state the agent was in (Cor. 1)
                     unsafe = tuple(a for a, f in zip(actions, flagged, strict=True) if f and a.is_control)
                     state_labels += sum(a.is_control for a in actions)
-                reading = agent.observe(
-                    Feedback(
-                        decision,
-                        action,
-                        chosen,
-                        tuple(float(x) for x in logits),
-                        obs,
-                        reward,
-                        verdicts,
-                        world.punishments(info),
-                        won,
-                        utterance,
-                        unsafe,
-                    )
-                )
-                z = (
-                    dict.fromkeys(SIGNAL_NAMES)
-                    if reading is None
-                    else dict(zip(SIGNAL_NAMES, reading.z.as_tuple(), strict=True))
-                )
+                signal = learn(agent, choice, obs, reward, verdicts, world.punishments(info), won, unsafe)
                 row = {
                     "method": label,
                     "seed": cfg.seed,
@@ -398,24 +333,20 @@ def run_tier1(
                     "command": world.command(decision, action),
                     "fallback": chosen < 0,
                     "violated_rules": ",".join(v.rule_id for v in verdicts),
-                    "shield_refused": ",".join(shield_refused),
+                    "shield_refused": ",".join(choice.shield_refused),
                     "exposed_rules": ",".join(exposed),
                     "covered_rules": ",".join(covered),
                     "n_masked": int(np.sum(governed.masked)),
                     "temp_masked": any(i.startswith(TEMP_PREFIX) for _, ids in governed.fired for i in ids),
                     "covered_mass": covered_mass,
-                    "enforce_seconds": enforce_seconds,
-                    "generated": written is not None,
-                    "constrained": written is not None and written.constrained,
-                    "generated_masked": generated_masked,
-                    "memory_tokens": tokens,
+                    "enforce_seconds": choice.enforce_seconds,
+                    **choice.generation_columns(),
+                    "memory_tokens": choice.memory_tokens,
                     "reward": reward,
                     "won": won,
                     "world_version": version,
-                    "utterance": utterance,
-                    **z,
-                    "d_t": None if reading is None else reading.d,
-                    "crossed": None if reading is None else reading.crossed,
+                    "utterance": choice.utterance,
+                    **signal,
                 }
                 rows.append(row)
                 if guarantees is not None:
@@ -566,20 +497,3 @@ def episode_intervals(episodes: pd.DataFrame, seed: int) -> dict[str, Any]:
         "svr_ci": pooled_ratio(episodes["violating_steps"], episodes["exposed_steps"], rng).to_json(),
         "success_ci": pooled_ratio(episodes["won"].astype(float), np.ones(len(episodes)), rng).to_json(),
     }
-
-
-def signal_summary(steps: pd.DataFrame) -> dict[str, Any] | None:
-    """Per term of d_t (z_V, z_R, z_C, z_I, d_t): mean, max and the number of steps it was nonzero (n = steps with a
-    reading). None for methods without a disequilibrium monitor."""
-    if "d_t" not in steps or steps["d_t"].isna().all():
-        return None
-    out: dict[str, Any] = {"n": int(steps["d_t"].notna().sum())}
-    for name in (*SIGNAL_NAMES, "d_t"):
-        col = steps[name].astype(float)
-        out[name] = {
-            "mean": float(col.mean()),
-            "max": float(col.max()),
-            "nonzero_steps": int((col > 0).sum()),
-        }
-    out["crossings"] = int(steps["crossed"].fillna(False).astype(bool).sum())
-    return out

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scars.experiments.report import atomic_write_text, plt, write_json, write_table
+from scars.experiments.report import atomic_write_text, plt, save_figure, write_json, write_table
 from scars.experiments.stats import pooled_ratio
 
 
@@ -143,9 +143,7 @@ def plot_resource(
     ax.set_title("Resource level per month (mean, 95% run-bootstrap band)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_harvest(
@@ -167,9 +165,7 @@ def plot_harvest(
     ax.set_title("Group harvest vs the sustainable catch f(t)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_karma(
@@ -188,9 +184,7 @@ def plot_karma(
     ax.set_title("Karma trajectories (mean over the runs that reached the month)")
     ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def write_tier2(

@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scars.experiments.commons_run import run_tier2
 from scars.experiments.config import Tier2Config
-from scars.experiments.report import atomic_write_text, plt, write_json, write_table
+from scars.experiments.report import atomic_write_text, plt, save_figure, write_json, write_table
 from scars.experiments.stats import paired_difference, pooled_ratio
-from scars.experiments.tier2 import run_tier2
 from scars.experiments.tier2_report import _ci, write_tier2
 
 Progress = Callable[[str], None]
@@ -137,9 +137,7 @@ def _plot_collusion(table: pd.DataFrame, path: Path) -> Path:
         ax.set_title(f"n = {rows[0][n_key]} per bar, 95% CI", fontsize=9)
     fig.suptitle("Anti-collusion: TrustGate + NormVerifier on vs off (malicious arena)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def collusion_markdown(table: pd.DataFrame, base: Tier2Config) -> str:
@@ -255,9 +253,7 @@ def _plot_transfer(table: pd.DataFrame, path: Path) -> Path:
     ax.set_title(f"Counterfactual social transfer A → B (n = {n} B runs per bar, 95% CI)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def transfer_markdown(table: pd.DataFrame, base: Tier2Config, runs_a: int, runs_b: int) -> str:
@@ -370,9 +366,7 @@ def _plot_outsider(table: pd.DataFrame, outsider_month: int, path: Path) -> Path
     ax.set_title(f"GovSim's outsider variant (n = {n} runs per bar, 95% CI)")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def outsider_markdown(table: pd.DataFrame, base: Tier2Config, outsider_month: int) -> str:

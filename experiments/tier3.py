@@ -3,7 +3,7 @@
 Read top to bottom: config → train in A and in B (tier 2's runner) → carry the state into arena C → play C → metrics.
 
 For every seed, two agents with the same initial persona — the same method, the same base policy, the same seed
-family — train with tier 2's runner (``experiments.tier2.run_tier2``, the focal set-up: the learner in seat 0 of
+family — train with tier 2's runner (``experiments.commons_run.run_tier2``, the focal set-up: the learner in seat 0 of
 the commons among the arena's scripted population), one in arena A (peer punishment) and one in arena B (none), so
 they accumulate different histories. Each then carries its state into arena C (``envs.aquifer``, farms pumping an
 aquifer: nothing of A/B on the surface): the scars agent its audit ledger (a verified copy; every carried scar stays
@@ -39,14 +39,13 @@ import pandas as pd
 import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
 from scars.agents.api import Agent
 from scars.agents.memory.base import MemoryMechanism
-from scars.agents.policies import PolicyInput, sample_action
 from scars.agents.policies.embedded import SimulatedLMConfig
 from scars.agents.registry import BACKENDS, METHODS, MethodSpec
 from scars.agents.runtime.ledger import Ledger, ledger_files
 from scars.agents.runtime.scar import Provenance, Scar
 from scars.disequilibrium.composite import DisequilibriumConfig
 from scars.disequilibrium.trustgate import TrustGateConfig
-from scars.envs.api import Feedback, ProtocolWorld, WorldCard
+from scars.envs.api import ProtocolWorld, WorldCard
 from scars.envs.aquifer import aquifer_v0
 from scars.envs.aquifer.adapter import AquiferAdapter
 from scars.envs.aquifer.aquifer_v0 import (
@@ -60,6 +59,7 @@ from scars.envs.commons.adapter import CommonsAdapter
 from scars.envs.commons.habits import HarvesterHabits, habit_prior
 from scars.envs.commons.populations import parse_population
 from scars.envs.vocabulary import ground
+from scars.experiments.commons_run import SeatState, run_tier2
 from scars.experiments.config import NO_MEMORY, Tier3Config
 from scars.experiments.guarantees import GuaranteeMonitor
 from scars.experiments.identity import (
@@ -73,9 +73,8 @@ from scars.experiments.identity import (
     style_continuity,
     trajectory_features,
 )
+from scars.experiments.loop import Step, decide, learn
 from scars.experiments.stats import pooled_ratio
-from scars.experiments.tier1 import base_policy_step
-from scars.experiments.tier2 import SeatState, run_tier2
 from scars.synthesis.dsl import Action, canonical_text
 from scars.synthesis.errors import ConfigError
 
@@ -303,7 +302,7 @@ def play_c(
             seasons = 0
             while env.agents:
                 actions: dict[str, Any] = {}
-                pending = None
+                pending: Step | None = None
                 for farm in env.agents:
                     if farm in scripted:
                         move, states[farm] = scripted[farm].step(
@@ -315,9 +314,6 @@ def play_c(
                         actions[farm] = surface_engine_action(move)
                         continue
                     decision = adapter.decision(observations[farm], infos[farm], t=t)
-                    if monitor is not None:
-                        monitor.before_decision(t)
-                    window = agent.window(decision)
                     # the base policy's habits are world knowledge of a common-pool harvester: read under C's names
                     engine_actions = tuple(
                         Action.from_dict(engine_action_choice(a.to_dict())) for a in decision.actions
@@ -330,55 +326,38 @@ def play_c(
                         scale=scale,
                         universalization=False,
                     )
-                    inp = PolicyInput(
-                        decision.observation,
-                        decision.task,
-                        decision.context,
-                        decision.actions,
-                        window,
+                    pending = decide(
+                        policy,
+                        agent,
+                        decision,
                         prior,
                         adapter.card.salient_keys,
+                        policy_rng,
+                        generate=generate,
+                        monitor=monitor,
                     )
-                    logits, written = base_policy_step(policy, agent, decision, inp, policy_rng, generate)
-                    governed = agent.govern(decision, logits)
-                    if written is not None and bool(governed.masked[written.index]):
-                        raise RuntimeError(  # generate mode's per-step check: a masked command was written
-                            f"the model wrote {decision.actions[written.index].text!r}, which the controller masks"
-                        )
-                    if governed.fallback is not None:
-                        chosen, action = -1, governed.fallback
-                    elif written is not None:
-                        chosen, action = written.index, decision.actions[written.index]
-                    else:
-                        chosen = sample_action(governed.probs, policy_rng)
-                        action = decision.actions[chosen]
-                    blocked = tuple(a for a, m in zip(decision.actions, governed.masked, strict=True) if m)
-                    if action.kind == "text" and not policy.writes_text:
-                        utterance = action.text or ""
-                    else:
-                        utterance = policy.utter(inp, action, blocked)
-                    actions[farm] = world.command(decision, action)
-                    pending = (decision, action, chosen, logits, governed, utterance)
+                    actions[farm] = world.command(decision, pending.action)
                 observations, rewards, _, _, infos = env.step(actions)
                 if pending is None:
                     continue
-                decision, action, chosen, logits, governed, utterance = pending
+                decision, action, governed, logits = (
+                    pending.decision,
+                    pending.action,
+                    pending.governed,
+                    pending.logits,
+                )
+                utterance = pending.utterance
                 info = infos.get(LEARNER_C, {})
                 verdicts = world.verdicts(info) if info else ()
                 punishments = world.punishments(info) if info else ()
-                agent.observe(
-                    Feedback(
-                        decision,
-                        action,
-                        chosen,
-                        tuple(float(x) for x in logits),
-                        str(info.get("water_report", "")),
-                        float(rewards.get(LEARNER_C, 0.0)),
-                        verdicts,
-                        punishments,
-                        False,
-                        utterance,
-                    )
+                learn(
+                    agent,
+                    pending,
+                    str(info.get("water_report", "")),
+                    float(rewards.get(LEARNER_C, 0.0)),
+                    verdicts,
+                    punishments,
+                    False,
                 )
                 scar_ids = set(agent.scar_ids())
                 fired_ids = {i for _, ids in governed.fired for i in ids}
@@ -420,7 +399,8 @@ def play_c(
                         "safe_share": float(decision.context["safe_yield_share"]),
                         "level_fraction": None if point is None else point[0],
                         "extraction_shares": None if point is None else point[1],
-                        "fallback": chosen < 0,
+                        "fallback": pending.fallback,
+                        **pending.generation_columns(),
                         "n_masked": int(np.sum(governed.masked)),
                         "scar_masked": bool(fired_ids & scar_ids),
                         "grounded_masked": bool(fired_ids & grounded_ids),
@@ -661,7 +641,7 @@ def results_markdown(cfg: Tier3Config, summaries: Mapping[str, Mapping[str, Any]
 
 def plot_continuity(summaries: Mapping[str, Mapping[str, Any]], path: Path) -> Path:
     """Style JS (vs imprint, vs training) and behaviour distance per method, with 95% intervals and n."""
-    from scars.experiments.report import _save, plt
+    from scars.experiments.report import plt, save_figure
 
     methods = list(summaries)
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), constrained_layout=True)
@@ -690,12 +670,12 @@ def plot_continuity(summaries: Mapping[str, Mapping[str, Any]], path: Path) -> P
         ax.set_xticks(range(len(methods)), methods, rotation=35, ha="right")
         ax.set_title(title, fontsize=9)
         ax.set_ylabel(ylabel)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_individuation(summaries: Mapping[str, Mapping[str, Any]], path: Path) -> Path:
     """Individuation accuracy per method (and its identical-history control) with 95% intervals, chance at 0.5."""
-    from scars.experiments.report import _save, plt
+    from scars.experiments.report import plt, save_figure
 
     methods = list(summaries)
     fig, ax = plt.subplots(figsize=(8, 3.8), constrained_layout=True)
@@ -727,12 +707,12 @@ def plot_individuation(summaries: Mapping[str, Mapping[str, Any]], path: Path) -
     ax.set_ylabel("held-out accuracy (by seed)")
     ax.set_title("Trajectory individuation: which arena trained this agent?")
     ax.legend(fontsize=7, loc="upper right")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_confusion(summary: Mapping[str, Any], path: Path) -> Path | None:
     """The classifier's confusion matrix (rows: true history, columns: predicted) with its accuracy and CI."""
-    from scars.experiments.report import _save, plt
+    from scars.experiments.report import plt, save_figure
 
     ind = summary["individuation"]
     if ind.get("confusion") is None:
@@ -747,7 +727,7 @@ def plot_confusion(summary: Mapping[str, Any], path: Path) -> Path | None:
     ax.set_xlabel("predicted history")
     ax.set_ylabel("true history")
     ax.set_title(f"{summary['method']}: {_accuracy_cell(ind)}", fontsize=7)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def write_tier3(result: Tier3Result, out: Path) -> dict[str, Any]:

@@ -32,7 +32,7 @@ Definitions this module fixes (the paper leaves them open):
   with a slack per requirement priced above the whole candidate set, so the result covers as much as possible.
 
 The merge is pure: it reads a frozen ``MergeProblem`` and returns a frozen ``MergeResult``; ledger writes live in
-``agents.equilibration``. ``merge_mode="append"`` is the No-ILP-Merge ablation (§6.4): every candidate stays.
+``agents.runtime.equilibration``. ``merge_mode="append"`` is the No-ILP-Merge ablation (§6.4): every candidate stays.
 """
 
 from __future__ import annotations
@@ -42,10 +42,9 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 import numpy as np
-from ortools.sat.python import cp_model, cp_model_helper
 
 from scars.synthesis.dsl.ast import (
     FLIPPED_OPS,
@@ -67,6 +66,9 @@ from scars.synthesis.dsl.cost import DEFAULT_LAMBDAS, Lambdas, description_lengt
 from scars.synthesis.dsl.semantics import Classes, Context, fires, mask_key
 from scars.synthesis.errors import ConfigError
 from scars.synthesis.failure import Failure
+
+if TYPE_CHECKING:  # OR-Tools loads when a merge solves a component, not when the module is imported
+    from ortools.sat.python import cp_model
 
 MergeMode: TypeAlias = Literal["ilp", "append"]
 Backend: TypeAlias = Literal[
@@ -667,14 +669,15 @@ class _CpSatWorkspace:
     """One CpModel reused for every component of a merge: building a fresh ``CpModel`` costs ~4 ms of Python
     (its pre-PEP8 aliases), more than solving a small component; resetting its proto costs microseconds."""
 
-    _EMPTY = cp_model_helper.CpModelProto()
-
     def __init__(self) -> None:
+        from ortools.sat.python import cp_model, cp_model_helper
+
+        self._empty = cp_model_helper.CpModelProto()
         self.model = cp_model.CpModel()
         self.solver = cp_model.CpSolver()
 
     def fresh_model(self) -> cp_model.CpModel:
-        self.model.proto.copy_from(self._EMPTY)
+        self.model.proto.copy_from(self._empty)
         self.model.rebuild_constant_map()
         return self.model
 
@@ -689,6 +692,8 @@ def _solve_cp_sat(
     """CP-SAT. The linear constraints of SPEC §5 are posted as the equivalent clauses on Booleans
     (z ≤ x_i ⇔ z → x_i; z ≥ x_i + x_j − 1 ⇔ ¬x_i ∨ ¬x_j ∨ z; x_i + x_j ≤ 1 ⇔ ¬x_i ∨ ¬x_j), which CP-SAT
     propagates natively instead of re-deriving them in presolve."""
+    from ortools.sat.python import cp_model
+
     workspace = workspace or _CpSatWorkspace()
     model = workspace.fresh_model()
     x = {c.id: model.new_bool_var(f"x_{k}") for k, c in enumerate(comp.candidates)}

@@ -2,7 +2,7 @@
 
 Scars are persistent but not immortal: their online activation depends on the validity scope ρ_i, and
 counter-evidence can revoke them. This module decides *which* scars leave the control plane and why; it is
-pure (frozen inputs, a frozen decision). ``agents.equilibration`` writes the decision to the ledger, where the
+pure (frozen inputs, a frozen decision). ``agents.runtime.equilibration`` writes the decision to the ledger, where the
 evidence stays: retiring a rule is not forgetting the failure (§7.1).
 
 Two operators:

@@ -29,6 +29,11 @@ from scars.agents.policies.base import (
     unmasked_commands,
     utterance_prompt,
 )
+from scars.agents.runtime.adapters.token_mask import (
+    CommandTrie,
+    make_scars_logits_processor,
+    require_transformers,
+)
 from scars.synthesis.dsl import Action
 from scars.synthesis.errors import ConfigError
 
@@ -36,20 +41,9 @@ DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 DTYPES: tuple[str, ...] = ("auto", "float32", "float16", "bfloat16")
 
 
-def _require_transformers():
-    try:
-        import torch
-        import transformers
-    except ImportError as exc:  # pragma: no cover - depends on the optional extra
-        raise ConfigError(
-            "backend 'hf' needs the optional extra: pip install torch==2.13.0 && pip install -e '.[hf]'"
-        ) from exc
-    return torch, transformers
-
-
 def resolve_device(device: str) -> str:
     """``auto`` → cuda when torch sees a GPU, else cpu; ``cuda`` without a GPU is a ``ConfigError``."""
-    torch, _ = _require_transformers()
+    torch, _ = require_transformers()
     if device not in DEVICES:
         raise ConfigError(f"device = {device!r} is not one of {DEVICES}")
     has_cuda = bool(torch.cuda.is_available())
@@ -64,7 +58,7 @@ def resolve_device(device: str) -> str:
 
 def resolve_dtype(dtype: str, device: str):
     """The torch dtype for ``dtype`` on a resolved device; float16 on the CPU is refused (use bfloat16 or float32)."""
-    torch, _ = _require_transformers()
+    torch, _ = require_transformers()
     if dtype not in DTYPES:
         raise ConfigError(f"dtype = {dtype!r} is not one of {DTYPES}")
     if dtype == "auto":
@@ -91,60 +85,6 @@ def check_model_folder(path: str) -> Path:
     return folder
 
 
-class CommandTrie:
-    """The token sequences of the allowed commands as a prefix tree: which tokens may follow a generated prefix.
-
-    A complete command may be followed only by EOS (or by the continuation of a longer command it is a prefix of).
-    """
-
-    def __init__(self, sequences: Sequence[Sequence[int]], eos: int):
-        self.eos = eos
-        self.next: dict[tuple[int, ...], set[int]] = {}
-        self.complete: dict[tuple[int, ...], int] = {}
-        for index, seq in enumerate(sequences):
-            seq = tuple(seq)
-            if not seq:
-                raise ConfigError(f"allowed command {index} tokenises to no tokens")
-            for k in range(len(seq)):
-                self.next.setdefault(seq[:k], set()).add(seq[k])
-            self.complete.setdefault(seq, index)
-            self.next.setdefault(seq, set()).add(eos)
-
-    def allowed_after(self, prefix: tuple[int, ...]) -> set[int]:
-        """Tokens that keep ``prefix`` on the path of some allowed command (only EOS when it left every path)."""
-        return self.next.get(prefix, {self.eos})
-
-    def command_of(self, generated: Sequence[int]) -> int | None:
-        """Index of the allowed command ``generated`` spells (up to the first EOS), or None."""
-        tokens = list(generated)
-        if self.eos in tokens:
-            tokens = tokens[: tokens.index(self.eos)]
-        return self.complete.get(tuple(tokens))
-
-
-def make_scars_logits_processor(trie: CommandTrie, prompt_len: int):
-    """A ``LogitsProcessor`` that restricts generation to the token sequences of the trie's commands: −inf for
-    every token that does not continue an allowed command. ``calls`` counts the decoding steps it governed."""
-    torch, transformers = _require_transformers()
-
-    class ScarsLogitsProcessor(transformers.LogitsProcessor):
-        """Hard mask at the token level (the scars mask as a logits processor)."""
-
-        def __init__(self) -> None:
-            self.calls = 0
-
-        def __call__(self, input_ids, scores):
-            self.calls += 1
-            out = torch.full_like(scores, float("-inf"))
-            for row in range(input_ids.shape[0]):
-                prefix = tuple(input_ids[row, prompt_len:].tolist())
-                idx = torch.tensor(sorted(trie.allowed_after(prefix)), dtype=torch.long, device=scores.device)
-                out[row, idx] = scores[row, idx]
-            return out
-
-    return ScarsLogitsProcessor()
-
-
 class HFPolicy:
     """A causal LM: scores admissible commands by log-likelihood (one batched pass over the prompt's KV cache), or
     writes its command under the scars mask as a logits processor."""
@@ -153,7 +93,7 @@ class HFPolicy:
     writes_text = True
 
     def __init__(self, model, tokenizer, *, max_prompt_tokens: int = 1024, device: str = "cpu"):
-        self.torch, _ = _require_transformers()
+        self.torch, _ = require_transformers()
         self.device = device
         self.model = model.to(device).eval()
         self.tokenizer = tokenizer
@@ -171,7 +111,7 @@ class HFPolicy:
     def from_pretrained(cls, path: str, *, device: str = "cpu", dtype: str = "auto", **kw) -> HFPolicy:
         """Load a local model folder on ``device`` in ``dtype`` (``ConfigError`` for anything else than a local
         HuggingFace model folder, an unusable device or dtype)."""
-        _, transformers = _require_transformers()
+        _, transformers = require_transformers()
         folder = check_model_folder(path)
         resolved = resolve_device(device)
         torch_dtype = resolve_dtype(dtype, resolved)
@@ -270,7 +210,7 @@ class HFPolicy:
 
     def generate(self, inp: PolicyInput, masked: Sequence[bool]) -> Generation:
         """Generate mode: the model writes its action (greedy) under the scars mask as a logits processor."""
-        torch, transformers = self.torch, _require_transformers()[1]
+        torch, transformers = self.torch, require_transformers()[1]
         allowed = unmasked_commands(inp, masked)
         prompt = self._prompt_ids(inp)
         sequences = [self._command_ids(text) for _, text in allowed]

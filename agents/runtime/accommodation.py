@@ -10,8 +10,8 @@ there, off the decision path. For each ``report_failure(context, action, verdict
 2. records the failure (``SchemaStore.record_failure``, with d_t and z);
 3. when d_t > τ: cuts it to a fragment by counterfactual checks (``synthesis.extract_fragment``), builds D_t from the
    calls the gate allowed since it opened (``synthesis.build_dataset``), runs the MCTS synthesis on the in-process
-   executor, builds the scar (``agents.equilibration.scar_from_synthesis``) and merges it with S_t
-   (``agents.equilibration.equilibrate``: the OR-Tools merge, written through the store).
+   executor, builds the scar (``agents.runtime.equilibration.scar_from_synthesis``) and merges it with S_t
+   (``agents.runtime.equilibration.equilibrate``: the OR-Tools merge, written through the store).
 
 The verifier ``verifier(context, action) -> bool`` (True: the call violates) is the framework's; counterfactual
 extraction asks it what-if questions. Without one, the reported failures are the only violations known and no what-if
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from scars.agents.equilibration import equilibrate, owed_failures, scar_from_synthesis
 from scars.agents.runtime.control import ControlPlane
+from scars.agents.runtime.equilibration import equilibrate, owed_failures, scar_from_synthesis
 from scars.agents.runtime.ledger import Event, VerifyReport
 from scars.agents.runtime.scar import Scar
 from scars.agents.runtime.store import SchemaStore

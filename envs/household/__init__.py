@@ -1,5 +1,7 @@
 """The native tier-1 household world (ALFWorld semantics) with dynamic safety rules (SPEC §7 tier 1, §9)."""
 
+from gymnasium.envs.registration import register, registry
+
 from scars.envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan, plan_trace
 from scars.envs.household.generator import generate_game, is_compliantly_solvable
 from scars.envs.household.rules import (
@@ -49,3 +51,7 @@ __all__ = [
     "library_rule",
     "rules_for_task",
 ]
+
+# importing this package is what makes ``gym.make("scars/Household-v0")`` work (once per process)
+if "scars/Household-v0" not in registry:
+    register(id="scars/Household-v0", entry_point="scars.envs.household.env:HouseholdEnv")

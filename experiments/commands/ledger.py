@@ -25,8 +25,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from scars.agents.runtime import Ledger, Provenance, Scar, Scope
-from scars.agents.runtime.ledger import KEY_FILE_ENV, VERDICT_EVENTS, parse_anchor, verdict_evidence
+from scars.agents.runtime import Provenance, Scar, Scope
+from scars.agents.runtime.ledger import KEY_FILE_ENV, VERDICT_EVENTS, Ledger, parse_anchor, verdict_evidence
 from scars.agents.runtime.store import SchemaIntegrityError, SchemaStore
 from scars.synthesis.dsl import Action, parse_rule
 from scars.synthesis.dsl.semantics import fires

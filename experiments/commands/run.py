@@ -2,87 +2,20 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
 import click
 from click.core import ParameterSource
 
-from scars.experiments.commands._checks import FINITE_FLOAT, check_output_dir, check_url
+from scars.experiments.commands._checks import check_output_dir
+from scars.experiments.commands.options import config_options
+from scars.experiments.commands.run_tier2 import TIER2_COMMANDS, tier2_demo
+from scars.experiments.commands.run_tier3 import tier3 as tier3_command
 from scars.experiments.config import (
-    ABLATIONS,
-    BACKENDS,
-    CHOICE_PARAMS,
-    DEVICES,
-    DTYPES,
-    EXECUTORS,
-    METHODS,
-    POLICY_MODES,
     Tier1Config,
 )
 from scars.synthesis.errors import ScarsError
-
-_CHOICES = {
-    "method": METHODS,
-    "backend": BACKENDS,
-    "ablation": ABLATIONS,
-    "executor": EXECUTORS,
-    "embedder": ("hashing", "minilm"),
-    "policy_mode": POLICY_MODES,
-    "device": DEVICES,
-    "dtype": DTYPES,
-    "choice_param": CHOICE_PARAMS,
-}
-_ENVVARS = {"api_key": "OPENAI_API_KEY"}
-"""Options that fall back to an environment variable (secrets: their value is never shown in --help)."""
-
-
-def config_options(cls, choices: dict | None = None, skip: tuple[str, ...] = ()):
-    """Decorate a click command with one option per config field, help text from the field's docstring
-    (``choices``: field → allowed values, default the tier-1 ones; ``skip``: fields the command declares itself)."""
-    docs = cls.field_docs()
-    choices = _CHOICES if choices is None else choices
-
-    def decorate(fn):
-        for f in reversed(dataclasses.fields(cls)):
-            if f.name in skip:
-                continue
-            name = "--" + f.name.replace("_", "-")
-            default = f.default
-            if isinstance(default, bool):
-                fn = click.option(
-                    f"{name}/--no-{f.name.replace('_', '-')}",
-                    default=default,
-                    show_default=True,
-                    help=docs[f.name],
-                )(fn)
-            elif f.name in choices:
-                fn = click.option(
-                    name,
-                    type=click.Choice(choices[f.name]),
-                    default=default,
-                    show_default=True,
-                    help=docs[f.name],
-                )(fn)
-            elif f.name in _ENVVARS:
-                fn = click.option(
-                    name,
-                    type=str,
-                    default=default,
-                    envvar=_ENVVARS[f.name],
-                    show_envvar=True,
-                    help=docs[f.name],
-                )(fn)
-            else:
-                kind = FINITE_FLOAT if isinstance(default, float) else type(default)
-                callback = (lambda ctx, param, value: check_url(value)) if f.name == "server_url" else None
-                fn = click.option(
-                    name, type=kind, default=default, show_default=True, help=docs[f.name], callback=callback
-                )(fn)
-        return fn
-
-    return decorate
 
 
 @click.group("run")
@@ -185,7 +118,6 @@ def demo(
         click.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)
     click.echo(f"results: {out / 'results.md'}")
-    from scars.experiments.commands.run_tier2 import tier2_demo
 
     summaries = tier2_demo(out / "tier2", seed)
     for label, s in summaries.items():
@@ -201,5 +133,5 @@ def demo(
     click.echo(f"tier-3 results: {out / 'tier3' / 'results.md'}")
 
 
-# the tier-2 commands register themselves on the run group (``experiments.commands.run_tier2``)
-import scars.experiments.commands.run_tier2  # noqa: E402, F401
+for _command in (*TIER2_COMMANDS, tier3_command):  # `scars run tier2 …`, its studies, `scars run tier3`
+    run.add_command(_command)

@@ -9,26 +9,11 @@ from pathlib import Path
 
 import click
 
-from scars.envs.commons.habits import HABIT_PRESETS
 from scars.experiments.commands._checks import check_output_dir, claim_output, overwrite_option, parse_seeds
-from scars.experiments.commands.run import config_options, run
-from scars.experiments.config import ABLATIONS, BACKENDS, EXECUTORS, METHODS, ORACLES, SETUPS, Tier2Config
+from scars.experiments.commands.options import config_options, seeds_option
+from scars.experiments.config import METHODS, Tier2Config
 from scars.synthesis.errors import ConfigError, ScarsError
 
-_CHOICES = {
-    "method": METHODS,
-    "setup": SETUPS,
-    "arena": ("A", "B", "malicious"),
-    "scenario": ("fishery", "pasture", "pollution"),
-    "allocation": ("stochastic", "proportional"),
-    "habits": tuple(HABIT_PRESETS),
-    "outsider_habits": tuple(HABIT_PRESETS),
-    "punishment_attribution": ("verifier", "context"),
-    "backend": BACKENDS,
-    "ablation": ABLATIONS,
-    "executor": EXECUTORS,
-    "embedder": ("hashing", "minilm"),
-}
 _GATES = click.option(
     "--gates",
     type=click.Choice(["on", "off"]),
@@ -38,32 +23,8 @@ _GATES = click.option(
 )
 
 
-def _study_options(fn):
-    """The options both §6.2 studies share: months per run, the MCTS budget, the what-if oracle."""
-    for option in reversed(
-        (
-            click.option(
-                "--months", type=click.IntRange(min=1), default=12, show_default=True, help="Months per run."
-            ),
-            click.option(
-                "--search-iterations",
-                type=click.IntRange(min=1),
-                default=120,
-                show_default=True,
-                help="MCTS iterations per tree.",
-            ),
-            click.option(
-                "--oracle",
-                type=click.Choice(ORACLES),
-                default="none",
-                show_default=True,
-                help="The information protocol's what-if oracle (README): counterfactual lets scars' extraction ask "
-                "the verifier.",
-            ),
-        )
-    ):
-        fn = option(fn)
-    return fn
+_study_options = config_options(Tier2Config, only=("months", "search_iterations", "oracle"))
+"""The options the §6.2 studies share, from ``Tier2Config``: months per run, the MCTS budget, the what-if oracle."""
 
 
 def _out_option(default: str):
@@ -90,7 +51,7 @@ def _fail(exc: Exception) -> None:
 
 
 @click.command("tier2")
-@config_options(Tier2Config, choices=_CHOICES, skip=("gates",))
+@config_options(Tier2Config, skip=("gates",))
 @_GATES
 @_out_option("runs/tier2")
 def tier2(out: Path, overwrite: bool, **fields) -> None:
@@ -100,7 +61,8 @@ def tier2(out: Path, overwrite: bool, **fields) -> None:
     DIR's carried state (a missing or unverifiable ledger is refused and nothing is written)."""
     from rich.console import Console
 
-    from scars.experiments.tier2 import load_carried, run_tier2_to_dir
+    from scars.experiments.commons_run import load_carried
+    from scars.experiments.tier2 import run_tier2_to_dir
 
     check_output_dir(out)
     try:
@@ -144,9 +106,7 @@ def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
 @click.option(
     "--method", type=click.Choice(METHODS), default="scars", show_default=True, help="The focal learner."
 )
-@click.option(
-    "--ablation", type=click.Choice(ABLATIONS), default="none", show_default=True, help="Scars only."
-)
+@config_options(Tier2Config, only=("ablation",))
 @click.option(
     "--habits",
     type=click.Choice(["govsim", "sustainable"]),
@@ -161,9 +121,7 @@ def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
     show_default=True,
     help=Tier2Config.field_docs()["punishment_attribution"],
 )
-@click.option(
-    "--seeds", default="0-4", show_default=True, help="Independent trajectories, e.g. 0-4 or 0,3,7-9."
-)
+@seeds_option("Independent trajectories, e.g. 0-4 or 0,3,7-9.")
 @click.option("--runs", type=click.IntRange(min=1), default=6, show_default=True, help="Runs per trajectory.")
 @_study_options
 @_out_option("runs/tier2-collusion")
@@ -208,14 +166,12 @@ def tier2_collusion(
 @click.option(
     "--methods", default="all", show_default=True, help=f"Comma-separated, or all: {', '.join(METHODS)}."
 )
-@click.option("--seeds", default="0-2", show_default=True, help="Seeds, e.g. 0-2.")
+@seeds_option()
 @click.option(
     "--runs-a", type=click.IntRange(min=1), default=5, show_default=True, help="Training runs in arena A."
 )
 @click.option("--runs-b", type=click.IntRange(min=1), default=5, show_default=True, help="Runs in arena B.")
-@click.option(
-    "--setup", type=click.Choice(SETUPS), default="homogeneous", show_default=True, help="Seat set-up."
-)
+@config_options(Tier2Config, only=("setup",))
 @_study_options
 @_out_option("runs/tier2-transfer")
 def tier2_transfer(
@@ -244,7 +200,7 @@ def tier2_transfer(
 @click.option(
     "--methods", default="all", show_default=True, help=f"Comma-separated, or all: {', '.join(METHODS)}."
 )
-@click.option("--seeds", default="0", show_default=True, help="Seeds, e.g. 0 or 0-2.")
+@seeds_option()
 @click.option("--runs", type=click.IntRange(min=1), default=10, show_default=True, help="Runs per seed.")
 @click.option(
     "--outsider-month",
@@ -253,9 +209,7 @@ def tier2_transfer(
     show_default=True,
     help="The month the outsider joins (GovSim: 4, after three months of four agents).",
 )
-@click.option(
-    "--setup", type=click.Choice(SETUPS), default="homogeneous", show_default=True, help="Seat set-up."
-)
+@config_options(Tier2Config, only=("setup",))
 @click.option(
     "--outsider-fresh/--no-outsider-fresh",
     default=True,
@@ -305,14 +259,13 @@ def tier2_outsider(
 
 
 TIER2_COMMANDS = (tier2, tier2_collusion, tier2_transfer, tier2_outsider)
-for _command in TIER2_COMMANDS:
-    run.add_command(_command)
+"""The tier-2 commands of the ``scars run`` group (``experiments.commands.run`` adds them)."""
 
 
 def tier2_demo(out: Path, seed: int, runs: int = 3) -> dict:
     """``scars demo``'s tier-2 section: the six methods as five homogeneous seats of arena A for ``runs`` runs each;
     one combined table, results.md and plots in ``out``. Returns the summaries."""
-    from scars.experiments.tier2 import run_tier2
+    from scars.experiments.commons_run import run_tier2
     from scars.experiments.tier2_report import write_tier2
 
     results, configs = {}, {}

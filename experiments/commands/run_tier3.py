@@ -9,30 +9,20 @@ from pathlib import Path
 import click
 
 from scars.experiments.commands._checks import check_output_dir, claim_output, overwrite_option, parse_seeds
-from scars.experiments.commands.run import config_options, run
+from scars.experiments.commands.options import config_options, seeds_option
 from scars.experiments.config import (
-    ABLATIONS,
-    BACKENDS,
-    EXECUTORS,
     METHODS,
     NO_MEMORY,
-    POLICY_MODES,
     Tier3Config,
 )
 from scars.synthesis.errors import ScarsError
 
-METHOD_CHOICES = (*METHODS, NO_MEMORY, "all")
-_CHOICES = {
-    "ablation": ABLATIONS,
-    "backend": BACKENDS,
-    "policy_mode": POLICY_MODES,
-    "embedder": ("hashing", "minilm"),
-    "executor": EXECUTORS,
-}
+METHOD_CHOICES = (*Tier3Config.allowed("method"), "all")
+"""Tier 3's methods (the registered ones and the no_memory control), and ``all`` (one table of every one)."""
 
 
-@run.command("tier3")
-@config_options(Tier3Config, choices=_CHOICES, skip=("method", "seeds", "ground_scars"))
+@click.command("tier3")
+@config_options(Tier3Config, skip=("method", "seeds", "ground_scars"))
 @click.option(
     "--method",
     type=click.Choice(METHOD_CHOICES),
@@ -41,7 +31,7 @@ _CHOICES = {
     help="Memory method; no_memory is the control that carries nothing; all = the six methods and no_memory "
     "(one table).",
 )
-@click.option("--seeds", default="0-4", show_default=True, help="Seeds, e.g. 0-4 or 0,2,5 (at least two).")
+@seeds_option("Seeds, e.g. 0-4 or 0,2,5 (at least two).")
 @click.option(
     "--ground/--no-ground", default=True, show_default=True, help=Tier3Config.field_docs()["ground_scars"]
 )

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from scars.experiments.commands._checks import claim_output, overwrite_option, parse_seeds
+from scars.experiments.commands.options import seeds_option
 from scars.synthesis.errors import ScarsError
 
 
@@ -44,7 +45,7 @@ def _floats(text: str, name: str) -> tuple[float, ...]:
     show_default=True,
     help="Simulated LM compliance values (each in [0, 1]).",
 )
-@click.option("--seeds", default="0", show_default=True, help="Seeds: 0-4 or 0,1,2.")
+@seeds_option()
 @click.option("--episodes", default=36, show_default=True, type=click.IntRange(1), help="Episodes per run.")
 @click.option(
     "--out",

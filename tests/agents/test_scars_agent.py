@@ -7,7 +7,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from scars.agents.equilibration import equilibrate
+from scars.agents.runtime.equilibration import equilibrate
 from scars.agents.runtime.scar import Scar, Scope
 from scars.agents.runtime.store import SchemaIntegrityError, SchemaStore
 from scars.agents.scars_agent import ScarsAgent, ScarsAgentConfig

@@ -57,7 +57,7 @@ class Harness:
 
     def admit(self, rule: Rule, step: int, ticket: int | None):
         """Admit a scar through the store (as a merge would), then apply the hot swap's lifts."""
-        from scars.agents.equilibration import equilibrate
+        from scars.agents.runtime.equilibration import equilibrate
 
         scar = Scar(rule)
         equilibrate(self.store, [scar], [], merge_mode="append")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scars.agents.equilibration import equilibrate
+from scars.agents.runtime.equilibration import equilibrate
 from scars.agents.runtime.scar import Scar
 from scars.agents.runtime.store import SchemaStore
 from scars.agents.storm import StormConfig, StormController, StormRequests

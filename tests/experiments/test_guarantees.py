@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scars.agents.equilibration import equilibrate
 from scars.agents.registry import METHODS, MethodSpec, register_method
+from scars.agents.runtime.equilibration import equilibrate
 from scars.agents.runtime.scar import Provenance, Scar
 from scars.agents.runtime.store import SchemaStore
 from scars.agents.scars_agent import ScarsAgent, make_scars
@@ -70,7 +70,7 @@ def test_unloading_a_scar_behind_the_ledgers_back_fires_consistency_and_prop1(st
 
 
 def test_a_scar_retired_for_scope_is_no_longer_owed(store):
-    from scars.agents.equilibration import prune
+    from scars.agents.runtime.equilibration import prune
     from scars.agents.runtime.scar import Scope
 
     monitor = GuaranteeMonitor(store)

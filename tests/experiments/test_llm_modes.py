@@ -119,8 +119,8 @@ def test_the_model_command_writes_a_loadable_local_model_folder(tmp_path):
 def test_tier2_and_tier3_run_generate_mode_with_the_mask_told_first(tmp_path, model_folder):
     """Both policy modes run in tiers 2 and 3 too: in generate mode every learning seat's action is written under
     the scars mask (no written action is ever masked), and the summary records the mode and the counts."""
+    from scars.experiments.commons_run import run_tier2
     from scars.experiments.config import Tier2Config
-    from scars.experiments.tier2 import run_tier2
     from scars.experiments.tier3 import Tier3Config, run_tier3
 
     hf = {"backend": "hf", "model_path": model_folder, "policy_mode": "generate", "search_iterations": 20}
@@ -142,8 +142,8 @@ def test_the_tier2_and_tier3_generate_checks_fire_when_a_writer_ignores_the_mask
     masks (H forbids requests above 20 from the first month) turns ``generate_mask_ok`` False in tier 2 and stops a
     tier-3 run."""
     from scars.agents.registry import BACKENDS
+    from scars.experiments.commons_run import run_tier2
     from scars.experiments.config import Tier2Config
-    from scars.experiments.tier2 import run_tier2
     from scars.experiments.tier3 import Tier3Config, run_tier3
 
     if "mask_ignoring_for_test" not in BACKENDS:

@@ -42,7 +42,9 @@ def test_a_small_sweep_writes_the_frontier_and_bad_values_are_one_line(tmp_path)
     assert not (tmp_path / "bad").exists()
     out = tmp_path / "s"
     args = ["sensitivity", "--methods", "static_persona,reflexion", "--influence-gain", "12,96"]
-    result = runner.invoke(main, [*args, "--compliance", "1", "--episodes", "2", "--out", str(out)])
+    result = runner.invoke(
+        main, [*args, "--compliance", "1", "--episodes", "2", "--seeds", "0", "--out", str(out)]
+    )
     assert result.exit_code == 0, result.output
     table = pd.read_csv(out / "frontier.csv")
     assert len(table) == 4 and set(table["n_episodes"]) == {2}

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scars.experiments.stats import bootstrap_ci
 from scars.experiments.sweep import (
     SweepError,
     SweepSpec,
     aggregate_runs,
-    bootstrap_ci,
     expand,
     load_spec,
     parse_values,

@@ -10,8 +10,8 @@ import pytest
 from scars.envs.commons.adapter import OUTSIDER_PERSONA, CommonsAdapter
 from scars.envs.commons.commons_v0 import parallel_env
 from scars.envs.commons.dynamics import DynamicsConfig
+from scars.experiments.commons_run import STATE_FILE, inappropriate_scars, load_carried, run_tier2, seat_kinds
 from scars.experiments.config import Tier2Config
-from scars.experiments.tier2 import STATE_FILE, inappropriate_scars, load_carried, run_tier2, seat_kinds
 from scars.synthesis.dsl import parse_rule
 from scars.synthesis.errors import ConfigError
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -59,8 +60,14 @@ def test_the_wheel_installs_beside_a_user_package_named_agents(tmp_path):
     own, next to a user project with its own ``agents`` and ``envs`` packages, and import both in one interpreter
     started without ``site`` (so the editable install of this checkout is not on the path)."""
     wheel_dir, target, user = tmp_path / "wheel", tmp_path / "installed", tmp_path / "user"
+    source = tmp_path / "source"  # a copy: building in place would write build/ into the checkout
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(".venv", ".git", "build", "runs", "*.egg-info", "__pycache__", "tests"),
+    )
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheel_dir), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheel_dir), str(source)],
         check=True,
         capture_output=True,
     )
@@ -79,7 +86,7 @@ def test_the_wheel_installs_beside_a_user_package_named_agents(tmp_path):
     probe = (
         "import agents, envs\n"
         "from scars.agents.runtime import open_gate\n"
-        "import scars.envs, scars.agents.runtime as rt\n"
+        "import scars.envs.household, scars.agents.runtime as rt\n"
         "assert agents.OWNER == 'user agents' and envs.OWNER == 'user envs', (agents, envs)\n"
         f"assert rt.__file__.startswith({str(target)!r}), rt.__file__\n"
         "import gymnasium as gym\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scars.agents.equilibration import equilibrate, prune
+from scars.agents.runtime.equilibration import equilibrate, prune
 from scars.agents.runtime.ledger import Ledger, verdict_evidence
 from scars.agents.runtime.scar import Scar, Scope
 from scars.agents.runtime.store import SchemaStore

@@ -2,7 +2,7 @@
 
 The model writes its next call as text. The caller lists the candidate calls (their surface text and the call:
 a DSL ``Action`` or ``(tool, arguments)``); the gate decides each one in the context, and the processor
-(``agents.policies.hf.make_scars_logits_processor``, the one the HF backend uses) sets −inf on every token that does
+(``agents.runtime.adapters.token_mask.make_scars_logits_processor``, the one the HF backend uses) sets −inf on every token that does
 not continue an allowed candidate's tokens (``" " + text``), so a masked call gets probability exactly 0 at the token
 level. ``transformers`` is imported only when the factory is called.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from scars.agents.runtime.adapters.token_mask import CommandTrie, make_scars_logits_processor
 from scars.agents.runtime.gate import Gate, GateError
 from scars.synthesis.dsl import Action
 
@@ -46,8 +47,6 @@ def logits_processor(
     """``(processor, allowed)``: a ``transformers.LogitsProcessor`` for ``model.generate(...,
     logits_processor=LogitsProcessorList([processor]))`` whose generations can only spell an allowed candidate, and
     the allowed candidates (match the generated tokens against them to get the call)."""
-    from scars.agents.policies.hf import CommandTrie, make_scars_logits_processor
-
     allowed = allowed_candidates(gate, candidates, context)
     sequences = [tokenizer(" " + text, add_special_tokens=False)["input_ids"] for text, _ in allowed]
     processor = make_scars_logits_processor(CommandTrie(sequences, tokenizer.eos_token_id), prompt_len)

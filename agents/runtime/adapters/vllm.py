@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from scars.agents.policies.hf import CommandTrie
 from scars.agents.runtime.adapters.hf import Candidate, allowed_candidates
+from scars.agents.runtime.adapters.token_mask import CommandTrie
 from scars.agents.runtime.gate import Gate
 from scars.synthesis.errors import ConfigError
 

@@ -9,8 +9,10 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scars.agents.runtime import Ledger, ResurrectionRefused, Scar, SchemaStore
-from scars.agents.runtime.ledger import verdict_evidence
+from scars.agents.runtime import Scar
+from scars.agents.runtime.errors import ResurrectionRefused
+from scars.agents.runtime.ledger import Ledger, verdict_evidence
+from scars.agents.runtime.store import SchemaStore
 from scars.experiments.cli import main
 from scars.synthesis.dsl import Action, parse_rule
 from scars.synthesis.failure import Failure, FailureSource

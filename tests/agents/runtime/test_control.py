@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scars.agents.runtime import ControlPlane, ControlPlaneError, Scar, Scope
+from scars.agents.runtime import Scar, Scope
+from scars.agents.runtime.control import ControlPlane, ControlPlaneError
 from scars.synthesis.dsl import (
     Action,
     And,

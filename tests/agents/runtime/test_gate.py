@@ -11,13 +11,13 @@ from scars.agents.runtime import (
     ContextMapping,
     ContextMappingError,
     GateError,
-    Ledger,
     ScarBlocked,
-    SchemaIntegrityError,
     ToolSignature,
     Verdict,
     open_gate,
 )
+from scars.agents.runtime.ledger import Ledger
+from scars.agents.runtime.store import SchemaIntegrityError
 from scars.synthesis.errors import DSLSyntaxError
 
 CORE = ['if role == "guest" then forbid_tool_call("delete_file")']

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from scars.agents.runtime import Ledger
+from scars.agents.runtime.ledger import Ledger
 from scars.experiments.cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -32,7 +32,7 @@ def killed_writer(path: Path, events: int = 5) -> None:
     script = textwrap.dedent(
         f"""
         import os, signal
-        from scars.agents.runtime import Ledger
+        from scars.agents.runtime.ledger import Ledger
         led = Ledger({str(path)!r})
         for i in range({events}):
             led.observe_failure({{"i": i}})

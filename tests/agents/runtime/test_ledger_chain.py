@@ -7,9 +7,17 @@ import sqlite3
 
 import pytest
 
-from scars.agents.runtime import Ledger, LifecycleError, ResurrectionRefused, Scar, Scope
+from scars.agents.runtime import Scar, Scope
 from scars.agents.runtime.events import event_body as _body
-from scars.agents.runtime.ledger import GENESIS_HASH, event_hash, ledger_files, verdict_evidence
+from scars.agents.runtime.ledger import (
+    GENESIS_HASH,
+    Ledger,
+    LifecycleError,
+    ResurrectionRefused,
+    event_hash,
+    ledger_files,
+    verdict_evidence,
+)
 from scars.synthesis.dsl import Action, parse_rule
 from scars.synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError
 from support.failures import failure_of

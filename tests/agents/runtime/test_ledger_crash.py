@@ -20,13 +20,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scars.agents.runtime import Ledger, Scar
-from scars.agents.runtime.ledger import GENESIS_HASH
+from scars.agents.runtime import Scar
+from scars.agents.runtime.ledger import GENESIS_HASH, Ledger
 
 CHILD = textwrap.dedent(
     """
     import sys
-    from scars.agents.runtime import Ledger, Scar, Provenance
+    from scars.agents.runtime.ledger import Ledger
+    from scars.agents.runtime import Scar, Provenance
     from scars.synthesis.dsl import parse_rule
 
     path, start = sys.argv[1], int(sys.argv[2])
@@ -97,7 +98,7 @@ def test_sigkill_during_admissions_leaves_each_admission_fully_there_or_absent(t
 GROUP_CHILD = textwrap.dedent(
     """
     import sys
-    from scars.agents.runtime import Ledger
+    from scars.agents.runtime.ledger import Ledger
 
     path, start = sys.argv[1], int(sys.argv[2])
     ledger = Ledger(path)
@@ -164,7 +165,7 @@ def test_sigkill_during_group_commits_leaves_every_group_whole_or_absent(tmp_pat
 STAGE_CHILD = textwrap.dedent(
     """
     import os, signal, sys
-    from scars.agents.runtime import Ledger
+    from scars.agents.runtime.ledger import Ledger
     from scars.agents.runtime import ledger as module
 
     path, stage = sys.argv[1], sys.argv[2]

@@ -19,10 +19,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from scars.agents.runtime import Ledger, ResurrectionRefused, Scar
+from scars.agents.runtime import Scar
 from scars.agents.runtime.events import event_body as _body
 from scars.agents.runtime.ledger import (
     KEY_FILE_ENV,
+    Ledger,
+    ResurrectionRefused,
     event_hash,
     head_file_of,
     ledger_files,
@@ -200,7 +202,7 @@ def test_an_anchor_from_summary_json_catches_a_consistent_rewrite(tmp_path):
 CHILD = textwrap.dedent(
     """
     import sys
-    from scars.agents.runtime import Ledger
+    from scars.agents.runtime.ledger import Ledger
     ledger = Ledger(sys.argv[1])
     ledger._db.execute("PRAGMA wal_autocheckpoint = 0")  # keep every commit in the -wal file
     i = 0
@@ -448,7 +450,7 @@ def test_concurrent_verifier_never_sees_a_false_alarm(tmp_path):
     history(path)
     script = tmp_path / "child.py"
     script.write_text(
-        "import sys\nfrom agents.runtime import Ledger\nled = Ledger(sys.argv[1])\n"
+        "import sys\nfrom scars.agents.runtime.ledger import Ledger\nled = Ledger(sys.argv[1])\n"
         "for i in range(150):\n    led.observe_failure({'i': i})\n"
     )
     child = subprocess.Popen([sys.executable, str(script), str(path)], env={**os.environ, "PYTHONPATH": ROOT})

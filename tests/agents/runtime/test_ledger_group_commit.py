@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from scars.agents.runtime import Ledger, LifecycleError, Scar
-from scars.agents.runtime.ledger import ledger_files
+from scars.agents.runtime import Scar
+from scars.agents.runtime.ledger import Ledger, LifecycleError, ledger_files
 from scars.agents.runtime.store import SchemaStore, plane_state, replay
 from scars.experiments.config import Tier1Config
 from scars.experiments.tier1 import run_tier1
@@ -266,7 +266,7 @@ def test_a_verifier_reading_while_another_process_writes_groups_never_sees_a_fal
         led.observe_failure({"i": -1})
     script = tmp_path / "child.py"
     script.write_text(
-        "import sys\nfrom agents.runtime import Ledger\nled = Ledger(sys.argv[1])\n"
+        "import sys\nfrom scars.agents.runtime.ledger import Ledger\nled = Ledger(sys.argv[1])\n"
         "for g in range(60):\n    with led.group():\n"
         "        for p in range(3):\n            led.observe_failure({'g': g, 'p': p})\n"
     )

@@ -14,17 +14,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from scars.agents.runtime import (
-    ContextMapping,
-    Ledger,
-    MissingLedgerError,
-    Scar,
-    SchemaIntegrityError,
-    SchemaStore,
-    ToolSignature,
-    open_gate,
-)
-from scars.agents.runtime.ledger import ledger_files
+from scars.agents.runtime import ContextMapping, MissingLedgerError, Scar, ToolSignature, open_gate
+from scars.agents.runtime.ledger import Ledger, ledger_files
+from scars.agents.runtime.store import SchemaIntegrityError, SchemaStore
 from scars.experiments.cli import main
 from scars.synthesis.dsl import parse_rule
 from scars.synthesis.errors import LedgerIntegrityError
@@ -200,3 +192,23 @@ def test_open_gate_with_an_anchor_refuses_a_roll_back_of_every_file(tmp_path):
         open_gate(path, mapping=MAPPING, decision_log=False, anchor=anchor)
     with pytest.raises(SchemaIntegrityError, match="anchor"):
         SchemaStore(path, anchor=anchor)
+
+
+def test_readme_states_what_each_loss_gives():
+    """README's table of the database lost and the head row lists exactly the damages this file reproduces."""
+    import re
+
+    readme = Path(__file__).resolve().parents[3] / "README.md"
+    section = (
+        readme.read_text(encoding="utf-8").split("## What the ledger guarantees", 1)[1].split("\n## ", 1)[0]
+    )
+    table = section.split("| damage |", 1)[1].split("\n\n", 1)[0]
+    names = re.findall(r"^\| `([a-z-]+)`", table, flags=re.M)
+    assert names == [
+        "delete-database",
+        "empty-or-replace-database",
+        "replace-with-a-fresh-ledger",
+        "delete-database-under-a-running-writer",
+        "delete-head-row",
+        "roll-back-all-files",
+    ]

@@ -17,17 +17,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scars.agents.runtime import Ledger, ResurrectionRefused, Scar, canonical_json
+from scars.agents.runtime import Scar
 from scars.agents.runtime.events import event_body as _body
 from scars.agents.runtime.head import ledger_mac as _mac
 from scars.agents.runtime.ledger import (
     GENESIS_HASH,
+    Ledger,
+    ResurrectionRefused,
     event_hash,
     head_file_of,
     ledger_files,
     read_key_file,
     verdict_evidence,
 )
+from scars.agents.runtime.scar import canonical_json
 from scars.synthesis.dsl import parse_rule
 from scars.synthesis.errors import LedgerError, LedgerIntegrityError
 from support.failures import failure_of

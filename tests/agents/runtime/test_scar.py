@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from scars.agents.runtime import Provenance, Scar, Scope, scar_id_of
+from scars.agents.runtime import Provenance, Scar, Scope
+from scars.agents.runtime.scar import scar_id_of
 from scars.synthesis.dsl import parse_rule
 from scars.synthesis.errors import ConfigError, LedgerIntegrityError
 

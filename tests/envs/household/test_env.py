@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import scars.envs  # noqa: F401  (registers scars/Household-v0)
+import scars.envs.household  # noqa: F401  (registers scars/Household-v0)
 from scars.envs.household import RULE_LIBRARY, RuleSchedule, World, expert_plan, generate_game
 from scars.envs.household.env import HouseholdConfig, HouseholdEnv
 from scars.synthesis.dsl.ast import Action

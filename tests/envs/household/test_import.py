@@ -10,7 +10,7 @@ import gymnasium as gym
 import pytest
 from click.testing import CliRunner
 
-import scars.envs  # noqa: F401  (registers scars/Household-v0)
+import scars.envs.household  # noqa: F401  (registers scars/Household-v0)
 from scars.envs.household.alfworld_data import extract_tables, load_tables
 from scars.envs.household.expert import expert_plan
 from scars.envs.household.generator import ROOM_OBJECTS, ROOM_RECEPTACLES, SCENES, TASK_ROOMS, generate_game

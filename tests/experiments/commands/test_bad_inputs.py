@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from scars.agents.runtime import Ledger
+from scars.agents.runtime.ledger import Ledger
 from scars.experiments.cli import main
 
 RULE = 'if pool_resource_level < 20 and tool_is("harvest") then forbid_tool_call("harvest")'

@@ -6,7 +6,7 @@ import sqlite3
 
 from click.testing import CliRunner
 
-from scars.agents.runtime import Ledger
+from scars.agents.runtime.ledger import Ledger
 from scars.experiments.cli import main
 from support.failures import failure_of
 

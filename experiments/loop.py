@@ -1,0 +1,248 @@
+"""One decision step, the same for every tier (tier 1's household, tier 2's commons seats, tier 3's arena C).
+
+A step is split at the world step, because worlds step differently: a Gymnasium env takes one action, a PettingZoo
+parallel env takes every seat's action at once. ``decide`` is everything before the world step —
+
+    guarantee monitor → context window → base policy π_0 (score, or generate told the mask first) → govern
+    → optional re-plan → sample, or the written command, or the fallback a⊥ → optional pre-execution shield
+    → utterance
+
+— and ``learn`` everything after it: the executed action's ``Feedback`` to the agent and the signal record
+(z_V, z_R, z_C, z_I, d_t, crossed) of its reading. Each tier builds its own prior (the household's expert, the
+commons' habits) and steps its own world in between; nothing else of a decision differs between tiers, and a test
+fails if a tier module governs, samples or observes on its own.
+
+Behaviour decided here, once for every tier:
+
+- **A written command the controller masks** (generate mode; neither built-in backend can do it, a buggy one could):
+  the step records it (``Step.generated_masked``, the step tables' ``generated_masked`` column) and the choice falls
+  back to sampling the governed distribution — the controller's mask holds; the written command is not executed.
+- **Utterance**: a discussion action (``kind == "text"``) is its own text unless the model writes free text; every
+  other action gets the policy's utterance for (action, blocked).
+- **Re-plan** (``replan``, tier 1's simulated LM): when the caller's ``replan(decision, governed, prior)`` returns a new prior,
+  π_0 is scored again under it and governed again (score mode only; never under a fallback). ``blocked`` (what the
+  controller masked, told to the utterance) is the first governing's.
+- **Shield** (``shield``, the counterfactual oracle's pre-execution shield, any method that opts in): a flagged
+  control action is refused and the choice redrawn from the governed distribution without it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+import numpy as np
+
+from scars.agents.api import Agent
+from scars.agents.memory.base import memory_tokens
+from scars.agents.policies import Generation, Policy, PolicyInput, generation_logits, sample_action
+from scars.agents.runtime.control import Governed
+from scars.disequilibrium.composite import SIGNAL_NAMES
+from scars.envs.api import Decision, Feedback, ProtocolWorld, Punishment, Verdict
+from scars.synthesis.dsl import Action
+
+Replan = Callable[[Decision, Governed, np.ndarray], "np.ndarray | None"]
+"""``replan(decision, governed, prior)``: the prior the model re-plans with after the controller blocked some of
+the admissible actions, or None when it keeps its plan."""
+
+
+class GuaranteeHook(Protocol):
+    """What ``decide`` tells a guarantee monitor (``experiments.guarantees.GuaranteeMonitor``): a decision starts."""
+
+    def before_decision(self, t: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class Step:
+    """One decision, up to the world step.
+
+    decision:         the world's ``Decision`` (context q, admissible actions, observation).
+    inp:              what the base policy saw (the re-planned prior, if the model re-planned).
+    logits:           π_0's logits over the admissible actions (the re-planned ones, if it re-planned).
+    governed:         the controller's governed decision (masks, probabilities, fallback).
+    chosen:           the index of the executed action, or -1 for the fallback a⊥.
+    action:           the executed action (the fallback action when ``chosen == -1``).
+    written:          generate mode: the command the model wrote, else None.
+    generated_masked: generate mode: the written command is one the controller masks (recorded, not executed).
+    blocked:          the admissible actions the controller masked (first governing).
+    utterance:        what the agent says with its action.
+    memory_tokens:    the method's memory in context at this decision (tokens).
+    enforce_seconds:  time spent governing (every governing of the step).
+    shield_refused:   the shield's refused actions' texts (empty without the shield).
+    """
+
+    decision: Decision
+    inp: PolicyInput
+    logits: np.ndarray
+    governed: Governed
+    chosen: int
+    action: Action
+    written: Generation | None
+    generated_masked: bool
+    blocked: tuple[Action, ...]
+    utterance: str
+    memory_tokens: int
+    enforce_seconds: float
+    shield_refused: tuple[str, ...] = ()
+
+    @property
+    def fallback(self) -> bool:
+        return self.chosen < 0
+
+    def generation_columns(self) -> dict[str, bool]:
+        """The step-table columns of generate mode: written, constrained while written, written but masked."""
+        return {
+            "generated": self.written is not None,
+            "constrained": self.written is not None and self.written.constrained,
+            "generated_masked": self.generated_masked,
+        }
+
+
+def base_policy_step(
+    policy: Policy,
+    agent: Agent,
+    decision: Decision,
+    inp: PolicyInput,
+    rng: np.random.Generator,
+    generate: bool,
+) -> tuple[np.ndarray, Generation | None]:
+    """π_0 at one decision, in either policy mode. ``score``: the policy's logits over the admissible actions.
+    ``generate``: the model is told the controller's mask before it writes (the control plane's mask does not read
+    π_0), writes one unmasked command (``CommandWriter.generate``), and π_0 is that command
+    (``generation_logits``); with every action masked nothing is written (the fallback follows)."""
+    if not generate:
+        return policy.logits(inp, rng), None
+    told = agent.govern(decision, np.zeros(len(decision.actions)))
+    if told.fallback is not None:
+        return np.zeros(len(decision.actions)), None
+    written = policy.generate(inp, tuple(bool(m) for m in told.masked))  # type: ignore[attr-defined]
+    return generation_logits(len(decision.actions), written.index), written
+
+
+def shield_choice(
+    world: ProtocolWorld,
+    decision: Decision,
+    governed: Governed,
+    chosen: int,
+    action: Action,
+    rng: np.random.Generator,
+) -> tuple[int, Action, tuple[str, ...]]:
+    """The pre-execution shield any method gets with ``--oracle counterfactual --shield``: the chosen control action is
+    checked before it is executed; a flagged one is refused and the choice is redrawn from the governed
+    distribution without it (the fallback a⊥ when nothing is left). Returns the final choice and the refused
+    actions' texts."""
+    refused: list[str] = []
+    probs = np.asarray(governed.probs, dtype=np.float64).copy()
+    while chosen >= 0 and action.is_control and world.check(decision.context, action):
+        refused.append(action.text or action.name)
+        probs[chosen] = 0.0
+        if probs.sum() <= 0.0:
+            return -1, Action("fallback", "no_op"), tuple(refused)
+        chosen = sample_action(probs / probs.sum(), rng)
+        action = decision.actions[chosen]
+    return chosen, action, tuple(refused)
+
+
+def decide(
+    policy: Policy,
+    agent: Agent,
+    decision: Decision,
+    prior: np.ndarray,
+    salient_keys: Sequence[str],
+    rng: np.random.Generator,
+    *,
+    generate: bool = False,
+    monitor: GuaranteeHook | None = None,
+    replan: Replan | None = None,
+    shield: ProtocolWorld | None = None,
+) -> Step:
+    """Everything of one decision before the world step (module docstring). ``prior`` is the tier's task prior
+    for the simulated LM (real backends ignore it); ``rng`` is the decision's policy stream (π_0, sampling, shield)."""
+    if monitor is not None:
+        monitor.before_decision(decision.t)
+    window = agent.window(decision)
+    inp = PolicyInput(
+        decision.observation, decision.task, decision.context, decision.actions, window, prior, salient_keys
+    )
+    logits, written = base_policy_step(policy, agent, decision, inp, rng, generate)
+    started = time.perf_counter()
+    governed = agent.govern(decision, logits)
+    enforce_seconds = time.perf_counter() - started
+    blocked = tuple(a for a, m in zip(decision.actions, governed.masked, strict=True) if m)
+    if replan is not None and not generate and governed.fallback is None and blocked:
+        new_prior = replan(decision, governed, prior)
+        if new_prior is not None:
+            inp = replace(inp, task_prior=new_prior)
+            logits = policy.logits(inp, rng)
+            started = time.perf_counter()
+            governed = agent.govern(decision, logits)
+            enforce_seconds += time.perf_counter() - started
+    generated_masked = written is not None and bool(governed.masked[written.index])
+    if governed.fallback is not None:
+        chosen, action = -1, governed.fallback
+    elif written is not None and not generated_masked:
+        chosen, action = written.index, decision.actions[written.index]
+    else:
+        chosen = sample_action(governed.probs, rng)
+        action = decision.actions[chosen]
+    refused: tuple[str, ...] = ()
+    if shield is not None:
+        chosen, action, refused = shield_choice(shield, decision, governed, chosen, action, rng)
+    if action.kind == "text" and not policy.writes_text:
+        utterance = action.text or ""
+    else:
+        utterance = policy.utter(inp, action, blocked)
+    return Step(
+        decision,
+        inp,
+        np.asarray(logits),
+        governed,
+        chosen,
+        action,
+        written,
+        generated_masked,
+        blocked,
+        utterance,
+        memory_tokens(agent, decision),
+        enforce_seconds,
+        refused,
+    )
+
+
+def learn(
+    agent: Agent,
+    step: Step,
+    observation: str,
+    reward: float,
+    verdicts: Sequence[Verdict],
+    punishments: Sequence[Punishment],
+    won: bool,
+    unsafe: tuple[Action, ...] | None = None,
+) -> dict[str, Any]:
+    """Everything after the world step: the executed action's ``Feedback`` (what the world said: the observation,
+    the verifier's verdicts, punishments, the state's unsafe set under ``--verdicts state``) to the agent; returns
+    the step's signal record (z terms, d_t, crossed; None for a method without the signal)."""
+    reading = agent.observe(
+        Feedback(
+            step.decision,
+            step.action,
+            step.chosen,
+            tuple(float(x) for x in step.logits),
+            observation,
+            reward,
+            tuple(verdicts),
+            tuple(punishments),
+            won,
+            step.utterance,
+            unsafe,
+        )
+    )
+    if reading is None:
+        return {**dict.fromkeys(SIGNAL_NAMES), "d_t": None, "crossed": None}
+    return {
+        **dict(zip(SIGNAL_NAMES, reading.z.as_tuple(), strict=True)),
+        "d_t": reading.d,
+        "crossed": reading.crossed,
+    }

@@ -1,0 +1,75 @@
+"""The public library imports light: ``from scars.agents.runtime import …`` loads the project's own modules, the
+standard library, numpy and lark — no simulator, solver, data-frame library, tracker or deep-learning framework —
+and registers no environment. Its import time is a benchmark (``benchmarks/import_time.py``, BENCHMARKS.md),
+not a timed test."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+ALLOWED_THIRD_PARTY = {"numpy", "lark"}
+HEAVY = (
+    "gymnasium",
+    "pettingzoo",
+    "ortools",
+    "pandas",
+    "pyarrow",
+    "ray",
+    "wandb",
+    "torch",
+    "sklearn",
+    "matplotlib",
+)
+PROBE = """
+import json, sys, time
+started = time.perf_counter()
+from scars.agents.runtime import Gate, open_gate, ScarBlocked, Verdict
+seconds = time.perf_counter() - started
+top = sorted({m.split(".")[0] for m in sys.modules} - set(sys.stdlib_module_names) - {"__main__"})
+registered = "gymnasium" in sys.modules and "scars/Household-v0" in sys.modules["gymnasium"].registry
+print(json.dumps({"seconds": seconds, "top": top, "registered": registered}))
+"""
+
+
+def _probe(code: str = PROBE) -> dict:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def third_party(top: list[str]) -> set[str]:
+    """The top-level modules outside the standard library and the project (private helpers such as ``_cffi`` or
+    ``_distutils_hack``, installed by site customisation, are not packages a user imports)."""
+    return {m for m in top if not m.startswith("_") and m != "scars"}
+
+
+def test_the_check_fires_on_a_heavy_import():
+    loaded = _probe(
+        "import json, sys; import pandas\nprint(json.dumps({'top': sorted({m.split('.')[0] for m in sys.modules})}))"
+    )
+    assert "pandas" in third_party(loaded["top"]) - ALLOWED_THIRD_PARTY
+
+
+def test_the_public_library_loads_only_the_project_the_standard_library_numpy_and_lark():
+    loaded = _probe()
+    assert third_party(loaded["top"]) <= ALLOWED_THIRD_PARTY, sorted(
+        third_party(loaded["top"]) - ALLOWED_THIRD_PARTY
+    )
+    assert not loaded["registered"]
+
+
+@pytest.mark.parametrize("heavy", HEAVY)
+def test_no_heavy_dependency_is_loaded(heavy):
+    assert heavy not in _probe()["top"]
+
+
+def test_the_public_names_are_a_short_explicit_list():
+    import scars.agents.runtime as runtime
+
+    assert len(runtime.__all__) <= 20
+    assert not {"ControlPlane", "Ledger", "SchemaStore"} & set(runtime.__all__)
+    for name in runtime.__all__:
+        assert getattr(runtime, name) is not None
