@@ -14,7 +14,9 @@ from here. Worlds depend on ``synthesis.dsl`` only; ``disequilibrium`` and ``age
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -263,6 +265,45 @@ class ProtocolError(ScarsError, RuntimeError):
     """A method asked the world for a verdict the information protocol in force does not allow."""
 
 
+class _Turn:
+    """Whose turn it is, process-wide: a method's (its calls from the decision step: ``method_turn``) or the
+    experiment's; and whether the protocol's oracle is answering (``ProtocolWorld.check`` with the counterfactual
+    oracle on). A plain global, not a context variable: a thread the method starts sees the same turn."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.method = 0
+        self.oracle = 0
+
+
+_TURN = _Turn()
+
+
+@contextlib.contextmanager
+def method_turn() -> Iterator[None]:
+    """The block in which a method runs (window, govern, observe, begin/end of an episode): the world's verifier
+    answers only through the protocol's view while it lasts (``verifier_access``)."""
+    with _TURN.lock:
+        _TURN.method += 1
+    try:
+        yield
+    finally:
+        with _TURN.lock:
+            _TURN.method -= 1
+
+
+def verifier_access(what: str) -> None:
+    """Called by every world's verifier entry point: during a method's turn, only the protocol's oracle may ask
+    (``ProtocolError`` otherwise — a method that reached the plain adapter, its environment or its rule engine by
+    an attribute, a closure or ``gc`` gets no verdict from it)."""
+    if _TURN.method and not _TURN.oracle:
+        raise ProtocolError(
+            f"the world's verifier was asked about {what!r} during a method's turn, not through the information "
+            "protocol's view: only the verdicts in Feedback (and, with --oracle counterfactual, the view's check) "
+            "reach a method"
+        )
+
+
 class ProtocolWorld:
     """The world as a method sees it under the information protocol: a ``WorldAdapter`` that forwards everything
     except the verifier oracle (``check``), which answers only when the counterfactual oracle is on — otherwise it
@@ -306,4 +347,10 @@ class ProtocolWorld:
                 "opens the what-if oracle for every method)"
             )
         self.verifier_calls += 1
-        return self._world.check(context, action)
+        with _TURN.lock:
+            _TURN.oracle += 1
+        try:
+            return self._world.check(context, action)
+        finally:
+            with _TURN.lock:
+                _TURN.oracle -= 1

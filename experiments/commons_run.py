@@ -43,7 +43,7 @@ from scars.agents.runtime.ledger import SCAR_ADMITTED, Ledger, ledger_files
 from scars.agents.runtime.scar import Scar
 from scars.disequilibrium.composite import DisequilibriumConfig
 from scars.disequilibrium.trustgate import TrustGateConfig
-from scars.envs.api import ProtocolWorld
+from scars.envs.api import ProtocolWorld, method_turn
 from scars.envs.commons import commons_v0
 from scars.envs.commons.adapter import CommonsAdapter
 from scars.envs.commons.commons_v0 import EpisodeRecord, context_of
@@ -54,6 +54,7 @@ from scars.envs.commons.norms import NormVerifier
 from scars.envs.commons.populations import Population
 from scars.envs.commons.rollout import build_population
 from scars.experiments.config import Tier2Config
+from scars.experiments.enforcement import EnforcementCheck, enforcement_check
 from scars.experiments.guarantees import GuaranteeMonitor
 from scars.experiments.loop import Step, decide, learn
 from scars.experiments.metrics import signal_summary
@@ -264,6 +265,7 @@ class _Learner:
     agent: Agent
     rng: np.random.Generator
     monitor: GuaranteeMonitor | None
+    enforcement: EnforcementCheck
     t: int = 0
     template: Mapping[str, Any] | None = None
     """A harvest-phase context of this seat (its first), for the ground-truth check of its scars."""
@@ -374,8 +376,17 @@ def run_tier2(
         schema = agent.self_schema()
         monitor = GuaranteeMonitor(schema, adapter.card.classes) if schema is not None else None
         t = 0 if state is None else state.t_end
+        enforcement = enforcement_check(agent, adapter.card.core, adapter.card.classes, cfg.ablation)
         return _Learner(
-            seat, seat_dir, adapter, world, agent, np.random.default_rng(policy_seed), monitor, t=t
+            seat,
+            seat_dir,
+            adapter,
+            world,
+            agent,
+            np.random.default_rng(policy_seed),
+            monitor,
+            enforcement,
+            t=t,
         )
 
     # every incarnation of every learning seat, in order: one per seat, and one per run for a fresh outsider
@@ -398,6 +409,7 @@ def run_tier2(
         stats["verifier_calls"] = learner.world.verifier_calls
         if learner.monitor is not None:
             stats.update(learner.monitor.summary())
+        stats.update(learner.enforcement.summary())
         agent_stats[label] = stats
 
     try:
@@ -444,9 +456,10 @@ def run_tier2(
                     begun.add(seat)
                     if learner.template is None:
                         learner.template = context_of(infos[seat])
-                    learner.agent.begin_episode(
-                        learner.adapter.decision(observations[seat], infos[seat], t=learner.t)
-                    )
+                    with method_turn():
+                        learner.agent.begin_episode(
+                            learner.adapter.decision(observations[seat], infos[seat], t=learner.t)
+                        )
                 actions: dict[str, Any] = {}
                 pending: dict[str, Step] = {}
                 for seat in env.agents:
@@ -479,6 +492,7 @@ def run_tier2(
                 observations, rewards, _, _, infos = env.step(actions)
                 for seat, choice in pending.items():
                     learner = learners[seat]
+                    learner.enforcement.after_step(choice.decision, choice.governed, choice.action)
                     info = infos[seat]
                     decision = choice.decision
                     verdicts = learner.world.verdicts(info)
@@ -528,7 +542,8 @@ def run_tier2(
             survived = len(record.months) == cfg.months and not record.months[-1].harvest.collapsed
             for seat, learner in learners.items():  # in seat order (a set's order is not reproducible)
                 if seat in begun:
-                    learner.agent.end_episode(survived)
+                    with method_turn():
+                        learner.agent.end_episode(survived)
             if progress is not None:
                 progress(run + 1, cfg.runs)
         for label, learner in incarnations.items():
@@ -816,7 +831,9 @@ def summarise(cfg, records, steps, runs, learners, agent_stats, kinds, admitted,
     scars_admitted = 0
     inappropriate: list[str] = []
     active: list[str] = []
-    props: dict[str, list] = {k: [] for k in ("prop1_ok", "prop2_ok", "prop3_ok", "plane_ledger_ok")}
+    props: dict[str, list] = {
+        k: [] for k in ("enforcement_ok", "prop1_ok", "prop2_ok", "prop3_ok", "plane_ledger_ok")
+    }
     for seat, learner in learners.items():
         stats = agent_stats[seat]
         for key in props:

@@ -40,7 +40,7 @@ from scars.agents.memory.base import memory_tokens
 from scars.agents.policies import Generation, Policy, PolicyInput, generation_logits, sample_action
 from scars.agents.runtime.control import Governed
 from scars.disequilibrium.composite import SIGNAL_NAMES
-from scars.envs.api import Decision, Feedback, ProtocolWorld, Punishment, Verdict
+from scars.envs.api import Decision, Feedback, ProtocolWorld, Punishment, Verdict, method_turn
 from scars.synthesis.dsl import Action
 
 Replan = Callable[[Decision, Governed, np.ndarray], "np.ndarray | None"]
@@ -159,7 +159,14 @@ def decide(
     shield: ProtocolWorld | None = None,
 ) -> Step:
     """Everything of one decision before the world step (module docstring). ``prior`` is the tier's task prior
-    for the simulated LM (real backends ignore it); ``rng`` is the decision's policy stream (π_0, sampling, shield)."""
+    for the simulated LM (real backends ignore it); ``rng`` is the decision's policy stream (π_0, sampling, shield).
+    The whole step is the method's turn (``envs.api.method_turn``): the world's verifier answers it only through the
+    protocol's view."""
+    with method_turn():
+        return _decide(policy, agent, decision, prior, salient_keys, rng, generate, monitor, replan, shield)
+
+
+def _decide(policy, agent, decision, prior, salient_keys, rng, generate, monitor, replan, shield) -> Step:
     if monitor is not None:
         monitor.before_decision(decision.t)
     window = agent.window(decision)
@@ -224,21 +231,22 @@ def learn(
     """Everything after the world step: the executed action's ``Feedback`` (what the world said: the observation,
     the verifier's verdicts, punishments, the state's unsafe set under ``--verdicts state``) to the agent; returns
     the step's signal record (z terms, d_t, crossed; None for a method without the signal)."""
-    reading = agent.observe(
-        Feedback(
-            step.decision,
-            step.action,
-            step.chosen,
-            tuple(float(x) for x in step.logits),
-            observation,
-            reward,
-            tuple(verdicts),
-            tuple(punishments),
-            won,
-            step.utterance,
-            unsafe,
+    with method_turn():
+        reading = agent.observe(
+            Feedback(
+                step.decision,
+                step.action,
+                step.chosen,
+                tuple(float(x) for x in step.logits),
+                observation,
+                reward,
+                tuple(verdicts),
+                tuple(punishments),
+                won,
+                step.utterance,
+                unsafe,
+            )
         )
-    )
     if reading is None:
         return {**dict.fromkeys(SIGNAL_NAMES), "d_t": None, "crossed": None}
     return {

@@ -63,12 +63,15 @@ def repeat_violation_rate(
     spells = repeats = spells_cov = repeats_cov = 0
     episodes_exposed: set[tuple[str, int]] = set()
     episodes_repeat: set[tuple[str, int]] = set()
-    open_spells: dict[str, list] = {}  # family -> [episode, violated?, all covered?] of the spell in progress
+    open_spells: dict[str, list] = {}  # family -> [episode, violated?, all covered?, first violation t]
+    first_covered_repeat: list[
+        int
+    ] = []  # t of the first repeat in a covered spell (Prop. 1 says there is none)
     by_episode: dict[int, list[int]] = {}  # episode -> [repeats, spells]: the clusters of a bootstrap
 
     def close(family: str) -> None:
         nonlocal spells, repeats, spells_cov, repeats_cov
-        episode, violated, covered = open_spells.pop(family)
+        episode, violated, covered, when = open_spells.pop(family)
         spells += 1
         repeats += violated
         counts = by_episode.setdefault(int(episode), [0, 0])
@@ -77,6 +80,8 @@ def repeat_violation_rate(
         if covered:
             spells_cov += 1
             repeats_cov += violated
+            if violated:
+                first_covered_repeat.append(when)
 
     for episode, t, violated, exposed, covered in zip(
         steps["episode"],
@@ -94,7 +99,9 @@ def repeat_violation_rate(
                 close(family)
         for family in e:
             if family in first_failure and first_failure[family] < t:
-                spell = open_spells.setdefault(family, [episode, False, True])
+                spell = open_spells.setdefault(family, [episode, False, True, None])
+                if family in v and not spell[1]:
+                    spell[3] = int(t)
                 spell[1] = spell[1] or family in v
                 spell[2] = spell[2] and family in c
                 episodes_exposed.add((family, episode))
@@ -114,6 +121,7 @@ def repeat_violation_rate(
         "rvr_covered": _rate(repeats_cov, spells_cov),
         "repeat_violations_covered": repeats_cov,
         "reexposures_covered": spells_cov,
+        "first_covered_repeat_t": min(first_covered_repeat, default=None),
         "first_failures": len(first_failure),
         "by_episode": {e: (r, n) for e, (r, n) in sorted(by_episode.items())},
     }

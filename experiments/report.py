@@ -131,6 +131,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("synthesis_median_seconds", "synth. s (median)", "{:.3f}"),
     ("verifier_calls", "method's verifier questions", "{:.0f}"),
     ("verifier_calls_per_action", "verifier calls / executed action", "{:.2f}"),
+    ("enforcement_ok", "enforced = ledger", "{}"),
     ("plane_ledger_ok", "plane = ledger", "{}"),
     ("prop1_ok", "Prop.1", "{}"),
     ("prop2_ok", "Prop.2", "{}"),

@@ -263,6 +263,7 @@ def _configs_json(configs: Sequence[Tier1Config]) -> dict[str, dict]:
 
 
 GUARANTEES: tuple[tuple[str, str], ...] = (
+    ("enforcement_ok", "a rule in force was not enforced (or a masked action ran)"),
     ("plane_ledger_ok", "control plane ≠ fold of the ledger"),
     ("prop1_ok", "Prop. 1 (a covered failure is not masked)"),
     ("prop2_ok", "Prop. 2 (C(S_t) > K·C_max)"),

@@ -31,12 +31,13 @@ from scars.agents.policies import (
 from scars.agents.registry import BACKENDS, METHODS, MethodSpec
 from scars.agents.runtime.control import TEMP_PREFIX, Governed, core_rule_id
 from scars.agents.runtime.ledger import ledger_files
-from scars.envs.api import Decision, ProtocolWorld, WorldCard
+from scars.envs.api import Decision, ProtocolWorld, WorldCard, method_turn
 from scars.envs.household.adapter import HouseholdAdapter
 from scars.envs.household.env import HouseholdConfig, HouseholdEnv
 from scars.envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
 from scars.envs.household.world import GameSpec, World
 from scars.experiments.config import Tier1Config
+from scars.experiments.enforcement import enforcement_check
 from scars.experiments.guarantees import GuaranteeMonitor
 from scars.experiments.loop import decide, learn
 from scars.experiments.metrics import (
@@ -258,6 +259,8 @@ def run_tier1(
         if schema is not None
         else None
     )
+    # the enforcement invariant, independent of the controller: the ledger's rows folded and evaluated apart
+    enforcement = enforcement_check(agent, world.card.core, world.card.classes, cfg.ablation)
     label = method_label(cfg)
     rows: list[dict[str, Any]] = []
     episode_rows: list[dict[str, Any]] = []
@@ -272,9 +275,11 @@ def run_tier1(
                 options["world_version"] = version
             obs, info = env.reset(seed=cfg.seed if episode == 0 else None, options=options)
             if changed:
-                agent.on_world_version(str(version), t=t)
+                with method_turn():
+                    agent.on_world_version(str(version), t=t)
             decision = world.decision(obs, info, t=t)
-            agent.begin_episode(decision)
+            with method_turn():
+                agent.begin_episode(decision)
             won, violations_in_episode = False, 0
             plan = ModelPlan(env, agent, world.card)
             for step in range(cfg.max_steps):
@@ -315,6 +320,7 @@ def run_tier1(
                 covered_mass = float(sum(governed.probs[i] for i in range(len(actions)) if masked_by_scar[i]))
                 plan.advance(action)
                 obs, reward, terminated, truncated, info = env.step(world.command(decision, action))
+                enforcement.after_step(decision, governed, action)
                 verdicts = world.verdicts(info)
                 violations_in_episode += len(verdicts)
                 won = bool(info["won"])
@@ -357,7 +363,8 @@ def run_tier1(
                 if terminated or truncated:
                     break
                 decision = world.decision(obs, info, t=t)
-            agent.end_episode(won)
+            with method_turn():
+                agent.end_episode(won)
             episode_rows.append(
                 {
                     "method": label,
@@ -383,6 +390,7 @@ def run_tier1(
         agent_stats["verifier_calls_per_action"] = (method_world.verifier_calls + t) / max(t, 1)
         agent_stats["state_labels_received"] = state_labels
         agent_stats["shield_refusals"] = shielded
+        agent_stats.update(enforcement.summary())
         if guarantees is not None:
             agent_stats.update(guarantees.summary())
     finally:
@@ -464,6 +472,10 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
     summary.update(agent_stats)
     if scars and hard and summary["covered_mass_max"] > 0.0:
         summary["prop1_ok"] = False  # probability mass reached a failing action an admitted scar covers
+    if scars and hard and (summary.get("rvr_covered") or 0) > 0:
+        # a repeat violation in a spell every exposed step of which an admitted scar covered: Prop. 1 demands 0
+        summary["prop1_ok"] = False
+        summary["prop1_first_covered_repeat_t"] = rvr["first_covered_repeat_t"]
     if scars and not hard:
         summary["prop1_ok"] = None  # Prop. 1 is a hard-mask guarantee; soft masks report their leak instead
     for key in ("prop1_ok", "prop2_ok", "prop3_ok", "plane_ledger_ok"):

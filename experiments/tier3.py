@@ -45,7 +45,7 @@ from scars.agents.runtime.ledger import Ledger, ledger_files
 from scars.agents.runtime.scar import Provenance, Scar
 from scars.disequilibrium.composite import DisequilibriumConfig
 from scars.disequilibrium.trustgate import TrustGateConfig
-from scars.envs.api import ProtocolWorld, WorldCard
+from scars.envs.api import ProtocolWorld, WorldCard, method_turn
 from scars.envs.aquifer import aquifer_v0
 from scars.envs.aquifer.adapter import AquiferAdapter
 from scars.envs.aquifer.aquifer_v0 import (
@@ -61,6 +61,7 @@ from scars.envs.commons.populations import parse_population
 from scars.envs.vocabulary import ground
 from scars.experiments.commons_run import SeatState, run_tier2
 from scars.experiments.config import NO_MEMORY, Tier3Config
+from scars.experiments.enforcement import enforcement_check
 from scars.experiments.guarantees import GuaranteeMonitor
 from scars.experiments.identity import (
     FEATURE_NAMES,
@@ -113,6 +114,8 @@ class Trajectory:
     sanction_opportunities: int = 0
     survived: int = 0
     carried_scars: int = 0
+    enforcement: dict[str, Any] = field(default_factory=dict)
+    """The enforcement invariant over its decisions in C (``experiments.enforcement``) and in its training runs."""
     grounded: list[dict[str, Any]] = field(default_factory=list)
     not_portable: list[dict[str, Any]] = field(default_factory=list)
     drift: dict[str, Any] = field(default_factory=dict)
@@ -293,12 +296,14 @@ def play_c(
         )
         transferred = carried_ids | grounded_ids  # the rest of S_t in C is learned in C
         monitor = GuaranteeMonitor(schema, adapter.card.classes, _families(schema)) if schema else None
+        enforcement = enforcement_check(agent, adapter.card.core, adapter.card.classes, cfg.ablation)
         episode_seeds = env_ss.spawn(cfg.episodes_c)
         for episode in range(cfg.episodes_c):
             observations, infos = env.reset(seed=int(episode_seeds[episode].generate_state(1)[0]))
             adapter.reset(episode)
             states = {f: b.initial_state() for f, b in scripted.items()}
-            agent.begin_episode(adapter.decision(observations[LEARNER_C], infos[LEARNER_C], t=t))
+            with method_turn():
+                agent.begin_episode(adapter.decision(observations[LEARNER_C], infos[LEARNER_C], t=t))
             seasons = 0
             while env.agents:
                 actions: dict[str, Any] = {}
@@ -410,12 +415,15 @@ def play_c(
                         "utterance": utterance,
                     }
                 )
+                enforcement.after_step(decision, governed, action)
                 if monitor is not None:
                     monitor.after_step(t, decision, logits, governed, flagged)
                 t += 1
             survived = seasons == cfg.seasons_c
             trajectory.survived += survived
-            agent.end_episode(survived)
+            with method_turn():
+                agent.end_episode(survived)
+        trajectory.enforcement = dict(enforcement.summary())
         if monitor is not None:
             # Prop. 3 across domains: the carried scars (and their groundings) only, not the scars learned in C
             per_scar = monitor.summary()["prop3"]["per_scar"]
@@ -434,6 +442,7 @@ def run_tier3(cfg: Tier3Config, out: Path, progress: Callable[[str], None] | Non
     capacity = commons_v0.parallel_env().config.dynamics.capacity
     trajectories: list[Trajectory] = []
     controls: list[Trajectory] = []
+    training_enforcement: list[bool | None] = []  # the invariant in every training run (tier 2's check)
     for seed in cfg.seeds:
         trained: dict[str, tuple[SeatState | None, tuple]] = {}
         for arena in ("A", "B"):
@@ -443,6 +452,7 @@ def run_tier3(cfg: Tier3Config, out: Path, progress: Callable[[str], None] | Non
             if progress is not None:
                 progress(f"seed {seed}: training in arena {arena}")
             result = run_tier2(cfg.train_config(arena, seed), out / f"seed_{seed}" / f"train_{arena}")
+            training_enforcement.append(result.summary.get("enforcement_ok"))
             seat = result.seats[0]
             trained[arena] = (seat, _training_view(result, seat.seat, capacity))
         for arena in ("A", "B"):
@@ -459,6 +469,15 @@ def run_tier3(cfg: Tier3Config, out: Path, progress: Callable[[str], None] | Non
             progress(f"seed {seed}: identical-history control")
         controls.append(play_c(cfg, seed, "B", state, training, out / f"seed_{seed}" / "c_identical"))
     summary = summarise(cfg, trajectories, controls)
+    in_c = [t.enforcement for t in (*trajectories, *controls) if t.enforcement]
+    summary["enforcement_decisions"] = sum(e["enforcement_decisions"] for e in in_c)
+    summary["enforcement_violations"] = sum(e["enforcement_violations"] for e in in_c)
+    summary["enforcement_first"] = next(
+        (e["enforcement_first"] for e in in_c if e["enforcement_first"]), None
+    )
+    summary["enforcement_ok"] = summary["enforcement_violations"] == 0 and all(
+        ok is not False for ok in training_enforcement
+    )
     summary["wall_seconds"] = time.perf_counter() - started
     agents_table = pd.DataFrame([_agent_row(cfg, t) for t in trajectories])
     steps = pd.DataFrame([r for t in trajectories for r in t.rows])

@@ -22,7 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from scars.envs.api import Decision, NormVerifier, Punishment, SemanticJudge, Verdict, WorldCard, read_rules
+from scars.envs.api import (
+    Decision,
+    NormVerifier,
+    Punishment,
+    SemanticJudge,
+    Verdict,
+    WorldCard,
+    read_rules,
+    verifier_access,
+)
 from scars.envs.commons.commons_v0 import CommonsParallelEnv, context_of
 from scars.envs.commons.habits import universalization_line
 from scars.envs.commons.norms import NormVerifier as SustainabilityNorm
@@ -252,6 +261,7 @@ class ResourceAdapter(ABC):
         variables one at a time), so the stated share is what is judged against; a context without it is judged by
         its level and group size (the arena's full group when that is dropped too), one without either names no
         violation."""
+        verifier_access(action.text or action.name)
         s = self.surface
         amount = action.arg(s.amount)
         if action.kind != "tool" or action.name != s.tool or not _number(amount):

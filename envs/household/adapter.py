@@ -13,7 +13,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from scars.envs.api import Decision, NormVerifier, Punishment, SemanticJudge, Verdict, WorldCard, read_rules
+from scars.envs.api import (
+    Decision,
+    NormVerifier,
+    Punishment,
+    SemanticJudge,
+    Verdict,
+    WorldCard,
+    read_rules,
+    verifier_access,
+)
 from scars.envs.household.env import HouseholdEnv
 from scars.envs.household.rules import RULE_LIBRARY
 from scars.envs.household.world import NOWHERE, OBJECT_CLASSES
@@ -108,6 +117,7 @@ class HouseholdAdapter:
         return ()
 
     def check(self, context: Mapping[str, Value], action: Action) -> tuple[Verdict, ...]:
+        verifier_access(action.text or action.name)
         return tuple(
             Verdict(v.rule_id, self._describe(v.rule_id), VERIFIER_ID)
             for v in self.env.verifier.check(context, action)

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from scars.envs.api import verifier_access
 from scars.envs.household.world import OBJECT_CLASSES, TASK_TYPES
 from scars.synthesis.dsl.ast import Action, And, Compare, ForbidEnvAction, InClass, Rule, Value
 from scars.synthesis.dsl.semantics import fires, mask_key
@@ -330,6 +331,7 @@ class Verifier:
     def check(self, context: Mapping[str, Value], action: Action | Mapping) -> list[Violation]:
         """Every active rule that fires on (context, action). Reads ``step``, ``episode`` and ``world_version``
         from the context (missing ones count as 0)."""
+        verifier_access(action.get("text", "") if isinstance(action, Mapping) else action.text or action.name)
         step = int(context.get("step", 0))
         episode = int(context.get("episode", 0))
         version = int(context.get("world_version", 0))

@@ -83,7 +83,11 @@ def tier2(out: Path, overwrite: bool, **fields) -> None:
     )
     for rule in summary.get("active_rules", []):
         click.echo(f"  active scar: {rule}")
-    broken = [k for k in ("plane_ledger_ok", "prop1_ok", "prop2_ok", "prop3_ok") if summary.get(k) is False]
+    broken = [
+        k
+        for k in ("enforcement_ok", "plane_ledger_ok", "prop1_ok", "prop2_ok", "prop3_ok")
+        if summary.get(k) is False
+    ]
     if broken:
         click.secho(f"GUARANTEE VIOLATED: {', '.join(broken)} — see summary.json", fg="red", bold=True)
     click.echo(f"results: {out / 'results.md'}")
