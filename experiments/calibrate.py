@@ -48,9 +48,27 @@ def read_trajectories(paths: list[Path], label: str = "violation") -> pd.DataFra
                 raise ConfigError(f"{path} has no 'violated_rules' column for --label violation")
             frame["accommodate"] = frame["violated_rules"].fillna("").astype(str) != ""
         elif label in frame.columns:
-            frame["accommodate"] = frame[label].astype(bool)
+            column = frame[label]
+            odd = [v for v in column.dropna().unique() if str(v).lower() not in ("true", "false", "1", "0")]
+            if odd:
+                raise ConfigError(
+                    f"{path}: label column {label!r} holds {odd[0]!r:.40}; a label is boolean (true/false or 1/0)"
+                )
+            frame["accommodate"] = column.map(lambda v: str(v).lower() in ("true", "1")).astype(bool)
         else:
             raise ConfigError(f"label column {label!r} is not in {path}; columns: {', '.join(frame.columns)}")
+        for (
+            column
+        ) in SIGNAL_NAMES:  # each signal is a number in [0, 1]; text or anything else is a damaged table
+            values = pd.to_numeric(frame[column], errors="coerce")
+            bad = frame[column][values.isna() & frame[column].notna()]
+            if not bad.empty or not values.dropna().between(0.0, 1.0).all():
+                example = bad.iloc[0] if not bad.empty else values[~values.between(0.0, 1.0)].dropna().iloc[0]
+                raise ConfigError(
+                    f"{path}: column {column!r} holds {example!r:.40}; a signal column holds numbers in [0, 1] "
+                    "(or is empty where a step has no reading)"
+                )
+            frame[column] = values
         frames.append(frame.dropna(subset=list(SIGNAL_NAMES)))
     data = pd.concat(frames, ignore_index=True)
     if data.empty:
@@ -89,7 +107,7 @@ def load_signal_config(path: Path) -> DisequilibriumConfig:
     """A ``DisequilibriumConfig`` from a file ``write_signal_config`` wrote (validated like any config)."""
     try:
         record = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ConfigError(f"{path} is not a readable signal config ({exc})") from exc
     if not isinstance(record, dict) or record.get("format") != SIGNAL_CONFIG_FORMAT:
         raise ConfigError(f"{path} is not a signal config (expected format {SIGNAL_CONFIG_FORMAT!r})")
@@ -97,5 +115,5 @@ def load_signal_config(path: Path) -> DisequilibriumConfig:
         return DisequilibriumConfig(
             weights=tuple(record["weights"]), tau=record["tau"], gain=record["gain"], bias=record["bias"]
         )
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"{path} lacks a field of a signal config ({exc})") from exc

@@ -21,6 +21,36 @@ class ScarsGroup(click.Group):
     message itself becomes one line on stderr and exit code 2, never a traceback. Anything else is a bug and
     keeps its traceback."""
 
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Click's usage errors (a missing argument, an unknown option, a bad value) are one line too — "error:",
+        the command, the message and where to look — instead of click's Usage / Try / Error block: one rule for
+        every error of every command (README, *The command line*)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # a bare group: its help, as click prints it
+            click.echo(exc.format_message(), err=True)
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx is not None else (prog_name or "scars")
+            click.echo(f"error: {where}: {_one_line(exc.format_message())} (see '{where} --help')", err=True)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            click.echo(f"error: {_one_line(exc.format_message())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) and not isinstance(result, bool) else 0)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)

@@ -150,7 +150,7 @@ def load_config(path: Path, cls: type) -> dict[str, Any]:
     allowed ones; missing fields keep their defaults."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ConfigError(f"--config {str(path)!r} is not a readable JSON file ({exc})") from None
     allowed = tuple(f.name for f in dataclasses.fields(cls))
     if not isinstance(data, dict):

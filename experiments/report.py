@@ -17,6 +17,8 @@ from typing import Any
 
 import matplotlib
 
+from scars.synthesis.errors import ConfigError
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
@@ -56,6 +58,41 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+class DamagedResultFile(ConfigError):
+    """A result file (``summary.json``, ``sweep.json``, ``config.json``, a table) that does not have the shape its
+    writer gives it: truncated, replaced or edited. The message names the file."""
+
+
+def read_json_object(path: Path, what: str) -> dict[str, Any]:
+    """The JSON object in the result file ``path`` (``what``: which file it should be, for the message); a file
+    that is not readable JSON, or holds anything but an object, is a ``DamagedResultFile`` naming it."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise DamagedResultFile(
+            f"damaged result file {path} ({what}): not readable JSON ({str(exc)[:120]})"
+        ) from None
+    if not isinstance(data, dict):
+        raise DamagedResultFile(
+            f"damaged result file {path} ({what}): holds a JSON {type(data).__name__}, not an object"
+        )
+    return data
+
+
+def read_table(path: Path, what: str, columns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The Parquet table in ``path`` with at least ``columns``; ``DamagedResultFile`` naming it otherwise."""
+    try:
+        frame = pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises its own types for a damaged file (ArrowInvalid, OSError, ...)
+        raise DamagedResultFile(
+            f"damaged result file {path} ({what}): not a Parquet table ({str(exc)[:120]})"
+        ) from None
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise DamagedResultFile(f"damaged result file {path} ({what}): column(s) {missing} missing")
+    return frame
 
 
 def write_table(df: pd.DataFrame, stem: Path) -> None:

@@ -36,10 +36,13 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from scars.experiments.report import (  # noqa: E402
+    DamagedResultFile,
     atomic_write_text,
     markdown_table,
     paired_markdown,
     plot_signal,
+    read_json_object,
+    read_table,
     save_figure,
 )
 from scars.experiments.stats import bootstrap_ci  # noqa: E402
@@ -165,7 +168,7 @@ def _run_tables(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     tables = []
     for name in ("steps", "episodes"):
         path = folder / f"{name}.parquet"
-        tables.append(pd.read_parquet(path) if path.is_file() else pd.DataFrame())
+        tables.append(read_table(path, f"the run's {name} table") if path.is_file() else pd.DataFrame())
     return tables[0], tables[1]
 
 
@@ -295,10 +298,17 @@ def ablation_table(runs: pd.DataFrame, samples: int = 2000, seed: int = 0) -> pd
 def _sweep_section(doc: Doc, folder: Path, assets: Path, chosen_run: str | None) -> None:
     from scars.experiments.sweep import _MD_COLUMNS, _cell, _diff_cell, _pooled_cell
 
-    spec = json.loads((folder / "sweep.json").read_text())
-    identity = spec.get("identity", {})
-    runs = pd.read_parquet(folder / "runs.parquet")
-    aggregate = pd.read_parquet(folder / "aggregate.parquet")
+    spec = read_json_object(folder / "sweep.json", "a sweep's sweep.json")
+    identity = spec.get("identity")
+    if not isinstance(identity, dict) or not all(
+        isinstance(identity.get(k, {}), dict) for k in ("grid", "fixed")
+    ):
+        raise DamagedResultFile(
+            f"damaged result file {folder / 'sweep.json'} (a sweep's sweep.json): its identity {identity!r:.80} is "
+            "not an object with grid and fixed tables"
+        )
+    runs = read_table(folder / "runs.parquet", "the sweep's run table", ("run_name", "status"))
+    aggregate = read_table(folder / "aggregate.parquet", "the sweep's aggregate")
     tier = identity.get("tier", "tier1")
     doc.h(1, f"{tier}: sweep `{identity.get('name', folder.name)}` ({folder})")
     grid = ", ".join(f"{k} ∈ {v}" for k, v in identity.get("grid", {}).items())
@@ -429,9 +439,14 @@ def _tau(folder: Path) -> float | None:
 
 
 def _runs_section(doc: Doc, folder: Path, assets: Path, chosen_run: str | None) -> None:
-    summary = json.loads((folder / "summary.json").read_text())
+    summary = read_json_object(folder / "summary.json", "a run folder's summary.json")
     if "method" in summary and "success_rate" in summary:  # a single run's folder
-        summary = {summary["method"]: summary}
+        summary = {str(summary["method"]): summary}
+    if not summary or not all(isinstance(v, dict) for v in summary.values()):
+        raise DamagedResultFile(
+            f"damaged result file {folder / 'summary.json'} (a run folder's summary.json): expected one run's summary "
+            "or an object of summaries per method"
+        )
     doc.h(1, f"tier1: runs in {folder}")
     doc.p(
         "One seed per method: rates are pooled counts over the run's episodes with n beside them; intervals are "
@@ -441,7 +456,7 @@ def _runs_section(doc: Doc, folder: Path, assets: Path, chosen_run: str | None) 
     doc.table(_markdown_to_frame(markdown_table(summary)))
     paired_path = folder / "paired.json"
     if paired_path.is_file():
-        paired = json.loads(paired_path.read_text())
+        paired = read_json_object(paired_path, "the paired differences")
         if paired:
             reference = "scars" if "scars" in summary else next(iter(summary))
             doc.h(2, f"Paired differences against {reference} (same seed, same games)")
@@ -456,7 +471,9 @@ def _runs_section(doc: Doc, folder: Path, assets: Path, chosen_run: str | None) 
                 versions.get((m, e)) for m, e in zip(episodes["method"], episodes["episode"], strict=True)
             ]
         configs = (
-            json.loads((folder / "config.json").read_text()) if (folder / "config.json").is_file() else {}
+            read_json_object(folder / "config.json", "the run's config.json")
+            if (folder / "config.json").is_file()
+            else {}
         )
         first = (
             next(iter(configs.values()), {})
@@ -519,8 +536,8 @@ def write_report(folders: Sequence[Path], out: Path, *, run: str | None = None) 
     for folder, kind in kinds:
         provenance = folder / "provenance.json"
         if provenance.is_file():
-            record = json.loads(provenance.read_text())
-            git = record.get("git", {})
+            record = read_json_object(provenance, "the folder's provenance.json")
+            git = record.get("git") if isinstance(record.get("git"), dict) else {}
             doc.p(
                 f"{folder}: git {git.get('commit')} (dirty: {git.get('dirty')}), host {record.get('host')}."
             )

@@ -23,7 +23,9 @@ Resume: a sweep that was killed is resumed by re-running the same command: ``Tun
 trial and runs the unfinished ones again (``restart_errored``: failed ones too). Tune snapshots its experiment state
 periodically (every ≥ 10 s by default; ``TUNE_GLOBAL_CHECKPOINT_S`` sets it); a trial that finished after the last
 snapshot is scheduled again by Tune, finds its run's ``summary.json`` (written last, atomically, beside the run's
-config) and reports it without running the run again — so no finished run is ever run twice.
+config) and reports it without running the run again — so no finished run is ever run twice. After the fit, every
+run Tune counts as finished is re-checked (``recheck_finished``): a folder whose ``config.json`` or ``summary.json`` is
+missing, damaged or not what the run reported is run again, never counted ok.
 
 Confidence intervals: percentile bootstrap over the per-seed values of a metric (runs where it is undefined, e.g.
 RVR with no re-exposure, are left out; ``n`` counts the rest), seeded from (``bootstrap_seed``, CRC32 of the label
@@ -39,9 +41,11 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import os
 import re
 import shutil
+import socket
 import sys
 import time
 import tomllib
@@ -58,6 +62,7 @@ from rich.console import Console
 
 from scars.experiments.report import (
     atomic_write_text,
+    read_json_object,
     save_figure,
     write_json,
     write_table,
@@ -108,6 +113,8 @@ class SweepSpec:
     """GPUs per trial; None: one per trial of an HF backend when the cluster has GPUs, else 0."""
     address: str = ""
     """Ray cluster address (``ray start --head`` prints it); empty: a local Ray instance."""
+    connect_timeout_s: float = 30.0
+    """How long joining the cluster at ``address`` may take before the sweep gives up with one error line."""
     wandb: bool = False
     wandb_project: str = "scars-testbed"
     wandb_entity: str = ""
@@ -115,6 +122,7 @@ class SweepSpec:
     bootstrap_seed: int = 0
 
     def __post_init__(self) -> None:
+        _check_spec_types(self)
         grid = {k: tuple(v) if isinstance(v, list | tuple) else (v,) for k, v in dict(self.grid).items()}
         object.__setattr__(self, "grid", grid)
         object.__setattr__(self, "fixed", dict(self.fixed))
@@ -160,6 +168,51 @@ class SweepSpec:
         }
 
 
+_SPEC_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "tier": ((str,), "a string"),
+    "name": ((str,), "a string"),
+    "max_failures": ((int,), "an integer"),
+    "max_concurrent": ((int,), "an integer"),
+    "cpus_per_trial": ((int, float), "a number"),
+    "gpus_per_trial": ((int, float, type(None)), "a number"),
+    "address": ((str,), "a string (HOST:PORT)"),
+    "connect_timeout_s": ((int, float), "a number of seconds"),
+    "wandb": ((bool,), "true or false"),
+    "wandb_project": ((str,), "a string"),
+    "wandb_entity": ((str,), "a string"),
+    "bootstrap_samples": ((int,), "an integer"),
+    "bootstrap_seed": ((int,), "an integer"),
+}
+
+
+def _check_spec_types(spec: SweepSpec) -> None:
+    """Every field of the spec itself has its declared type, before anything starts: one error naming the field,
+    the value and the type (a TOML file or a caller may hand anything). Config fields in ``grid``/``fixed`` are
+    the tier config's to check (``expand`` builds every point's config before Ray starts)."""
+    for name, (types, what) in _SPEC_TYPES.items():
+        value = getattr(spec, name)
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            raise SweepError(
+                f"sweep spec field {name} = {value!r:.80} is {type(value).__name__}; it must be {what}"
+            )
+    for name in ("grid", "fixed"):
+        value = getattr(spec, name)
+        if not isinstance(value, Mapping):
+            raise SweepError(
+                f"sweep spec field {name} = {value!r:.80} is {type(value).__name__}; it must be a table of config "
+                f"fields ([{name}] in a TOML file)"
+            )
+        for key in value:
+            if not isinstance(key, str):
+                raise SweepError(
+                    f"sweep spec {name} key {key!r:.80} is {type(key).__name__}; it must be a field name"
+                )
+    if not math.isfinite(float(spec.connect_timeout_s)) or spec.connect_timeout_s <= 0:
+        raise SweepError(
+            f"sweep spec field connect_timeout_s = {spec.connect_timeout_s!r} must be > 0 seconds"
+        )
+
+
 @dataclass(frozen=True)
 class Trial:
     """One grid point: the run's config, its name (its folder) and its label (its group in the tables)."""
@@ -188,7 +241,7 @@ def expand(spec: SweepSpec) -> tuple[Trial, ...]:
             continue
         try:
             cfg = tier.config(**fields)
-        except ConfigError as exc:
+        except (ConfigError, TypeError, ValueError, OverflowError) as exc:  # a wrong type: before Ray starts
             raise SweepError(f"grid point {dict(zip(keys, values, strict=True))}: {exc}") from None
         extra = " ".join(f"{k}={fields[k]}" for k in varied)
         label = tier.label(cfg) + (f" {extra}" if extra else "")
@@ -228,7 +281,13 @@ def load_spec(path: Path, **overrides: Any) -> SweepSpec:
         )
     kwargs: dict[str, Any] = {k: data[k] for k in ("tier", "name", "grid", "fixed") if k in data}
     for section, prefix in (("tune", ""), ("wandb", "wandb_"), ("bootstrap", "bootstrap_")):
-        for key, value in data.get(section, {}).items():
+        table = data.get(section, {})
+        if not isinstance(table, dict):
+            raise SweepError(
+                f"sweep spec {str(path)!r}: {section} = {table!r:.80} is {type(table).__name__}; it must be a "
+                f"table ([{section}])"
+            )
+        for key, value in table.items():
             name = key if section == "tune" or key == "enabled" else f"{prefix}{key}"
             name = "wandb" if (section, key) == ("wandb", "enabled") else name
             if name not in SweepSpec.__dataclass_fields__ or name in ("tier", "name", "grid", "fixed"):
@@ -243,14 +302,55 @@ def load_spec(path: Path, **overrides: Any) -> SweepSpec:
 
 def _finished_summary(directory: Path, cfg: Any) -> dict[str, Any] | None:
     """The summary of this run if it finished earlier with this config (module docstring), else None."""
-    try:
-        stored = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-        summary = json.loads((directory / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return None
-    if not isinstance(summary, dict) or stored != json.loads(json.dumps(asdict(cfg), default=str)):
-        return None
-    return summary
+    return None if _run_folder_problem(directory, cfg) else _read_json(directory / "summary.json")
+
+
+def _run_folder_problem(directory: Path, cfg: Any, reported: Mapping[str, Any] | None = None) -> str:
+    """Why the run folder of a finished run cannot be counted ("" when it can): its config.json missing, damaged
+    or of another config; its summary.json missing, damaged, not an object, or (``reported``: what the trial
+    reported to Tune) not the summary the run reported."""
+    for name in ("config.json", "summary.json"):
+        path = directory / name
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return f"{path} is missing"
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            return f"{path} is damaged (not readable JSON: {str(exc)[:80]})"
+        if not isinstance(data, dict):
+            return f"{path} is damaged (a JSON {type(data).__name__}, not an object)"
+        if name == "config.json" and data != json.loads(json.dumps(asdict(cfg), default=str)):
+            return f"{path} is another run's config"
+        if name == "summary.json" and reported is not None and data != reported:
+            return f"{path} differs from the summary the run reported (replaced or edited)"
+    return ""
+
+
+def recheck_finished(
+    grid, points: Sequence[Mapping[str, Any]], run_fn: RunFn | None, console: Console
+) -> dict[str, dict[str, Any]]:
+    """Resume re-checks finished runs: every trial Tune counts as finished must still have its run folder intact
+    (``_run_folder_problem``); a damaged one is run again here, in this process, and its new summary replaces the
+    reported one — a damaged folder is never counted ok. Returns the re-run summaries by run name."""
+    by_name = {p["run_name"]: p for p in points}
+    rerun: dict[str, dict[str, Any]] = {}
+    for result in grid:
+        name = result.config["trial"]["run_name"]
+        text = (result.metrics or {}).get("summary_json")
+        if result.error is not None or not isinstance(text, str) or name not in by_name:
+            continue
+        point = by_name[name]
+        tier = get_tier(point["tier"])
+        cfg = tier.config(**point["fields"])
+        directory = Path(point["out"]) / "runs" / name
+        problem = _run_folder_problem(directory, cfg, json.loads(text))
+        if problem:
+            console.print(f"run {name} finished earlier but {problem}: running it again")
+            if directory.exists():
+                shutil.rmtree(directory)
+            tracking = TrackingSettings(**point["tracking"])
+            rerun[name] = (run_fn or tier.run)(cfg, directory, tracking=tracking)
+    return rerun
 
 
 def _scalar(value: Any) -> Any:
@@ -333,12 +433,39 @@ def _resources(spec: SweepSpec, gpus_available: float) -> Callable[[dict], dict[
     return per_trial
 
 
-def _connect(address: str) -> bool:
+def _probe(address: str, timeout_s: float) -> None:
+    """Reach the cluster's address within ``timeout_s`` before handing it to Ray, whose ``ray.init`` waits on an
+    address where no cluster answers for minutes: nothing listening, a host that drops packets, a bad address —
+    one ``SweepError`` line each."""
+    if address in ("", "auto", "local"):
+        return
+    target = address.removeprefix("ray://")
+    host, sep, port_text = target.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise SweepError(
+            f"--address {address!r} is not HOST:PORT (e.g. 127.0.0.1:6379, from `ray start --head`)"
+        )
+    try:
+        with socket.create_connection((host.strip("[]"), int(port_text)), timeout=timeout_s):
+            pass
+    except TimeoutError:
+        raise SweepError(
+            f"no Ray cluster answered at {address} within {timeout_s:g}s (connect_timeout_s); is the head up and "
+            "reachable?"
+        ) from None
+    except OSError as exc:
+        raise SweepError(
+            f"no Ray cluster at {address}: {exc.strerror or exc} (start one with `ray start --head`)"
+        ) from None
+
+
+def _connect(address: str, timeout_s: float = 30.0) -> bool:
     """Join the cluster at ``address``, or start a local Ray instance; True when this call started Ray."""
     import ray
 
     if ray.is_initialized():
         return False
+    _probe(address, timeout_s)
     ray.init(address=address or None, include_dashboard=False, log_to_driver=False, configure_logging=False)
     return True
 
@@ -361,7 +488,11 @@ def run_sweep(
     console = console or Console(width=None if sys.stdout.isatty() else 140)
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    stored = _read_json(out / "sweep.json")
+    stored = (
+        read_json_object(out / "sweep.json", "this folder's sweep.json")
+        if (out / "sweep.json").exists()
+        else None
+    )
     if stored is not None and stored.get("identity") != json.loads(json.dumps(spec.identity, default=str)):
         raise SweepError(
             f"{out} holds another sweep ({stored.get('identity')}); use another --out or remove it"
@@ -393,7 +524,7 @@ def run_sweep(
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
-    started_here = _connect(spec.address)
+    started_here = _connect(spec.address, spec.connect_timeout_s)
     try:
         import ray
 
@@ -435,16 +566,19 @@ def run_sweep(
                 ),
             )
         grid = tuner.fit()
+        rerun = recheck_finished(grid, points, run_fn, console)
     finally:
         if started_here:
             import ray
 
             ray.shutdown()
-    runs = runs_frame(grid, trials)
+    runs = runs_frame(grid, trials, rerun)
     return _write_outputs(spec, out, runs, console, restored)
 
 
-def runs_frame(grid, trials: tuple[Trial, ...]) -> pd.DataFrame:
+def runs_frame(
+    grid, trials: tuple[Trial, ...], rerun: Mapping[str, Mapping[str, Any]] | None = None
+) -> pd.DataFrame:
     """One row per trial from Tune's ``ResultGrid`` (each result's reported summary, or its error), in grid order: run_name, label, the fields, status,
     error, then the summary's scalars (a non-scalar value is kept as JSON text)."""
     summaries: dict[str, dict[str, Any]] = {}
@@ -458,6 +592,7 @@ def runs_frame(grid, trials: tuple[Trial, ...]) -> pd.DataFrame:
             errors[name] = (
                 " ".join(str(result.error).strip().splitlines()[-1:]) or type(result.error).__name__
             )
+    summaries |= {name: dict(summary) for name, summary in (rerun or {}).items()}
     rows = []
     for t in trials:
         row: dict[str, Any] = {"run_name": t.run_name, "label": t.label}

@@ -13,8 +13,8 @@ Importing it loads the project's rules, control plane, ledger and schema store w
 lark only — no simulator, no solver (OR-Tools loads when a merge runs), no data-frame library — and registers no
 environment (``tests/agents/runtime/test_light_import.py``). The machinery behind it keeps its own modules:
 ``scar`` (dual-plane scars), ``control`` (``ControlPlane``: H ∪ S_t ∪ temporary masks), ``ledger`` (the hash-chained
-SQLite ledger), ``store`` (``SchemaStore``, the one writer of both), ``equilibration`` (merge and retirement
-decisions handed to the store), ``accommodation`` (the background loop), ``gate``.
+SQLite ledger; its parts ``events``, ``head``, ``locks``, ``admission``, ``projection``, ``errors``), ``store`` (``SchemaStore``, the one writer of both), ``equilibration`` (merge and retirement
+decisions handed to the store), ``accommodation`` (the background loop), ``gate`` (with ``context_mapping`` and ``decision_log``).
 """
 
 from scars.agents.runtime.accommodation import AccommodationConfig, Outcome
@@ -25,6 +25,7 @@ from scars.agents.runtime.gate import (
     Gate,
     GateDecision,
     GateError,
+    MissingLedgerError,
     ScarBlocked,
     ToolSignature,
     open_gate,
@@ -41,6 +42,7 @@ __all__ = [
     "Gate",
     "GateDecision",
     "GateError",
+    "MissingLedgerError",
     "Outcome",
     "Provenance",
     "Scar",

@@ -122,6 +122,7 @@ class Accommodator:
         verifier: Verifier | None,
         config: AccommodationConfig,
         name: str,
+        anchor: tuple[int, str] | str | None = None,
     ) -> None:
         self.path, self.core, self.classes, self.config, self.name = path, core, classes, config, name
         self.lock = threading.RLock()
@@ -130,7 +131,13 @@ class Accommodator:
         )
         try:
             self.store: SchemaStore = self._worker.submit(
-                SchemaStore, path, core=core, classes=classes, fallback=fallback, key_file=key_file
+                SchemaStore,
+                path,
+                core=core,
+                classes=classes,
+                fallback=fallback,
+                key_file=key_file,
+                anchor=anchor,
             ).result()
         except BaseException:
             self._worker.shutdown(wait=True)
@@ -181,6 +188,9 @@ class Accommodator:
 
     def verify(self) -> VerifyReport:
         return self._run(self.store.ledger.verify).result()
+
+    def anchor(self) -> str:
+        return self._run(self.store.anchor).result()
 
     def close(self) -> None:
         if self._closed:

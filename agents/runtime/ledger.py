@@ -35,15 +35,20 @@ The model is seed ``000`` (Governed Persistent Memory) §3.1–3.4:
   group commits; a commit that fails (disk full, I/O error) loses that group, and the handle refuses further
   appends. ``SchemaStore`` makes each command one group and the scars agent each step one group.
 - ``Ledger(path, read_only=True)`` (what ``scars ledger verify``/``show`` use) never writes: it opens the database
-  read-only (immutable when no writer is active), creates nothing, and rejects a file that is not a scars ledger.
+  immutable when no ``-wal`` file exists, and a private copy of the database and its ``-wal`` otherwise (so no
+  ``-shm`` is created or changed beside them); it creates nothing and rejects a file that is not a scars ledger.
+- **A missing ledger is a tamper, not a fresh start**: a database that is missing, empty or not a ledger while its
+  head file (or the default key ``<ledger>.key``) says a ledger existed is ``MissingLedgerError``; so is a database
+  deleted or replaced under an open handle (checked, by device and inode, at every group and verification). A
+  deleted head row is ``LedgerIntegrityError``. A roll-back of every file is caught only by an anchor.
 - The active control plane is a deterministic projection of the events (``active_scars``, ``control_plane``);
   scars are never edited in place. The projection verifies the whole chain, the MACs, the head file and an
   optional external anchor first, and fails closed with ``LedgerIntegrityError`` when any check fails.
 - No resurrection (seed 000 §3.4), decided in one place (``may_admit``, which ``admit`` enforces): a retired or
   revoked scar id comes back only with *verifier-backed* fresh evidence — an evidence item
   ``{"verdict_event": {"seq": k, "hash": h}}`` naming a ``failure_observed`` event recorded in this ledger after
-  the retirement, not used before for this id, not part of the counter-evidence that revoked it, and (when the
-  failure names its action) a failure of an action the scar's mask covers. Free JSON never unlocks it, and
+  the retirement, not used before for this id, not part of the counter-evidence that revoked it, and a failure
+  (read through the one ``Failure`` type: a payload of another shape backs nothing) of an action the scar masks. Free JSON never unlocks it, and
   ``x < 20.0`` is the same scar as ``x < 20`` (``synthesis.dsl.canonical``).
 
 What is and is not detectable is tabulated in README ("What the ledger guarantees") and checked by
@@ -55,60 +60,98 @@ kept elsewhere, e.g. the ``ledger_head`` of a run's ``summary.json``, passed to 
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import os
-import re
-import secrets
+import shutil
 import sqlite3
+import tempfile
 import time
 import urllib.parse
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scars.agents.runtime import locks
+from scars.agents.runtime.admission import judge_admission
 from scars.agents.runtime.control import ControlPlane
-from scars.agents.runtime.scar import Scar, canonical_json, evidence_item_hash, scar_id_of, sha256_hex
-from scars.synthesis.dsl import Action, Rule, canonical_text, parse_rule
-from scars.synthesis.dsl.semantics import mask_covers
-from scars.synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError, ScarsError
-
-try:  # POSIX: appends are serialised with flock so the head file is written in commit order
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX: single-writer use only
-    fcntl = None  # type: ignore[assignment]
-
-GENESIS_HASH = "0" * 64
-FORMAT_VERSION = "2"  # 1: no MACs, no head file (still readable by read-only audits)
-HEAD_FILE_FORMAT = "scars-ledger-head/1"
-KEY_FILE_ENV = "SCARS_LEDGER_KEY_FILE"
-"""Environment variable naming the key file when ``key_file=`` is not given (default: ``<ledger>.key``)."""
-_KEY_BYTES = 32
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
-SCAR_ADMITTED = "scar_admitted"
-SCAR_RETIRED = "scar_retired"  # validity scope expired (SPEC §5)
-SCAR_REVOKED = "scar_revoked"  # counter-evidence refutes it (SPEC §5)
-TEMP_MASK_SET = "temp_mask_set"  # storm control (SPEC §4)
-TEMP_MASK_LIFTED = "temp_mask_lifted"
-FAILURE_OBSERVED = "failure_observed"
-MERGE_DECISION = "merge_decision"
-LIFECYCLE_EVENTS: tuple[str, ...] = (
+from scars.agents.runtime.errors import LifecycleError, MissingLedgerError, ResurrectionRefused
+from scars.agents.runtime.events import (
+    EVENT_NAME,
+    EVENT_TYPES,
+    FAILURE_OBSERVED,
+    GENESIS_HASH,
+    LIFECYCLE_EVENTS,
+    MERGE_DECISION,
     SCAR_ADMITTED,
     SCAR_RETIRED,
     SCAR_REVOKED,
-    TEMP_MASK_SET,
     TEMP_MASK_LIFTED,
+    TEMP_MASK_SET,
+    VERDICT_EVENTS,
+    Event,
+    TemporaryMask,
+    VerifyReport,
+    decode_payload,
+    event_body,
+    event_hash,
+    verdict_evidence,
 )
-EVENT_TYPES: tuple[str, ...] = (*LIFECYCLE_EVENTS, FAILURE_OBSERVED, MERGE_DECISION)
-VERDICT_EVENTS: tuple[str, ...] = (FAILURE_OBSERVED,)
-"""Event types that record a verifier's verdict: the only evidence that can bring a retired scar back."""
-_EVENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+from scars.agents.runtime.head import (
+    HEAD_FILE_FORMAT,
+    KEY_FILE_ENV,
+    HeadFile,
+    create_key_file,
+    default_key_file,
+    format_anchor,
+    head_file_of,
+    ledger_files,
+    ledger_mac,
+    parse_anchor,
+    read_key_file,
+    same,
+)
+from scars.agents.runtime.projection import active_scars_of, replay, temporary_masks_of
+from scars.agents.runtime.scar import Scar, canonical_json, scar_id_of, sha256_hex
+from scars.synthesis.dsl import Rule, canonical_text
+from scars.synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError, ScarsError
+from scars.synthesis.failure import Failure
 
+__all__ = [
+    "EVENT_TYPES",
+    "FAILURE_OBSERVED",
+    "FORMAT_VERSION",
+    "GENESIS_HASH",
+    "HEAD_FILE_FORMAT",
+    "KEY_FILE_ENV",
+    "LIFECYCLE_EVENTS",
+    "MERGE_DECISION",
+    "SCAR_ADMITTED",
+    "SCAR_RETIRED",
+    "SCAR_REVOKED",
+    "TEMP_MASK_LIFTED",
+    "TEMP_MASK_SET",
+    "VERDICT_EVENTS",
+    "Event",
+    "Ledger",
+    "LifecycleError",
+    "MissingLedgerError",
+    "ResurrectionRefused",
+    "TemporaryMask",
+    "VerifyReport",
+    "create_key_file",
+    "default_key_file",
+    "event_hash",
+    "format_anchor",
+    "head_file_of",
+    "ledger_files",
+    "parse_anchor",
+    "read_key_file",
+    "verdict_evidence",
+]
+
+FORMAT_VERSION = "2"  # 1: no MACs, no head file (still readable by read-only audits)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
     seq        INTEGER PRIMARY KEY,
@@ -137,54 +180,6 @@ _V1_EVENT_COLUMNS = frozenset(_COLUMNS.split(", "))
 _V1_HEAD_COLUMNS = frozenset({"singleton", "count", "last_hash", "last_tx_time"})
 
 
-class ResurrectionRefused(LedgerError):
-    """A retired/revoked scar was re-admitted without evidence never seen before for its id (seed 000 §3.4)."""
-
-
-class LifecycleError(LedgerError):
-    """A lifecycle event does not apply to its subject's state (retiring an inactive scar, …)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One ledger event, as stored. ``payload`` is the decoded canonical JSON."""
-
-    seq: int
-    type: str
-    subject: str | None
-    payload: dict[str, Any]
-    tx_time: int
-    valid_from: int | None
-    valid_to: int | None
-    prev_hash: str
-    hash: str
-
-
-@dataclass(frozen=True, slots=True)
-class VerifyReport:
-    """Result of ``Ledger.verify``: ``first_bad_seq`` names the first event that fails (None when intact).
-
-    ``keyed``: the MACs were checked with the key. ``head_file``: the chain was checked against the sidecar head
-    file. ``anchored``: against an external anchor. ``mac_unchecked``: the ledger carries MACs but no key was
-    available, so a rewrite with recomputed hashes could not be ruled out.
-    """
-
-    ok: bool
-    first_bad_seq: int | None
-    reason: str
-    count: int
-    head_hash: str
-    keyed: bool = False
-    head_file: bool = False
-    anchored: bool = False
-    mac_unchecked: bool = False
-
-    @property
-    def anchor(self) -> str:
-        """``"count:hash"`` of the chain as read (meaningful when ``ok``)."""
-        return format_anchor((self.count, self.head_hash))
-
-
 @dataclass(slots=True)
 class _OpenGroup:
     """The write transaction of a group in progress: the file-lock descriptor it holds, the head it extends and
@@ -196,62 +191,6 @@ class _OpenGroup:
     last_tx: int
 
 
-@dataclass(frozen=True, slots=True)
-class TemporaryMask:
-    """A temporary mask in the projection (storm control, SPEC §4)."""
-
-    mask_id: str
-    rule: Rule
-    until_step: int
-
-
-def _body(
-    seq: int,
-    type_: str,
-    subject: str | None,
-    payload_text: str,
-    tx_time: int,
-    valid_from: int | None,
-    valid_to: int | None,
-    prev_hash: str,
-) -> str:
-    """canon(e ∖ {h}): the canonical serialisation every hash covers (the payload as its canonical text)."""
-    return canonical_json(
-        {
-            "seq": seq,
-            "type": type_,
-            "subject": subject,
-            "payload": payload_text,
-            "tx_time": tx_time,
-            "valid_from": valid_from,
-            "valid_to": valid_to,
-            "prev_hash": prev_hash,
-        }
-    )
-
-
-def event_hash(prev_hash: str, body: str) -> str:
-    """h_i = sha256(h_{i−1} ‖ canon(e_i ∖ {h_i}))."""
-    return sha256_hex(prev_hash + body)
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name} in payload")
-
-
-def _decode_payload(text: Any) -> dict[str, Any]:
-    """A stored payload, decoded; ``ValueError`` (naming what is wrong) for anything but a JSON object."""
-    if not isinstance(text, str):
-        raise ValueError(f"payload is stored as {type(text).__name__}, not as JSON text")
-    try:
-        payload = json.loads(text, parse_constant=_reject_constant)
-    except RecursionError:
-        raise ValueError("payload is nested too deeply") from None
-    if not isinstance(payload, dict):
-        raise ValueError(f"payload is a JSON {type(payload).__name__}, not a JSON object")
-    return payload
-
-
 def _check_time(name: str, value: Any) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
         raise ConfigError(f"{name} must be an int (µs on the caller's timeline) or None, got {value!r}")
@@ -261,105 +200,10 @@ def _now_us() -> int:
     return time.time_ns() // 1000
 
 
-def head_file_of(path: str | Path) -> Path:
-    """The sidecar head file of the ledger at ``path``: ``<path>.head``."""
-    return Path(f"{path}.head")
-
-
-def default_key_file(path: str | Path) -> Path:
-    """Where the key of the ledger at ``path`` lives unless ``key_file=`` or ``SCARS_LEDGER_KEY_FILE`` say where."""
-    return Path(f"{path}.key")
-
-
-def ledger_files(path: str | Path) -> tuple[Path, ...]:
-    """Every file that belongs to the ledger at ``path`` (move them together to set a ledger aside)."""
-    return tuple(Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm", ".head", ".key", ".lock"))
-
-
-def format_anchor(head: tuple[int, str]) -> str:
-    """``(count, hash)`` as the text ``scars ledger verify --anchor`` and ``summary.json`` carry: ``"N:HASH"``."""
-    count, digest = head
-    return f"{count}:{digest}"
-
-
-def parse_anchor(text: str) -> tuple[int, str]:
-    """``"N:HASH"`` (N events, HASH the 64-hex-digit hash of event N) -> ``(N, HASH)``; ``ConfigError`` otherwise."""
-    match = re.fullmatch(r"\s*(\d{1,18}):([0-9a-fA-F]{64})\s*", text) if isinstance(text, str) else None
-    if match is None:
-        raise ConfigError(
-            f"anchor {text!r:.120} is not COUNT:HASH (an event count and the 64-hex-digit hash of that event, as "
-            "printed by `scars ledger verify` and stored as ledger_head in summary.json)"
-        )
-    return int(match.group(1)), match.group(2).lower()
-
-
-def create_key_file(path: str | Path) -> Path:
-    """Create a new random ledger key (256 bits, hex) at ``path``, readable by its owner only. Never overwrites."""
-    path = Path(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secrets.token_hex(_KEY_BYTES) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    return path
-
-
-def read_key_file(path: str | Path) -> bytes:
-    """The key in ``path``; ``LedgerError`` naming the file when it is missing or not a ledger key."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="ascii").strip()
-    except FileNotFoundError:
-        raise LedgerError(f"key file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LedgerError(f"key file {path} cannot be read: {exc}") from None
-    if not re.fullmatch(r"[0-9a-fA-F]{32,256}", text) or len(text) % 2:
-        raise LedgerError(
-            f"key file {path} is not a scars ledger key (expected 32 to 256 hex digits, as create_key_file writes)"
-        )
-    return bytes.fromhex(text)
-
-
-def verdict_evidence(event: Event, **extra: Any) -> dict[str, Any]:
-    """An evidence item backed by a recorded verdict: the only kind that can re-admit a retired/revoked scar.
-
-    ``event`` is a ``failure_observed`` event of the same ledger (what ``observe_failure`` returns); ``extra``
-    adds JSON-able detail (the fragment, …) that the hash of the item then covers too.
-    """
-    if not isinstance(event, Event):
-        raise ConfigError(f"verdict_evidence() takes a ledger Event, got {type(event).__name__}")
-    if event.type not in VERDICT_EVENTS:
-        raise ConfigError(
-            f"event {event.seq} is a {event.type!r}, not a verdict event (one of {VERDICT_EVENTS})"
-        )
-    return {"verdict_event": {"seq": event.seq, "hash": event.hash, "type": event.type}, **extra}
-
-
 def _decode_text(raw: bytes) -> str:
     """SQLite TEXT -> str. Everything the ledger writes is valid UTF-8; bytes that are not (a damaged or edited
     row) decode with U+FFFD, so the row fails its hash check and is named, instead of failing the whole read."""
     return raw.decode("utf-8", "replace")
-
-
-def _mac(key: bytes, domain: str, message: str) -> str:
-    return hmac.new(key, f"scars-ledger/{domain}\n{message}".encode(), hashlib.sha256).hexdigest()
-
-
-def _same(a: Any, b: str) -> bool:
-    return isinstance(a, str) and hmac.compare_digest(a.encode("utf-8", "replace"), b.encode())
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
 
 
 class Ledger:
@@ -389,7 +233,8 @@ class Ledger:
         anchor: tuple[int, str] | str | None = None,
     ) -> None:
         self.path = Path(path)
-        self.head_file = head_file_of(self.path)
+        self._head = HeadFile(self.path)
+        self.head_file = self._head.path
         self.read_only = bool(read_only)
         self._clock = clock or _now_us
         self._anchor = self._check_anchor(anchor)
@@ -404,6 +249,8 @@ class Ledger:
         self._open: _OpenGroup | None = None
         self._commit_failed: str | None = None
         self._committed = 0  # the event count as of this writer's last commit (or its opening)
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the database as opened
+        self._snapshot_dir: Path | None = None  # a read-only audit's private copy of a ledger with a -wal
         if self.read_only:
             self._open_read_only(explicit)
         else:
@@ -457,16 +304,20 @@ class Ledger:
 
     def _open_read_only(self, explicit: bool) -> None:
         if not self.path.exists():
-            side = self._read_head_file()[0]
-            extra = f"; its head file {self.head_file} commits {side['count']} events" if side else ""
-            raise LedgerError(f"no ledger at {self.path}{extra}")
+            missing = self._missing_database_evidence(explicit)
+            if missing is not None:
+                raise MissingLedgerError(
+                    f"no ledger at {self.path} but {missing}: the database was deleted or moved"
+                )
+            raise LedgerError(f"no ledger at {self.path}")
         if not self.path.is_file():
             raise self._not_a_ledger("not a regular file")
         # No -wal file means no writer is active and the main file is complete: open it immutable, so SQLite
         # creates nothing next to it. Otherwise read-only, so the -wal content (a live or killed writer's commits)
         # is seen; SQLite may then create its -shm index, but never writes the ledger.
         try:
-            self._connect_read_only()
+            with self._file_lock(exclusive=False):
+                self._connect_read_only()
             problem = self._schema_problem()
         except sqlite3.DatabaseError as exc:
             self.close()
@@ -477,29 +328,50 @@ class Ledger:
         self._load_key(explicit)
 
     def _connect_read_only(self) -> None:
-        """(Re)connect read-only: immutable while no ``-wal`` file exists (nothing is created next to the ledger),
-        plain read-only once one does (a writer is or was active: its commits live in the ``-wal`` file)."""
+        """(Re)connect read-only, creating and changing nothing next to the ledger: immutable while no ``-wal``
+        file exists (the main file is complete); once one does (a writer is or was active: its commits live in
+        the ``-wal`` file), on a private copy of the database and its ``-wal`` — SQLite would otherwise create or
+        update the ``-shm`` index beside them. Callers hold the shared writer lock, so the copy is one commit's
+        state (the ``-wal`` is copied first: a checkpoint in between only repeats pages the database has)."""
         self.close()
-        self._immutable = not Path(f"{self.path}-wal").exists()
-        uri_path = urllib.parse.quote(str(self.path.resolve()))
+        wal = Path(f"{self.path}-wal")
+        self._immutable = not wal.exists()
+        target = self.path
+        if not self._immutable:
+            self._snapshot_dir = Path(tempfile.mkdtemp(prefix="scars-ledger-audit-"))
+            target = self._snapshot_dir / self.path.name
+            with suppress(FileNotFoundError):
+                shutil.copyfile(wal, f"{target}-wal")
+            shutil.copyfile(self.path, target)
+        uri_path = urllib.parse.quote(str(target.resolve()))
         uri = f"file:{uri_path}?{'immutable=1' if self._immutable else 'mode=ro'}"
         self._conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0)
         self._conn.text_factory = _decode_text
+        if self._identity is None:
+            self._identity = self._file_identity()
 
     def _open_for_writing(self, explicit: bool, keyed: bool) -> None:
         if self.path.exists() and not self.path.is_file():
             raise LedgerError(f"{self.path} is not a regular file; a ledger is one SQLite file")
         if not self.path.parent.is_dir():
             raise LedgerError(f"cannot create a ledger at {self.path}: {self.path.parent} is not a folder")
-        if not self.path.exists() and self.head_file.exists():
-            self._set_aside_orphaned_head_file()
+        if not self.path.exists():
+            missing = self._missing_database_evidence(explicit)
+            if missing is not None:
+                raise MissingLedgerError(
+                    f"no ledger at {self.path} but {missing}: the database was deleted or moved; refusing to start "
+                    "a new ledger over it (fail closed) — restore the database, or move every file of "
+                    "ledger_files() away to start a new ledger here"
+                )
         try:
             self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0)
             self._conn.text_factory = _decode_text
             tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.DatabaseError as exc:
             self.close()
+            self._refuse_replaced(f"it is not an SQLite database ({exc})", explicit)
             raise self._not_a_ledger(f"{exc} (not an SQLite database)") from None
+        self._identity = self._file_identity()
         try:
             with self._file_lock(exclusive=True):
                 if not tables:  # again under the lock: another process may have created it meanwhile
@@ -510,6 +382,7 @@ class Ledger:
                 if tables:
                     problem = self._schema_problem()
                     if problem is not None:
+                        self._refuse_replaced(f"it is not a scars ledger ({problem})", explicit)
                         raise self._not_a_ledger(problem + "; refusing to write into it")
                     if self._format != FORMAT_VERSION:
                         raise LedgerError(
@@ -524,10 +397,15 @@ class Ledger:
                         )
                     self._conn.execute("PRAGMA journal_mode=WAL")
                     self._conn.execute("PRAGMA synchronous=FULL")
+                    self._head.remove_stale_temporaries()  # a killed writer's half-written head file
                     self._settle_head_file()
-                    self._committed = int(
-                        self._conn.execute("SELECT count FROM head WHERE singleton = 1").fetchone()[0]
-                    )
+                    row = self._conn.execute("SELECT count FROM head WHERE singleton = 1").fetchone()
+                    if row is None or isinstance(row[0], bool) or not isinstance(row[0], int):
+                        raise LedgerIntegrityError(
+                            f"{self.path}: the head record is missing or damaged ({row!r:.60}); refusing to write "
+                            "(fail closed) — run `scars ledger verify`"
+                        )
+                    self._committed = row[0]
                 else:
                     self._create(explicit, keyed)
         except sqlite3.DatabaseError as exc:
@@ -546,8 +424,8 @@ class Ledger:
         side, problem = self._read_head_file()
         if problem is not None or side is None or side.get("pending") is None:
             return
-        if self._key is not None and not _same(
-            side.get("mac"), _mac(self._key, "head-file", self._head_file_body(side))
+        if self._key is not None and not same(
+            side.get("mac"), ledger_mac(self._key, "head-file", self._head_file_body(side))
         ):
             return
         row = self._db.execute("SELECT count, last_hash FROM head WHERE singleton = 1").fetchone()
@@ -560,26 +438,68 @@ class Ledger:
                 self._write_head_file(state, None)
                 return
 
-    def _set_aside_orphaned_head_file(self) -> None:
-        """The database is gone but its head file is not (a ledger set aside without its companions, or deleted):
-        a new ledger starts here, and the old head file is kept next to it for the record, with a warning."""
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        target = self.head_file.with_name(f"{self.head_file.name}.orphaned-{stamp}-{secrets.token_hex(3)}")
-        self.head_file.rename(target)
-        warnings.warn(
-            f"{self.path} does not exist but its head file did; starting a new ledger and keeping the old head file "
-            f"as {target.name} (move every file of ledger_files() together when setting a ledger aside)",
-            stacklevel=3,
-        )
+    def _missing_database_evidence(self, explicit: bool) -> str | None:
+        """What says a ledger existed at this path although its database is missing, empty or replaced: its head
+        file (any head file: it is written only by a ledger here), or the key next to it (the default key file is
+        created only with a ledger at this path; a key named by key_file= / the environment may serve several)."""
+        side, problem = self._read_head_file()
+        if problem is not None:
+            return f"its head file {self.head_file} exists ({problem})"
+        if side is not None:
+            pending = side.get("pending")
+            more = f", {pending['count']} pending" if pending else ""
+            return f"its head file {self.head_file} commits {side['count']} events{more}"
+        if not explicit and self.key_file.exists():
+            return f"its key file {self.key_file} exists (created with the ledger; the head file is gone too)"
+        return None
+
+    def _refuse_replaced(self, what: str, explicit: bool) -> None:
+        """A database file that is not a ledger where a head file says one was: replaced, a tamper."""
+        missing = self._missing_database_evidence(explicit)
+        if missing is not None:
+            raise MissingLedgerError(
+                f"{self.path}: {what}, but {missing}: the database was replaced (fail closed)"
+            )
+
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def _check_same_file(self) -> None:
+        """The database this handle opened must still be the file at ``path``: one deleted or replaced under a
+        running writer would take its appends where no one reads them, and its verification would be of a file
+        that is gone. Checked at every group's start and every verification (fail closed)."""
+        if self._identity is None:
+            return
+        now = self._file_identity()
+        if now is None:
+            raise MissingLedgerError(
+                f"{self.path}: the ledger database was deleted while this handle had it open; refusing to go on "
+                "(fail closed) — its events are gone from the file system"
+            )
+        if now != self._identity:
+            raise MissingLedgerError(
+                f"{self.path}: the ledger database was replaced by another file while this handle had it open; "
+                "refusing to go on (fail closed)"
+            )
 
     def _create(self, explicit: bool, keyed: bool) -> None:
         """Initialise an empty database file as a new ledger (under the exclusive file lock)."""
         side, side_error = self._read_head_file()
-        if side_error is not None or (side is not None and side["count"] != 0):
+        if side_error is not None or (side is not None and (side["count"] != 0 or side.get("pending"))):
             what = side_error or f"commits {side['count']} events"  # type: ignore[index]
-            raise LedgerIntegrityError(
+            raise MissingLedgerError(
                 f"{self.path} holds no ledger but its head file {self.head_file} {what}: the database was emptied "
                 "or lost its -wal file; refusing to start a new ledger over it (move the head file away to do so)"
+            )
+        if side is None and not explicit and self.key_file.exists():
+            raise MissingLedgerError(
+                f"{self.path} holds no ledger but its key file {self.key_file} exists and its head file is gone: the "
+                "database was emptied or replaced; refusing to start a new ledger over it (fail closed) — move every "
+                "file of ledger_files() away to start a new ledger here"
             )
         if self.key_file.exists():
             self._key = read_key_file(self.key_file)
@@ -626,6 +546,9 @@ class Ledger:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            if self._snapshot_dir is not None:  # an audit's private copy
+                shutil.rmtree(self._snapshot_dir, ignore_errors=True)
+                self._snapshot_dir = None
 
     def __enter__(self) -> Ledger:
         return self
@@ -675,95 +598,25 @@ class Ledger:
         """
         if self._open is not None:  # flock is per open file: a second lock here would wait for ourselves
             raise LedgerError(f"{self.path}: internal error: file lock requested while a group is open")
-        if fcntl is None:
-            return None
-        lock_path = Path(f"{self.path}.lock")
-        try:
-            if self.read_only:
-                fd = os.open(lock_path, os.O_RDONLY)
-            else:
-                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError:
-            if not self.read_only:
-                raise LedgerError(f"cannot open the ledger's lock file {lock_path}") from None
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+        return locks.acquire(self.path, exclusive=exclusive, read_only=self.read_only)
 
     def _event_mac(self, digest: str) -> str | None:
-        return None if self._key is None else _mac(self._key, "event", digest)
+        return None if self._key is None else ledger_mac(self._key, "event", digest)
 
     def _head_mac(self, count: int, digest: str) -> str | None:
-        return None if self._key is None else _mac(self._key, "head", f"{count}:{digest}")
+        return None if self._key is None else ledger_mac(self._key, "head", f"{count}:{digest}")
 
     # -------------------------------------------------------------------------------------- head file
     def _read_head_file(self) -> tuple[dict[str, Any] | None, str | None]:
-        """(content, None), (None, None) when absent, or (None, what is wrong with it)."""
-        try:
-            raw = self.head_file.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None, None
-        except (OSError, UnicodeDecodeError) as exc:
-            return None, f"cannot be read ({exc})"
-        try:
-            data = json.loads(raw, parse_constant=_reject_constant)
-        except (ValueError, RecursionError):
-            return None, "is not valid JSON (truncated or edited)"
-
-        def pair(value: Any) -> bool:
-            return (
-                isinstance(value, dict)
-                and isinstance(value.get("count"), int)
-                and not isinstance(value.get("count"), bool)
-                and value["count"] >= 0
-                and isinstance(value.get("hash"), str)
-            )
-
-        if (
-            not isinstance(data, dict)
-            or data.get("format") != HEAD_FILE_FORMAT
-            or not pair(data)
-            or not (data.get("pending") is None or pair(data.get("pending")))
-        ):
-            return None, f"is not a {HEAD_FILE_FORMAT} head file"
-        return data, None
+        return self._head.read()
 
     def _head_file_body(self, data: Mapping[str, Any]) -> str:
-        return canonical_json({k: v for k, v in data.items() if k != "mac"})
+        return self._head.body(data)
 
     def _write_head_file(
         self, committed: tuple[int, str], pending: tuple[int, str] | None, *, sync_folder: bool = True
     ) -> None:
-        """Atomically replace the head file: write a temporary file, fsync it, rename it over, fsync the folder.
-
-        ``sync_folder=False`` (the update after a COMMIT only): the rename is not forced to disk. A power loss may
-        then undo it, leaving the previous head file — which names the committed group as pending, a state
-        ``verify`` accepts — and never a head file without its content (the content is fsynced before the
-        rename). The next group's pending write syncs the folder."""
-        data: dict[str, Any] = {
-            "format": HEAD_FILE_FORMAT,
-            "count": committed[0],
-            "hash": committed[1],
-            "pending": None if pending is None else {"count": pending[0], "hash": pending[1]},
-        }
-        if self._key is not None:
-            data["mac"] = _mac(self._key, "head-file", self._head_file_body(data))
-        tmp = self.head_file.with_name(f"{self.head_file.name}.tmp-{os.getpid()}")
-        try:
-            with open(tmp, "w", encoding="utf-8") as handle:
-                handle.write(json.dumps(data, sort_keys=True) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.head_file)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise LedgerError(f"cannot write the head file {self.head_file}: {exc.strerror}") from None
-        if sync_folder:
-            _fsync_dir(self.head_file.parent)
+        self._head.write(self._key, committed, pending, sync_folder=sync_folder)
 
     def _head_file_check(
         self,
@@ -772,44 +625,15 @@ class Ledger:
         hash_at: Callable[[int], str | None],
         side_read: tuple[dict[str, Any] | None, str | None] | None = None,
     ) -> tuple[int, str] | None:
-        """Compare the chain (``count`` events ending in ``digest``) with the head file: None when consistent, else
-        (first bad seq, reason). ``hash_at(n)`` is the stored hash of event n (None if absent); ``side_read`` is
-        the head file as read under the same lock as the chain (read now when None)."""
-        side, problem = side_read if side_read is not None else self._read_head_file()
-        if problem is not None:
-            return max(count, 1), f"the head file {self.head_file} {problem}"
-        if side is None:
-            if self._format == "1" and self._key is None:
-                return None  # a format-1 ledger never had one
-            return max(count, 1), f"the head file {self.head_file} is missing (deleted)"
-        if self._key is not None and not _same(
-            side.get("mac"), _mac(self._key, "head-file", self._head_file_body(side))
-        ):
-            return max(count, 1), f"the head file {self.head_file} has no valid MAC: edited without the key"
-        committed = (side["count"], side["hash"])
-        pending = side.get("pending")
-        if (count, digest) == committed:
-            return None
-        if pending is not None and (count, digest) == (pending["count"], pending["hash"]):
-            return None  # a writer was stopped between its commit and the head-file update
-        c, h = committed
-        if count < c:
-            return count + 1, (
-                f"truncated: the head file commits {c} events, the database holds {count} (deleted events, a dropped "
-                "-wal file, or a rolled-back copy)"
-            )
-        if count == c or (c > 0 and hash_at(c) != h):
-            return max(c, 1), (
-                f"the head file commits event {c} with hash {h[:12]}…, the database holds "
-                f"{(hash_at(c) or digest)[:12]}…: rewritten"
-            )
-        return c + 1, f"injected: {count - c} event(s) after the head file's commitment ({c} events)"
+        required = not (self._format == "1" and self._key is None)
+        return self._head.check(self._key, required, count, digest, hash_at, side_read)
 
     # -------------------------------------------------------------------------------------- the head
     def head(self) -> tuple[int, str]:
         """(event count, last hash): the commitment to anchor externally if the file itself is not trusted.
         Commits an open group first, so the head handed out never names events that are not durable."""
         self.flush()
+        self._check_same_file()
         row = self._db.execute("SELECT count, last_hash FROM head WHERE singleton = 1").fetchone()
         if row is None:
             raise LedgerIntegrityError(f"{self.path}: the head record is missing")
@@ -852,6 +676,7 @@ class Ledger:
         lock = self._acquire_file_lock()
         conn = self._db
         try:
+            self._check_same_file()
             conn.execute("BEGIN IMMEDIATE")
             try:
                 row = conn.execute(
@@ -868,7 +693,7 @@ class Ledger:
                         f"{self.path}: the last event {tuple(tail) if tail else None} does not match the head "
                         f"({count}, {last_hash[:12]}…); refusing to append — run verify"
                     )
-                if self._key is not None and not _same(head_mac, self._head_mac(count, last_hash) or ""):
+                if self._key is not None and not same(head_mac, self._head_mac(count, last_hash) or ""):
                     raise LedgerIntegrityError(
                         f"{self.path}: the head record's MAC does not match; refusing to append — run verify"
                     )
@@ -986,7 +811,7 @@ class Ledger:
             seq = count + 1
             digest = event_hash(
                 last_hash,
-                _body(seq, type_, subject, payload_text, tx_time, valid_from, valid_to, last_hash),
+                event_body(seq, type_, subject, payload_text, tx_time, valid_from, valid_to, last_hash),
             )
             row = (seq, type_, subject, payload_text, tx_time, valid_from, valid_to, last_hash, digest)
             try:  # one statement: it is written whole or not at all
@@ -1010,7 +835,7 @@ class Ledger:
     def _row_event(self, row: tuple) -> Event:
         seq, type_, subject, payload, tx_time, valid_from, valid_to, prev_hash, digest = row[:9]
         try:
-            decoded = _decode_payload(payload)
+            decoded = decode_payload(payload)
         except ValueError as exc:
             raise LedgerIntegrityError(f"{self.path}: event {seq} is damaged: {exc} — run verify") from None
         return Event(seq, type_, subject, decoded, tx_time, valid_from, valid_to, prev_hash, digest)
@@ -1031,104 +856,6 @@ class Ledger:
             return None
 
     # ---------------------------------------------------------------------------------- admission (one place)
-    def _judge_admission(self, scar: Scar, history: list[Event]) -> tuple[type[LedgerError] | None, str]:
-        """(None, why it may be admitted) or (the error class, why not): the only no-resurrection check."""
-        lifecycle = [e for e in history if e.type in (SCAR_ADMITTED, SCAR_RETIRED, SCAR_REVOKED)]
-        if not lifecycle:
-            return None, f"scar {scar.id} is new to this ledger"
-        admissions = [e for e in history if e.type == SCAR_ADMITTED]
-        seen = {h for e in admissions for h in e.payload.get("evidence_hashes", ())}
-        fresh = [(i, item) for i, item in enumerate(scar.evidence) if evidence_item_hash(item) not in seen]
-        last = lifecycle[-1]
-        if last.type == SCAR_ADMITTED:
-            if not fresh:
-                return LifecycleError, (
-                    f"scar {scar.id} is already active (admitted at seq {last.seq}) and this admission carries "
-                    "no new evidence"
-                )
-            return None, f"scar {scar.id} is active; the admission adds {len(fresh)} new evidence item(s)"
-        state = last.type.removeprefix("scar_")
-        counter_hashes: set[str] = set()
-        counter_refs: set[int] = set()
-        for e in history:
-            if e.type == SCAR_REVOKED:
-                for item in e.payload.get("counter_evidence", ()):
-                    if isinstance(item, dict):
-                        counter_hashes.add(evidence_item_hash(item))
-                        ref = _verdict_ref(item)
-                        if ref is not None:
-                            counter_refs.add(ref[0])
-        used_refs = {
-            ref[0]
-            for e in admissions
-            for item in e.payload.get("evidence", ())
-            if isinstance(item, dict) and (ref := _verdict_ref(item)) is not None
-        }
-        backed: list[int] = []
-        problems: list[str] = []
-        for i, item in fresh:
-            problem = self._verdict_problem(scar, item, last, counter_hashes, counter_refs, used_refs)
-            if problem is None:
-                backed.append(_verdict_ref(item)[0])  # type: ignore[index]
-            else:
-                problems.append(f"item {i}: {problem}")
-        if backed:
-            return (
-                None,
-                f"scar {scar.id} was {state} at seq {last.seq}; re-admitted on verdict event(s) {backed}",
-            )
-        got = (
-            f"got {len(scar.evidence)} item(s), all already recorded for this id"
-            if not fresh
-            else "; ".join(problems[:4]) + (f"; … ({len(problems) - 4} more)" if len(problems) > 4 else "")
-        )
-        return ResurrectionRefused, (
-            f"scar {scar.id} was {state} at seq {last.seq}; re-admission needs fresh verifier-backed evidence — an "
-            'evidence item {"verdict_event": {"seq": K, "hash": H}} naming a failure_observed event recorded after '
-            f"seq {last.seq}, not used before for this id and not its counter-evidence (verdict_evidence(event)); "
-            f"{got}"
-        )
-
-    def _verdict_problem(
-        self,
-        scar: Scar,
-        item: Mapping[str, Any],
-        retirement: Event,
-        counter_hashes: set[str],
-        counter_refs: set[int],
-        used_refs: set[int],
-    ) -> str | None:
-        if evidence_item_hash(item) in counter_hashes:
-            return f"it is the counter-evidence that revoked the scar (seq {retirement.seq})"
-        if "verdict_event" not in item:
-            return "free JSON, not a reference to a recorded verdict"
-        ref = _verdict_ref(item)
-        if ref is None:
-            return 'its verdict_event is not {"seq": <int>, "hash": <64 hex digits>}'
-        seq, digest = ref
-        event = self._event_at(seq)
-        if event is None:
-            return f"verdict event {seq} is not in this ledger (or cannot be read)"
-        if not hmac.compare_digest(event.hash, digest):
-            return f"verdict event {seq} has hash {event.hash[:12]}…, not {digest[:12]}…"
-        if event.type not in VERDICT_EVENTS:
-            return f"event {seq} is a {event.type}, not a verdict ({', '.join(VERDICT_EVENTS)})"
-        if seq <= retirement.seq:
-            return f"verdict event {seq} predates the {retirement.type} at seq {retirement.seq}: not fresh"
-        if seq in counter_refs:
-            return f"verdict event {seq} is part of the counter-evidence that revoked the scar"
-        if seq in used_refs:
-            return f"verdict event {seq} already backed an admission of this scar"
-        action = event.payload.get("action")
-        if isinstance(action, dict):
-            try:
-                covered = mask_covers(scar.rule.mask, Action.from_dict(action))
-            except (KeyError, TypeError, ValueError, ScarsError):
-                return f"verdict event {seq} names an action that cannot be read: {action!r:.80}"
-            if not covered:
-                return f"verdict event {seq} is a failure of {action.get('name')!r}, which this scar does not mask"
-        return None
-
     def may_admit(self, scar: Scar) -> tuple[bool, str]:
         """Whether ``admit(scar)`` would be accepted now, and why (the no-resurrection rule lives here only).
 
@@ -1141,10 +868,10 @@ class Ledger:
             raise ConfigError(f"may_admit() takes a Scar, got {type(scar).__name__}")
         # inside a group, its open transaction is the snapshot (with the group's own events)
         if self._open is not None:
-            error, reason = self._judge_admission(scar, self._subject_events(scar.id))
+            error, reason = judge_admission(scar, self._subject_events(scar.id), self._event_at)
         else:
             with self._transaction(""):
-                error, reason = self._judge_admission(scar, self._subject_events(scar.id))
+                error, reason = judge_admission(scar, self._subject_events(scar.id), self._event_at)
         return error is None, reason
 
     # ---------------------------------------------------------------------------------- lifecycle events
@@ -1163,7 +890,7 @@ class Ledger:
             raise ConfigError(f"admit() takes a Scar, got {type(scar).__name__}")
 
         def precondition(history: list[Event]) -> None:
-            error, why = self._judge_admission(scar, history)
+            error, why = judge_admission(scar, history, self._event_at)
             if error is not None:
                 raise error(why)
 
@@ -1264,12 +991,16 @@ class Ledger:
             precondition=precondition,
         )
 
-    def observe_failure(self, fragment: Mapping[str, Any], *, valid_from: int | None = None) -> Event:
-        """Append ``failure_observed`` with the failure fragment E = (q, F, θ) as a JSON-able dict (SPEC §4)."""
-        subject = "failure:" + sha256_hex(canonical_json(dict(fragment)))[:16]
-        return self._append(
-            FAILURE_OBSERVED, dict(fragment), subject=subject, valid_from=valid_from, valid_to=None
-        )
+    def observe_failure(
+        self, fragment: Failure | Mapping[str, Any], *, valid_from: int | None = None
+    ) -> Event:
+        """Append ``failure_observed``: a verified failure E = (q, F, θ) (SPEC §4) — a ``Failure``, stored as its
+        ``to_json()`` form, or a JSON-able mapping. Only a payload that reads back as a ``Failure``
+        (``Failure.from_json``) can back a re-admission (``admission.read_failure``); any other is kept as a
+        record and backs nothing."""
+        payload = fragment.to_json() if isinstance(fragment, Failure) else dict(fragment)
+        subject = "failure:" + sha256_hex(canonical_json(payload))[:16]
+        return self._append(FAILURE_OBSERVED, payload, subject=subject, valid_from=valid_from, valid_to=None)
 
     def record(
         self,
@@ -1289,7 +1020,7 @@ class Ledger:
             raise ConfigError(
                 f"{event_type!r} is a lifecycle event; use the matching Ledger method instead of record()"
             )
-        if not isinstance(event_type, str) or not _EVENT_NAME.match(event_type):
+        if not isinstance(event_type, str) or not EVENT_NAME.match(event_type):
             raise ConfigError(f"event type must be snake_case (e.g. 'merge_decision'), got {event_type!r}")
         return self._append(event_type, payload, subject=subject, valid_from=valid_from, valid_to=valid_to)
 
@@ -1329,8 +1060,9 @@ class Ledger:
         self.flush()
         try:
             with self._file_lock(exclusive=False):
-                if self.read_only and self._immutable and Path(f"{self.path}-wal").exists():
-                    self._connect_read_only()  # a writer appeared since: read its -wal file too
+                self._check_same_file()
+                if self.read_only and (not self._immutable or Path(f"{self.path}-wal").exists()):
+                    self._connect_read_only()  # a fresh copy: what writers committed since is seen too
                 self._db.execute("BEGIN")
                 try:
                     head, rows, hashes, side_read = self._snapshot()
@@ -1387,12 +1119,12 @@ class Ledger:
                 return bad(
                     seq, f"event {seq} does not link to event {seq - 1}: reordered or injected", n, prev_hash
                 )
-            if not isinstance(type_, str) or not _EVENT_NAME.match(type_):
+            if not isinstance(type_, str) or not EVENT_NAME.match(type_):
                 return bad(seq, f"event {seq} has an invalid type {type_!r:.80}", n, prev_hash)
             if subject is not None and not isinstance(subject, str):
                 return bad(seq, f"event {seq} has a subject of type {type(subject).__name__}", n, prev_hash)
             try:
-                if canonical_json(_decode_payload(payload)) != payload:
+                if canonical_json(decode_payload(payload)) != payload:
                     return bad(seq, f"event {seq} payload is not in canonical form: modified", n, prev_hash)
             except (TypeError, ValueError, ScarsError) as exc:
                 return bad(seq, f"event {seq} payload is not valid canonical JSON ({exc})", n, prev_hash)
@@ -1407,10 +1139,10 @@ class Ledger:
                     return bad(seq, f"event {seq} {name} {value!r:.40} is not an integer", n, prev_hash)
             if not isinstance(digest, str):
                 return bad(seq, f"event {seq} hash {digest!r:.40} is not text", n, prev_hash)
-            body = _body(seq, type_, subject, payload, tx_time, valid_from, valid_to, stored_prev)
+            body = event_body(seq, type_, subject, payload, tx_time, valid_from, valid_to, stored_prev)
             if event_hash(prev_hash, body) != digest:
                 return bad(seq, f"event {seq} content does not match its hash: modified", n, prev_hash)
-            if key is not None and not _same(mac, _mac(key, "event", digest)):
+            if key is not None and not same(mac, ledger_mac(key, "event", digest)):
                 return bad(
                     seq,
                     f"event {seq} has no valid MAC: forged or rewritten by someone without the key",
@@ -1445,7 +1177,7 @@ class Ledger:
         mismatch = self._head_file_check(n, prev_hash, hashes.get, side_read)
         if mismatch is not None:
             return bad(mismatch[0], mismatch[1], n, prev_hash)
-        if key is not None and not _same(head_mac, _mac(key, "head", f"{count}:{last_hash}")):
+        if key is not None and not same(head_mac, ledger_mac(key, "head", f"{count}:{last_hash}")):
             return bad(n or None, "the head record has no valid MAC: edited without the key", n, prev_hash)
         for count_, _ in anchors:
             if count_ > n:
@@ -1477,76 +1209,21 @@ class Ledger:
         events = (self._row_event(row) for row in rows)  # the very rows verified, not a second read
         return [e for e in events if as_of_tx is None or e.tx_time <= as_of_tx]
 
-    @contextmanager
-    def _projecting(self, event: Event) -> Iterator[None]:
-        """A verified event whose payload still cannot be projected (written by a bug, or by a key holder)."""
-        try:
-            yield
-        except (KeyError, TypeError, ValueError, ScarsError) as exc:
-            raise LedgerIntegrityError(
-                f"{self.path}: event {event.seq} ({event.type}) cannot be projected: {exc!s:.200}; fail closed"
-            ) from None
-
     def active_scars(self, *, as_of_tx: int | None = None, valid_at: int | None = None) -> tuple[Scar, ...]:
-        """The deterministic projection S_t of the ledger, in first-admission order.
+        """The deterministic projection S_t of the ledger, in first-admission order (``projection.active_scars_of``).
 
         as_of_tx: consider only events with transaction time ≤ as_of_tx (what the ledger knew then).
         valid_at: return the scars whose valid-time interval contains this instant (an audit query); None =
                   the current lifecycle state (admitted and not retired/revoked since), valid times ignored.
         Fails closed (``LedgerIntegrityError``) if the ledger does not verify.
         """
-        state: dict[str, tuple[Scar, list[list[int | None]], bool]] = {}
-        for event in self._verified_events(as_of_tx):
-            with self._projecting(event):
-                if event.type == SCAR_ADMITTED:
-                    scar = Scar.from_json(event.payload)
-                    _, intervals, is_open = state.get(scar.id, (scar, [], False))
-                    if not is_open:
-                        intervals = [*intervals, [event.valid_from, event.valid_to]]
-                    state[scar.id] = (scar, intervals, True)
-                elif event.type in (SCAR_RETIRED, SCAR_REVOKED) and event.subject in state:
-                    scar, intervals, _ = state[event.subject]
-                    start, end = intervals[-1]
-                    cut = event.valid_from if end is None else min(end, event.valid_from)
-                    state[event.subject] = (scar, [*intervals[:-1], [start, cut]], False)
-        if valid_at is None:
-            return tuple(scar for scar, _, is_open in state.values() if is_open)
-        return tuple(
-            scar
-            for scar, intervals, _ in state.values()
-            if any(start <= valid_at and (end is None or valid_at < end) for start, end in intervals)
-        )
+        return active_scars_of(self._verified_events(as_of_tx), self.path, valid_at)
 
     def temporary_masks(self, *, as_of_tx: int | None = None) -> tuple[TemporaryMask, ...]:
         """Temporary masks set and not lifted (fails closed like ``active_scars``)."""
-        masks: dict[str, TemporaryMask] = {}
-        for event in self._verified_events(as_of_tx):
-            with self._projecting(event):
-                if event.type == TEMP_MASK_SET:
-                    p = event.payload
-                    masks[p["mask_id"]] = TemporaryMask(p["mask_id"], parse_rule(p["rule"]), p["until_step"])
-                elif event.type == TEMP_MASK_LIFTED:
-                    masks.pop(event.payload["mask_id"], None)
-        return tuple(masks.values())
+        return temporary_masks_of(self._verified_events(as_of_tx), self.path)
 
     def control_plane(self, **kwargs: Any) -> ControlPlane:
-        """A ``ControlPlane`` that is the fold of the verified events (``agents.runtime.store.replay``; kwargs go
+        """A ``ControlPlane`` that is the fold of the verified events (``projection.replay``; kwargs go
         to ControlPlane). Fails closed like ``active_scars``."""
-        from scars.agents.runtime.store import (
-            replay,  # the store owns the one transition function; it imports us
-        )
-
         return replay(self._verified_events(None), **kwargs)
-
-
-def _verdict_ref(item: Mapping[str, Any]) -> tuple[int, str] | None:
-    """The (seq, hash) an evidence item's ``verdict_event`` names, or None when it names none (validly)."""
-    ref = item.get("verdict_event")
-    if not isinstance(ref, dict):
-        return None
-    seq, digest = ref.get("seq"), ref.get("hash")
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-        return None
-    if not isinstance(digest, str) or not _HEX64.match(digest):
-        return None
-    return seq, digest

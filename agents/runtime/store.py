@@ -19,70 +19,24 @@ loses the block's events and the live plane with them (the process is gone), nev
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from scars.agents.runtime.control import ControlPlane, Mode
-from scars.agents.runtime.ledger import (
-    FAILURE_OBSERVED,
-    MERGE_DECISION,
-    SCAR_ADMITTED,
-    SCAR_RETIRED,
-    SCAR_REVOKED,
-    TEMP_MASK_LIFTED,
-    TEMP_MASK_SET,
-    Event,
-    Ledger,
-)
+from scars.agents.runtime.errors import SchemaIntegrityError
+from scars.agents.runtime.events import FAILURE_OBSERVED, MERGE_DECISION, Event
+from scars.agents.runtime.ledger import Ledger
+from scars.agents.runtime.projection import apply, plane_state, replay
 from scars.agents.runtime.scar import Scar
-from scars.synthesis.dsl import Rule, canonical_text, parse_rule
+from scars.synthesis.dsl import Rule
 from scars.synthesis.dsl.semantics import Classes
-from scars.synthesis.errors import LedgerError
 from scars.synthesis.failure import Failure
 from scars.synthesis.merge import MergeResult
 from scars.synthesis.retirement import RetirementDecision
 
-
-class SchemaIntegrityError(LedgerError):
-    """The ledger behind a self-schema does not verify: the agent refuses to load it (fail closed)."""
-
-
-def apply(plane: ControlPlane, event: Event) -> None:
-    """The one transition of the control plane: the effect of one ledger event (non-lifecycle events: none)."""
-    t, p = event.type, event.payload
-    if t == SCAR_ADMITTED:
-        plane.add(Scar.from_json(p))  # a re-admission with new evidence refreshes the audit plane
-    elif t in (SCAR_RETIRED, SCAR_REVOKED) and event.subject in plane:
-        plane.remove(event.subject)
-    elif t == TEMP_MASK_SET:
-        plane.set_temporary_mask(parse_rule(p["rule"]), until_step=p["until_step"], mask_id=p["mask_id"])
-    elif t == TEMP_MASK_LIFTED and p["mask_id"] in plane.temporary_mask_ids:
-        plane.lift_temporary_mask(p["mask_id"])
-
-
-def replay(events: Iterable[Event], **plane_kwargs: Any) -> ControlPlane:
-    """The control plane as the fold of ``events`` (``plane_kwargs`` go to ``ControlPlane``: core, classes, mode…)."""
-    plane = ControlPlane(**plane_kwargs)
-    for event in events:
-        apply(plane, event)
-    return plane
-
-
-def plane_state(plane: ControlPlane) -> tuple:
-    """What a control plane enforces, comparable across instances: H, the active scars (with their audit plane),
-    the temporary masks (rule and expiry), the mode."""
-    return (
-        plane.mode,
-        plane.soft_bias,
-        plane.fallback,
-        plane.core_ids,
-        tuple((s.id, s.to_json()) for s in plane.scars),
-        tuple(
-            (mask_id, canonical_text(rule), until) for mask_id, (rule, until) in plane.temporary_masks.items()
-        ),
-    )
+__all__ = ["SchemaIntegrityError", "SchemaStore", "apply", "plane_state", "replay"]
 
 
 class SchemaStore:
@@ -93,6 +47,9 @@ class SchemaStore:
         core:      the read-only core schema H.
         classes, mode, soft_bias, fallback: the control plane's settings (``ControlPlane``).
         key_file:  the ledger's HMAC key (``Ledger``; default ``$SCARS_LEDGER_KEY_FILE``, else ``PATH.key``).
+        anchor:    ``COUNT:HASH`` (or ``(count, hash)``) recorded earlier and kept elsewhere: the ledger must extend
+                   it, at opening and at every later verification — the one check that catches a roll-back of
+                   every file to an earlier genuine copy.
     """
 
     def __init__(
@@ -105,9 +62,10 @@ class SchemaStore:
         soft_bias: float = -5.0,
         fallback: str = "safe_refusal",
         key_file: str | Path | None = None,
+        anchor: tuple[int, str] | str | None = None,
     ) -> None:
         self.path = Path(path)
-        self.ledger = Ledger(self.path, key_file=key_file)
+        self.ledger = Ledger(self.path, key_file=key_file, anchor=anchor)
         report = self.ledger.verify()
         if not report.ok:
             self.ledger.close()

@@ -147,6 +147,7 @@ SURFACE: Mapping[str, Mapping[str, str]] = MappingProxyType(
 """Every renaming from the engine's names to arena C's, by kind (each one-to-one)."""
 
 _ENGINE_AGENT = re.compile(r"\bagent_(\d+)\b")
+_FARM = re.compile(r"farm_(\d+)")
 
 
 def farm_id(engine_agent: str) -> str:
@@ -212,6 +213,10 @@ def engine_action_choice(choice: Mapping[str, Any]) -> dict[str, Any]:
             )
         if key == "intent":
             value = _INTENTS_BACK.get(value, value)
+        elif key == "farm" and not (isinstance(value, str) and _FARM.fullmatch(value)):
+            raise CommonsActionError(
+                f"aquifer action {name!r}: farm = {value!r:.60} is not a farm id (farm_0, …)"
+            )
         elif isinstance(value, str):
             value = engine_agent_id(value)
         args[_ARGS_BACK[key]] = value
@@ -335,10 +340,22 @@ class AquiferParallelEnv(ParallelEnv):
             raise CommonsActionError(
                 f"step() takes a dict from farm id to action, got {type(actions).__name__}: {actions!r:.200}"
             )
+        # arena C's own names only, and a malformed step is refused whole (nothing is applied), as in the other
+        # worlds: an engine id (agent_0) or an engine field (harvest, limit, punish) is not arena C's
         engine_actions = {}
         for farm, action in actions.items():
+            if not isinstance(farm, str) or not _FARM.fullmatch(farm):
+                raise CommonsActionError(
+                    f"step(): {farm!r:.60} is not one of arena C's farm ids ({', '.join(self.possible_agents)})"
+                )
             if isinstance(action, Mapping):
-                action = {_ACTION_FIELDS_BACK.get(k, k): v for k, v in action.items()}
+                unknown = [k for k in action if not isinstance(k, str) or k not in _ACTION_FIELDS_BACK]
+                if unknown:
+                    raise CommonsActionError(
+                        f"step(): the action of {farm} has field(s) {unknown!r:.80}; arena C's action fields are "
+                        f"{', '.join(_ACTION_FIELDS_BACK)}"
+                    )
+                action = {_ACTION_FIELDS_BACK[k]: v for k, v in action.items()}
             engine_actions[engine_agent_id(farm)] = action
         observations, rewards, terminated, truncated, infos = self.engine.step(engine_actions)
         self._status = surface_context(next(iter(infos.values())))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -109,3 +110,44 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
         raise click.BadParameter(f"{text!r}: expected distinct seeds >= 0", param_hint="'--seeds'")
     return tuple(seeds)
+
+
+OVERWRITE_HELP = "Replace the results in an existing, non-empty --out (refused without it)."
+overwrite_option = click.option("--overwrite", is_flag=True, help=OVERWRITE_HELP)
+"""The ``--overwrite`` flag of every command with ``--out`` (the one overwrite rule: ``claim_output``)."""
+
+
+def claim_output(
+    out: Path,
+    overwrite: bool,
+    *,
+    option: str = "--out",
+    resumes: Callable[[Path], bool] | None = None,
+    files: tuple[str, ...] | None = None,
+) -> None:
+    """The one overwrite rule of every command with ``--out``: a command never writes next to or over results
+    that are already there. A missing or empty ``--out`` folder is claimed; a non-empty one is refused (one line,
+    exit 2) unless ``--overwrite``, which empties it first. ``resumes(out)``: the folder holds this command's own
+    unfinished work, which it resumes (``sweep``, ``paper``). ``files``: the command writes only these names into
+    ``--out`` (``report`` writes beside its data): only they count, and ``--overwrite`` replaces only them. An
+    ``--out`` FILE (``calibrate``) is the case ``files=(name,)`` of its folder."""
+    from scars.experiments.provenance import claim_out
+
+    check_output_dir(out, option)
+    if resumes is not None and not overwrite and out.is_dir() and resumes(out):
+        return
+    if files is not None:
+        present = sorted(name for name in files if (out / name).exists())
+        if present and not overwrite:
+            raise click.UsageError(
+                f"{option} {str(out)!r} holds {', '.join(present)} already; pass --overwrite to replace them, or "
+                f"choose another {option}"
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        return
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise click.UsageError(
+            f"{option} {str(out)!r} holds results already; pass --overwrite to replace them, or choose another "
+            f"{option}"
+        )
+    claim_out(out, overwrite)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from scars.experiments.commands._checks import check_output_file, claim_output, overwrite_option
 from scars.synthesis.errors import ScarsError
 
 
@@ -30,12 +31,15 @@ from scars.synthesis.errors import ScarsError
     type=click.IntRange(1, 40),
     help="Weight grid step 1/GRID.",
 )
-def calibrate(steps: tuple[Path, ...], out: Path, label: str, grid_k: int) -> None:
+@overwrite_option
+def calibrate(steps: tuple[Path, ...], out: Path, label: str, grid_k: int, overwrite: bool) -> None:
     """Grid-search the weights w = [α, β, γ, δ] and the threshold τ of d_t = sigmoid(wᵀz) on the step tables
     STEPS (steps.parquet / steps.csv of earlier runs), maximising F1 of the label; write a config that
     `scars run tier1 --signal-config OUT` uses."""
     from scars.experiments.calibrate import calibrate_files, write_signal_config
 
+    check_output_file(out, "--out")
+    claim_output(out.parent if str(out.parent) else Path("."), overwrite, files=(out.name,))
     try:
         result = calibrate_files(list(steps), label=label, grid_k=grid_k)
         write_signal_config(result, out, [str(p) for p in steps])

@@ -434,4 +434,6 @@ def verify(path: Path, anchor: str | None, key_file: Path | None) -> None:
     detail = ""
     if bad is not None:
         detail = f" ({_cell(bad['type'], 24)} {_cell(bad['subject'], 24)}, hash {_cell(bad['hash'], 12)})"
+    if report.first_bad_seq is None:  # the database itself is gone, replaced or unreadable: no event to name
+        _fail(report.reason, 1)
     _fail(f"first bad event {report.first_bad_seq}{detail}: {report.reason}", 1)

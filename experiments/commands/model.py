@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from scars.experiments.commands._checks import check_output_dir, check_output_file
+from scars.experiments.commands._checks import check_output_file, claim_output, overwrite_option
 
 
 @click.group("model")
@@ -33,17 +33,20 @@ def model() -> None:
     default=None,
     help="Also export the model to this GGUF file (for llama.cpp servers; needs the 'llamacpp' extra).",
 )
-def random_model(out: Path, layers: int, width: int, heads: int, seed: int, gguf: Path | None) -> None:
+@overwrite_option
+def random_model(
+    out: Path, layers: int, width: int, heads: int, seed: int, gguf: Path | None, overwrite: bool
+) -> None:
     """Write a random GPT-2 (LAYERS x WIDTH) with a byte-level BPE tokenizer trained here to OUT: a local model
     folder for `scars run tier1 --backend hf --model-path OUT`. Random weights: it exercises the real code paths at
     the cost of a real model of that size; it knows nothing."""
     from scars.experiments.models import export_gguf, write_random_causal_lm
 
-    check_output_dir(out)
     if gguf is not None:
         check_output_file(gguf, "--gguf")
     if width % heads:
         raise click.BadParameter(f"{width} is not a multiple of --heads {heads}", param_hint="'--width'")
+    claim_output(out, overwrite)
     folder = write_random_causal_lm(out, layers=layers, width=width, heads=heads, seed=seed)
     click.echo(f"model: {folder}")
     if gguf is not None:

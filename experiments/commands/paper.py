@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from scars.experiments.commands._checks import check_output_dir
+from scars.experiments.commands._checks import check_output_dir, claim_output, overwrite_option
 
 
 @click.command("paper")
@@ -31,8 +31,9 @@ from scars.experiments.commands._checks import check_output_dir
     type=click.Path(path_type=Path),
     default=None,
     help="Output folder (one sweep folder per tier, the report at the top). Default: runs/paper-<scale>-<UTC time>; "
-    "re-running into the same folder resumes.",
+    "re-running into the same folder resumes (another non-empty folder is refused unless --overwrite).",
 )
+@overwrite_option
 @click.option(
     "--tiers", default="all", show_default=True, help="Comma-separated tiers, or 'all' registered ones."
 )
@@ -50,6 +51,7 @@ from scars.experiments.commands._checks import check_output_dir
 def paper(
     scale: str,
     out: Path | None,
+    overwrite: bool,
     tiers: str,
     address: str | None,
     max_concurrent: int,
@@ -94,6 +96,7 @@ def paper(
                     wandb_entity=wandb_entity,
                 )
             )
+        claim_output(out, overwrite, resumes=lambda folder: any(folder.glob("*/sweep.json")))
         started = time.time()
         started_here = not ray.is_initialized()
         if started_here:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from scars.experiments.commands._checks import check_output_dir
+from scars.experiments.commands._checks import claim_output, overwrite_option
 
 
 @click.command("report")
@@ -24,7 +24,8 @@ from scars.experiments.commands._checks import check_output_dir
     default=None,
     help="The run whose d_t and four terms are plotted (default: the first scars run).",
 )
-def report(folders: tuple[Path, ...], out: Path | None, run_name: str | None) -> None:
+@overwrite_option
+def report(folders: tuple[Path, ...], out: Path | None, run_name: str | None, overwrite: bool) -> None:
     """Write report.md and report.html (images inline as base64) from sweep folders (scars sweep / scars paper) and
     runner folders (scars demo / scars run): every tier's tables with n, CIs and paired differences, the ablation
     table with each ablation's own measures, plots with CI bands and markers at rule switches and world-version
@@ -33,13 +34,14 @@ def report(folders: tuple[Path, ...], out: Path | None, run_name: str | None) ->
     from scars.synthesis.errors import ScarsError
 
     out = out or folders[0]
-    check_output_dir(out)
     try:
         for folder in folders:
             if not folder.is_dir():
                 raise click.BadParameter(f"{str(folder)!r} is not a folder", param_hint="'DIR'")
         for folder in expand_folders(folders):
             folder_kind(folder)
+        # report writes beside the data it reads: only its own files count, and --overwrite replaces only them
+        claim_output(out, overwrite, files=("report.md", "report.html", "report_assets"))
         markdown, html = write_report(list(folders), out, run=run_name)
     except ScarsError as exc:
         click.echo(f"error: {' '.join(str(exc).split())}", err=True)

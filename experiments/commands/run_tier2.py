@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from scars.experiments.commands._checks import check_output_dir, parse_seeds
+from scars.experiments.commands._checks import check_output_dir, claim_output, overwrite_option, parse_seeds
 from scars.experiments.commands.options import config_options, seeds_option
 from scars.experiments.config import METHODS, Tier2Config
 from scars.synthesis.errors import ConfigError, ScarsError
@@ -28,13 +28,14 @@ _study_options = config_options(Tier2Config, only=("months", "search_iterations"
 
 
 def _out_option(default: str):
-    return click.option(
+    out = click.option(
         "--out",
         type=click.Path(path_type=Path),
         default=Path(default),
         show_default=True,
-        help="Output directory.",
+        help="Output directory (a non-empty one is refused unless --overwrite).",
     )
+    return lambda fn: out(overwrite_option(fn))
 
 
 def _config(fields: dict) -> Tier2Config:
@@ -53,7 +54,7 @@ def _fail(exc: Exception) -> None:
 @config_options(Tier2Config, skip=("gates",))
 @_GATES
 @_out_option("runs/tier2")
-def tier2(out: Path, **fields) -> None:
+def tier2(out: Path, overwrite: bool, **fields) -> None:
     """One method in the commons arena (homogeneous or focal set-up): writes summary.json, steps/months/runs
     tables (Parquet + CSV), results.md, plots (resource, harvest vs f(t), karma), the carried state of every
     learning seat (scars ledger, baseline memory) into OUT. With --transfer-from DIR each learning seat starts from
@@ -67,6 +68,7 @@ def tier2(out: Path, **fields) -> None:
     try:
         cfg = _config(fields)
         load_carried(cfg)  # fail closed before anything is written
+        claim_output(out, overwrite)
         console = Console(stderr=True)
         with console.status(f"{cfg.run_name}: run 0/{cfg.runs}") as status:
             summary = run_tier2_to_dir(
@@ -138,6 +140,7 @@ def tier2_collusion(
     search_iterations,
     oracle,
     out: Path,
+    overwrite: bool,
 ) -> None:
     """The anti-collusion test (§6.2): a focal learner in the malicious arena with TrustGate + NormVerifier on and
     off; the table of inappropriate scars, gain lost and yield with n and 95% CIs in OUT/collusion.md."""
@@ -156,6 +159,7 @@ def tier2_collusion(
             search_iterations=search_iterations,
             oracle=oracle,
         )
+        claim_output(out, overwrite)
         run_collusion(base, seed_list, out, progress=lambda line: click.echo(line, err=True))
     except ScarsError as exc:
         _fail(exc)
@@ -175,7 +179,7 @@ def tier2_collusion(
 @_study_options
 @_out_option("runs/tier2-transfer")
 def tier2_transfer(
-    methods, seeds, runs_a, runs_b, setup, months, search_iterations, oracle, out: Path
+    methods, seeds, runs_a, runs_b, setup, months, search_iterations, oracle, out: Path, overwrite: bool
 ) -> None:
     """Counterfactual social transfer (§6.2): each method trains in arena A, then plays arena B with and without
     its A state; the table of B's cooperative yield, over-usage and survival (paired differences, 95% CIs) in
@@ -187,6 +191,7 @@ def tier2_transfer(
     try:
         names = _names(methods, METHODS, "method")
         base = Tier2Config(setup=setup, months=months, search_iterations=search_iterations, oracle=oracle)
+        claim_output(out, overwrite)
         run_transfer(
             base, names, seed_list, runs_a, runs_b, out, progress=lambda line: click.echo(line, err=True)
         )
@@ -218,7 +223,17 @@ def tier2_transfer(
 @_study_options
 @_out_option("runs/tier2-outsider")
 def tier2_outsider(
-    methods, seeds, runs, outsider_month, setup, outsider_fresh, months, search_iterations, oracle, out: Path
+    methods,
+    seeds,
+    runs,
+    outsider_month,
+    setup,
+    outsider_fresh,
+    months,
+    search_iterations,
+    oracle,
+    out: Path,
+    overwrite: bool,
 ) -> None:
     """GovSim's outsider variant: each method plays arena A with every seat from month 1 and with the last seat (a
     newcomer with the outsider persona) joining at OUTSIDER_MONTH, on the same arenas; the table of survival, yield
@@ -238,6 +253,7 @@ def tier2_outsider(
             outsider_fresh=outsider_fresh,
             outsider_month=outsider_month,  # validated against months here; each run sets its own
         )
+        claim_output(out, overwrite)
         run_outsider(
             base, names, seed_list, outsider_month, out, progress=lambda line: click.echo(line, err=True)
         )

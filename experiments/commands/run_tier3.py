@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from scars.experiments.commands._checks import check_output_dir, parse_seeds
+from scars.experiments.commands._checks import check_output_dir, claim_output, overwrite_option, parse_seeds
 from scars.experiments.commands.options import config_options, seeds_option
 from scars.experiments.config import (
     METHODS,
@@ -40,9 +40,10 @@ METHOD_CHOICES = (*Tier3Config.allowed("method"), "all")
     type=click.Path(path_type=Path),
     default=Path("runs/tier3"),
     show_default=True,
-    help="Output directory.",
+    help="Output directory (a non-empty one is refused unless --overwrite).",
 )
-def tier3(method: str, seeds: str, ground: bool, out: Path, **fields) -> None:
+@overwrite_option
+def tier3(method: str, seeds: str, ground: bool, out: Path, overwrite: bool, **fields) -> None:
     """Tier 3: per seed, one agent trained in arena A and one in arena B (tier 2's runner, focal seat) carry their
     state into arena C (an aquifer); writes summary.json, agents/steps tables, results.md and plots into OUT."""
     from rich.console import Console
@@ -63,6 +64,7 @@ def tier3(method: str, seeds: str, ground: bool, out: Path, **fields) -> None:
             )
             for name in names
         ]
+        claim_output(out, overwrite)
     except ScarsError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

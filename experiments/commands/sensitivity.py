@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from scars.experiments.commands._checks import parse_seeds
+from scars.experiments.commands._checks import claim_output, overwrite_option, parse_seeds
 from scars.experiments.commands.options import seeds_option
 from scars.synthesis.errors import ScarsError
 
@@ -47,8 +47,14 @@ def _floats(text: str, name: str) -> tuple[float, ...]:
 )
 @seeds_option()
 @click.option("--episodes", default=36, show_default=True, type=click.IntRange(1), help="Episodes per run.")
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="Output folder.")
-def sensitivity(methods, gains, compliances, seeds, episodes, out) -> None:
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Output folder (a non-empty one is refused unless --overwrite).",
+)
+@overwrite_option
+def sensitivity(methods, gains, compliances, seeds, episodes, out, overwrite) -> None:
     """Run every method at every (influence_gain, compliance) grid point of the embedded simulated LM and draw
     success vs SVR per method as a frontier plot (frontier.png), with the table (frontier.csv, frontier.md) and
     which headline claims hold at how many grid points (claims.md)."""
@@ -70,8 +76,7 @@ def sensitivity(methods, gains, compliances, seeds, episodes, out) -> None:
         for m in chosen:  # validate every method and grid value before the first run
             for g, c in grid.points():
                 config_for(m, episodes=episodes, influence_gain=g, compliance=c)
-        if out.exists() and any(out.iterdir()):
-            raise ScarsError(f"--out {out} exists and is not empty; choose a new folder")
+        claim_output(out, overwrite)
         from scars.experiments.sensitivity import run_sensitivity
 
         total = len(chosen) * len(grid.points()) * len(seed_list)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from scars.experiments.commands._checks import check_output_dir
+from scars.experiments.commands._checks import check_output_dir, claim_output, overwrite_option
 
 
 @click.command("sweep")
@@ -45,13 +45,22 @@ from scars.experiments.commands._checks import check_output_dir
     type=click.Path(path_type=Path),
     default=Path("runs/sweep"),
     show_default=True,
-    help="Output folder; re-running the same sweep into it resumes it.",
+    help="Output folder; re-running the same sweep into it resumes it (another non-empty folder is refused "
+    "unless --overwrite).",
 )
+@overwrite_option
 @click.option(
     "--name", default=None, help="Sweep name (W&B group, Tune experiment). Default: the --out folder name."
 )
 @click.option(
     "--address", default=None, help="Ray cluster address (from `ray start --head`); default: local Ray."
+)
+@click.option(
+    "--connect-timeout",
+    "connect_timeout_s",
+    type=click.FloatRange(min=0.1),
+    default=None,
+    help="Seconds to reach --address before giving up [30].",
 )
 @click.option(
     "--max-failures", type=click.IntRange(min=0), default=None, help="Retries of a failed trial [0]."
@@ -75,7 +84,14 @@ from scars.experiments.commands._checks import check_output_dir
 @click.option("--bootstrap-samples", type=int, default=None, help="Bootstrap resamples per 95% CI [2000].")
 @click.option("--bootstrap-seed", type=int, default=None, help="Bootstrap seed [0].")
 def sweep(
-    spec_file: Path | None, tier: str | None, grid, fixed, out: Path, name: str | None, **tune_fields
+    spec_file: Path | None,
+    tier: str | None,
+    grid,
+    fixed,
+    out: Path,
+    overwrite: bool,
+    name: str | None,
+    **tune_fields,
 ) -> None:
     """Sweep any config fields of a tier on Ray Tune: one trial per grid point, each a run in OUT/runs/<name>/.
     Writes runs.parquet/.csv (one row per run, from Tune's ResultGrid), aggregate.parquet/.csv and aggregate.md
@@ -107,6 +123,7 @@ def sweep(
             )
         from scars.experiments.sweep import run_sweep
 
+        claim_output(out, overwrite, resumes=lambda folder: (folder / "sweep.json").is_file())
         result = run_sweep(spec, out)
     except ScarsError as exc:
         click.echo(f"error: {' '.join(str(exc).split())}", err=True)

@@ -155,3 +155,39 @@ def test_the_html_renders_in_headless_chromium(report):
             browser.close()
     assert len(tables) >= 3 and all(rows >= 2 and height > 0 for rows, height in tables)
     assert len(images) >= 3 and all(done and w > 100 and h > 100 for done, w, h in images)
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "content"),
+    [
+        ("runs", "summary.json", "{not json"),
+        ("runs", "summary.json", "[1, 2]"),
+        ("runs", "summary.json", '{"scars": 3}'),
+        ("sweep", "sweep.json", "garbage"),
+        ("sweep", "sweep.json", '["a", "list"]'),
+        ("sweep", "sweep.json", '{"identity": 5}'),
+        ("sweep", "runs.parquet", "not parquet"),
+    ],
+)
+def test_a_damaged_result_file_is_one_line_naming_it(tmp_path, kind, name, content):
+    """Issue 28: every reader of a result file validates its shape and says which file is damaged."""
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from scars.experiments.cli import main
+
+    folder = tmp_path / "results"
+    folder.mkdir()
+    if kind == "runs":
+        pd.DataFrame({"episode": [0], "method": ["scars"]}).to_parquet(folder / "episodes.parquet")
+        (folder / "summary.json").write_text("{}")
+    else:
+        pd.DataFrame({"run_name": ["a"], "status": ["ok"]}).to_parquet(folder / "runs.parquet")
+        pd.DataFrame({"label": ["scars"]}).to_parquet(folder / "aggregate.parquet")
+        (folder / "sweep.json").write_text('{"identity": {"grid": {}, "fixed": {}}}')
+    (folder / name).write_text(content)
+    result = CliRunner().invoke(main, ["report", str(folder), "--out", str(tmp_path / "report")])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "damaged result file" in lines[0] and name in lines[0], result.stderr

@@ -25,6 +25,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from scars.experiments.cli import main
+from scars.experiments.report import DamagedResultFile
 from scars.experiments.sweep import SweepError, SweepSpec, run_sweep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,6 +109,35 @@ def test_each_trial_runs_once_and_the_results_come_from_the_result_grid(ray_sess
         run_sweep(
             SweepSpec(grid={"seed": [0]}, name="t"), out, run_fn=counting_run(), console=Console(quiet=True)
         )
+
+
+def test_resume_rechecks_finished_runs_and_reruns_a_damaged_one(ray_session, tmp_path):
+    """Issue 28 item 6: a finished run whose summary.json was truncated or replaced, or whose config.json was
+    deleted, is run again on resume (never counted ok from Tune's memory); an intact one is not."""
+    out = tmp_path / "sweep"
+    spec = SweepSpec(**SPEC, name="r")
+    first = run_sweep(spec, out, run_fn=counting_run(), console=Console(quiet=True))
+    assert (first.runs["status"] == "ok").all()
+    runs = out / "runs"
+    (runs / "tier1-scars-s0" / "summary.json").write_text('{"success_rate": 0.')  # truncated
+    (runs / "tier1-scars-s1" / "summary.json").write_text("[1, 2, 3]")  # replaced by another shape
+    (runs / "tier1-rag-s0" / "config.json").unlink()  # deleted
+    again = run_sweep(spec, out, run_fn=counting_run(), console=Console(quiet=True))
+    assert again.restored and (again.runs["status"] == "ok").all()
+    assert _calls(out) == {"tier1-scars-s0": 2, "tier1-scars-s1": 2, "tier1-rag-s0": 2, "tier1-rag-s1": 1}
+    for name in ("tier1-scars-s0", "tier1-scars-s1", "tier1-rag-s0"):
+        assert isinstance(json.loads((runs / name / "summary.json").read_text()), dict)
+        assert (runs / name / "config.json").is_file()
+    assert again.runs["success_rate"].tolist() == first.runs["success_rate"].tolist()
+
+
+def test_a_damaged_sweep_json_is_refused_not_overwritten(tmp_path):
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / "sweep.json").write_text("[not, a, sweep")
+    with pytest.raises(DamagedResultFile, match="sweep.json"):
+        run_sweep(SweepSpec(**SPEC, name="d"), out, run_fn=counting_run(), console=Console(quiet=True))
+    assert (out / "sweep.json").read_text() == "[not, a, sweep"
 
 
 @pytest.mark.slow

@@ -10,7 +10,11 @@ an error result (``isError``) naming the rules or the mismatch and is never forw
 runs in the proxy's environment. Only tools are forwarded (not the upstream's resources or prompts).
 
 If the upstream server dies, every later call (and listing) is refused with one error — "upstream MCP server …
-is gone; the gate refuses every call (fail closed)" — and nothing is forwarded.
+is gone; the gate refuses every call (fail closed)" — and nothing is forwarded. Every wait on the upstream has a
+timeout: the handshake and each listing (``handshake_timeout_s``, ``--handshake-timeout``; an upstream silent at the
+handshake serves nothing) and each call (``call_timeout_s``, ``--call-timeout``). A call that does not answer in time
+is answered with a JSON-RPC error (``REQUEST_TIMEOUT``) and the proxy keeps serving the others; a JSON-RPC error the
+upstream itself returns (on ``tools/list`` or ``tools/call``) is passed on as that error — the upstream is not gone.
 
 Run it as ``python -m scars.agents.runtime.adapters.mcp_gate --ledger L [--core FILE] [--context k=v …] -- CMD ARGS…``
 (every option has ``--help``); bad options exit 2 with one line.
@@ -33,7 +37,11 @@ _MAX_PAGES = 1000
 
 
 class UpstreamGone(GateError):
-    """The upstream MCP server died or stopped answering: the gate refuses every call from now on."""
+    """The upstream MCP server died (its connection closed): the gate refuses every call from now on."""
+
+
+DEFAULT_HANDSHAKE_TIMEOUT_S = 30.0
+DEFAULT_CALL_TIMEOUT_S = 120.0
 
 
 def _require_mcp():
@@ -49,9 +57,22 @@ class McpGate:
     """The proxy (module docstring). ``upstream``: ``mcp.StdioServerParameters`` of the upstream server;
     ``context``: the q every call is decided in."""
 
-    def __init__(self, gate: Gate, upstream: Any, *, context: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        gate: Gate,
+        upstream: Any,
+        *,
+        context: Mapping[str, Any] | None = None,
+        handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+    ) -> None:
+        for name, value in (("handshake_timeout_s", handshake_timeout_s), ("call_timeout_s", call_timeout_s)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+                raise GateError(f"{name} = {value!r} must be a number of seconds > 0")
         self.gate = gate
         self.upstream = upstream
+        self.handshake_timeout_s = float(handshake_timeout_s)
+        self.call_timeout_s = float(call_timeout_s)
         self.context = dict(gate.mapping.context(context or {}))
         self._client: Any = None
         self._gone: str | None = None
@@ -59,6 +80,25 @@ class McpGate:
     def _refusal(self, text: str):
         _, types = _require_mcp()
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+    def _upstream_error(self, exc: BaseException, what: str) -> Exception | None:
+        """A JSON-RPC error to answer with (None when the upstream is gone): the upstream's own error response,
+        or a timeout of this request — neither closes the connection, so the proxy keeps serving."""
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
+
+        if not isinstance(exc, MCPError) or exc.code == CONNECTION_CLOSED:
+            return None
+        if exc.code == REQUEST_TIMEOUT:
+            seconds = self.call_timeout_s if what.startswith("tools/call") else self.handshake_timeout_s
+            return MCPError(
+                code=REQUEST_TIMEOUT,
+                message=f"upstream MCP server did not answer {what} within {seconds:g}s; refused (the gate keeps "
+                "serving other calls)",
+            )
+        return MCPError(
+            code=exc.code, message=f"upstream MCP server answered {what} with an error: {exc.message}"
+        )
 
     def _lost(self, exc: BaseException) -> str:
         if self._gone is None:
@@ -81,6 +121,9 @@ class McpGate:
                 if cursor is None:
                     break
         except Exception as exc:
+            error = self._upstream_error(exc, "tools/list")
+            if error is not None:
+                raise error from None
             raise UpstreamGone(self._lost(exc)) from None
         for tool in tools:
             self.gate.mapping.declare(ToolSignature.from_json_schema(tool.name, tool.input_schema))
@@ -96,8 +139,13 @@ class McpGate:
         if not decision.allowed:
             return self._refusal(f"refused by the scars gate: {decision.reason}")
         try:
-            return await self._client.call_tool(params.name, params.arguments or {})
+            return await self._client.call_tool(
+                params.name, params.arguments or {}, read_timeout_seconds=self.call_timeout_s
+            )
         except Exception as exc:
+            error = self._upstream_error(exc, f"tools/call {params.name!r}")
+            if error is not None:
+                raise error from None
             return self._refusal(self._lost(exc))
 
     def server(self):
@@ -110,7 +158,10 @@ class McpGate:
     async def connect(self):
         """Connect to the upstream server for the duration of the block."""
         mcp, _ = _require_mcp()
-        async with mcp.Client(self.upstream, raise_exceptions=True) as client:
+        # the client's read timeout bounds the handshake and every listing; calls pass their own
+        async with mcp.Client(
+            self.upstream, raise_exceptions=True, read_timeout_seconds=self.handshake_timeout_s
+        ) as client:
             self._client = client
             try:
                 yield self
@@ -158,6 +209,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--context", action="append", default=[], metavar="KEY=VALUE", help="the context q (repeatable)"
     )
     parser.add_argument(
+        "--handshake-timeout",
+        type=float,
+        default=DEFAULT_HANDSHAKE_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds the upstream may take to answer the handshake and each listing (default {DEFAULT_HANDSHAKE_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--call-timeout",
+        type=float,
+        default=DEFAULT_CALL_TIMEOUT_S,
+        metavar="S",
+        help=f"seconds a forwarded tool call may take; a slower one is answered with a JSON-RPC error "
+        f"(default {DEFAULT_CALL_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
         "upstream", nargs=argparse.REMAINDER, help="-- then the upstream server's command and args"
     )
     args = parser.parse_args(argv)
@@ -175,9 +241,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         upstream = mcp.StdioServerParameters(command=command[0], args=list(command[1:]), env=dict(os.environ))
-        proxy = McpGate(gate, upstream, context=context)
+        proxy = McpGate(
+            gate,
+            upstream,
+            context=context,
+            handshake_timeout_s=args.handshake_timeout,
+            call_timeout_s=args.call_timeout,
+        )
         anyio.run(proxy.serve_stdio)
-    except ContextMappingError as exc:
+    except (ContextMappingError, GateError) as exc:
         print(f"mcp_gate: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # the upstream could not be started or reached: nothing is served (fail closed)

@@ -8,18 +8,19 @@ import sqlite3
 import pytest
 
 from scars.agents.runtime import Scar, Scope
+from scars.agents.runtime.events import event_body as _body
 from scars.agents.runtime.ledger import (
     GENESIS_HASH,
     Ledger,
     LifecycleError,
     ResurrectionRefused,
-    _body,
     event_hash,
     ledger_files,
     verdict_evidence,
 )
 from scars.synthesis.dsl import Action, parse_rule
 from scars.synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError
+from support.failures import failure_of
 
 CUP_RULE = 'if action.obj_type == "cup" and action.recep == "sinkbasin 1" then forbid_env_action("move")'
 HARVEST_RULE = 'if pool_resource_level < 30 and tool_is("harvest") then forbid_tool_call("harvest")'
@@ -111,7 +112,7 @@ def test_no_resurrection_without_new_evidence(ledger):
     with pytest.raises(ResurrectionRefused, match="free JSON"):  # made-up "new evidence" (issue 13)
         ledger.admit(Scar(cup.rule, evidence=({"fragment": "e2"},)))
     assert ledger.active_scars() == ()
-    verdict = ledger.observe_failure({"action": {"kind": "env", "name": "move", "args": {}}, "step": 9})
+    verdict = ledger.observe_failure(failure_of("env", "move", step=9))
     renewed = Scar(cup.rule, evidence=(verdict_evidence(verdict, fragment="e2"),))
     assert ledger.may_admit(renewed)[0]
     event = ledger.admit(renewed)

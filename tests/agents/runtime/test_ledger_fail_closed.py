@@ -20,11 +20,11 @@ import pytest
 from click.testing import CliRunner
 
 from scars.agents.runtime import Scar
+from scars.agents.runtime.events import event_body as _body
 from scars.agents.runtime.ledger import (
     KEY_FILE_ENV,
     Ledger,
     ResurrectionRefused,
-    _body,
     event_hash,
     head_file_of,
     ledger_files,
@@ -33,6 +33,7 @@ from scars.agents.runtime.ledger import (
 from scars.experiments.cli import main
 from scars.synthesis.dsl import parse_rule
 from scars.synthesis.errors import ConfigError, LedgerError, LedgerIntegrityError
+from support.failures import failure_of
 
 HARVEST = 'if pool_resource_level < 20 and tool_is("harvest") then forbid_tool_call("harvest")'
 CUP = 'if action.obj_type == "cup" then forbid_env_action("move")'
@@ -360,17 +361,15 @@ def test_a_keyed_ledger_needs_its_key_to_be_written_or_projected(tmp_path, monke
     assert result.exit_code == 2 and "does not exist" in result.output
 
 
-def test_a_deleted_database_next_to_its_head_file_starts_a_new_ledger_with_a_warning(tmp_path):
+def test_a_deleted_database_next_to_its_head_file_is_refused_not_restarted(tmp_path):
     path = tmp_path / "o.db"
     history(path)
     path.unlink()
-    with pytest.raises(LedgerError, match="commits 4 events"):
+    with pytest.raises(LedgerIntegrityError, match="commits 4 events"):
         Ledger(path, read_only=True)
-    with pytest.warns(UserWarning, match="head file"):
-        led = Ledger(path)
-    with led:
-        assert led.verify().ok and led.head()[0] == 0
-    assert list(tmp_path.glob("o.db.head.orphaned-*"))
+    with pytest.raises(LedgerIntegrityError, match="commits 4 events"):
+        Ledger(path)
+    assert not path.exists() and not list(tmp_path.glob("o.db.head.orphaned-*"))
 
 
 def test_an_emptied_database_with_a_head_file_is_refused(tmp_path):
@@ -387,13 +386,13 @@ def test_an_emptied_database_with_a_head_file_is_refused(tmp_path):
 def test_resurrection_needs_a_fresh_recorded_verdict_of_a_masked_action(tmp_path):
     path = tmp_path / "r.db"
     with Ledger(path, clock=clock()) as led:
-        before = led.observe_failure({"action": {"kind": "tool", "name": "harvest", "args": {}}})
+        before = led.observe_failure(failure_of("tool", "harvest"))
         scar = Scar(parse_rule(HARVEST), evidence=({"f": "h"},))
         assert led.may_admit(scar) == (True, f"scar {scar.id} is new to this ledger")
         led.admit(scar)
         led.retire(scar.id, "scope expired")
-        other = led.observe_failure({"action": {"kind": "env", "name": "move", "args": {}}})
-        after = led.observe_failure({"action": {"kind": "tool", "name": "harvest", "args": {}}})
+        other = led.observe_failure(failure_of("env", "move"))
+        after = led.observe_failure(failure_of("tool", "harvest"))
         cases = {
             "free JSON": {"nonce": 1},
             "predates": verdict_evidence(before),

@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scars.agents.runtime import Scar
+from scars.agents.runtime.events import event_body as _body
+from scars.agents.runtime.head import ledger_mac as _mac
 from scars.agents.runtime.ledger import (
     GENESIS_HASH,
     Ledger,
     ResurrectionRefused,
-    _body,
-    _mac,
     event_hash,
     head_file_of,
     ledger_files,
@@ -33,6 +33,7 @@ from scars.agents.runtime.ledger import (
 from scars.agents.runtime.scar import canonical_json
 from scars.synthesis.dsl import parse_rule
 from scars.synthesis.errors import LedgerError, LedgerIntegrityError
+from support.failures import failure_of
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 RULES = [
@@ -79,7 +80,7 @@ def build(folder: Path, ops: list[str], picks: list[int], keyed: bool, snapshot_
                 if state.get(r) in ("retired", "revoked"):
                     with pytest.raises(ResurrectionRefused):  # made-up evidence never brings it back
                         led.admit(Scar(RULES[r], evidence=({"nonce": next(counter)},)))
-                    verdict = led.observe_failure({"action": MOVE, "n": next(counter)})
+                    verdict = led.observe_failure(failure_of(MOVE["kind"], MOVE["name"], n=next(counter)))
                     led.admit(Scar(RULES[r], evidence=(verdict_evidence(verdict),)))
                 else:
                     led.admit(Scar(RULES[r], evidence=({"e": next(counter)},)))

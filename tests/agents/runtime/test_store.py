@@ -19,7 +19,12 @@ PACKAGES = ("agents", "disequilibrium", "envs", "experiments", "synthesis", "ben
 LEDGER_WRITES = {"admit", "retire", "revoke", "set_temp_mask", "lift_temp_mask", "observe_failure"}
 PLANE_WRITES = {"set_temporary_mask", "lift_temporary_mask", "expire"}
 PLANE_WRITES_ON_A_PLANE = {"add", "remove"}
-OWNERS = {"agents/runtime/store.py", "agents/runtime/ledger.py", "agents/runtime/control.py"}
+OWNERS = {
+    "agents/runtime/projection.py",
+    "agents/runtime/store.py",
+    "agents/runtime/ledger.py",
+    "agents/runtime/control.py",
+}
 
 
 def writes_outside_the_store(source: str) -> list[str]:

@@ -167,3 +167,35 @@ def test_engine_choice_translation_round_trips():
         back = engine_action_choice(choice)
         assert back["name"] in {"harvest", "rest"}
     assert isinstance(CommonsAdapter(commons_v0.parallel_env(), "agent_0").card.variables, dict)
+
+
+@pytest.mark.parametrize(
+    ("actions", "words"),
+    [
+        ({"farm_0": {"harvest": 5}}, "field(s) ['harvest']"),
+        ({"farm_0": {"pump": 5, "limit": 10}}, "field(s) ['limit']"),
+        ({"farm_0": {"punish": [0, 1, 0, 0]}}, "field(s) ['punish']"),
+        ({"agent_0": {"pump": 5}}, "'agent_0' is not one of arena C's farm ids"),
+        ({"farm_0": {"pump": 5}, "agent_0": {"pump": 50}}, "'agent_0' is not one of arena C's farm ids"),
+        ({0: {"pump": 5}}, "0 is not one of arena C's farm ids"),
+        ({"farm_0": {5: 1}}, "field(s) [5]"),
+    ],
+)
+def test_arena_c_takes_its_own_names_only_and_refuses_a_malformed_step_whole(actions, words):
+    """Issue 28 item 5: arena A's names and ids are not arena C's; nothing of a refused step is applied."""
+    env, fresh = aquifer_v0.parallel_env(), aquifer_v0.parallel_env()
+    env.reset(seed=0)
+    fresh.reset(seed=0)
+    with pytest.raises(CommonsActionError) as info:
+        env.step(actions)
+    assert words in str(info.value)
+    # nothing of the refused step was applied: the arena goes on exactly as one that never saw it
+    valid = {a: {"pump": 1} for a in env.agents}
+    stepped, expected = env.step(valid), fresh.step(valid)
+    assert repr(stepped[:4]) == repr(expected[:4])
+    assert set(stepped[0]) == {f"farm_{i}" for i in range(4)}
+
+
+def test_an_action_naming_an_engine_id_as_the_fined_farm_is_refused():
+    with pytest.raises(CommonsActionError, match="farm = 'agent_1' is not a farm id"):
+        engine_action_choice({"kind": "tool", "name": "fine", "args": {"farm": "agent_1"}})

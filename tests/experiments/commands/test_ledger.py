@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from scars.agents.runtime.ledger import Ledger
 from scars.experiments.cli import main
+from support.failures import failure_of
 
 RULE = 'if pool_resource_level < 30 and tool_is("harvest") then forbid_tool_call("harvest")'
 
@@ -45,7 +46,7 @@ def test_admit_show_retire_verify(tmp_path):
     assert float_twin.exit_code == 1 and scar_id in float_twin.output  # `< 30.0` is the same scar as `< 30`
     # a failure the verifier recorded after the retirement can
     with Ledger(path) as led:
-        verdict = led.observe_failure({"action": {"kind": "tool", "name": "harvest", "args": {}}})
+        verdict = led.observe_failure(failure_of("tool", "harvest"))
     back = run("admit", path, RULE, "--verdict", str(verdict.seq))
     assert back.exit_code == 0, back.output
     assert run("admit", path, RULE, "--verdict", str(verdict.seq)).exit_code == 1  # active, nothing new

@@ -95,3 +95,94 @@ def test_an_upstream_that_cannot_start_is_one_line_and_nothing_is_served(tmp_pat
     )
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().count("\n") == 0 and "no_such_server' failed" in done.stderr
+
+
+MISBEHAVING = ROOT / "tests" / "support" / "mcp_misbehaving_upstream.py"
+
+
+def misbehaving_proxy(tmp_path, mode: str, *extra: str):
+    env = dict(os.environ, SCARS_MCP_MODE=mode, PYTHONPATH=str(ROOT))
+    args = [
+        "-m",
+        "scars.agents.runtime.adapters.mcp_gate",
+        "--ledger",
+        str(tmp_path / "ledger.sqlite"),
+        *extra,
+    ]
+    args += ["--", sys.executable, str(MISBEHAVING)]
+    return mcp.StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(ROOT))
+
+
+def test_an_upstream_silent_at_the_handshake_times_out_in_one_line(tmp_path):
+    import subprocess
+    import time
+
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scars.agents.runtime.adapters.mcp_gate",
+            "--ledger",
+            str(tmp_path / "l.sqlite"),
+            "--handshake-timeout",
+            "1",
+            "--",
+            sys.executable,
+            str(MISBEHAVING),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), SCARS_MCP_MODE="silent"),
+        stdin=subprocess.DEVNULL,
+    )
+    assert time.monotonic() - started < 60
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert (
+        done.stderr.strip().count("\n") == 0
+        and "timed out" in done.stderr
+        and "nothing is served" in done.stderr
+    )
+
+
+def test_a_hung_call_is_a_json_rpc_error_and_the_proxy_keeps_serving(tmp_path):
+    from mcp.shared.exceptions import MCPError
+    from mcp_types import REQUEST_TIMEOUT
+
+    async def session():
+        async with mcp.Client(misbehaving_proxy(tmp_path, "", "--call-timeout", "1")) as client:
+            names = sorted(t.name for t in (await client.list_tools()).tools)
+            try:
+                await client.call_tool("hang", {})
+                hung = None
+            except MCPError as exc:
+                hung = exc
+            after = await client.call_tool("echo", {"text": "still here"})
+            return names, hung, after
+
+    names, hung, after = anyio.run(session)
+    assert names == ["echo", "hang"]
+    assert hung is not None and hung.code == REQUEST_TIMEOUT and "within 1s" in hung.message
+    assert not after.is_error and after.content[0].text == "echo still here"
+
+
+def test_an_upstream_json_rpc_error_on_listing_is_passed_on_not_taken_for_gone(tmp_path):
+    from mcp.shared.exceptions import MCPError
+
+    async def session():
+        async with mcp.Client(misbehaving_proxy(tmp_path, "list-error")) as client:
+            errors = []
+            for _ in range(2):
+                try:
+                    await client.list_tools()
+                except MCPError as exc:
+                    errors.append(exc)
+            return errors
+
+    errors = anyio.run(session)
+    assert len(errors) == 2  # the second listing asks the upstream again: it is not gone
+    for error in errors:
+        assert error.code == -32042 and "listing refused by the upstream's policy" in error.message
+        assert "is gone" not in error.message
