@@ -12,8 +12,10 @@ paper's five).
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -119,6 +121,32 @@ def allowed_values(name: str) -> tuple[str, ...] | None:
     return None if choices is None else choices()
 
 
+@functools.cache
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _check_type(name: str, value: Any, hint: Any) -> None:
+    """A field's value against its declared type (a config file or a sweep spec can hold anything): one
+    ``ConfigError`` naming the field, the value and the type. An int is a float; a bool is not an int."""
+    origin = typing.get_origin(hint)
+    if origin is tuple:
+        inner = typing.get_args(hint)[0]
+        ok = isinstance(value, tuple) and all(isinstance(v, inner) and not isinstance(v, bool) for v in value)
+        what = f"a list of {inner.__name__}s"
+    elif hint is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        what = "a number"
+    elif hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        what = "a whole number"
+    else:
+        ok = isinstance(value, hint)
+        what = {str: "a string", bool: "true or false"}.get(hint, getattr(hint, "__name__", str(hint)))
+    if not ok:
+        raise ConfigError(f"{name} = {value!r} ({type(value).__name__}) must be {what}")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """The fields every tier's run shares, their docstrings and their checks (a tier's config adds its own)."""
@@ -171,6 +199,9 @@ class RunConfig:
     def check(self) -> None:
         """Every field's check: choice fields against ``allowed``, counts >= 1, τ in range, the combinations a run
         cannot have. A ``ConfigError`` names the field, the value and what is allowed."""
+        hints = _field_types(type(self))
+        for f in fields(self):
+            _check_type(f.name, getattr(self, f.name), hints[f.name])
         for f in fields(self):
             allowed = self.allowed(f.name)
             value = getattr(self, f.name)
@@ -493,7 +524,8 @@ class Tier3Config(RunConfig):
         from scars.envs.aquifer import aquifer_v0
         from scars.envs.commons.populations import parse_population
 
-        object.__setattr__(self, "seeds", tuple(int(s) for s in self.seeds))
+        if isinstance(self.seeds, list):  # a config file or a sweep spec gives a list
+            object.__setattr__(self, "seeds", tuple(self.seeds))
         super().check()
         if len(self.seeds) < 2 or len(set(self.seeds)) != len(self.seeds) or min(self.seeds) < 0:
             raise ConfigError(
