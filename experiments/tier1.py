@@ -51,7 +51,7 @@ from scars.experiments.metrics import (
     svr,
     svr_by_episode,
 )
-from scars.experiments.schedules import SCHEDULES, episode_games
+from scars.experiments.schedules import episode_games, resolve_schedule
 from scars.experiments.stats import pooled_ratio
 from scars.synthesis.dsl import Action, And, Compare, ForbidEnvAction, Rule
 from scars.synthesis.errors import ConfigError
@@ -244,9 +244,9 @@ def run_tier1(
     first (the control plane's mask does not read π_0), the model writes one of the unmasked commands
     (``CommandWriter.generate``), π_0 becomes that written command (``generation_logits``), and every step checks
     that the written command is not masked (``generated_masked``; the controller still masks it if it were)."""
-    schedule = SCHEDULES[cfg.schedule]
+    schedule_key, schedule = resolve_schedule(cfg.schedule, cfg.schedule_file)
     rule_schedule = schedule.rule_schedule(cfg.episodes)
-    games = imported_games(cfg) if cfg.game_files else episode_games(cfg.schedule, cfg.episodes, cfg.seed)
+    games = imported_games(cfg) if cfg.game_files else episode_games(schedule_key, cfg.episodes, cfg.seed)
     root = np.random.SeedSequence([cfg.seed, 1])
     policy_rng, agent_rng = (np.random.default_rng(s) for s in root.spawn(2))
     env = HouseholdEnv(HouseholdConfig(schedule=rule_schedule, max_steps=cfg.max_steps))
