@@ -49,7 +49,8 @@ from scars.synthesis import (
 from scars.synthesis.dsl import canonical_text, description_length
 from scars.synthesis.errors import ConfigError
 from scars.synthesis.failure import Failure, FailureSource
-from scars.synthesis.fragments import ExperienceVerifier, Verifier
+from scars.synthesis.dsl import Action
+from scars.synthesis.fragments import Experience, ExperienceVerifier, Verifier
 from scars.synthesis.objective import ObjectiveWeights
 from scars.synthesis.retirement import VerifiedSuccess, decide_retirement, scoped
 
@@ -414,7 +415,7 @@ class ScarsAgent:
                 source=failure.source,
                 ignore=frozenset(self.card.bookkeeping),
                 verdict_text=verdict_text,
-                glossary=self.card.glossary,
+                experience=self._experience() if self.config.oracle == "none" else None,
             )
         except FragmentError:
             return
@@ -422,6 +423,27 @@ class ScarsAgent:
         self.accommodations[trigger] += 1
         decision = self.storm.on_disequilibrium(self.t, fragment, context=record.context)
         self._carry_out(decision.requests)
+
+    def _experience(self) -> Experience:
+        """What the agent executed and met (its recorded steps): the failures and the admissible control actions,
+        for attribution from experience (``synthesis.fragments.Experience``)."""
+        failures = tuple((s.context, s.chosen_action) for s in self.history if s.violated)
+        met: dict[tuple, Action] = {}
+        for s in self.history:
+            for a in s.actions:
+                if a.is_control:
+                    met.setdefault((a.kind, a.name, a.args), a)
+        return Experience(failures, tuple(met.values()))
+
+    def _since(self, fragment: Failure) -> tuple[int, int] | None:
+        """(episode, step) of the first verified failure of the fragment's rule (successes from then on are strong
+        evidence; earlier ones weak: the rule may have switched on in between). None with the oracle."""
+        if self.config.oracle != "none":
+            return None
+        for f in self.failures:
+            if f.theta == fragment.theta:
+                return (f.source.episode, f.source.step)
+        return (fragment.source.episode, fragment.source.step)
 
     def _owe(self, fragment: Failure) -> None:
         """The merge owes coverage of the failure as attributed (the fragment a scar's evidence carries and Prop. 1
@@ -504,8 +526,16 @@ class ScarsAgent:
         latency = self.t + self.config.synthesis_latency_steps
         if self.config.search == "none":  # the storm-only control: no rule is ever proposed
             return _AtStep(_Done(None), latency, lambda: self.t, seed, None)
-        data = build_dataset(self.history, self._verifier, fragment)
-        current = tuple(s.rule for s in self.store.scars)
+        since = self._since(fragment)
+        data = build_dataset(self.history, self._verifier, fragment, since=since)
+        # From experience, the new rule answers for every failure of its rule (the told rule id), not only the
+        # newest: the scars learned on earlier failures of that rule are left out of S_t for the search, so a sibling
+        # failure widens the rule (two mugs: mugs), and the merge then retires the narrower scars it replaces.
+        current = tuple(
+            s.rule
+            for s in self.store.scars
+            if since is None or not any(e.get("theta") == fragment.theta for e in s.evidence)
+        )
         core, classes, search = self.card.core, self.card.classes, self.config.search_config
         if self.config.search == "direct":
             handle = _Done(self.direct_synthesiser(data, fragment, current, core, classes, search))
