@@ -415,7 +415,7 @@ class ScarsAgent:
                 source=failure.source,
                 ignore=frozenset(self.card.bookkeeping),
                 verdict_text=verdict_text,
-                experience=self._experience() if self.config.oracle == "none" else None,
+                experience=self._experience(record, failure) if self.config.oracle == "none" else None,
             )
         except FragmentError:
             return
@@ -424,16 +424,23 @@ class ScarsAgent:
         decision = self.storm.on_disequilibrium(self.t, fragment, context=record.context)
         self._carry_out(decision.requests)
 
-    def _experience(self) -> Experience:
-        """What the agent executed and met (its recorded steps): the failures and the admissible control actions,
-        for attribution from experience (``synthesis.fragments.Experience``)."""
-        failures = tuple((s.context, s.chosen_action) for s in self.history if s.violated)
+    def _experience(self, record: RecordedStep, failure: Failure) -> Experience:
+        """What the agent executed and met, for attribution from experience (``synthesis.fragments.Experience``):
+        the failures of the same told rule, the admissible control actions of its recorded steps, and its executed
+        successes of the failed action's kind, strong from the rule's first verified failure on."""
+        failures = tuple((f.q, f.action) for f in self.failures if f.theta == failure.theta)
+        key = (failure.action.kind, failure.action.name)
+        since = self._since(failure) or (failure.source.episode, failure.source.step)
         met: dict[tuple, Action] = {}
+        successes = []
         for s in self.history:
             for a in s.actions:
                 if a.is_control:
                     met.setdefault((a.kind, a.name, a.args), a)
-        return Experience(failures, tuple(met.values()))
+            a = s.chosen_action
+            if not s.violated and (a.kind, a.name) == key:
+                successes.append((s.context, a, s.step_id >= since))
+        return Experience(failures, tuple(met.values()), tuple(successes))
 
     def _since(self, fragment: Failure) -> tuple[int, int] | None:
         """(episode, step) of the first verified failure of the fragment's rule (successes from then on are strong

@@ -241,6 +241,7 @@ def extract_fragment(
     quantities: frozenset[str] = frozenset()
     stated: dict[str, Value] = {}
     presumed: tuple[tuple[Mapping[str, Value], Action], ...] = ()
+    presumed_weights: tuple[float, ...] = ()
     if experience is not None:
         undecided = {n for n in variables if _unknown_changes(step.context, failed, verifier, n)}
         carried = {_hashable(v) for _, v in failed.args if isinstance(v, str)}
@@ -250,7 +251,7 @@ def extract_fragment(
         variables = variables - carriers
         if verdict_text and any(_is_number(failed.arg(n)) for n in args):
             quantities = frozenset(quantities_named_in_text(step.context, verdict_text) & undecided)
-        presumed = presumptions(step.context, failed, verifier, experience, classes or {})
+        presumed, presumed_weights = presumptions(step.context, failed, verifier, experience, classes or {})
         verdict_text = ""  # the text decided nothing else
     if verdict_text:
         undecided = {n for n in variables if _unknown_changes(step.context, failed, verifier, n)}
@@ -289,6 +290,7 @@ def extract_fragment(
         failing_counterfactuals=failing,
         quantities=quantities,
         presumed_safe=presumed,
+        presumption_weights=presumed_weights,
         allowed=tuple(stated.items()) if verdict_text else (),
     )
 
@@ -297,12 +299,20 @@ def extract_fragment(
 class Experience:
     """What the agent itself executed and met, for attribution without the oracle (issue 24).
 
-    failures: (context, action) of every executed control action a verdict flagged, any rule, in order.
+    failures: (context, action) of the executed failures of the same told rule (the verdict's rule id), in order.
     met:      the admissible control actions the agent has met (its recorded steps' action lists), in order.
     """
 
     failures: tuple[tuple[Mapping[str, Value], Action], ...] = ()
     met: tuple[Action, ...] = ()
+    successes: tuple[tuple[Mapping[str, Value], Action, bool], ...] = ()
+    """(context, action, strong) of executed successes of the failed action's kind and name; strong = recorded at or
+    after the first verified failure of the rule (the rule was in force)."""
+
+
+WEAK_TRANSPLANT = 0.2
+"""The share of a presumption's cost a transplant from a *weak* success carries (the rule may have switched on since
+that success: stale evidence that the context mattered)."""
 
 
 def presumptions(
@@ -312,7 +322,7 @@ def presumptions(
     experience: Experience,
     classes: Classes,
     limit: int = 64,
-) -> tuple[tuple[Mapping[str, Value], Action], ...]:
+) -> tuple[tuple[tuple[Mapping[str, Value], Action], ...], tuple[float, ...]]:
     """Narrow to wide: each action of the failed one's kind and name that the agent met but never saw fail, in the
     failure's context, is presumed safe — a first failure then yields the narrowest of the equally cheap rules
     (the objective charges a presumption it fires on; it never vetoes).
@@ -322,7 +332,13 @@ def presumptions(
     a mug and a plate) and its value joins them — in a class holding at least two of the failing values, or, for
     an argument no class speaks about (instance names), any value. So after "clean mug 1" and "clean mug 2" failed,
     "clean mug 3" is no longer presumed safe (the rule widens to mugs), and after a mug and a plate, a bowl is not
-    (the class is the cheapest rule consistent with D⁺ and D⁻), but an apple still is."""
+    (the class is the cheapest rule consistent with D⁺ and D⁻), but an apple still is.
+
+    The failed action *transplanted* into the context of each executed success of its kind (``Experience.successes``)
+    is presumed safe too: "open drawer 2" succeeded with empty hands, so "open drawer 1" with empty hands is presumed
+    safe — a rule then keeps the context condition that spares those contexts (``held_type != "none"``) rather than
+    forbidding the action everywhere. A transplant from a weak success carries :data:`WEAK_TRANSPLANT` of the cost.
+    Returns (presumptions, their weights)."""
     key = (action.kind, action.name)
     failing: dict[str, set] = {}
     for _, a in experience.failures:
@@ -342,11 +358,19 @@ def presumptions(
             return True
         return any(value in c and sum(isinstance(v, str) and v in c for v in plain) >= 2 for c in in_some)
 
+    def identity(a: Action) -> tuple:
+        return tuple((k, v) for k, v in a.args if isinstance(v, str))
+
+    # the failed action again with another state flag (the tomato is hot after the failed heating) is no new action
+    failed_identities = {identity(a) for _, a in experience.failures if (a.kind, a.name) == key}
+    failed_identities.add(identity(action))
     out: list[tuple[Mapping[str, Value], Action]] = []
     seen_actions: set[tuple] = set()
     frozen = freeze_context(context)
     for other in reversed(experience.met):
         if (other.kind, other.name) != key or other.args == action.args or other.args in seen_actions:
+            continue
+        if identity(other) in failed_identities:
             continue
         seen_actions.add(other.args)
         changed = [k for k, v in other.args if action.arg(k) != v or type(action.arg(k)) is not type(v)]
@@ -360,7 +384,23 @@ def presumptions(
         out.append((frozen, other))
         if len(out) >= limit:
             break
-    return tuple(out)
+    weights = [1.0] * len(out)
+    transplanted: dict[tuple, int] = {}
+    for q, _, strong in experience.successes:
+        changed = dict(q)
+        situation = tuple(sorted((k, _hashable(v)) for k, v in changed.items() if isinstance(v, str | bool)))
+        if situation in transplanted:
+            i = transplanted[situation]
+            weights[i] = max(weights[i], 1.0 if strong else WEAK_TRANSPLANT)
+            continue
+        if verifier(changed, action) is True:
+            continue
+        transplanted[situation] = len(out)
+        out.append((freeze_context(changed), action))
+        weights.append(1.0 if strong else WEAK_TRANSPLANT)
+        if len(out) >= 2 * limit:
+            break
+    return tuple(out), tuple(weights)
 
 
 def _presumed_safe(
@@ -647,6 +687,8 @@ class SynthesisData:
     objective charges a candidate for each strong and weak success it would block (``ObjectiveWeights``)."""
     presumed_safe: tuple[tuple[dict[str, Value], Action], ...] = field(default=(), compare=False)
     """The fragment's presumptions (``Failure.presumed_safe``), as plain dicts."""
+    presumption_weights: tuple[float, ...] = field(default=(), compare=False)
+    """Their weights (``Failure.presumption_weights``)."""
 
     def __post_init__(self) -> None:
         if not self.D_minus:
@@ -748,4 +790,5 @@ def build_dataset(
             for c in d_plus
         )
         presumed = tuple((dict(q), a) for q, a in fragment.presumed_safe)
-    return SynthesisData(tuple(d_minus), tuple(d_plus), tuple(q_safe), safe, contrast, presumed)
+    weights = fragment.presumption_weights if fragment is not None and since is not None else ()
+    return SynthesisData(tuple(d_minus), tuple(d_plus), tuple(q_safe), safe, contrast, presumed, tuple(weights))

@@ -520,6 +520,11 @@ class ObjectiveEvaluator:
         self._safe_steps = table.safe_steps
         self._counterfactuals = tuple(data.safe_counterfactuals)
         self._presumed = tuple(data.presumed_safe)
+        self._presumed_w = (
+            tuple(data.presumption_weights)
+            if len(data.presumption_weights) == len(self._presumed)
+            else (1.0,) * len(self._presumed)
+        )
         contrast = np.asarray(data.contrast, dtype=np.intp) if data.contrast else np.zeros(0, dtype=np.intp)
         w = self.weights
         self._contrast_cost = np.where(
@@ -623,13 +628,20 @@ class ObjectiveEvaluator:
             return bool(bits)
         return bool(self._cf_bits(rule.mask) & self._cf_bits(guard))
 
-    def _presumed_hits(self, rule: Rule) -> int:
-        """How many presumptions (``SynthesisData.presumed_safe``) the rule fires on (bit sets, cached per node)."""
+    def _presumed_hits(self, rule: Rule) -> float:
+        """The weighted count of presumptions (``SynthesisData.presumed_safe``) the rule fires on (bit sets, cached
+        per node)."""
         bits = self._bits(rule.mask, self._presumed, self._presumed_cache)
         guards = rule.guard.operands if isinstance(rule.guard, And) else (rule.guard,)
         for g in guards:
             bits &= self._bits(g, self._presumed, self._presumed_cache)
-        return bin(bits).count("1")
+        total, i = 0.0, 0
+        while bits:
+            if bits & 1:
+                total += self._presumed_w[i]
+            bits >>= 1
+            i += 1
+        return total
 
     def _bits(self, node: Guard | ActionMask, pairs, cache: dict) -> int:
         bits = cache.get(node)
