@@ -251,7 +251,8 @@ class ScarsAgent:
         self.merge_log: list[dict[str, Any]] = []
         self.failure_rules: set[str] = set()
         self._failure_events: dict[str, Event] = {}  # failure id -> its failure_observed event (the verdict)
-        self.accommodations = {"verdict": 0, "punishment": 0}
+        self.accommodations = {"verdict": 0, "punishment": 0, "label": 0}
+        self.labelled_failures = 0  # --verdicts state: labelled, unexecuted unsafe actions taken as failures
 
     # ---------------------------------------------------------------------------------- the Agent protocol
     def begin_episode(self, decision: Decision) -> None:
@@ -350,8 +351,35 @@ class ScarsAgent:
             )
         if reading.crossed and reading.trust is not None and reading.trust.counted_drop > 0:
             self._accommodate_punishment(feedback, reading)
+        if feedback.unsafe and feedback.chosen >= 0 and self.config.oracle == "none":
+            self._accommodate_labels(feedback, reading)
         self._poll()
         return reading
+
+    def _accommodate_labels(self, feedback: Feedback, reading: Reading) -> None:
+        """A state verifier that teaches (``--verdicts state``): a labelled unsafe action of a state the agent visited
+        is a verified failure (D⁻) though not executed. When no rule of the plane masks it there, it is recorded
+        (its own step in the history, chosen = the labelled action, its own failure id) and accommodation starts
+        from it as from a verdict — the label is the verifier's, so z_V for it is 1 and no threshold is waited for.
+        Its told rule is the action's kind and name (labels name no rule)."""
+        d = feedback.decision
+        executed = feedback.action
+        plane = self.store.plane
+        for a in feedback.unsafe or ():
+            if not a.is_control or a == executed or a not in d.actions:
+                continue
+            if plane.fired_rules(d.context, a, d.t):
+                continue  # already masked here: nothing new to learn
+            index = d.actions.index(a)
+            record = RecordedStep(d.context, d.actions, feedback.logits, index, True, d.episode, d.step)
+            self.history.append(record)
+            source = FailureSource(f"{self.card.id}|label:{a.text or a.name}", d.episode, d.step, "state_label")
+            failure = Failure(d.context, (a,), f"label:{a.kind}:{a.name}", source)
+            self.failures.append(failure)
+            event = self.store.record_failure(failure, d_t=reading.d, z=list(reading.z.as_tuple()))
+            self._failure_events[failure.id] = event
+            self.labelled_failures += 1
+            self._accommodate(record, failure, "label")
 
     def on_world_version(self, version: str, *, t: int) -> None:
         """Scope retirement (SPEC §5): scars valid only under another world version leave the control plane; the
@@ -440,7 +468,8 @@ class ScarsAgent:
             a = s.chosen_action
             if not s.violated and (a.kind, a.name) == key:
                 successes.append((s.context, a, s.step_id >= since))
-        return Experience(failures, tuple(met.values()), tuple(successes))
+        varied = frozenset(k for k, values in self._met.items() if len(values) >= 2)
+        return Experience(failures, tuple(met.values()), varied, tuple(successes))
 
     def _since(self, fragment: Failure) -> tuple[int, int] | None:
         """(episode, step) of the first verified failure of the fragment's rule (successes from then on are strong
@@ -534,7 +563,14 @@ class ScarsAgent:
         if self.config.search == "none":  # the storm-only control: no rule is ever proposed
             return _AtStep(_Done(None), latency, lambda: self.t, seed, None)
         since = self._since(fragment)
-        data = build_dataset(self.history, self._verifier, fragment, since=since)
+        steps = self.history
+        if since is not None:
+            # from experience, one synthesis answers for one told rule: the failures of other rules (of the same
+            # kind of action) are theirs to cover, and are left out of this one's D⁻
+            own = {(f.source.episode, f.source.step) for f in self.failures if f.theta == fragment.theta}
+            other = {(f.source.episode, f.source.step) for f in self.failures if f.theta != fragment.theta}
+            steps = [s for s in self.history if not (s.violated and s.step_id in other and s.step_id not in own)]
+        data = build_dataset(steps, self._verifier, fragment, since=since)
         # From experience, the new rule answers for every failure of its rule (the told rule id), not only the
         # newest: the scars learned on earlier failures of that rule are left out of S_t for the search, so a sibling
         # failure widens the rule (two mugs: mugs), and the merge then retires the narrower scars it replaces.
@@ -683,6 +719,8 @@ class ScarsAgent:
             "syntheses_admitted": sum(e["admitted"] for e in self.synthesis_log),
             "accommodations_by_verdict": self.accommodations["verdict"],
             "accommodations_by_punishment": self.accommodations["punishment"],
+            "accommodations_by_label": self.accommodations["label"],
+            "labelled_failures": self.labelled_failures,
             "synthesis_median_seconds": float(np.median(seconds)) if seconds else None,
             "synthesis_median_nodes": float(np.median(nodes)) if nodes else None,
             "merge_median_seconds": float(np.median([m["seconds"] for m in self.merge_log]))

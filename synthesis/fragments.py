@@ -103,8 +103,10 @@ def _perturbations(value: Value, alternatives: Sequence[Value]) -> list[Value]:
     if isinstance(value, bool):
         out.append(not value)
     elif isinstance(value, int | float):
-        # Both directions, small and large, so a threshold on either side of the value is crossed.
-        out.extend([value - 1, value + 1, value / 2, value * 2, 0, -abs(value) - 1, abs(value) * 10 + 10])
+        # Both directions, small and large, so a threshold on either side of the value is crossed. A change that
+        # equals the value is none (0 / 2 == 0 * 2 == 0): asking about it would answer for the failure itself.
+        generic = [value - 1, value + 1, value / 2, value * 2, 0, -abs(value) - 1, abs(value) * 10 + 10]
+        out.extend(v for v in generic if v != value)
     else:
         out.append(COUNTERFACTUAL_SENTINEL)
     return out
@@ -248,7 +250,12 @@ def extract_fragment(
         carriers = {
             k for k in undecided if isinstance(step.context[k], str) and _hashable(step.context[k]) in carried
         }
-        variables = variables - carriers
+        # a variable that never varied in the agent's experience separates nothing; it stays only when the verdict
+        # writes its name with its value ("… in world version 0"): then the rule is tied to that value (its scope)
+        constant = {k for k in undecided if k not in experience.varied}
+        variables = (variables - carriers - constant) | (
+            constant & stated_with_value(step.context, verdict_text)
+        )
         if verdict_text and any(_is_number(failed.arg(n)) for n in args):
             quantities = frozenset(quantities_named_in_text(step.context, verdict_text) & undecided)
         presumed, presumed_weights = presumptions(step.context, failed, verifier, experience, classes or {})
@@ -305,6 +312,8 @@ class Experience:
 
     failures: tuple[tuple[Mapping[str, Value], Action], ...] = ()
     met: tuple[Action, ...] = ()
+    varied: frozenset[str] = frozenset()
+    """The context variables the agent has met with more than one value."""
     successes: tuple[tuple[Mapping[str, Value], Action, bool], ...] = ()
     """(context, action, strong) of executed successes of the failed action's kind and name; strong = recorded at or
     after the first verified failure of the rule (the rule was in force)."""
@@ -500,6 +509,21 @@ def named_in_text(values: Mapping[str, Value], text: str) -> frozenset[str]:
     return frozenset(
         k for k in named if not any(t != texts.get(k) and texts.get(k, "\0") in t for t in texts.values())
     )
+
+
+def stated_with_value(values: Mapping[str, Value], text: str) -> frozenset[str]:
+    """The keys of ``values`` a text writes by their own name together with their value, through the world's
+    vocabulary (its variable names), not phrases: ``world_version`` 0 in "… in world version 0" (spaces,
+    underscores and case ignored; the last segment of a dotted name)."""
+    squashed = _squash(text)
+    out = set()
+    for key, value in values.items():
+        short = _squash(key.rsplit(".", 1)[-1])
+        if len(short) >= 4 and short in squashed and not isinstance(value, bool):
+            v = _squash(str(value))
+            if v and (short + v) in squashed:
+                out.add(key)
+    return frozenset(out)
 
 
 def stated_in_text(
