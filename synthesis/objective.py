@@ -85,7 +85,7 @@ class ObjectiveWeights:
     (``Failure.presumed_safe``) that the candidate would block. Absolute, not a mean like L_succ: the contrast
     set is the handful of executions of this one verb, which a mean over every success of the run would dilute.
     A strong success costs more than a predicate (C ≈ 5 per equality), so a rule keeps the condition that spares
-    it; a presumption costs a little more than a predicate, so it narrows a first rule but gives way to the
+    it; a presumption costs as much as a strong success (12), so it narrows a first rule but gives way to the
     generalisation the failures support (``synthesis.fragments.presumptions``); a weak success costs less than
     a predicate, so one stale success does not buy an incidental condition, several do.
     width: with the contrast, a tie-break below one predicate's cost: ``width`` × the share of every recorded
@@ -103,7 +103,7 @@ class ObjectiveWeights:
     soft_bias: float = -5.0
     contrast_strong: float = 12.0
     contrast_weak: float = 2.0
-    presumption: float = 6.0
+    presumption: float = 12.0
     width: float = 1.0
 
     def __post_init__(self) -> None:
