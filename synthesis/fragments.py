@@ -324,6 +324,28 @@ WEAK_TRANSPLANT = 0.2
 that success: stale evidence that the context mattered)."""
 
 
+def _group(name: str) -> str:
+    """The argument group of an argument name: its first ``_``-separated word (``recep`` and ``recep_type`` are one
+    receptacle, ``obj`` and ``obj_type`` one object, the ``is_*`` flags one state)."""
+    return name.split("_", 1)[0]
+
+
+def _neighbours(action: Action, met: Sequence[Action]) -> list[Action]:
+    """The met actions of ``action``'s kind and name (newest first), then the *recombinations*: ``action`` with one
+    argument group taken from a met action ("clean pan 1 with sinkbasin 2" from a met "clean mug 1 with sinkbasin
+    2") — the neighbours the agent could reach by changing one thing, which it has not necessarily met."""
+    same = [b for b in reversed(met) if (b.kind, b.name) == (action.kind, action.name)]
+    out = list(same)
+    mine = dict(action.args)
+    for b in same:
+        theirs = dict(b.args)
+        for group in sorted({_group(k) for k in theirs if theirs.get(k) != mine.get(k)}):
+            args = {k: v for k, v in mine.items() if _group(k) != group}
+            args |= {k: v for k, v in theirs.items() if _group(k) == group}
+            out.append(Action(action.kind, action.name, tuple(sorted(args.items())), action.text))
+    return out
+
+
 def presumptions(
     context: Mapping[str, Value],
     action: Action,
@@ -343,10 +365,11 @@ def presumptions(
     "clean mug 3" is no longer presumed safe (the rule widens to mugs), and after a mug and a plate, a bowl is not
     (the class is the cheapest rule consistent with D⁺ and D⁻), but an apple still is.
 
-    The failed action *transplanted* into the context of each executed success of its kind (``Experience.successes``)
-    is presumed safe too: "open drawer 2" succeeded with empty hands, so "open drawer 1" with empty hands is presumed
-    safe — a rule then keeps the context condition that spares those contexts (``held_type != "none"``) rather than
-    forbidding the action everywhere. A transplant from a weak success carries :data:`WEAK_TRANSPLANT` of the cost.
+    The failed action *transplanted* into the context of each executed success of the same action (same string
+    arguments; ``Experience.successes``) is presumed safe too: "open drawer 1" succeeded with empty hands, so the
+    rule keeps the context condition that spares those contexts (``held_type != "none"``) rather than forbidding the
+    action everywhere. Neighbours (:func:`_neighbours`) include recombinations of the failed action with one argument
+    group of a met action, so a receptacle the agent used for other objects keeps a first rule on that receptacle. A transplant from a weak success carries :data:`WEAK_TRANSPLANT` of the cost.
     Returns (presumptions, their weights)."""
     key = (action.kind, action.name)
     failing: dict[str, set] = {}
@@ -376,7 +399,7 @@ def presumptions(
     out: list[tuple[Mapping[str, Value], Action]] = []
     seen_actions: set[tuple] = set()
     frozen = freeze_context(context)
-    for other in reversed(experience.met):
+    for other in _neighbours(action, experience.met):
         if (other.kind, other.name) != key or other.args == action.args or other.args in seen_actions:
             continue
         if identity(other) in failed_identities:
@@ -395,7 +418,10 @@ def presumptions(
             break
     weights = [1.0] * len(out)
     transplanted: dict[tuple, int] = {}
-    for q, _, strong in experience.successes:
+    mine = identity(action)
+    for q, done, strong in experience.successes:
+        if identity(done) != mine:
+            continue  # only the same action, executed safely elsewhere, says that the context made it safe
         changed = dict(q)
         situation = tuple(sorted((k, _hashable(v)) for k, v in changed.items() if isinstance(v, str | bool)))
         if situation in transplanted:
