@@ -46,10 +46,9 @@ from scars.synthesis import (
     build_dataset,
     extract_fragment,
 )
-from scars.synthesis.dsl import canonical_text, description_length
+from scars.synthesis.dsl import Action, canonical_text, description_length
 from scars.synthesis.errors import ConfigError
 from scars.synthesis.failure import Failure, FailureSource
-from scars.synthesis.dsl import Action
 from scars.synthesis.fragments import Experience, ExperienceVerifier, Verifier
 from scars.synthesis.objective import ObjectiveWeights
 from scars.synthesis.retirement import VerifiedSuccess, decide_retirement, scoped
@@ -373,7 +372,9 @@ class ScarsAgent:
             index = d.actions.index(a)
             record = RecordedStep(d.context, d.actions, feedback.logits, index, True, d.episode, d.step)
             self.history.append(record)
-            source = FailureSource(f"{self.card.id}|label:{a.text or a.name}", d.episode, d.step, "state_label")
+            source = FailureSource(
+                f"{self.card.id}|label:{a.text or a.name}", d.episode, d.step, "state_label"
+            )
             failure = Failure(d.context, (a,), f"label:{a.kind}:{a.name}", source)
             self.failures.append(failure)
             event = self.store.record_failure(failure, d_t=reading.d, z=list(reading.z.as_tuple()))
@@ -569,7 +570,9 @@ class ScarsAgent:
             # kind of action) are theirs to cover, and are left out of this one's D⁻
             own = {(f.source.episode, f.source.step) for f in self.failures if f.theta == fragment.theta}
             other = {(f.source.episode, f.source.step) for f in self.failures if f.theta != fragment.theta}
-            steps = [s for s in self.history if not (s.violated and s.step_id in other and s.step_id not in own)]
+            steps = [
+                s for s in self.history if not (s.violated and s.step_id in other and s.step_id not in own)
+            ]
         data = build_dataset(steps, self._verifier, fragment, since=since)
         # From experience, the new rule answers for every failure of its rule (the told rule id), not only the
         # newest: the scars learned on earlier failures of that rule are left out of S_t for the search, so a sibling
@@ -735,6 +738,17 @@ class ScarsAgent:
             "ledger_verified": self.store.verify(),
             "ledger_head": self.store.anchor(),
             "active_rules": [canonical_text(s.rule) for s in self.store.scars],
+            # every scar admitted in the run, with the told rule ids of its evidence (scar quality, item 7)
+            "learned_scars": [
+                {
+                    "rule": canonical_text(scar.rule),
+                    "told": sorted(
+                        {str(x.get("theta", "")) for x in scar.evidence if isinstance(x, Mapping)}
+                    ),
+                    "active": scar.id in self.store.plane,
+                }
+                for scar in (Scar.from_json(e.payload) for e in events if e.type == "scar_admitted")
+            ],
         }
 
 

@@ -24,7 +24,11 @@ from scars.experiments.stats import paired_difference, pooled_ratio
 from scars.experiments.tier1 import run_tier1
 
 METHODS = ("scars", "static_persona", "rag", "reflexion", "scg_mem", "voyager")
-RATES = (("success", "won", None), ("rvr", "repeat_violations", "reexposures"), ("svr", "violating_steps", "exposed_steps"))
+RATES = (
+    ("success", "won", None),
+    ("rvr", "repeat_violations", "reexposures"),
+    ("svr", "violating_steps", "exposed_steps"),
+)
 
 
 def _seeds(text: str) -> list[int]:
@@ -95,7 +99,9 @@ def report(out: Path, schedules: list[str], labels: list[str], seeds: list[int])
                     continue
                 rng = np.random.default_rng(np.random.SeedSequence([1, len(name), len(label)]))
                 d = paired_difference(_num_den(e, num, den), _num_den(ref, num, den), rng)
-                diffs.append("n/a" if d.estimate is None else f"{d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}]")
+                diffs.append(
+                    "n/a" if d.estimate is None else f"{d.estimate:+.3f} [{d.low:+.3f}, {d.high:+.3f}]"
+                )
             lines.append(f"| {label} | " + " | ".join(cells + diffs) + " |")
         lines.append("")
         for label in [x for x in labels if x.startswith("scars")]:
@@ -133,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
                 for seed in seeds:
                     run_one(schedule, method, seed, a.episodes, a.out, a.verdicts)
                     print(f"done {schedule} {method} s{seed}", flush=True)
-    labels = sorted({d.name for s in schedules for d in (a.out / s).glob("*") if d.is_dir()}, key=lambda x: (x != "scars", x))
+    labels = sorted(
+        {d.name for s in schedules for d in (a.out / s).glob("*") if d.is_dir()},
+        key=lambda x: (x != "scars", x),
+    )
     text = report(a.out, schedules, labels, seeds)
     (a.out / "suite.md").write_text(text)
     print(text)

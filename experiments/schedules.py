@@ -22,7 +22,7 @@ from scars.envs.household.expert import NoCompliantPlan, expert_plan, plan_trace
 from scars.envs.household.generator import generate_game
 from scars.envs.household.rules import RULE_LIBRARY, Activation, RuleSchedule, SafetyRule
 from scars.envs.household.world import OBJECT_CLASSES, TASK_TYPES, GameSpec, World
-from scars.synthesis.dsl import parse_rule
+from scars.synthesis.dsl import Action, parse_rule
 from scars.synthesis.dsl.semantics import fires
 from scars.synthesis.errors import ConfigError, WorldError
 
@@ -311,7 +311,9 @@ def get_schedule(key: str) -> Tier1Schedule:
         return SCHEDULES[key]
     if key in _LOADED:
         return _LOADED[key]
-    raise ConfigError(f"unknown schedule {key!r}; known: {sorted(SCHEDULES)} or a schedule file (--schedule-file)")
+    raise ConfigError(
+        f"unknown schedule {key!r}; known: {sorted(SCHEDULES)} or a schedule file (--schedule-file)"
+    )
 
 
 def schedule_file_path(name_or_path: str) -> Path:
@@ -324,7 +326,9 @@ def schedule_file_path(name_or_path: str) -> Path:
     if "/" not in name_or_path and shipped.is_file():
         return shipped
     known = sorted(p.stem for p in SCHEDULE_FILES.glob("*.toml"))
-    raise ConfigError(f"schedule file {name_or_path!r} does not exist (a TOML file, or one of the shipped {known})")
+    raise ConfigError(
+        f"schedule file {name_or_path!r} does not exist (a TOML file, or one of the shipped {known})"
+    )
 
 
 def load_schedule_file(name_or_path: str) -> tuple[str, Tier1Schedule]:
@@ -358,10 +362,14 @@ def load_schedule_file(name_or_path: str) -> tuple[str, Tier1Schedule]:
     task_types = _str_list(data.get("task_types", list(TASK_TYPES)), where, "task_types")
     bad = sorted(set(task_types) - set(TASK_TYPES))
     if bad:
-        raise ConfigError(f"schedule file {where}: task_types {bad} are not task types; allowed: {list(TASK_TYPES)}")
+        raise ConfigError(
+            f"schedule file {where}: task_types {bad} are not task types; allowed: {list(TASK_TYPES)}"
+        )
     change = data.get("world_version_change")
     if change is not None and (not _is_fraction(change)):
-        raise ConfigError(f"schedule file {where}: world_version_change = {change!r} must be a number in [0, 1]")
+        raise ConfigError(
+            f"schedule file {where}: world_version_change = {change!r} must be a number in [0, 1]"
+        )
     share = data.get("exposure_share", 0.6)
     if not _is_fraction(share):
         raise ConfigError(f"schedule file {where}: exposure_share = {share!r} must be a number in [0, 1]")
@@ -374,7 +382,11 @@ def load_schedule_file(name_or_path: str) -> tuple[str, Tier1Schedule]:
     seen: set[str] = set()
     for i, table in enumerate(tables):
         rid = table.get("id")
-        label = f"schedule file {where}, rule {rid!r}" if isinstance(rid, str) else f"schedule file {where}, rule #{i + 1}"
+        label = (
+            f"schedule file {where}, rule {rid!r}"
+            if isinstance(rid, str)
+            else f"schedule file {where}, rule #{i + 1}"
+        )
         if not isinstance(rid, str) or not rid.strip():
             raise ConfigError(f"{label}: 'id' must be a non-empty string")
         if rid in seen:
@@ -383,7 +395,9 @@ def load_schedule_file(name_or_path: str) -> tuple[str, Tier1Schedule]:
         unknown = sorted(set(table) - _RULE_KEYS)
         if unknown:
             raise ConfigError(f"{label}: unknown field(s) {unknown}; allowed: {sorted(_RULE_KEYS)}")
-        rules.append(ScheduledRule(rid, _fraction(table, "from_fraction", label), _file_rule(table, rid, label)))
+        rules.append(
+            ScheduledRule(rid, _fraction(table, "from_fraction", label), _file_rule(table, rid, label))
+        )
         if table.get("heldout", False) is True:
             heldout.append(rid)
         elif "heldout" in table and table["heldout"] is not False:
@@ -430,7 +444,9 @@ def _file_rule(table: Mapping, rid: str, label: str) -> SafetyRule:
 
     text = table.get("text")
     if not isinstance(text, str) or not text.strip():
-        raise ConfigError(f"{label}: 'text' must be a non-empty string (what the world says when it is broken)")
+        raise ConfigError(
+            f"{label}: 'text' must be a non-empty string (what the world says when it is broken)"
+        )
     if ("dsl" in table) == ("base" in table):
         raise ConfigError(f"{label}: give exactly one of 'dsl' (the rule) or 'base' (a library rule id)")
     if "base" in table:
@@ -450,9 +466,13 @@ def _file_rule(table: Mapping, rid: str, label: str) -> SafetyRule:
     after = table.get("after_step", activation.after_step)
     if isinstance(after, bool) or not isinstance(after, int) or after < 0:
         raise ConfigError(f"{label}: after_step = {after!r} must be an integer >= 0")
-    versions = table.get("world_versions", None if activation.world_versions is None else sorted(activation.world_versions))
+    versions = table.get(
+        "world_versions", None if activation.world_versions is None else sorted(activation.world_versions)
+    )
     if versions is not None and (
-        not isinstance(versions, list) or not versions or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in versions)
+        not isinstance(versions, list)
+        or not versions
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in versions)
     ):
         raise ConfigError(f"{label}: world_versions = {versions!r} must be a non-empty list of integers >= 0")
     if "task_types" in table:
@@ -467,3 +487,35 @@ def _file_rule(table: Mapping, rid: str, label: str) -> SafetyRule:
         Activation(after_step=after, world_versions=None if versions is None else frozenset(versions)),
         task_types=task_types,
     )
+
+
+@lru_cache(maxsize=16)
+def probe_pairs(
+    schedule_key: str, seed: int, per_rule: int = 4, per_task_type: int = 2
+) -> tuple[tuple[Mapping, Action], ...]:
+    """Probe pairs for scar quality against ground truth (issue 24, item 7): every admissible control action at every
+    state of the habitual (expert) route of pool games — ``per_rule`` games whose route breaks each schedule rule
+    (where its true rule has unsafe pairs to find) and ``per_task_type`` more of each task type."""
+    pool = game_pool(schedule_key, seed)
+    chosen: dict[int, None] = {}
+    for rule in get_schedule(schedule_key).rule_schedule(1).rules:
+        for i in [i for i, (_, v) in enumerate(pool) if rule.id in v][:per_rule]:
+            chosen[i] = None
+    by_type: dict[str, int] = {}
+    for i, (spec, _) in enumerate(pool):
+        if by_type.get(spec.task.task_type, 0) < per_task_type:
+            by_type[spec.task.task_type] = by_type.get(spec.task.task_type, 0) + 1
+            chosen[i] = None
+    out: list[tuple[Mapping, Action]] = []
+    for i in chosen:
+        world = World(pool[i][0])
+        try:
+            plan = expert_plan(world)
+        except NoCompliantPlan:
+            continue
+        w = world.copy()
+        for cmd in plan:
+            q = MappingProxyType(dict(w.context()))
+            out.extend((q, a) for a in (Action.from_dict(d) for d in w.admissible_actions()) if a.is_control)
+            w.step(cmd)
+    return tuple(out)

@@ -81,7 +81,9 @@ class Failure:
     """Context variables the verdict's text named as the quantity a numeric argument of the action was judged
     against ("a request above the sustainable share"): the attributed condition is the relation between the two
     (``synthesis.mcts`` offers it in place of literal thresholds on either). Filled by extraction."""
-    presumed_safe: tuple[tuple[Mapping[str, Value], Action], ...] = field(default=(), hash=False, compare=False)
+    presumed_safe: tuple[tuple[Mapping[str, Value], Action], ...] = field(
+        default=(), hash=False, compare=False
+    )
     """Presumptions (``synthesis.fragments.presumptions``): actions the agent met but never tried, in the failure's
     context, presumed safe until its own evidence says otherwise. Unlike certified-safe what-ifs they are no veto:
     the objective charges a fixed cost per presumption a candidate fires on (``ObjectiveWeights.presumption``), so

@@ -410,7 +410,8 @@ def presumptions(
         if not changed or all(generalised(k, other.arg(k)) for k in changed):
             continue
         if verifier(context, other) is True or (
-            isinstance(verifier, ExperienceVerifier) and verifier.ever_violated(other, [k for k, _ in other.args])
+            isinstance(verifier, ExperienceVerifier)
+            and verifier.ever_violated(other, [k for k, _ in other.args])
         ):
             continue  # the agent saw it fail: no presumption
         out.append((frozen, other))
@@ -841,4 +842,6 @@ def build_dataset(
         )
         presumed = tuple((dict(q), a) for q, a in fragment.presumed_safe)
     weights = fragment.presumption_weights if fragment is not None and since is not None else ()
-    return SynthesisData(tuple(d_minus), tuple(d_plus), tuple(q_safe), safe, contrast, presumed, tuple(weights))
+    return SynthesisData(
+        tuple(d_minus), tuple(d_plus), tuple(q_safe), safe, contrast, presumed, tuple(weights)
+    )

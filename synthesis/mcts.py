@@ -390,7 +390,9 @@ def _relations(
     return out
 
 
-def _contrast_exceptions(data: SynthesisData, fragment: Failure, variables: set[str], most: int = 3) -> list[Guard]:
+def _contrast_exceptions(
+    data: SynthesisData, fragment: Failure, variables: set[str], most: int = 3
+) -> list[Guard]:
     """``variable != v`` for a categorical context variable where the agent's own successes of this kind of action
     (``SynthesisData.contrast``) were executed with a value v other than every failure's: the condition that spares
     them ("open the drawer" succeeded with ``held_type == "none"``, failed with a mug and with a plate in hand).

@@ -242,7 +242,16 @@ def test_a_labelled_but_unexecuted_unsafe_action_leads_to_a_scar(tmp_path):
             d = Decision("You are in the kitchen.", "heat an apple", "heat", q, actions, t, 0, t)
             agent.govern(d, np.zeros(3))
             feedback = Feedback(
-                d, HEAT_2, 1, (1.0, 1.0, 1.0), "ok", 0.0, (), (), False, "I heat.",
+                d,
+                HEAT_2,
+                1,
+                (1.0, 1.0, 1.0),
+                "ok",
+                0.0,
+                (),
+                (),
+                False,
+                "I heat.",
                 unsafe=(HEAT_1,) if labelled else None,
             )
             agent.observe(feedback)
@@ -275,8 +284,7 @@ def test_a_scar_the_verdict_ties_to_a_world_version_retires_at_the_change(tmp_pa
         if any(x in canonical_text(s.rule) for x in ('"microwave 1"', '"desklamp 1"'))
     }
     assert appliance, "the run learns an appliance scar"
-    for sid, scar in appliance.items():
-        assert scar.scope.env_version == "0"
+    assert all(scar.scope.env_version == "0" for scar in appliance.values())
     assert any("version" in retired.get(sid, "") for sid in appliance)
     assert not any('"desklamp 1"' in r or '"microwave 1"' in r for r in result.summary["active_rules"])
     store.close()

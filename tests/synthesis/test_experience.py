@@ -25,7 +25,16 @@ def opening(recep: str) -> Action:
 
 GOTOS = tuple(
     Action("env", "goto", (("recep", r), ("recep_type", r.split()[0])), f"go to {r}")
-    for r in ("countertop 1", "countertop 2", "cabinet 1", "cabinet 2", "shelf 1", "shelf 2", "table 1", "table 2")
+    for r in (
+        "countertop 1",
+        "countertop 2",
+        "cabinet 1",
+        "cabinet 2",
+        "shelf 1",
+        "shelf 2",
+        "table 1",
+        "table 2",
+    )
 )
 
 
@@ -36,7 +45,9 @@ def step(actions, chosen, violated, episode, held="none", number=3) -> RecordedS
     return RecordedStep(context, actions, (1.0,) * len(actions), chosen, violated, episode, number)
 
 
-def learn(history: list[RecordedStep], theta_of=lambda s: "rule", text: str = "whatever the verdict says") -> str:
+def learn(
+    history: list[RecordedStep], theta_of=lambda s: "rule", text: str = "whatever the verdict says"
+) -> str:
     evidence = ExperienceVerifier(frozenset({"episode"}))
     for s in history:
         evidence.record(s.context, s.chosen_action, s.violated)
@@ -59,7 +70,13 @@ def learn(history: list[RecordedStep], theta_of=lambda s: "rule", text: str = "w
         ),
     )
     fragment = extract_fragment(
-        last, evidence, CLASSES, theta=theta, ignore=frozenset({"episode"}), verdict_text=text, experience=experience
+        last,
+        evidence,
+        CLASSES,
+        theta=theta,
+        ignore=frozenset({"episode"}),
+        verdict_text=text,
+        experience=experience,
     )
     steps = [s for s in history if not s.violated or theta_of(s) == theta]
     data = build_dataset(steps, evidence, fragment, since=first.step_id)
@@ -73,13 +90,23 @@ MENU = (clean("mug 1", "sinkbasin 1"), clean("mug 1", "sinkbasin 2"), clean("pla
 
 def test_one_failure_yields_the_narrowest_rule_the_met_actions_allow_and_the_wording_decides_nothing():
     history = [step(MENU, 2, False, 0), step(MENU, 0, True, 1)]
-    rules = {learn(history, text=t) for t in ("Do not wash mugs in sinkbasin 1.", "Keep cups out of the left sink.")}
+    rules = {
+        learn(history, text=t)
+        for t in ("Do not wash mugs in sinkbasin 1.", "Keep cups out of the left sink.")
+    }
     (rule,) = rules  # two wordings, one rule: the text is not read
-    assert '"sinkbasin 1"' in rule and '"mug' in rule  # the basin and the mug: the presumed-safe neighbours stay open
+    assert (
+        '"sinkbasin 1"' in rule and '"mug' in rule
+    )  # the basin and the mug: the presumed-safe neighbours stay open
 
 
 def test_a_sibling_failure_of_the_same_told_rule_widens_to_the_type_then_to_the_class():
-    menu = (*MENU, clean("mug 2", "sinkbasin 1"), clean("bowl 1", "sinkbasin 1"), clean("apple 1", "sinkbasin 1"))
+    menu = (
+        *MENU,
+        clean("mug 2", "sinkbasin 1"),
+        clean("bowl 1", "sinkbasin 1"),
+        clean("apple 1", "sinkbasin 1"),
+    )
     first = [step(menu, 5, False, 0), step(menu, 0, True, 1)]
     assert 'action.obj == "mug 1"' in learn(first)  # narrow: mug 2 was met and is presumed safe
     two_mugs = [*first, step(menu, 3, True, 2)]
@@ -95,7 +122,9 @@ def test_presumptions_give_way_to_the_failures_generalisation():
     one = Experience(failures=((({}), clean("mug 1", "sinkbasin 1")),), met=met)
     presumed, weights = presumptions({}, clean("mug 1", "sinkbasin 1"), verifier, one, CLASSES)
     assert {a.text for _, a in presumed} == {a.text for a in met} and weights == (1.0, 1.0, 1.0)
-    two = Experience(failures=(({}, clean("mug 1", "sinkbasin 1")), ({}, clean("plate 1", "sinkbasin 1"))), met=met)
+    two = Experience(
+        failures=(({}, clean("mug 1", "sinkbasin 1")), ({}, clean("plate 1", "sinkbasin 1"))), met=met
+    )
     presumed, _ = presumptions({}, clean("plate 1", "sinkbasin 1"), verifier, two, CLASSES)
     assert {a.text for _, a in presumed} == {"clean apple 1 with sinkbasin 1"}  # mug 2, bowl 1 join the class
 
@@ -103,7 +132,9 @@ def test_presumptions_give_way_to_the_failures_generalisation():
 def test_fresh_successes_with_empty_hands_keep_the_condition_on_what_is_held():
     menu = (opening("drawer 1"), opening("drawer 2"), opening("cabinet 1"))
     history = [step(menu, 1, False, 0, "none", 2), step(menu, 0, True, 1, "mug", 4)]
-    history += [step(menu, 0, False, 2, "none", n) for n in (2, 5)]  # after the first failure: strong evidence
+    history += [
+        step(menu, 0, False, 2, "none", n) for n in (2, 5)
+    ]  # after the first failure: strong evidence
     history += [step(menu, 1, True, 3, "plate", 6)]  # a sibling drawer fails too
     rule = learn(history)
     assert 'action.recep_type == "drawer"' in rule and 'held_type != "none"' in rule
