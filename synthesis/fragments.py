@@ -319,7 +319,7 @@ class Experience:
     after the first verified failure of the rule (the rule was in force)."""
 
 
-WEAK_TRANSPLANT = 0.2
+WEAK_TRANSPLANT = 0.5
 """The share of a presumption's cost a transplant from a *weak* success carries (the rule may have switched on since
 that success: stale evidence that the context mattered)."""
 
