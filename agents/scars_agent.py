@@ -475,8 +475,8 @@ class ScarsAgent:
     def _since(self, fragment: Failure) -> tuple[int, int] | None:
         """(episode, step) of the first verified failure of the fragment's rule (successes from then on are strong
         evidence; earlier ones weak: the rule may have switched on in between). None with the oracle."""
-        if self.config.oracle != "none":
-            return None
+        if self.config.oracle != "none" or fragment.source.verifier_id.startswith("punished_by:"):
+            return None  # a punishment names no rule: its failures are not grouped by a told rule
         for f in self.failures:
             if f.theta == fragment.theta:
                 return (f.source.episode, f.source.step)
@@ -570,9 +570,14 @@ class ScarsAgent:
             # kind of action) are theirs to cover, and are left out of this one's D⁻
             own = {(f.source.episode, f.source.step) for f in self.failures if f.theta == fragment.theta}
             other = {(f.source.episode, f.source.step) for f in self.failures if f.theta != fragment.theta}
-            steps = [
+            mine = [
                 s for s in self.history if not (s.violated and s.step_id in other and s.step_id not in own)
             ]
+            keys = {(a.kind, a.name) for a in fragment.F}
+            # a punished step is recorded at the punishment's step: when the filter leaves this rule no failure of
+            # its own, the whole history stands (the failure is then the punished action's, as before)
+            if any(s.violated and (s.chosen_action.kind, s.chosen_action.name) in keys for s in mine):
+                steps = mine
         data = build_dataset(steps, self._verifier, fragment, since=since)
         # From experience, the new rule answers for every failure of its rule (the told rule id), not only the
         # newest: the scars learned on earlier failures of that rule are left out of S_t for the search, so a sibling
