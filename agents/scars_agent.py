@@ -475,8 +475,12 @@ class ScarsAgent:
     def _since(self, fragment: Failure) -> tuple[int, int] | None:
         """(episode, step) of the first verified failure of the fragment's rule (successes from then on are strong
         evidence; earlier ones weak: the rule may have switched on in between). None with the oracle."""
-        if self.config.oracle != "none" or fragment.source.verifier_id.startswith("punished_by:"):
-            return None  # a punishment names no rule: its failures are not grouped by a told rule
+        if (
+            self.config.oracle != "none"
+            or fragment.source.verifier_id.startswith("punished_by:")
+            or fragment.quantities
+        ):
+            return None  # a punishment names no rule; a named quantity is attributed by its relation
         for f in self.failures:
             if f.theta == fragment.theta:
                 return (f.source.episode, f.source.step)

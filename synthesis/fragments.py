@@ -244,6 +244,12 @@ def extract_fragment(
     stated: dict[str, Value] = {}
     presumed: tuple[tuple[Mapping[str, Value], Action], ...] = ()
     presumed_weights: tuple[float, ...] = ()
+    if experience is not None and verdict_text and any(_is_number(failed.arg(n)) for n in args):
+        undecided = {n for n in variables if _unknown_changes(step.context, failed, verifier, n)}
+        if quantities_named_in_text(step.context, verdict_text) & undecided:
+            # the verdict names, by the world's own variable name, the quantity a numeric argument was judged
+            # against (tier 2's norm): that relation is the attribution, read as before
+            experience = None
     if experience is not None:
         undecided = {n for n in variables if _unknown_changes(step.context, failed, verifier, n)}
         carried = {_hashable(v) for _, v in failed.args if isinstance(v, str)}
