@@ -46,10 +46,10 @@ from scars.synthesis import (
     build_dataset,
     extract_fragment,
 )
-from scars.synthesis.dsl import canonical_text, description_length
+from scars.synthesis.dsl import Action, canonical_text, description_length
 from scars.synthesis.errors import ConfigError
 from scars.synthesis.failure import Failure, FailureSource
-from scars.synthesis.fragments import ExperienceVerifier, Verifier
+from scars.synthesis.fragments import Experience, ExperienceVerifier, Verifier
 from scars.synthesis.objective import ObjectiveWeights
 from scars.synthesis.retirement import VerifiedSuccess, decide_retirement, scoped
 
@@ -250,7 +250,8 @@ class ScarsAgent:
         self.merge_log: list[dict[str, Any]] = []
         self.failure_rules: set[str] = set()
         self._failure_events: dict[str, Event] = {}  # failure id -> its failure_observed event (the verdict)
-        self.accommodations = {"verdict": 0, "punishment": 0}
+        self.accommodations = {"verdict": 0, "punishment": 0, "label": 0}
+        self.labelled_failures = 0  # --verdicts state: labelled, unexecuted unsafe actions taken as failures
 
     # ---------------------------------------------------------------------------------- the Agent protocol
     def begin_episode(self, decision: Decision) -> None:
@@ -349,8 +350,37 @@ class ScarsAgent:
             )
         if reading.crossed and reading.trust is not None and reading.trust.counted_drop > 0:
             self._accommodate_punishment(feedback, reading)
+        if feedback.unsafe and feedback.chosen >= 0 and self.config.oracle == "none":
+            self._accommodate_labels(feedback, reading)
         self._poll()
         return reading
+
+    def _accommodate_labels(self, feedback: Feedback, reading: Reading) -> None:
+        """A state verifier that teaches (``--verdicts state``): a labelled unsafe action of a state the agent visited
+        is a verified failure (D⁻) though not executed. When no rule of the plane masks it there, it is recorded
+        (its own step in the history, chosen = the labelled action, its own failure id) and accommodation starts
+        from it as from a verdict — the label is the verifier's, so z_V for it is 1 and no threshold is waited for.
+        Its told rule is the action's kind and name (labels name no rule)."""
+        d = feedback.decision
+        executed = feedback.action
+        plane = self.store.plane
+        for a in feedback.unsafe or ():
+            if not a.is_control or a == executed or a not in d.actions:
+                continue
+            if plane.fired_rules(d.context, a, d.t):
+                continue  # already masked here: nothing new to learn
+            index = d.actions.index(a)
+            record = RecordedStep(d.context, d.actions, feedback.logits, index, True, d.episode, d.step)
+            self.history.append(record)
+            source = FailureSource(
+                f"{self.card.id}|label:{a.text or a.name}", d.episode, d.step, "state_label"
+            )
+            failure = Failure(d.context, (a,), f"label:{a.kind}:{a.name}", source)
+            self.failures.append(failure)
+            event = self.store.record_failure(failure, d_t=reading.d, z=list(reading.z.as_tuple()))
+            self._failure_events[failure.id] = event
+            self.labelled_failures += 1
+            self._accommodate(record, failure, "label")
 
     def on_world_version(self, version: str, *, t: int) -> None:
         """Scope retirement (SPEC §5): scars valid only under another world version leave the control plane; the
@@ -414,7 +444,7 @@ class ScarsAgent:
                 source=failure.source,
                 ignore=frozenset(self.card.bookkeeping),
                 verdict_text=verdict_text,
-                glossary=self.card.glossary,
+                experience=self._experience(record, failure) if self.config.oracle == "none" else None,
             )
         except FragmentError:
             return
@@ -422,6 +452,39 @@ class ScarsAgent:
         self.accommodations[trigger] += 1
         decision = self.storm.on_disequilibrium(self.t, fragment, context=record.context)
         self._carry_out(decision.requests)
+
+    def _experience(self, record: RecordedStep, failure: Failure) -> Experience:
+        """What the agent executed and met, for attribution from experience (``synthesis.fragments.Experience``):
+        the failures of the same told rule, the admissible control actions of its recorded steps, and its executed
+        successes of the failed action's kind, strong from the rule's first verified failure on."""
+        failures = tuple((f.q, f.action) for f in self.failures if f.theta == failure.theta)
+        key = (failure.action.kind, failure.action.name)
+        since = self._since(failure) or (failure.source.episode, failure.source.step)
+        met: dict[tuple, Action] = {}
+        successes = []
+        for s in self.history:
+            for a in s.actions:
+                if a.is_control:
+                    met.setdefault((a.kind, a.name, a.args), a)
+            a = s.chosen_action
+            if not s.violated and (a.kind, a.name) == key:
+                successes.append((s.context, a, s.step_id >= since))
+        varied = frozenset(k for k, values in self._met.items() if len(values) >= 2)
+        return Experience(failures, tuple(met.values()), varied, tuple(successes))
+
+    def _since(self, fragment: Failure) -> tuple[int, int] | None:
+        """(episode, step) of the first verified failure of the fragment's rule (successes from then on are strong
+        evidence; earlier ones weak: the rule may have switched on in between). None with the oracle."""
+        if (
+            self.config.oracle != "none"
+            or fragment.source.verifier_id.startswith("punished_by:")
+            or fragment.quantities
+        ):
+            return None  # a punishment names no rule; a named quantity is attributed by its relation
+        for f in self.failures:
+            if f.theta == fragment.theta:
+                return (f.source.episode, f.source.step)
+        return (fragment.source.episode, fragment.source.step)
 
     def _owe(self, fragment: Failure) -> None:
         """The merge owes coverage of the failure as attributed (the fragment a scar's evidence carries and Prop. 1
@@ -504,8 +567,30 @@ class ScarsAgent:
         latency = self.t + self.config.synthesis_latency_steps
         if self.config.search == "none":  # the storm-only control: no rule is ever proposed
             return _AtStep(_Done(None), latency, lambda: self.t, seed, None)
-        data = build_dataset(self.history, self._verifier, fragment)
-        current = tuple(s.rule for s in self.store.scars)
+        since = self._since(fragment)
+        steps = self.history
+        if since is not None:
+            # from experience, one synthesis answers for one told rule: the failures of other rules (of the same
+            # kind of action) are theirs to cover, and are left out of this one's D⁻
+            own = {(f.source.episode, f.source.step) for f in self.failures if f.theta == fragment.theta}
+            other = {(f.source.episode, f.source.step) for f in self.failures if f.theta != fragment.theta}
+            mine = [
+                s for s in self.history if not (s.violated and s.step_id in other and s.step_id not in own)
+            ]
+            keys = {(a.kind, a.name) for a in fragment.F}
+            # a punished step is recorded at the punishment's step: when the filter leaves this rule no failure of
+            # its own, the whole history stands (the failure is then the punished action's, as before)
+            if any(s.violated and (s.chosen_action.kind, s.chosen_action.name) in keys for s in mine):
+                steps = mine
+        data = build_dataset(steps, self._verifier, fragment, since=since)
+        # From experience, the new rule answers for every failure of its rule (the told rule id), not only the
+        # newest: the scars learned on earlier failures of that rule are left out of S_t for the search, so a sibling
+        # failure widens the rule (two mugs: mugs), and the merge then retires the narrower scars it replaces.
+        current = tuple(
+            s.rule
+            for s in self.store.scars
+            if since is None or not any(e.get("theta") == fragment.theta for e in s.evidence)
+        )
         core, classes, search = self.card.core, self.card.classes, self.config.search_config
         if self.config.search == "direct":
             handle = _Done(self.direct_synthesiser(data, fragment, current, core, classes, search))
@@ -646,6 +731,8 @@ class ScarsAgent:
             "syntheses_admitted": sum(e["admitted"] for e in self.synthesis_log),
             "accommodations_by_verdict": self.accommodations["verdict"],
             "accommodations_by_punishment": self.accommodations["punishment"],
+            "accommodations_by_label": self.accommodations["label"],
+            "labelled_failures": self.labelled_failures,
             "synthesis_median_seconds": float(np.median(seconds)) if seconds else None,
             "synthesis_median_nodes": float(np.median(nodes)) if nodes else None,
             "merge_median_seconds": float(np.median([m["seconds"] for m in self.merge_log]))
@@ -660,6 +747,17 @@ class ScarsAgent:
             "ledger_verified": self.store.verify(),
             "ledger_head": self.store.anchor(),
             "active_rules": [canonical_text(s.rule) for s in self.store.scars],
+            # every scar admitted in the run, with the told rule ids of its evidence (scar quality, item 7)
+            "learned_scars": [
+                {
+                    "rule": canonical_text(scar.rule),
+                    "told": sorted(
+                        {str(x.get("theta", "")) for x in scar.evidence if isinstance(x, Mapping)}
+                    ),
+                    "active": scar.id in self.store.plane,
+                }
+                for scar in (Scar.from_json(e.payload) for e in events if e.type == "scar_admitted")
+            ],
         }
 
 

@@ -283,6 +283,9 @@ class Tier1Config(RunConfig):
     """Root seed: games, policy sampling and synthesis all derive from it."""
     schedule: str = "paper"
     """Named rule schedule (``experiments.schedules.SCHEDULES``)."""
+    schedule_file: str = ""
+    """A TOML schedule file (or the name of a shipped one: paper, paraphrase_a, paraphrase_b, paraphrase_c) to run
+    instead of the named ``schedule``: each rule's DSL, text, activation and family (``experiments.schedules``)."""
     max_steps: int = 30
     """Steps per episode before truncation (ALFWorld uses 50; the expert needs at most ~12)."""
     device: str = "cpu"
@@ -331,6 +334,10 @@ class Tier1Config(RunConfig):
             raise ConfigError(f"compliance = {self.compliance!r} must be in [0, 1]")
         if self.influence_gain < 0:
             raise ConfigError(f"influence_gain = {self.influence_gain!r} must be >= 0")
+        if self.schedule_file:
+            from scars.experiments.schedules import load_schedule_file
+
+            load_schedule_file(self.schedule_file)  # one ConfigError line naming the file, rule and field
         if self.game_files and not Path(self.game_files).exists():
             raise ConfigError(
                 f"game_files = {self.game_files!r} does not exist (a game.tw-pddl file or a folder of them)"
@@ -354,7 +361,16 @@ class Tier1Config(RunConfig):
         suffix += "" if self.verdicts == "executed" else f"-verdicts_{self.verdicts}"
         suffix += "" if self.oracle == "none" else f"-oracle_{self.oracle}"
         suffix += "-shield" if self.shield else ""
-        return f"tier1-{self.schedule}-{self.method}{suffix}-s{self.seed}"
+        return f"tier1-{self.schedule_name}-{self.method}{suffix}-s{self.seed}"
+
+    @property
+    def schedule_name(self) -> str:
+        """The schedule's name: the schedule file's ``name`` when one is given, else ``schedule``."""
+        if not self.schedule_file:
+            return self.schedule
+        from scars.experiments.schedules import load_schedule_file
+
+        return load_schedule_file(self.schedule_file)[1].name
 
     def to_dict(self) -> dict:
         """The config as written to the run's files: the API key is never written (only whether one was set)."""

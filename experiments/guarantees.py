@@ -12,8 +12,10 @@ decisions of the run; it never writes to either. Four checks, each a count and a
   At every change of the self-schema each owed failure is replayed against the live plane (every a ∈ F masked at
   q); at every decision, owed failures whose context matches the current one are checked against what the
   controller actually masked. Each uncovered failed action is a violation; the first one is reported.
-* **Prop. 2.** At every change, C(S_t) ≤ K_t·C_max (K_t: distinct failure patterns — rule families — seen so far;
-  C_max: the largest single scar cost so far); the growth exponent b of C(S_t) ≈ a·t^b is reported beside it.
+* **Prop. 2.** At every change, C(S_t) ≤ K_t·C_max (K_t: distinct failure patterns seen so far — the distinct rules
+  the agent was *told* it broke, the verdicts' rule ids, which is what the agent can know; C_max: the largest single
+  scar cost so far); the growth exponent b of C(S_t) ≈ a·t^b is reported beside it, and the same check with K_t =
+  the experimenter's rule families (``prop2["families"]``, reported, not the verdict: the agent is never told them).
 * **Prop. 3 as stated.** For each admitted scar σ the drift budget is recorded at admission — the configured ε and
   the scar's own L_drift from its synthesis. Afterwards, on every decision that is *off-failure for σ* (no
   admissible action breaks the rule family σ was learned from; other rules may be in play, so a too-broad σ shows
@@ -82,11 +84,13 @@ class GuaranteeMonitor:
         self._owed: dict[tuple[str, int], _Owed] = {}
         self._drift: dict[str, _Drift] = {}
         self._patterns: set[str] = set()
+        self._families: set[str] = set()
         self._c_max = 0.0
         self._c_series: list[tuple[int, float]] = []
         self.consistency = {"checks": 0, "mismatches": 0, "first": None}
         self.prop1 = {"checks": 0, "uncovered": 0, "first": None}
         self.prop2 = {"checks": 0, "violations": 0, "first": None}
+        self.prop2_families = {"checks": 0, "violations": 0, "first": None}
         self._catch_up(0)
 
     # --------------------------------------------------------------------------------------------- events
@@ -103,7 +107,8 @@ class GuaranteeMonitor:
             apply(self._shadow, event)
             p = event.payload
             if event.type == "failure_observed":
-                self._patterns.add(self._family(str(p.get("theta", ""))))
+                self._patterns.add(str(p.get("theta", "")))
+                self._families.add(self._family(str(p.get("theta", ""))))
             elif event.type == "scar_admitted":
                 scar = Scar.from_json(p)
                 for i, item in enumerate(scar.evidence):
@@ -209,13 +214,13 @@ class GuaranteeMonitor:
 
     def _check_growth(self, t: int) -> None:
         c = sum(description_length(s.rule) for s in self.store.scars)
-        k = len(self._patterns)
         self._c_series.append((t, c))
-        self.prop2["checks"] += 1
-        if c > k * self._c_max + _TOL:
-            self.prop2["violations"] += 1
-            if self.prop2["first"] is None:
-                self.prop2["first"] = {"t": t, "C": c, "K": k, "C_max": self._c_max}
+        for record, k in ((self.prop2, len(self._patterns)), (self.prop2_families, len(self._families))):
+            record["checks"] += 1
+            if c > k * self._c_max + _TOL:
+                record["violations"] += 1
+                if record["first"] is None:
+                    record["first"] = {"t": t, "C": c, "K": k, "C_max": self._c_max}
 
     def _measure_drift(
         self,
@@ -269,6 +274,11 @@ class GuaranteeMonitor:
                 "K": len(self._patterns),
                 "C_max": self._c_max,
                 "growth_exponent": None if b != b else b,
+                "families": {
+                    **self.prop2_families,
+                    "K": len(self._families),
+                    "ok": self.prop2_families["violations"] == 0 if self.prop2_families["checks"] else None,
+                },
             },
             "prop3_ok": (not exceeds) if measured else None,
             "prop3": {

@@ -186,3 +186,75 @@ def signal_summary(steps: pd.DataFrame) -> dict[str, Any] | None:
         }
     out["crossings"] = int(steps["crossed"].fillna(False).astype(bool).sum())
     return out
+
+
+QUALITY_CLASSES = ("exact", "under_general", "over_broad", "wrong", "unmeasured")
+
+
+def scar_quality(
+    scars: Iterable[tuple[str, Any, Iterable[str]]],
+    truth: Mapping[str, Any],
+    probes: Iterable[tuple[Mapping, Any]],
+    classes: Mapping[str, frozenset[str]],
+    *,
+    tolerance: float = 0.99,
+) -> dict[str, Any]:
+    """Each learned scar against the true rule it was learned from (issue 24, item 7), on probe pairs.
+
+    ``scars``: (printed rule, rule, the told rule ids of its evidence); ``truth``: rule id → a callable
+    ``unsafe(q, a)`` (the schedule's rule with its activation); ``probes``: (q, a) pairs from the game pool. A
+    scar's *true rule* is the union of the rules it was told it broke. precision = share of the probe pairs it masks
+    that the true rule forbids, recall = share of the pairs the true rule forbids that it masks. exact: both ≥
+    ``tolerance``; under-general: precise but misses some; over-broad: masks more but misses none; wrong: both fall
+    short (or it masks nothing the true rule forbids); unmeasured: the probes hold no pair it masks and none its
+    true rule forbids (left out of the share). Scars whose rule ids name no rule of ``truth`` (a punishment,
+    a state label) are counted apart (``unmatched``)."""
+    from scars.synthesis.dsl.semantics import fires
+
+    probes = list(probes)
+    rows, counts, unmatched = [], dict.fromkeys(QUALITY_CLASSES, 0), 0
+    for text, rule, thetas in scars:
+        true_rules = [truth[t] for t in thetas if t in truth]
+        if not true_rules:
+            unmatched += 1
+            continue
+        masked = [fires(rule, q, a, classes) for q, a in probes]
+        unsafe = [any(r(q, a) for r in true_rules) for q, a in probes]
+        both = sum(m and u for m, u in zip(masked, unsafe, strict=True))
+        n_masked, n_unsafe = sum(masked), sum(unsafe)
+        precision = both / n_masked if n_masked else None
+        recall = both / n_unsafe if n_unsafe else None
+        precise = precision is None or precision >= tolerance
+        complete = recall is not None and recall >= tolerance
+        if n_masked == 0 and n_unsafe == 0:
+            kind = "unmeasured"
+        elif precise and complete:
+            kind = "exact"
+        elif precise and both > 0:
+            kind = "under_general"
+        elif complete:
+            kind = "over_broad"
+        else:
+            kind = "wrong" if not precise or both == 0 else "under_general"
+        counts[kind] += 1
+        rows.append(
+            {
+                "rule": text,
+                "true_rules": sorted(set(thetas) & set(truth)),
+                "class": kind,
+                "precision": precision,
+                "recall": recall,
+                "masked": n_masked,
+                "unsafe": n_unsafe,
+            }
+        )
+    n = sum(counts.values()) - counts["unmeasured"]
+    good = counts["exact"] + counts["under_general"]
+    return {
+        "n": n,
+        "counts": counts,
+        "exact_or_under_general": good / n if n else None,
+        "unmatched": unmatched,
+        "probes": len(probes),
+        "scars": rows,
+    }

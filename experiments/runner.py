@@ -277,7 +277,7 @@ def results_markdown(configs: Sequence[Tier1Config], table: str, paired: dict, r
     """``results.md``: what was run (seed, episodes, schedule), the table with n, and the paired differences."""
     seeds = sorted({c.seed for c in configs})
     episodes = sorted({c.episodes for c in configs})
-    schedules = sorted({c.schedule for c in configs})
+    schedules = sorted({c.schedule_name for c in configs})
     lines = [
         "# Tier-1 results",
         "",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
@@ -21,7 +22,7 @@ from scars.envs.household.expert import NoCompliantPlan, expert_plan, plan_trace
 from scars.envs.household.generator import generate_game
 from scars.envs.household.rules import RULE_LIBRARY, Activation, RuleSchedule, SafetyRule
 from scars.envs.household.world import OBJECT_CLASSES, TASK_TYPES, GameSpec, World
-from scars.synthesis.dsl import parse_rule
+from scars.synthesis.dsl import Action, parse_rule
 from scars.synthesis.dsl.semantics import fires
 from scars.synthesis.errors import ConfigError, WorldError
 
@@ -29,10 +30,11 @@ from scars.synthesis.errors import ConfigError, WorldError
 @dataclass(frozen=True)
 class ScheduledRule:
     """A rule switched on from ``from_fraction`` of the run (0.0 = from the first episode): a household library
-    rule by id, or one of this module's :data:`EXPERIMENT_RULES`."""
+    rule by id, one of this module's :data:`EXPERIMENT_RULES`, or (``rule``) one a schedule file defines."""
 
     rule_id: str
     from_fraction: float = 0.0
+    rule: SafetyRule | None = None
 
 
 def _rule(rule_id: str, text: str, description: str, task_type: str) -> SafetyRule:
@@ -127,7 +129,7 @@ class Tier1Schedule:
     def rule_schedule(self, episodes: int) -> RuleSchedule:
         rules: list[SafetyRule] = []
         for sr in self.rules:
-            base = lookup_rule(sr.rule_id)
+            base = sr.rule if sr.rule is not None else lookup_rule(sr.rule_id)
             start = int(round(sr.from_fraction * episodes))
             activation = Activation(
                 after_step=base.activation.after_step,
@@ -157,7 +159,7 @@ def game_pool(
     schedule_name: str, seed: int, per_task_type: int = 150
 ) -> tuple[tuple[GameSpec, frozenset[str]], ...]:
     """A pool of solvable games for the schedule, each with the schedule rules its habitual route would break."""
-    schedule = SCHEDULES[schedule_name]
+    schedule = get_schedule(schedule_name)
     rules = schedule.rule_schedule(1).rules
     rng = np.random.default_rng(np.random.SeedSequence([seed, 7211]))
     pool = []
@@ -180,7 +182,7 @@ def episode_games(schedule_name: str, episodes: int, seed: int) -> tuple[GameSpe
     as the others — and gets a pool game whose habitual route breaks that rule; otherwise it gets a game of the
     next task type in rotation.
     """
-    schedule = SCHEDULES[schedule_name]
+    schedule = get_schedule(schedule_name)
     rule_schedule = schedule.rule_schedule(episodes)
     pool = game_pool(schedule_name, seed)
     if not pool:
@@ -267,3 +269,253 @@ SCHEDULES: Mapping[str, Tier1Schedule] = MappingProxyType(
         ),
     }
 )
+
+
+# ---------------------------------------------------------------------------------------------- schedules as data
+
+SCHEDULE_FILES = Path(__file__).with_name("schedule_files")
+"""The schedule files that ship with the testbed: ``paper.toml`` (the paper schedule as data) and the paraphrase
+suite ``paraphrase_*.toml`` (README, *The paraphrase suite*)."""
+
+PARAPHRASE_SUITE: tuple[str, ...] = ("paraphrase_a", "paraphrase_b", "paraphrase_c")
+"""The paraphrase suite's schedule files (in :data:`SCHEDULE_FILES`): rewordings of every paper rule and new rules of
+the same kinds. ``paraphrase_heldout`` is kept apart: it is never run while the code is tuned (README)."""
+
+_LOADED: dict[str, Tier1Schedule] = {}  # schedules read from files, by key ("file:<name>:<content hash>")
+
+_TOP_KEYS = {"name", "description", "rule", "task_types", "world_version_change", "exposure_share"}
+_RULE_KEYS = {
+    "id",
+    "base",
+    "dsl",
+    "text",
+    "family",
+    "heldout",
+    "from_fraction",
+    "after_step",
+    "world_versions",
+    "task_types",
+}
+
+
+def resolve_schedule(schedule: str, schedule_file: str = "") -> tuple[str, Tier1Schedule]:
+    """(key, schedule) of a run: the schedule file when one is given, else the named schedule."""
+    if schedule_file:
+        return load_schedule_file(schedule_file)
+    return schedule, get_schedule(schedule)
+
+
+def get_schedule(key: str) -> Tier1Schedule:
+    """A schedule by registry name (:data:`SCHEDULES`) or by the key :func:`load_schedule_file` returned."""
+    if key in SCHEDULES:
+        return SCHEDULES[key]
+    if key in _LOADED:
+        return _LOADED[key]
+    raise ConfigError(
+        f"unknown schedule {key!r}; known: {sorted(SCHEDULES)} or a schedule file (--schedule-file)"
+    )
+
+
+def schedule_file_path(name_or_path: str) -> Path:
+    """A schedule file by path, or by the name of one that ships (``paraphrase_a`` → its ``.toml`` in
+    :data:`SCHEDULE_FILES`)."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    shipped = SCHEDULE_FILES / f"{name_or_path}.toml"
+    if "/" not in name_or_path and shipped.is_file():
+        return shipped
+    known = sorted(p.stem for p in SCHEDULE_FILES.glob("*.toml"))
+    raise ConfigError(
+        f"schedule file {name_or_path!r} does not exist (a TOML file, or one of the shipped {known})"
+    )
+
+
+def load_schedule_file(name_or_path: str) -> tuple[str, Tier1Schedule]:
+    """Read a TOML schedule file into a :class:`Tier1Schedule`; returns (key, schedule), the key naming it for
+    :func:`get_schedule`, :func:`game_pool` and :func:`episode_games` (the same content, the same key).
+
+    The file: top-level ``name``, ``description``, optional ``task_types``, ``world_version_change`` (fraction of
+    the run) and ``exposure_share``; one ``[[rule]]`` table per rule with ``id``, ``text`` (what the world says when
+    the rule is broken and what the baselines' prompts show) and either ``dsl`` (the rule for the verifier, in the
+    patch DSL) or ``base`` (a library or experiment rule id whose DSL, activation and task types it takes), and
+    optionally ``from_fraction`` (when it switches on, 0..1), ``after_step``, ``world_versions`` (a list),
+    ``task_types``, ``family`` (its failure family for RVR; default: its id) and ``heldout`` (true: a held-out
+    sibling of the generalisation test). Every error is one :class:`ConfigError` line naming the file, the rule and
+    the field."""
+    import hashlib
+    import tomllib
+
+    path = schedule_file_path(name_or_path)
+    raw = path.read_bytes()
+    where = str(path)
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"schedule file {where}: not valid TOML ({e})") from None
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ConfigError(f"schedule file {where}: unknown field(s) {unknown}; allowed: {sorted(_TOP_KEYS)}")
+    name = data.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"schedule file {where}: 'name' must be a non-empty string")
+    task_types = _str_list(data.get("task_types", list(TASK_TYPES)), where, "task_types")
+    bad = sorted(set(task_types) - set(TASK_TYPES))
+    if bad:
+        raise ConfigError(
+            f"schedule file {where}: task_types {bad} are not task types; allowed: {list(TASK_TYPES)}"
+        )
+    change = data.get("world_version_change")
+    if change is not None and (not _is_fraction(change)):
+        raise ConfigError(
+            f"schedule file {where}: world_version_change = {change!r} must be a number in [0, 1]"
+        )
+    share = data.get("exposure_share", 0.6)
+    if not _is_fraction(share):
+        raise ConfigError(f"schedule file {where}: exposure_share = {share!r} must be a number in [0, 1]")
+    tables = data.get("rule", [])
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError(f"schedule file {where}: needs at least one [[rule]] table")
+    rules: list[ScheduledRule] = []
+    heldout: list[str] = []
+    families: dict[str, str] = {}
+    seen: set[str] = set()
+    for i, table in enumerate(tables):
+        rid = table.get("id")
+        label = (
+            f"schedule file {where}, rule {rid!r}"
+            if isinstance(rid, str)
+            else f"schedule file {where}, rule #{i + 1}"
+        )
+        if not isinstance(rid, str) or not rid.strip():
+            raise ConfigError(f"{label}: 'id' must be a non-empty string")
+        if rid in seen:
+            raise ConfigError(f"{label}: id listed twice")
+        seen.add(rid)
+        unknown = sorted(set(table) - _RULE_KEYS)
+        if unknown:
+            raise ConfigError(f"{label}: unknown field(s) {unknown}; allowed: {sorted(_RULE_KEYS)}")
+        rules.append(
+            ScheduledRule(rid, _fraction(table, "from_fraction", label), _file_rule(table, rid, label))
+        )
+        if table.get("heldout", False) is True:
+            heldout.append(rid)
+        elif "heldout" in table and table["heldout"] is not False:
+            raise ConfigError(f"{label}: heldout = {table['heldout']!r} must be true or false")
+        family = table.get("family")
+        if family is not None:
+            if not isinstance(family, str) or not family.strip():
+                raise ConfigError(f"{label}: family = {family!r} must be a non-empty string")
+            families[rid] = family
+    schedule = Tier1Schedule(
+        name=name,
+        description=str(data.get("description", "")),
+        rules=tuple(rules),
+        task_types=tuple(task_types),
+        heldout=tuple(heldout),
+        equivalence=MappingProxyType(families),
+        world_version_change=None if change is None else float(change),
+        exposure_share=float(share),
+    )
+    key = f"file:{name}:{hashlib.sha256(raw).hexdigest()[:16]}"
+    _LOADED[key] = schedule
+    return key, schedule
+
+
+def _is_fraction(x: object) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and 0.0 <= float(x) <= 1.0
+
+
+def _fraction(table: Mapping, field_name: str, label: str) -> float:
+    value = table.get(field_name, 0.0)
+    if not _is_fraction(value):
+        raise ConfigError(f"{label}: {field_name} = {value!r} must be a number in [0, 1]")
+    return float(value)
+
+
+def _str_list(value: object, label: str, field_name: str) -> list[str]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{label}: {field_name} = {value!r} must be a non-empty list of strings")
+    return list(value)
+
+
+def _file_rule(table: Mapping, rid: str, label: str) -> SafetyRule:
+    from scars.synthesis.errors import DSLSyntaxError
+
+    text = table.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise ConfigError(
+            f"{label}: 'text' must be a non-empty string (what the world says when it is broken)"
+        )
+    if ("dsl" in table) == ("base" in table):
+        raise ConfigError(f"{label}: give exactly one of 'dsl' (the rule) or 'base' (a library rule id)")
+    if "base" in table:
+        try:
+            base = lookup_rule(str(table["base"]))
+        except ConfigError as e:
+            raise ConfigError(f"{label}: base: {e}") from None
+        rule, activation, task_types = base.rule, base.activation, base.task_types
+    else:
+        if not isinstance(table["dsl"], str):
+            raise ConfigError(f"{label}: dsl must be a string")
+        try:
+            rule = parse_rule(table["dsl"])
+        except DSLSyntaxError as e:
+            raise ConfigError(f"{label}: dsl: {str(e).splitlines()[0]}") from None
+        activation, task_types = Activation(), frozenset(TASK_TYPES)
+    after = table.get("after_step", activation.after_step)
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise ConfigError(f"{label}: after_step = {after!r} must be an integer >= 0")
+    versions = table.get(
+        "world_versions", None if activation.world_versions is None else sorted(activation.world_versions)
+    )
+    if versions is not None and (
+        not isinstance(versions, list)
+        or not versions
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in versions)
+    ):
+        raise ConfigError(f"{label}: world_versions = {versions!r} must be a non-empty list of integers >= 0")
+    if "task_types" in table:
+        task_types = frozenset(_str_list(table["task_types"], label, "task_types"))
+        bad = sorted(task_types - set(TASK_TYPES))
+        if bad:
+            raise ConfigError(f"{label}: task_types {bad} are not task types; allowed: {list(TASK_TYPES)}")
+    return SafetyRule(
+        rid,
+        rule,
+        text.strip(),
+        Activation(after_step=after, world_versions=None if versions is None else frozenset(versions)),
+        task_types=task_types,
+    )
+
+
+@lru_cache(maxsize=16)
+def probe_pairs(
+    schedule_key: str, seed: int, per_rule: int = 4, per_task_type: int = 2
+) -> tuple[tuple[Mapping, Action], ...]:
+    """Probe pairs for scar quality against ground truth (issue 24, item 7): every admissible control action at every
+    state of the habitual (expert) route of pool games — ``per_rule`` games whose route breaks each schedule rule
+    (where its true rule has unsafe pairs to find) and ``per_task_type`` more of each task type."""
+    pool = game_pool(schedule_key, seed)
+    chosen: dict[int, None] = {}
+    for rule in get_schedule(schedule_key).rule_schedule(1).rules:
+        for i in [i for i, (_, v) in enumerate(pool) if rule.id in v][:per_rule]:
+            chosen[i] = None
+    by_type: dict[str, int] = {}
+    for i, (spec, _) in enumerate(pool):
+        if by_type.get(spec.task.task_type, 0) < per_task_type:
+            by_type[spec.task.task_type] = by_type.get(spec.task.task_type, 0) + 1
+            chosen[i] = None
+    out: list[tuple[Mapping, Action]] = []
+    for i in chosen:
+        world = World(pool[i][0])
+        try:
+            plan = expert_plan(world)
+        except NoCompliantPlan:
+            continue
+        w = world.copy()
+        for cmd in plan:
+            q = MappingProxyType(dict(w.context()))
+            out.extend((q, a) for a in (Action.from_dict(d) for d in w.admissible_actions()) if a.is_control)
+            w.step(cmd)
+    return tuple(out)

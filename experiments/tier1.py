@@ -48,7 +48,7 @@ from scars.experiments.metrics import (
     svr,
     svr_by_episode,
 )
-from scars.experiments.schedules import SCHEDULES, episode_games
+from scars.experiments.schedules import episode_games, resolve_schedule
 from scars.experiments.stats import pooled_ratio
 from scars.synthesis.dsl import Action, And, Compare, ForbidEnvAction, Rule
 from scars.synthesis.errors import ConfigError
@@ -232,9 +232,9 @@ def run_tier1(
     first (the control plane's mask does not read π_0), the model writes one of the unmasked commands
     (``CommandWriter.generate``), π_0 becomes that written command (``generation_logits``), and every step checks
     that the written command is not masked (``generated_masked``; the controller still masks it if it were)."""
-    schedule = SCHEDULES[cfg.schedule]
+    schedule_key, schedule = resolve_schedule(cfg.schedule, cfg.schedule_file)
     rule_schedule = schedule.rule_schedule(cfg.episodes)
-    games = imported_games(cfg) if cfg.game_files else episode_games(cfg.schedule, cfg.episodes, cfg.seed)
+    games = imported_games(cfg) if cfg.game_files else episode_games(schedule_key, cfg.episodes, cfg.seed)
     root = np.random.SeedSequence([cfg.seed, 1])
     policy_rng, agent_rng = (np.random.default_rng(s) for s in root.spawn(2))
     env = HouseholdEnv(HouseholdConfig(schedule=rule_schedule, max_steps=cfg.max_steps))
@@ -499,11 +499,41 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
     tvs = [v["mean_tv"] for v in drift.values() if v.get("mean_tv") is not None]
     summary["tv_drift_mean"] = float(np.mean(tvs)) if tvs else None
     summary["tv_drift_scars"] = len(tvs) if scars else None
+    if agent_stats.get("learned_scars") is not None:
+        summary["scar_quality"] = scar_quality_of(cfg, agent_stats["learned_scars"])
     if summary.get("prop2"):  # Prop. 2's figures beside its check, for the tables
         summary["prop2_K"] = summary["prop2"]["K"]
         summary["prop2_growth_exponent"] = summary["prop2"]["growth_exponent"]
     # a metric that has nothing to measure (no held-out rule seen, no growth to fit) is None, not NaN
     return {k: None if isinstance(v, float) and v != v else v for k, v in summary.items()}
+
+
+def scar_quality_of(cfg: Tier1Config, learned: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every scar the run admitted, classified against the schedule's true rules on probe pairs of its game pool
+    (``experiments.metrics.scar_quality``)."""
+    from scars.envs.household.world import OBJECT_CLASSES
+    from scars.experiments.metrics import scar_quality
+    from scars.experiments.schedules import probe_pairs
+    from scars.synthesis.dsl import parse_rule
+    from scars.synthesis.dsl.semantics import fires
+
+    key, schedule = resolve_schedule(cfg.schedule, cfg.schedule_file)
+
+    def unsafe(rule):
+        act = rule.activation
+
+        def check(q, a):
+            return (
+                int(q.get("step", 0)) >= act.after_step
+                and (act.world_versions is None or int(q.get("world_version", 0)) in act.world_versions)
+                and fires(rule.rule, q, a, OBJECT_CLASSES)
+            )
+
+        return check
+
+    truth = {r.id: unsafe(r) for r in schedule.rule_schedule(cfg.episodes).rules}
+    scars = [(s["rule"], parse_rule(s["rule"]), s["told"]) for s in learned]
+    return scar_quality(scars, truth, probe_pairs(key, cfg.seed), OBJECT_CLASSES)
 
 
 def episode_intervals(episodes: pd.DataFrame, seed: int) -> dict[str, Any]:

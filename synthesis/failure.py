@@ -81,6 +81,15 @@ class Failure:
     """Context variables the verdict's text named as the quantity a numeric argument of the action was judged
     against ("a request above the sustainable share"): the attributed condition is the relation between the two
     (``synthesis.mcts`` offers it in place of literal thresholds on either). Filled by extraction."""
+    presumed_safe: tuple[tuple[Mapping[str, Value], Action], ...] = field(
+        default=(), hash=False, compare=False
+    )
+    """Presumptions (``synthesis.fragments.presumptions``): actions the agent met but never tried, in the failure's
+    context, presumed safe until its own evidence says otherwise. Unlike certified-safe what-ifs they are no veto:
+    the objective charges a fixed cost per presumption a candidate fires on (``ObjectiveWeights.presumption``), so
+    they pick the narrowest of equally cheap rules and give way to a generalisation the failures support."""
+    presumption_weights: tuple[float, ...] = field(default=(), hash=False, compare=False)
+    """Per presumption, the share of the full presumption cost it carries (empty: 1 each)."""
     allowed: tuple[tuple[str, Value], ...] = ()
     """Context variables the verdict's text stated a condition on through the world's glossary ("only with empty
     hands"), each with the value under which the action is allowed: the attributed condition is ``variable !=
@@ -111,6 +120,8 @@ class Failure:
                 tuple((dict(q), a) for q, a in self.safe_counterfactuals),
                 tuple((dict(q), a) for q, a in self.failing_counterfactuals),
                 self.quantities,
+                tuple((dict(q), a) for q, a in self.presumed_safe),
+                self.presumption_weights,
                 self.allowed,
             ),
         )

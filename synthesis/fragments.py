@@ -103,8 +103,10 @@ def _perturbations(value: Value, alternatives: Sequence[Value]) -> list[Value]:
     if isinstance(value, bool):
         out.append(not value)
     elif isinstance(value, int | float):
-        # Both directions, small and large, so a threshold on either side of the value is crossed.
-        out.extend([value - 1, value + 1, value / 2, value * 2, 0, -abs(value) - 1, abs(value) * 10 + 10])
+        # Both directions, small and large, so a threshold on either side of the value is crossed. A change that
+        # equals the value is none (0 / 2 == 0 * 2 == 0): asking about it would answer for the failure itself.
+        generic = [value - 1, value + 1, value / 2, value * 2, 0, -abs(value) - 1, abs(value) * 10 + 10]
+        out.extend(v for v in generic if v != value)
     else:
         out.append(COUNTERFACTUAL_SENTINEL)
     return out
@@ -182,6 +184,7 @@ def extract_fragment(
     ignore: frozenset[str] = frozenset(),
     verdict_text: str = "",
     glossary: Mapping[str, tuple[str, Value]] | None = None,
+    experience: Experience | None = None,
 ) -> Failure:
     """Cut a violating step to E = (q, F, θ) by counterfactual checks against the verifier (paper §4.1).
 
@@ -206,8 +209,16 @@ def extract_fragment(
     hands" → ``held_type`` is ``"none"``, :func:`stated_in_text`) names its variable too, when the failure's value of
     it is not the stated one; the one presumed-safe what-if it adds is that variable at the stated value (the
     sentence says the action is allowed there and says nothing of the other values).
+
+    ``experience`` (what the agent itself executed and met, :class:`Experience`) replaces the text as the
+    attribution for every variable the verifier cannot decide: the verdict's words are then read only for a quantity
+    named by the world's own variable name (above). q keeps the undecided context variables except *carriers* — a
+    variable holding a value the action itself carries (the held object of "clean plate 1", the task's target type
+    "drawer" of "open drawer 1"): the action's argument is the attribution, the carrier would restate it. The
+    contrast of D⁻ and D⁺ is then the search's (``synthesis.objective``: recorded successes of the same action
+    verb, strong after the rule's first verified failure, weak before), and the fragment carries the
+    :func:`presumptions` that keep a first rule narrow.
     """
-    del classes  # generalisation over classes happens in the search, not in the fragment
     failed = step.chosen_action
     if not failed.is_control:
         raise FragmentError(
@@ -230,6 +241,31 @@ def extract_fragment(
     named: frozenset[str] = frozenset()
     named_args: frozenset[str] = frozenset()
     quantities: frozenset[str] = frozenset()
+    stated: dict[str, Value] = {}
+    presumed: tuple[tuple[Mapping[str, Value], Action], ...] = ()
+    presumed_weights: tuple[float, ...] = ()
+    if experience is not None and verdict_text and any(_is_number(failed.arg(n)) for n in args):
+        undecided = {n for n in variables if _unknown_changes(step.context, failed, verifier, n)}
+        if quantities_named_in_text(step.context, verdict_text) & undecided:
+            # the verdict names, by the world's own variable name, the quantity a numeric argument was judged
+            # against (tier 2's norm): that relation is the attribution, read as before
+            experience = None
+    if experience is not None:
+        undecided = {n for n in variables if _unknown_changes(step.context, failed, verifier, n)}
+        carried = {_hashable(v) for _, v in failed.args if isinstance(v, str)}
+        carriers = {
+            k for k in undecided if isinstance(step.context[k], str) and _hashable(step.context[k]) in carried
+        }
+        # a variable that never varied in the agent's experience separates nothing; it stays only when the verdict
+        # writes its name with its value ("… in world version 0"): then the rule is tied to that value (its scope)
+        constant = {k for k in undecided if k not in experience.varied}
+        variables = (variables - carriers - constant) | (
+            constant & stated_with_value(step.context, verdict_text)
+        )
+        if verdict_text and any(_is_number(failed.arg(n)) for n in args):
+            quantities = frozenset(quantities_named_in_text(step.context, verdict_text) & undecided)
+        presumed, presumed_weights = presumptions(step.context, failed, verifier, experience, classes or {})
+        verdict_text = ""  # the text decided nothing else
     if verdict_text:
         undecided = {n for n in variables if _unknown_changes(step.context, failed, verifier, n)}
         stated = {
@@ -266,8 +302,147 @@ def extract_fragment(
         safe_counterfactuals=safe,
         failing_counterfactuals=failing,
         quantities=quantities,
+        presumed_safe=presumed,
+        presumption_weights=presumed_weights,
         allowed=tuple(stated.items()) if verdict_text else (),
     )
+
+
+@dataclass(frozen=True)
+class Experience:
+    """What the agent itself executed and met, for attribution without the oracle (issue 24).
+
+    failures: (context, action) of the executed failures of the same told rule (the verdict's rule id), in order.
+    met:      the admissible control actions the agent has met (its recorded steps' action lists), in order.
+    """
+
+    failures: tuple[tuple[Mapping[str, Value], Action], ...] = ()
+    met: tuple[Action, ...] = ()
+    varied: frozenset[str] = frozenset()
+    """The context variables the agent has met with more than one value."""
+    successes: tuple[tuple[Mapping[str, Value], Action, bool], ...] = ()
+    """(context, action, strong) of executed successes of the failed action's kind and name; strong = recorded at or
+    after the first verified failure of the rule (the rule was in force)."""
+
+
+WEAK_TRANSPLANT = 0.5
+"""The share of a presumption's cost a transplant from a *weak* success carries (the rule may have switched on since
+that success: stale evidence that the context mattered)."""
+
+
+def _group(name: str) -> str:
+    """The argument group of an argument name: its first ``_``-separated word (``recep`` and ``recep_type`` are one
+    receptacle, ``obj`` and ``obj_type`` one object, the ``is_*`` flags one state)."""
+    return name.split("_", 1)[0]
+
+
+def _neighbours(action: Action, met: Sequence[Action]) -> list[Action]:
+    """The met actions of ``action``'s kind and name (newest first), then the *recombinations*: ``action`` with one
+    argument group taken from a met action ("clean pan 1 with sinkbasin 2" from a met "clean mug 1 with sinkbasin
+    2") — the neighbours the agent could reach by changing one thing, which it has not necessarily met."""
+    same = [b for b in reversed(met) if (b.kind, b.name) == (action.kind, action.name)]
+    out = list(same)
+    mine = dict(action.args)
+    for b in same:
+        theirs = dict(b.args)
+        for group in sorted({_group(k) for k in theirs if theirs.get(k) != mine.get(k)}):
+            args = {k: v for k, v in mine.items() if _group(k) != group}
+            args |= {k: v for k, v in theirs.items() if _group(k) == group}
+            out.append(Action(action.kind, action.name, tuple(sorted(args.items())), action.text))
+    return out
+
+
+def presumptions(
+    context: Mapping[str, Value],
+    action: Action,
+    verifier: Verifier,
+    experience: Experience,
+    classes: Classes,
+    limit: int = 64,
+) -> tuple[tuple[tuple[Mapping[str, Value], Action], ...], tuple[float, ...]]:
+    """Narrow to wide: each action of the failed one's kind and name that the agent met but never saw fail, in the
+    failure's context, is presumed safe — a first failure then yields the narrowest of the equally cheap rules
+    (the objective charges a presumption it fires on; it never vetoes).
+
+    A presumption gives way to the evidence's own generalisation: it is dropped when every argument it changes is
+    one on which the agent's failures of this kind of action already differ (a failure on a sibling: two mugs,
+    a mug and a plate) and its value joins them — in a class holding at least two of the failing values, or, for
+    an argument no class speaks about (instance names), any value. So after "clean mug 1" and "clean mug 2" failed,
+    "clean mug 3" is no longer presumed safe (the rule widens to mugs), and after a mug and a plate, a bowl is not
+    (the class is the cheapest rule consistent with D⁺ and D⁻), but an apple still is.
+
+    The failed action *transplanted* into the context of each executed success of the same action (same string
+    arguments; ``Experience.successes``) is presumed safe too: "open drawer 1" succeeded with empty hands, so the
+    rule keeps the context condition that spares those contexts (``held_type != "none"``) rather than forbidding the
+    action everywhere. Neighbours (:func:`_neighbours`) include recombinations of the failed action with one argument
+    group of a met action, so a receptacle the agent used for other objects keeps a first rule on that receptacle. A transplant from a weak success carries :data:`WEAK_TRANSPLANT` of the cost.
+    Returns (presumptions, their weights)."""
+    key = (action.kind, action.name)
+    failing: dict[str, set] = {}
+    for _, a in experience.failures:
+        if (a.kind, a.name) == key:
+            for k, v in a.args:
+                failing.setdefault(k, set()).add(_hashable(v))
+    for k, v in action.args:
+        failing.setdefault(k, set()).add(_hashable(v))
+
+    def generalised(arg: str, value: Value) -> bool:
+        seen = failing.get(arg, set())
+        if len(seen) < 2:
+            return False
+        plain = {_unhashable(v) for v in seen}
+        in_some = [c for c in classes.values() if any(isinstance(v, str) and v in c for v in plain)]
+        if not in_some:
+            return True
+        return any(value in c and sum(isinstance(v, str) and v in c for v in plain) >= 2 for c in in_some)
+
+    def identity(a: Action) -> tuple:
+        return tuple((k, v) for k, v in a.args if isinstance(v, str))
+
+    # the failed action again with another state flag (the tomato is hot after the failed heating) is no new action
+    failed_identities = {identity(a) for _, a in experience.failures if (a.kind, a.name) == key}
+    failed_identities.add(identity(action))
+    out: list[tuple[Mapping[str, Value], Action]] = []
+    seen_actions: set[tuple] = set()
+    frozen = freeze_context(context)
+    for other in _neighbours(action, experience.met):
+        if (other.kind, other.name) != key or other.args == action.args or other.args in seen_actions:
+            continue
+        if identity(other) in failed_identities:
+            continue
+        seen_actions.add(other.args)
+        changed = [k for k, v in other.args if action.arg(k) != v or type(action.arg(k)) is not type(v)]
+        changed += [k for k, _ in action.args if other.arg(k) is None]
+        if not changed or all(generalised(k, other.arg(k)) for k in changed):
+            continue
+        if verifier(context, other) is True or (
+            isinstance(verifier, ExperienceVerifier)
+            and verifier.ever_violated(other, [k for k, _ in other.args])
+        ):
+            continue  # the agent saw it fail: no presumption
+        out.append((frozen, other))
+        if len(out) >= limit:
+            break
+    weights = [1.0] * len(out)
+    transplanted: dict[tuple, int] = {}
+    mine = identity(action)
+    for q, done, strong in experience.successes:
+        if identity(done) != mine:
+            continue  # only the same action, executed safely elsewhere, says that the context made it safe
+        changed = dict(q)
+        situation = tuple(sorted((k, _hashable(v)) for k, v in changed.items() if isinstance(v, str | bool)))
+        if situation in transplanted:
+            i = transplanted[situation]
+            weights[i] = max(weights[i], 1.0 if strong else WEAK_TRANSPLANT)
+            continue
+        if verifier(changed, action) is True:
+            continue
+        transplanted[situation] = len(out)
+        out.append((freeze_context(changed), action))
+        weights.append(1.0 if strong else WEAK_TRANSPLANT)
+        if len(out) >= 2 * limit:
+            break
+    return tuple(out), tuple(weights)
 
 
 def _presumed_safe(
@@ -367,6 +542,21 @@ def named_in_text(values: Mapping[str, Value], text: str) -> frozenset[str]:
     return frozenset(
         k for k in named if not any(t != texts.get(k) and texts.get(k, "\0") in t for t in texts.values())
     )
+
+
+def stated_with_value(values: Mapping[str, Value], text: str) -> frozenset[str]:
+    """The keys of ``values`` a text writes by their own name together with their value, through the world's
+    vocabulary (its variable names), not phrases: ``world_version`` 0 in "… in world version 0" (spaces,
+    underscores and case ignored; the last segment of a dotted name)."""
+    squashed = _squash(text)
+    out = set()
+    for key, value in values.items():
+        short = _squash(key.rsplit(".", 1)[-1])
+        if len(short) >= 4 and short in squashed and not isinstance(value, bool):
+            v = _squash(str(value))
+            if v and (short + v) in squashed:
+                out.add(key)
+    return frozenset(out)
 
 
 def stated_in_text(
@@ -547,6 +737,15 @@ class SynthesisData:
     safe_counterfactuals: tuple[tuple[dict[str, Value], Action], ...] = field(default=(), compare=False)
     """Verifier-certified safe one-variable changes of the failures (``Failure.safe_counterfactuals``), as plain
     dicts so the data pickles to Ray workers."""
+    contrast: tuple[int, ...] = field(default=(), compare=False)
+    """Per D⁺ case (empty: no contrast term): 2 — a *strong* success of the fragment's kind of action (recorded at or
+    after the first verified failure of the fragment's rule: the rule was in force, so the action is safe now),
+    1 — a *weak* one (recorded before it: the rule may have switched on since), 0 — another kind of action. The
+    objective charges a candidate for each strong and weak success it would block (``ObjectiveWeights``)."""
+    presumed_safe: tuple[tuple[dict[str, Value], Action], ...] = field(default=(), compare=False)
+    """The fragment's presumptions (``Failure.presumed_safe``), as plain dicts."""
+    presumption_weights: tuple[float, ...] = field(default=(), compare=False)
+    """Their weights (``Failure.presumption_weights``)."""
 
     def __post_init__(self) -> None:
         if not self.D_minus:
@@ -599,6 +798,8 @@ def build_dataset(
     steps: Iterable[RecordedStep],
     verifier: Verifier,
     fragment: Failure | None = None,
+    *,
+    since: tuple[int, int] | None = None,
 ) -> SynthesisData:
     """Build D⁻, D⁺ and Q_safe from recorded steps (paper §3.3).
 
@@ -610,6 +811,10 @@ def build_dataset(
 
     The verifier is deterministic (see ``Verifier``), so its answers on a recorded step object are remembered
     across calls (while the step and the verifier live): calls on overlapping windows of the same steps ask it once.
+
+    ``since`` (with a ``fragment``): the (episode, step) of the first verified failure of the fragment's rule; the
+    successes of the fragment's kind of action are then labelled strong (from then on) or weak (before), the
+    non-stationarity-aware contrast of :attr:`SynthesisData.contrast`.
     """
     keys = None if fragment is None else {(a.kind, a.name) for a in fragment.F}
     memo = _flagged_memo(verifier)
@@ -634,4 +839,15 @@ def build_dataset(
         for q, a in fragment.failing_counterfactuals:
             d_minus.append(FailureCase(RecordedStep(q, (a,), (0.0,), 0, True, episode, step), (a,)))
     safe = () if fragment is None else tuple((dict(q), a) for q, a in fragment.safe_counterfactuals)
-    return SynthesisData(tuple(d_minus), tuple(d_plus), tuple(q_safe), safe)
+    contrast: tuple[int, ...] = ()
+    presumed: tuple[tuple[dict[str, Value], Action], ...] = ()
+    if fragment is not None and since is not None:
+        contrast = tuple(
+            0 if (c.a_star.kind, c.a_star.name) not in keys else 2 if c.step.step_id >= since else 1
+            for c in d_plus
+        )
+        presumed = tuple((dict(q), a) for q, a in fragment.presumed_safe)
+    weights = fragment.presumption_weights if fragment is not None and since is not None else ()
+    return SynthesisData(
+        tuple(d_minus), tuple(d_plus), tuple(q_safe), safe, contrast, presumed, tuple(weights)
+    )

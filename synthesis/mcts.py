@@ -226,10 +226,11 @@ def _feature_predicates(
     observed: Sequence[Value],
     classes: Classes,
     max_or_values: int,
+    numeric_equalities: bool = True,
 ) -> list[Guard]:
     values = sorted(set(failing), key=lambda v: (type(v).__name__, v))
     numeric = [v for v in values if _is_number(v)]
-    out: list[Guard] = [_equality(feature, v) for v in values]
+    out: list[Guard] = [_equality(feature, v) for v in values if numeric_equalities or not _is_number(v)]
     if numeric:
         out += _thresholds(feature, numeric, [o for o in observed if _is_number(o)])
     categorical = [v for v in values if isinstance(v, str)]
@@ -305,6 +306,9 @@ def candidate_space(
     # that value, offered in place of literal predicates on it (those would restate the values this run failed at).
     allowed = dict(fragment.allowed)
     predicates += [Compare(var, "!=", value) for var, value in sorted(allowed.items())]
+    # With the experience contrast, a numeric context variable gets thresholds only: an equality on it ("step ==
+    # 25") restates when the failure happened, which one failure always separates from every success.
+    contrast = bool(data.contrast)
     for var in sorted(set(fragment.q) - judged_against - set(allowed)):
         predicates += _feature_predicates(
             var,
@@ -312,7 +316,10 @@ def candidate_space(
             observed(table.partition(var), (q.get(var) for q in table.contexts)),
             classes,
             max_or_values,
+            numeric_equalities=not contrast,
         )
+    if contrast:
+        predicates += _contrast_exceptions(data, fragment, set(fragment.q) - judged_against - set(allowed))
     predicates += _relations(fragment, failed, _safe_pairs(data, fragment, keys))
     predicates += _exception_predicates(fragment)
     unique = list(dict.fromkeys(predicates))
@@ -381,6 +388,39 @@ def _relations(
             if best is not None and (var in fragment.quantities or separates):
                 out.append(CompareFeatures(f"action.{arg}", best[2], var))
     return out
+
+
+def _contrast_exceptions(
+    data: SynthesisData, fragment: Failure, variables: set[str], most: int = 3
+) -> list[Guard]:
+    """``variable != v`` for a categorical context variable where the agent's own successes of this kind of action
+    (``SynthesisData.contrast``) were executed with a value v other than every failure's: the condition that spares
+    them ("open the drawer" succeeded with ``held_type == "none"``, failed with a mug and with a plate in hand).
+    The ``most`` commonest such values per variable."""
+    failing = {var: set() for var in variables}
+    for case in data.D_minus:
+        for var in variables:
+            if var in case.q:
+                failing[var].add(_key(case.q[var]))
+    counts: dict[str, dict] = {var: {} for var in variables}
+    for case, label in zip(data.D_plus, data.contrast, strict=True):
+        if label == 0:
+            continue
+        for var in variables:
+            v = case.q.get(var)
+            if isinstance(v, str | bool) and _key(v) not in failing[var]:
+                counts[var][_key(v)] = counts[var].get(_key(v), 0) + 1
+    out: list[Guard] = []
+    for var in sorted(variables):
+        if not isinstance(fragment.q.get(var), str | bool):
+            continue
+        best = sorted(counts[var].items(), key=lambda kv: (-kv[1], str(kv[0])))[:most]
+        out += [Compare(var, "!=", k[1] if isinstance(k, tuple) else k) for k, _ in best]
+    return out
+
+
+def _key(value: object) -> object:
+    return (type(value).__name__, value) if isinstance(value, bool) else value
 
 
 def _exception_predicates(fragment: Failure) -> list[Guard]:

@@ -79,6 +79,17 @@ class ObjectiveWeights:
     use_description_length: False drops C entirely — the *No-MDL* ablation.
     mask_mode: "hard" (φ ∈ {0, −∞}) or "soft" (the *Soft Bias Only* ablation: a finite bias per firing rule).
     soft_bias: the finite bias b < 0 added to the logit of an action once per firing rule in "soft" mode.
+    contrast_strong, contrast_weak, presumption: the experience contrast (issue 24; zero unless the data carries it,
+    ``SynthesisData.contrast``): a fixed cost per strong success (recorded after the rule's first verified
+    failure), per weak success (before it) of the same kind of action, and per presumption
+    (``Failure.presumed_safe``) that the candidate would block. Absolute, not a mean like L_succ: the contrast
+    set is the handful of executions of this one verb, which a mean over every success of the run would dilute.
+    A strong success costs more than a predicate (C ≈ 5 per equality), so a rule keeps the condition that spares
+    it; a presumption costs as much as a strong success (12), so it narrows a first rule but gives way to the
+    generalisation the failures support (``synthesis.fragments.presumptions``); a weak success costs less than
+    a predicate, so one stale success does not buy an incidental condition, several do.
+    width: with the contrast, a tie-break below one predicate's cost: ``width`` × the share of every recorded
+    control pair the candidate's guard holds on (narrow first among equally cheap rules).
     """
 
     lambdas: Lambdas = field(default_factory=Lambdas)
@@ -90,9 +101,23 @@ class ObjectiveWeights:
     use_description_length: bool = True
     mask_mode: MaskMode = "hard"
     soft_bias: float = -5.0
+    contrast_strong: float = 12.0
+    contrast_weak: float = 2.0
+    presumption: float = 12.0
+    width: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("beta1", "beta2", "beta3", "beta4", "drift_budget"):
+        for name in (
+            "beta1",
+            "beta2",
+            "beta3",
+            "beta4",
+            "drift_budget",
+            "contrast_strong",
+            "contrast_weak",
+            "presumption",
+            "width",
+        ):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
                 raise ConfigError(f"{name} must be a finite number ≥ 0, got {value!r}")
@@ -125,6 +150,7 @@ class Score:
     replay_passed: bool  # ReplayPass(H ∪ S_t ∪ {ΔS}, D⁻) = 1 (Prop. 1)
     within_drift_budget: bool  # L_drift ≤ ε (Prop. 3)
     counterfactual_safe: bool = True  # ΔS fires on no verifier-certified safe what-if of its failures
+    l_contrast: float = 0.0  # the experience contrast's cost (strong/weak successes, presumptions it blocks)
 
     @property
     def admissible(self) -> bool:
@@ -493,6 +519,21 @@ class ObjectiveEvaluator:
         self._succ_pairs = table.succ_pairs
         self._safe_steps = table.safe_steps
         self._counterfactuals = tuple(data.safe_counterfactuals)
+        self._presumed = tuple(data.presumed_safe)
+        self._presumed_w = (
+            tuple(data.presumption_weights)
+            if len(data.presumption_weights) == len(self._presumed)
+            else (1.0,) * len(self._presumed)
+        )
+        contrast = np.asarray(data.contrast, dtype=np.intp) if data.contrast else np.zeros(0, dtype=np.intp)
+        w = self.weights
+        self._contrast_cost = np.where(
+            contrast == 2, w.contrast_strong, np.where(contrast == 1, w.contrast_weak, 0.0)
+        )
+        self._contrast_pairs = table.succ_pairs[contrast > 0] if len(contrast) else np.zeros(0, dtype=np.intp)
+        self._contrast_cost = self._contrast_cost[contrast > 0] if len(contrast) else self._contrast_cost
+        self._presumed_cache: dict[Guard | ActionMask, int] = {}
+        self._experience = bool(data.contrast)
         self._guard_cache: dict[Guard, np.ndarray] = {}
         self._mask_cache: dict[ActionMask, np.ndarray] = {}
         self._cf_cache: dict[Guard | ActionMask, int] = {}
@@ -586,6 +627,41 @@ class ObjectiveEvaluator:
                 bits &= self._cf_bits(g)
             return bool(bits)
         return bool(self._cf_bits(rule.mask) & self._cf_bits(guard))
+
+    def _presumed_hits(self, rule: Rule) -> float:
+        """The weighted count of presumptions (``SynthesisData.presumed_safe``) the rule fires on (bit sets, cached
+        per node)."""
+        bits = self._bits(rule.mask, self._presumed, self._presumed_cache)
+        guards = rule.guard.operands if isinstance(rule.guard, And) else (rule.guard,)
+        for g in guards:
+            bits &= self._bits(g, self._presumed, self._presumed_cache)
+        total, i = 0.0, 0
+        while bits:
+            if bits & 1:
+                total += self._presumed_w[i]
+            bits >>= 1
+            i += 1
+        return total
+
+    def _bits(self, node: Guard | ActionMask, pairs, cache: dict) -> int:
+        bits = cache.get(node)
+        if bits is None:
+            if isinstance(node, And | Or):
+                parts = [self._bits(g, pairs, cache) for g in node.operands]
+                bits = parts[0]
+                for b in parts[1:]:
+                    bits = bits & b if isinstance(node, And) else bits | b
+            else:
+                bits = 0
+                for i, (q, a) in enumerate(pairs):
+                    if (
+                        mask_covers(node, a)
+                        if isinstance(node, ForbidEnvAction | ForbidToolCall | ForbidToolArg)
+                        else guard_holds(node, q, a, self.classes)
+                    ):
+                        bits |= 1 << i
+            cache[node] = bits
+        return bits
 
     def _cf_bits(self, node: Guard | ActionMask) -> int:
         bits = self._cf_cache.get(node)
@@ -720,6 +796,23 @@ class ObjectiveEvaluator:
         else:
             l_drift = 0.0
 
+        l_contrast = 0.0
+        if len(self._contrast_pairs):
+            l_contrast += float(self._contrast_cost[new[self._contrast_pairs] > 0].sum())
+        if self._presumed:
+            l_contrast += w.presumption * self._presumed_hits(rule)
+        if self._experience:
+            # narrow first among equally cheap rules: the share of every recorded control pair (any verb) the guard
+            # holds on — "obj == desklamp 1" before "is_clean == false", an instance before its type
+            guard = rule.guard
+            vec = (
+                functools.reduce(np.logical_and, [self.guard_vector(g) for g in guard.operands])
+                if isinstance(guard, And)
+                else self.guard_vector(guard)
+            )
+            n_control = int(self._control.sum())
+            if n_control:
+                l_contrast += w.width * float((vec & self._control).sum()) / n_control
         exhausted = fallback_touched if len(steps) and w.mask_mode == "hard" else None
         l_conflict = float(self._conflicts(new, steps, pairs, starts, exhausted))
         c = float(description_length(rule, w.lambdas))  # the score itself is memoised per rule
@@ -729,6 +822,7 @@ class ObjectiveEvaluator:
             + w.beta2 * l_succ
             + w.beta3 * l_drift
             + w.beta4 * l_conflict
+            + l_contrast
         )
         return Score(
             description_length=c,
@@ -740,6 +834,7 @@ class ObjectiveEvaluator:
             replay_passed=replay_passed,
             within_drift_budget=l_drift <= w.drift_budget,
             counterfactual_safe=not self._fires_on_counterfactual(rule),
+            l_contrast=l_contrast,
         )
 
     def _conflicts(

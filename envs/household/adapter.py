@@ -25,7 +25,7 @@ from scars.envs.api import (
 )
 from scars.envs.household.env import HouseholdEnv
 from scars.envs.household.rules import RULE_LIBRARY
-from scars.envs.household.world import NOWHERE, OBJECT_CLASSES
+from scars.envs.household.world import OBJECT_CLASSES
 from scars.synthesis.dsl import Action, Rule, Value
 
 CORE_SCHEMA_FILE = Path(__file__).with_name("core_schema.dsl")
@@ -61,7 +61,6 @@ def household_card() -> WorldCard:
         passive_actions=("look", "inventory", "examine"),
         bookkeeping=("episode", "game_seed", "rule_set_version"),
         features=FEATURES,
-        glossary={"empty hands": ("held_type", NOWHERE)},
     )
 
 

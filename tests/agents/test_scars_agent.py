@@ -13,7 +13,7 @@ from scars.agents.runtime.store import SchemaIntegrityError, SchemaStore
 from scars.agents.scars_agent import ScarsAgent, ScarsAgentConfig
 from scars.disequilibrium.trustgate import TrustGateConfig
 from scars.envs.api import Decision, Feedback, Punishment, Verdict, WorldAdapter, WorldCard
-from scars.synthesis.dsl import Action, parse_rule
+from scars.synthesis.dsl import Action, canonical_text, parse_rule
 from scars.synthesis.errors import ConfigError
 
 HEAT_1 = Action.env("heat", "heat apple 1 with microwave 1", obj_type="apple", recep="microwave 1")
@@ -224,5 +224,67 @@ def test_the_merge_owes_the_failure_as_attributed_not_the_whole_context(tmp_path
     agent = _agent(tmp_path, search_iterations=60)
     _step(agent, 0)
     (failure,) = agent.failures
-    assert failure.causal_args == {"recep"} and failure.id == "kitchen-v0:0:0"
+    # the fragment (the action's arguments; no context variable the agent never saw vary) replaced the raw one
+    assert "recep" in failure.causal_args and failure.id == "kitchen-v0:0:0"
+    assert dict(failure.q) != {"location": "kitchen", "step": 0}
     agent.close()
+
+
+def test_a_labelled_but_unexecuted_unsafe_action_leads_to_a_scar(tmp_path):
+    """Issue 24, item 4: under ``--verdicts state`` a labelled unsafe action of a visited state is a failure (D⁻)
+    though the agent never executed it; accommodation starts from it and a scar masks it. Without the label the
+    same steps teach nothing (the check can fail)."""
+    for labelled in (True, False):
+        agent = _agent(tmp_path / str(labelled), search_iterations=60)
+        for t in range(6):
+            q = {"location": "kitchen", "step": t}
+            actions = (HEAT_1, HEAT_2, LOOK)
+            d = Decision("You are in the kitchen.", "heat an apple", "heat", q, actions, t, 0, t)
+            agent.govern(d, np.zeros(3))
+            feedback = Feedback(
+                d,
+                HEAT_2,
+                1,
+                (1.0, 1.0, 1.0),
+                "ok",
+                0.0,
+                (),
+                (),
+                False,
+                "I heat.",
+                unsafe=(HEAT_1,) if labelled else None,
+            )
+            agent.observe(feedback)
+        masked = agent.store.plane.masked({"location": "kitchen", "step": 9}, (HEAT_1, HEAT_2), 9)
+        if labelled:
+            assert agent.labelled_failures == 1 and agent.accommodations["label"] == 1
+            assert masked == [True, False]  # the labelled action, not the one executed safely
+            assert agent.store.scars  # a mature scar, not only the temporary mask
+        else:
+            assert agent.labelled_failures == 0 and masked == [False, False]
+        agent.close()
+
+
+def test_a_scar_the_verdict_ties_to_a_world_version_retires_at_the_change(tmp_path):
+    """Issue 24, item 5: the paper's "Microwave 1 is broken in world version 0" and "Desk lamp 1 is faulty in world
+    version 0" scars are scoped to version 0 (the verdict writes the version variable with its value, in the world's
+    vocabulary) and retire when the version changes; on the previous main the version was dropped from every
+    fragment (its what-if values equalled 0) and both scars survived the change."""
+    from scars.experiments.config import Tier1Config
+    from scars.experiments.tier1 import run_tier1
+
+    result = run_tier1(Tier1Config(method="scars", seed=0, episodes=12), tmp_path / "run")
+    store = SchemaStore(tmp_path / "run" / "ledger.sqlite")
+    events = store.ledger.events()
+    admitted = {e.subject: Scar.from_json(e.payload) for e in events if e.type == "scar_admitted"}
+    retired = {e.subject: e.payload["reason"] for e in events if e.type == "scar_retired"}
+    appliance = {
+        sid: s
+        for sid, s in admitted.items()
+        if any(x in canonical_text(s.rule) for x in ('"microwave 1"', '"desklamp 1"'))
+    }
+    assert appliance, "the run learns an appliance scar"
+    assert all(scar.scope.env_version == "0" for scar in appliance.values())
+    assert any("version" in retired.get(sid, "") for sid in appliance)
+    assert not any('"desklamp 1"' in r or '"microwave 1"' in r for r in result.summary["active_rules"])
+    store.close()

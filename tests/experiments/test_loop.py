@@ -92,7 +92,7 @@ if "mask_ignorer_for_test" not in BACKENDS:
 def test_a_written_masked_command_is_recorded_and_never_executed_in_every_tier(tmp_path):
     kw = {"backend": "mask_ignorer_for_test", "policy_mode": "generate"}
     one = run_tier1(
-        Tier1Config(method="scars", episodes=6, seed=0, search_iterations=30, **kw), tmp_path / "t1"
+        Tier1Config(method="scars", episodes=12, seed=0, search_iterations=30, **kw), tmp_path / "t1"
     )
     s1 = one.steps
     assert s1["generated_masked"].any() and one.summary["generate_mask_ok"] is False

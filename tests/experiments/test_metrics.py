@@ -64,3 +64,36 @@ def test_growth_fit_recovers_exponent():
     t = np.arange(1, 200)
     fit = growth_fit(t, 3.0 * t**0.5)
     assert fit["b"] == pytest.approx(0.5, abs=1e-9) and fit["a"] == pytest.approx(3.0)
+
+
+def test_scar_quality_classifies_each_scar_against_its_true_rule():
+    """Issue 24, item 7: exact / under-general / over-broad / wrong, with precision and recall on probe pairs."""
+    from scars.experiments.metrics import scar_quality
+    from scars.synthesis.dsl import Action, parse_rule
+    from scars.synthesis.dsl.semantics import fires
+
+    def clean(obj_type, basin):
+        return Action(
+            "env", "clean", (("obj_type", obj_type), ("recep", basin)), f"clean {obj_type} with {basin}"
+        )
+
+    probes = [({}, clean(o, b)) for o in ("mug", "plate", "apple") for b in ("sinkbasin 1", "sinkbasin 2")]
+    true = parse_rule(
+        'if action.obj_type == "mug" and action.recep == "sinkbasin 1" then forbid_env_action("clean")'
+    )
+    truth = {"mug_rule": lambda q, a: fires(true, q, a, {})}
+    rules = {
+        "exact": 'if action.obj_type == "mug" and action.recep == "sinkbasin 1" then forbid_env_action("clean")',
+        "over_broad": 'if action.recep == "sinkbasin 1" then forbid_env_action("clean")',
+        "wrong": 'if action.obj_type == "plate" then forbid_env_action("clean")',
+    }
+    scars = [(text, parse_rule(text), ["mug_rule"]) for text in rules.values()]
+    scars.append(("told nothing", parse_rule(rules["wrong"]), ["punished:x"]))
+    q = scar_quality(scars, truth, probes, {})
+    assert [r["class"] for r in q["scars"]] == list(rules)
+    assert q["counts"]["exact"] == 1 and q["unmatched"] == 1 and q["exact_or_under_general"] == 1 / 3
+    assert q["scars"][1]["precision"] == 1 / 3 and q["scars"][1]["recall"] == 1.0
+    # an instance rule is precise but misses the other sinks' mugs when the true rule covers every sink
+    every_sink = parse_rule('if action.obj_type == "mug" then forbid_env_action("clean")')
+    q = scar_quality(scars[:1], {"mug_rule": lambda q, a: fires(every_sink, q, a, {})}, probes, {})
+    assert q["scars"][0]["class"] == "under_general" and q["scars"][0]["recall"] == 0.5

@@ -1,0 +1,149 @@
+"""Issue 24, item 2: attribution from experience. The verdict's wording decides nothing; the contrast of the agent's
+own failures and successes does, narrow first (presumptions of met-but-untried actions), widening on a sibling
+failure of the same told rule (to the type, to the class when the class is the cheapest rule consistent with D⁺ and
+D⁻), a stale success (before the rule's first failure) weaker than a fresh one."""
+
+from __future__ import annotations
+
+from scars.synthesis import SearchConfig, build_dataset, extract_fragment
+from scars.synthesis.dsl import Action, canonical_text
+from scars.synthesis.fragments import Experience, ExperienceVerifier, RecordedStep, presumptions
+from scars.synthesis.mcts import synthesize
+
+CLASSES = {"dishware": frozenset({"mug", "bowl", "plate", "cup"}), "food": frozenset({"apple", "egg"})}
+
+
+def clean(obj: str, basin: str) -> Action:
+    obj_type = obj.split()[0]
+    args = (("obj", obj), ("obj_type", obj_type), ("recep", basin), ("recep_type", basin.split()[0]))
+    return Action("env", "clean", args, f"clean {obj} with {basin}")
+
+
+def opening(recep: str) -> Action:
+    return Action("env", "open", (("recep", recep), ("recep_type", recep.split()[0])), f"open {recep}")
+
+
+GOTOS = tuple(
+    Action("env", "goto", (("recep", r), ("recep_type", r.split()[0])), f"go to {r}")
+    for r in (
+        "countertop 1",
+        "countertop 2",
+        "cabinet 1",
+        "cabinet 2",
+        "shelf 1",
+        "shelf 2",
+        "table 1",
+        "table 2",
+    )
+)
+
+
+def step(actions, chosen, violated, episode, held="none", number=3) -> RecordedStep:
+    """One decision among ``actions`` plus eight ways to walk elsewhere (a household step has many options)."""
+    context = {"held_type": held, "room": "kitchen", "step": number, "episode": episode}
+    actions = (*actions, *GOTOS)
+    return RecordedStep(context, actions, (1.0,) * len(actions), chosen, violated, episode, number)
+
+
+def learn(
+    history: list[RecordedStep], theta_of=lambda s: "rule", text: str = "whatever the verdict says"
+) -> str:
+    evidence = ExperienceVerifier(frozenset({"episode"}))
+    for s in history:
+        evidence.record(s.context, s.chosen_action, s.violated)
+    failures = [s for s in history if s.violated]
+    last = failures[-1]
+    theta = theta_of(last)
+    first = next(s for s in failures if theta_of(s) == theta)
+    key = (last.chosen_action.kind, last.chosen_action.name)
+    varied = frozenset(
+        k for k in last.context if len({s.context.get(k) for s in history}) > 1 and k != "episode"
+    )
+    experience = Experience(
+        failures=tuple((s.context, s.chosen_action) for s in failures if theta_of(s) == theta),
+        met=tuple(dict.fromkeys(a for s in history for a in s.actions if a.is_control)),
+        varied=varied,
+        successes=tuple(
+            (s.context, s.chosen_action, s.step_id >= first.step_id)
+            for s in history
+            if not s.violated and (s.chosen_action.kind, s.chosen_action.name) == key
+        ),
+    )
+    fragment = extract_fragment(
+        last,
+        evidence,
+        CLASSES,
+        theta=theta,
+        ignore=frozenset({"episode"}),
+        verdict_text=text,
+        experience=experience,
+    )
+    steps = [s for s in history if not s.violated or theta_of(s) == theta]
+    data = build_dataset(steps, evidence, fragment, since=first.step_id)
+    result = synthesize(data, fragment, (), (), CLASSES, SearchConfig(num_simulations=600), seed=0)
+    assert result.admitted
+    return canonical_text(result.rule)
+
+
+MENU = (clean("mug 1", "sinkbasin 1"), clean("mug 1", "sinkbasin 2"), clean("plate 1", "sinkbasin 1"))
+
+
+def test_one_failure_yields_the_narrowest_rule_the_met_actions_allow_and_the_wording_decides_nothing():
+    history = [step(MENU, 2, False, 0), step(MENU, 0, True, 1)]
+    rules = {
+        learn(history, text=t)
+        for t in ("Do not wash mugs in sinkbasin 1.", "Keep cups out of the left sink.")
+    }
+    (rule,) = rules  # two wordings, one rule: the text is not read
+    assert (
+        '"sinkbasin 1"' in rule and '"mug' in rule
+    )  # the basin and the mug: the presumed-safe neighbours stay open
+
+
+def test_a_sibling_failure_of_the_same_told_rule_widens_to_the_type_then_to_the_class():
+    menu = (
+        *MENU,
+        clean("mug 2", "sinkbasin 1"),
+        clean("bowl 1", "sinkbasin 1"),
+        clean("apple 1", "sinkbasin 1"),
+    )
+    first = [step(menu, 5, False, 0), step(menu, 0, True, 1)]
+    assert 'action.obj == "mug 1"' in learn(first)  # narrow: mug 2 was met and is presumed safe
+    two_mugs = [*first, step(menu, 3, True, 2)]
+    assert 'action.obj_type == "mug"' in learn(two_mugs)  # a sibling: the type
+    mug_and_plate = [*first, step(menu, 2, True, 2)]
+    # the bowl (never tried) does not veto the class; the apple (washed safely) keeps it from "any cleaning"
+    assert 'in_class(action.obj_type, "dishware")' in learn(mug_and_plate)
+
+
+def test_presumptions_give_way_to_the_failures_generalisation():
+    verifier = ExperienceVerifier()
+    met = (clean("mug 2", "sinkbasin 1"), clean("bowl 1", "sinkbasin 1"), clean("apple 1", "sinkbasin 1"))
+    one = Experience(failures=((({}), clean("mug 1", "sinkbasin 1")),), met=met)
+    presumed, weights = presumptions({}, clean("mug 1", "sinkbasin 1"), verifier, one, CLASSES)
+    assert {a.text for _, a in presumed} == {a.text for a in met} and weights == (1.0, 1.0, 1.0)
+    two = Experience(
+        failures=(({}, clean("mug 1", "sinkbasin 1")), ({}, clean("plate 1", "sinkbasin 1"))), met=met
+    )
+    presumed, _ = presumptions({}, clean("plate 1", "sinkbasin 1"), verifier, two, CLASSES)
+    assert {a.text for _, a in presumed} == {"clean apple 1 with sinkbasin 1"}  # mug 2, bowl 1 join the class
+
+
+def test_fresh_successes_with_empty_hands_keep_the_condition_on_what_is_held():
+    menu = (opening("drawer 1"), opening("drawer 2"), opening("cabinet 1"))
+    history = [step(menu, 1, False, 0, "none", 2), step(menu, 0, True, 1, "mug", 4)]
+    history += [
+        step(menu, 0, False, 2, "none", n) for n in (2, 5)
+    ]  # after the first failure: strong evidence
+    history += [step(menu, 1, True, 3, "plate", 6)]  # a sibling drawer fails too
+    rule = learn(history)
+    assert 'action.recep_type == "drawer"' in rule and 'held_type != "none"' in rule
+
+
+def test_no_equality_on_a_numeric_context_variable_restates_when_a_rule_switched_on():
+    menu = (clean("mug 1", "sinkbasin 1"), clean("apple 1", "sinkbasin 1"))
+    # washed safely before the rule switched on (weak), then it failed: "step == 7" would separate them
+    history = [step(menu, 0, False, e, number=n) for e, n in ((0, 2), (1, 3), (2, 4))]
+    history += [step(menu, 1, False, 3, number=5), step(menu, 0, True, 4, number=7)]
+    rule = learn(history)
+    assert "step ==" not in rule and '"mug' in rule
