@@ -27,7 +27,8 @@ os.environ.setdefault("WANDB_SILENT", "true")
 
 from rich.console import Console  # noqa: E402
 
-from scars.experiments.sweep import SweepSpec, run_sweep  # noqa: E402
+from scars.experiments.sweep import run_sweep
+from scars.experiments.sweep_spec import SweepSpec  # noqa: E402
 
 
 def trivial_run(cfg, out, *, tracking=None, progress=None):

@@ -258,7 +258,7 @@ def plot_over_episodes(
 
 
 def plot_bars(aggregate: pd.DataFrame, path: Path) -> Path:
-    from scars.experiments.sweep import plot_ablations
+    from scars.experiments.sweep_tables import plot_ablations
 
     return plot_ablations(aggregate, path)
 
@@ -277,7 +277,7 @@ def _ci_cell(mean: float, lo: float, hi: float, n: int, fmt: str) -> str:
 def ablation_table(runs: pd.DataFrame, samples: int = 2000, seed: int = 0) -> pd.DataFrame | None:
     """Per scars label (the full agent, the ablations, the controls): each ablation's own measures, mean [95% CI]
     (n = seeds where the measure is defined). None when the sweep has no scars run."""
-    from scars.experiments.sweep import aggregate_runs
+    from scars.experiments.sweep_tables import aggregate_runs
 
     scars = runs[runs.get("method", pd.Series(dtype=str)) == "scars"] if "method" in runs else runs.iloc[0:0]
     if scars.empty:
@@ -296,7 +296,7 @@ def ablation_table(runs: pd.DataFrame, samples: int = 2000, seed: int = 0) -> pd
 
 
 def _sweep_section(doc: Doc, folder: Path, assets: Path, chosen_run: str | None) -> None:
-    from scars.experiments.sweep import _MD_COLUMNS, _cell, _diff_cell, _pooled_cell
+    from scars.experiments.sweep_tables import _MD_COLUMNS, _cell, _diff_cell, _pooled_cell
 
     spec = read_json_object(folder / "sweep.json", "a sweep's sweep.json")
     identity = spec.get("identity")

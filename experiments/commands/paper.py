@@ -78,7 +78,8 @@ def paper(
         import ray
 
         from scars.experiments.results_report import write_report
-        from scars.experiments.sweep import SweepSpec, run_sweep
+        from scars.experiments.sweep import run_sweep
+        from scars.experiments.sweep_spec import SweepSpec
 
         specs = []
         for name in names:

@@ -97,7 +97,7 @@ def sweep(
     Writes runs.parquet/.csv (one row per run, from Tune's ResultGrid), aggregate.parquet/.csv and aggregate.md
     (mean and 95% bootstrap CI over seeds, pooled rates and paired differences vs scars), ablations.png and
     sweep.json. Ablations apply to method scars only: a baseline crossed with an ablation is not run."""
-    from scars.experiments.sweep import SweepSpec, load_spec, parse_values
+    from scars.experiments.sweep_spec import SweepSpec, load_spec, parse_values
     from scars.synthesis.errors import ScarsError
 
     check_output_dir(out)

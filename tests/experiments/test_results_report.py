@@ -20,7 +20,8 @@ from scars.experiments.cli import main
 from scars.experiments.config import Tier1Config
 from scars.experiments.results_report import ablation_table, rule_switches, write_report
 from scars.experiments.runner import run_tier1_folder
-from scars.experiments.sweep import SweepSpec, _write_outputs, expand
+from scars.experiments.sweep import _write_outputs
+from scars.experiments.sweep_spec import SweepSpec, expand
 from scars.experiments.tier1 import method_label
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -10,14 +10,8 @@ import pandas as pd
 import pytest
 
 from scars.experiments.stats import bootstrap_ci
-from scars.experiments.sweep import (
-    SweepError,
-    SweepSpec,
-    aggregate_runs,
-    expand,
-    load_spec,
-    parse_values,
-)
+from scars.experiments.sweep_spec import SweepError, SweepSpec, expand, load_spec, parse_values
+from scars.experiments.sweep_tables import aggregate_runs
 from scars.experiments.tiers import get_tier
 from scars.synthesis.errors import ConfigError
 
@@ -145,7 +139,7 @@ def test_aggregate_skips_failed_runs_and_undefined_values_and_is_independent_of_
 
 
 def test_pooled_counts_count_undefined_runs_and_pair_on_common_seeds():
-    from scars.experiments.sweep import pooled_runs
+    from scars.experiments.sweep_tables import pooled_runs
 
     runs = pd.DataFrame(
         {

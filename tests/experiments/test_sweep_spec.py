@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from scars.experiments.cli import main
-from scars.experiments.sweep import SweepError, SweepSpec, _probe
+from scars.experiments.sweep import _probe
+from scars.experiments.sweep_spec import SweepError, SweepSpec
 
 BAD_SPECS = {
     "grid-is-a-string": ('grid = "abc"\n', "grid = 'abc' is str"),

@@ -26,7 +26,8 @@ from rich.console import Console
 
 from scars.experiments.cli import main
 from scars.experiments.report import DamagedResultFile
-from scars.experiments.sweep import SweepError, SweepSpec, run_sweep
+from scars.experiments.sweep import run_sweep
+from scars.experiments.sweep_spec import SweepError, SweepSpec
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -164,7 +165,8 @@ DRIVER = textwrap.dedent(
     from dataclasses import asdict
     from pathlib import Path
     from rich.console import Console
-    from scars.experiments.sweep import SweepSpec, run_sweep
+    from scars.experiments.sweep_spec import SweepSpec
+    from scars.experiments.sweep import run_sweep
 
     def slow_run(cfg, out, *, tracking=None, progress=None):
         calls = out.parent.parent / "calls"
