@@ -3,7 +3,7 @@
 Goals (issue 12): native steps/s >= 1000x TextWorld's, the full Gymnasium env >= 2000x.
 
 On the SAME generated games (six task types x ``--seeds`` seeds, each exported with
-``envs.household.textworld_ref.export_game``), in one run:
+``envs.household.game_file.export_game``), in one run:
 
 - random admissible-command walks: a uniformly random admissible command each step, restarting the game when it is
   won or after 50 steps (ALFWorld's episode length); steps per second, where a step is ``step(command)`` plus
@@ -38,8 +38,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scars.envs.household.env import HouseholdEnv  # noqa: E402
+from scars.envs.household.game_file import INSTALL_HINT, export_game  # noqa: E402
 from scars.envs.household.generator import generate_game  # noqa: E402
-from scars.envs.household.textworld_ref import INSTALL_HINT, export_game, textworld_available  # noqa: E402
+from scars.envs.household.textworld_game import textworld_available  # noqa: E402
 from scars.envs.household.world import TASK_TYPES, GameSpec, World  # noqa: E402
 
 EPISODE_STEPS = 50  # ALFWorld's episode length

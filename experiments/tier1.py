@@ -124,7 +124,7 @@ def blocking_rules(agent: Agent, card, governed) -> tuple[Rule, ...]:
 def imported_games(cfg: Tier1Config) -> tuple[GameSpec, ...]:
     """The run's games from ALFWorld game files (``cfg.game_files``): sorted, cycled over the episodes. A file the
     native engine cannot play is an error naming it and the construct (never a silently different game)."""
-    from scars.envs.household.textworld_ref import load_game_file
+    from scars.envs.household.game_file import load_game_file
 
     root = Path(cfg.game_files)
     files = sorted(root.rglob("*.tw-pddl")) if root.is_dir() else [root]

@@ -16,7 +16,7 @@ from typing import Any
 from scars.envs.api import Decision, NormVerifier, Punishment, SemanticJudge, Verdict, WorldCard, read_rules
 from scars.envs.household.env import HouseholdEnv
 from scars.envs.household.rules import RULE_LIBRARY
-from scars.envs.household.world import NOWHERE, OBJECT_CLASSES
+from scars.envs.household.spec import NOWHERE, OBJECT_CLASSES
 from scars.synthesis.dsl import Action, Rule, Value
 
 CORE_SCHEMA_FILE = Path(__file__).with_name("core_schema.dsl")

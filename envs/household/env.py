@@ -50,6 +50,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
+from scars.envs.household.game_file import load_game_file
 from scars.envs.household.generator import _check_seed, generate_game
 from scars.envs.household.rules import RuleSchedule, Verifier
 from scars.envs.household.world import GameSpec, World, check_task_type
@@ -135,8 +136,6 @@ class HouseholdEnv(gym.Env[str, str]):
 
     def _imported_game(self) -> GameSpec:
         if self._file_spec is None:
-            from scars.envs.household.textworld_ref import load_game_file
-
             self._file_spec = load_game_file(str(self.config.game_file))
         return self._file_spec
 

@@ -106,8 +106,9 @@ def export(seed: int, task_type: str | None, verify: bool, out: str) -> None:
     """Write a generated game as an ALFWorld game.tw-pddl file OUT (playable by TextWorld / ALFWorld)."""
     # Imported here: the exporter reads the optional alfworld package's data files.
     from scars.envs.household.expert import expert_plan
+    from scars.envs.household.game_file import TextWorldMissing, export_game
     from scars.envs.household.generator import generate_game
-    from scars.envs.household.textworld_ref import TextWorldGame, TextWorldMissing, export_game
+    from scars.envs.household.textworld_game import TextWorldGame
     from scars.envs.household.world import World
 
     check_output_file(Path(out))
@@ -151,7 +152,7 @@ def import_(game_file: str, alfworld_logic: bool, verify: bool) -> None:
     A file the native engine cannot reproduce exactly gets one error line naming the construct (exit code 2).
     """
     from scars.envs.household.expert import NoCompliantPlan, expert_plan
-    from scars.envs.household.textworld_ref import load_game_file
+    from scars.envs.household.game_file import load_game_file
     from scars.envs.household.world import World
 
     try:
@@ -177,11 +178,8 @@ def _verify_in_textworld(game_file: str, world: object, plan: list[str], alfworl
     import tempfile
     from pathlib import Path
 
-    from scars.envs.household.textworld_ref import (
-        TextWorldGame,
-        TextWorldMissing,
-        rewrite_with_alfworld_logic,
-    )
+    from scars.envs.household.game_file import TextWorldMissing, rewrite_with_alfworld_logic
+    from scars.envs.household.textworld_game import TextWorldGame
 
     try:
         with tempfile.TemporaryDirectory() as tmp:
