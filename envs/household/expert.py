@@ -51,6 +51,7 @@ class _Sim:
         # rules by the (kind, verb) their mask covers: a command only meets the rules that could forbid it
         self.by_key = _rules_by_key(rules) if by_key is None else by_key
         self.cmds: list[str] = []
+        self.won_at: int | None = None  # commands up to the first state where the goal holds
 
     def do(self, cmd: str) -> None:
         w = self.w
@@ -66,6 +67,8 @@ class _Sim:
                     raise _Blocked
         w.step(cmd)
         self.cmds.append(cmd)
+        if self.won_at is None and w.won():
+            self.won_at = len(self.cmds)
 
     def goto(self, recep: str) -> None:
         if not self.w.is_at(recep):
@@ -105,6 +108,8 @@ class _Sim:
                 trial.place(held, r)
             except _Blocked:
                 continue
+            if self.won_at is None and trial.won_at is not None:
+                self.won_at = len(self.cmds) + trial.won_at
             self.w, self.cmds = trial.w, self.cmds + trial.cmds
             return
         raise _Blocked
@@ -247,8 +252,8 @@ def expert_plan(world: World, forbidden: Iterable[Rule | SafetyRule] = ()) -> li
             run(sim)
         except _Blocked:
             continue
-        if sim.w.won():
-            return sim.cmds
+        if sim.won_at is not None:  # stop where the goal first holds (a skeleton may reach it before its end)
+            return sim.cmds[: sim.won_at]
     names = [getattr(r, "id", None) or repr(r) for r in forbidden]
     raise NoCompliantPlan(
         f"no compliant plan for {world.spec.task.goal_text!r} (game seed {world.spec.seed}) under forbidden rules {names}"

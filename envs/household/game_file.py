@@ -474,6 +474,18 @@ def _logic_of(data: Mapping[str, Any], where: str) -> str:
     return logic
 
 
+def find_game_files(root: str | Path) -> list[Path]:
+    """The ``*.tw-pddl`` files of a run, sorted: ``root`` itself when it is a file, else every one under it (the
+    layout of ALFWorld's data: ``$ALFWORLD_DATA/json_2.1.1/<split>/<task>/<trial>/game.tw-pddl``)."""
+    root = Path(root)
+    return sorted(root.rglob("*.tw-pddl")) if root.is_dir() else [root]
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes (provenance: which game file a result was played on)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpec:
     """Import an ALFWorld ``game.tw-pddl`` file as a native :class:`GameSpec` (issues 12, 27).
 

@@ -69,6 +69,7 @@ _VERB_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^close (?P<recep>.+)$", "close"),
         (r"^take (?P<obj>.+) from (?P<recep>.+)$", "take"),
         (r"^move (?P<obj>.+) to (?P<recep>.+)$", "move"),
+        (r"^put (?P<obj>.+) in/on (?P<recep>.+)$", "move"),  # the pre-0.4 grammar's PutObject
         (r"^(?P<verb>heat|clean|cool) (?P<obj>.+) with (?P<recep>.+)$", ""),
         (r"^slice (?P<obj>.+) with (?P<tool>.+)$", "slice"),
         (r"^use (?P<obj>.+)$", "use"),
@@ -225,6 +226,10 @@ class TextWorldGame:
 
     def won(self) -> bool:
         return bool(self._state["won"])
+
+    def facts(self) -> list[Any]:
+        """TextWorld's PDDL facts of the current state, with shown names (what ALFWorld's hand-coded expert reads)."""
+        return list(self._state["facts"])
 
     def admissible_commands(self) -> list[str]:
         cmds = list(self._state["admissible_commands"])
