@@ -137,8 +137,8 @@ def export(seed: int, task_type: str | None, verify: bool, out: str) -> None:
 @click.option(
     "--alfworld-logic",
     is_flag=True,
-    help="Play the file's problem under alfworld's current alfred.pddl/alfred.twl2 (for files written with an "
-    "older domain or grammar, e.g. the 'put X in/on Y' one), as ALFWorld does when it regenerates game files.",
+    help="Play the file's problem under alfworld 0.4's alfred.pddl/alfred.twl2 instead of the file's own (each "
+    "file's ALFWorld generation is detected and played without this), as ALFWorld does when it regenerates game files.",
 )
 @click.option(
     "--verify",
@@ -165,6 +165,7 @@ def import_(game_file: str, alfworld_logic: bool, verify: bool) -> None:
     task = spec.task
     click.echo(
         f"imported {game_file}: {task.task_type} ({task.obj_type} -> {task.recep_type or task.toggle_type}), "
+        f"ALFWorld logic {spec.logic}, "
         f"{len(spec.receptacles)} receptacles, {len(spec.objects)} objects, {len(spec.containment())} canContain "
         f"pairs; task: {spec.goal_text}"
     )

@@ -79,6 +79,44 @@ def test_real_files_hold_every_construct():
         assert all(seen.values()), seen
 
 
+def test_gym_make_plays_real_files_and_takes_the_override():
+    import gymnasium as gym
+
+    import scars.envs  # noqa: F401  (registers scars/Household-v0)
+
+    for path in FILES[:: max(1, len(FILES) // 6)]:
+        env = gym.make("scars/Household-v0", game_file=str(path)).unwrapped
+        obs, info = env.reset(seed=0)
+        assert obs.startswith("-= Welcome to TextWorld, ALFRED! =-") and info["goal"] in obs
+        assert "help" not in info["admissible_commands"]  # the pre-0.4 domain has no help action
+        obs, *_ = env.step(info["admissible_commands"][0])
+        assert obs != "Nothing happens."
+        under_04 = gym.make("scars/Household-v0", game_file=str(path), alfworld_logic=True).unwrapped
+        assert "help" in under_04.reset(seed=0)[1]["admissible_commands"]
+
+
+def test_cli_imports_a_real_file():
+    from click.testing import CliRunner
+
+    from scars.experiments.cli import main as cli
+
+    result = CliRunner().invoke(cli, ["world", "import", str(FILES[0])])
+    assert result.exit_code == 0, result.output
+    assert "ALFWorld logic pre-0.4" in result.output and "expert plan" in result.output
+
+
+@pytest.mark.textworld
+@pytest.mark.skipif(not textworld_available(), reason=INSTALL_HINT)
+def test_cli_verifies_a_real_file_in_textworld():
+    from click.testing import CliRunner
+
+    from scars.experiments.cli import main as cli
+
+    result = CliRunner().invoke(cli, ["world", "import", "--verify", str(FILES[-1])])
+    assert result.exit_code == 0, result.output
+    assert "agree on all" in result.output
+
+
 def _sample(files: list[Path]) -> list[Path]:
     want = int(os.environ.get("SCARS_LOCKSTEP_FILES", "0") or 0)
     if want <= 0 or want >= len(files):
