@@ -268,12 +268,14 @@ class World:
         self.loc = self._ridx[spec.start] if spec.start is not None else -1  # -1: the middle of the room
         self.held = -1
         self.contents: list[list[int]] = [[] for _ in self._rnames]
-        self.where: list[list[int]] = []  # the receptacles each object is in (inReceptacle facts)
+        # the receptacles each object is in (inReceptacle facts) and its locations (objectAtLocation facts), as
+        # immutable values replaced on change, so that a copy (the expert makes many) copies only the lists
+        self.where: list[tuple[int, ...]] = []
         for i, o in enumerate(spec.objects):
-            self.where.append([self._ridx[r] for r in o.receptacles])
+            self.where.append(tuple(self._ridx[r] for r in o.receptacles))
             for r in self.where[-1]:
                 self.contents[r].append(i)
-        self.at: list[set[int]] = [set(a) for a in self._oat0]  # objectAtLocation facts, as location indices
+        self.at: list[frozenset[int]] = list(self._oat0)
         self.taken: set[tuple[int, int]] = (
             set()
         )  # (object, receptacle) of the not_inreceptacle facts TextWorld keeps
@@ -300,9 +302,9 @@ class World:
             setattr(other, name, getattr(self, name))
         other.loc = self.loc
         other.held = self.held
-        other.where = [list(w) for w in self.where]
+        other.where = list(self.where)
         other.contents = [list(c) for c in self.contents]
-        other.at = [set(a) for a in self.at]
+        other.at = list(self.at)
         other.taken = set(self.taken)
         for name in World._FLAGS:
             setattr(other, name, list(getattr(self, name)))
@@ -563,15 +565,15 @@ class World:
         elif verb == "take":
             # alfred.pddl PickupObject: out of this receptacle (not others it is also in), not at this location
             self.contents[r].remove(o)
-            self.where[o].remove(r)
-            self.at[o].discard(self._rloc[r])
+            self.where[o] = tuple(x for x in self.where[o] if x != r)
+            self.at[o] = self.at[o] - {self._rloc[r]}
             self.taken.add((o, r))
             self.held = o
             obs = f"You pick up the {self._onames[o]} from the {self._rnames[r]}."
         elif verb == "move":
             insort(self.contents[r], o, key=self._orank.__getitem__)
-            self.where[o].append(r)
-            self.at[o].add(self._rloc[r])
+            self.where[o] = (*self.where[o], r)
+            self.at[o] = self.at[o] | {self._rloc[r]}
             self.taken.discard((o, r))
             self.held = -1
             self.wet[o] = False  # put down to dry (the native-only flag, see the module docstring)

@@ -133,6 +133,7 @@ def _lockstep_one(job: tuple[Path, bool]) -> Tally:
 
 @pytest.mark.slow
 @pytest.mark.textworld
+@pytest.mark.timeout(3600)  # all drivers on all 200 valid_train files: ~25 min on a shared 2-core machine
 @pytest.mark.skipif(not textworld_available(), reason=INSTALL_HINT)
 def test_lockstep_against_textworld_on_alfworld_files():
     files = _sample(FILES)
