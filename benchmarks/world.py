@@ -219,9 +219,9 @@ def main(argv: list[str] | None = None) -> dict:
     if real:
         real_specs = [load_game_file(p) for p in real]
         steps, secs, cpu = native_walk(real_specs, rng, args.native_seconds)
-        real_sps = steps / secs
+        real_sps, real_cpu_sps = steps / secs, steps / cpu
         rtw = textworld_measure(real, rng, args.textworld_steps, args.textworld_resets)
-        real_tw_sps = rtw["steps"] / rtw["step_s"]
+        real_tw_sps, real_tw_cpu_sps = rtw["steps"] / rtw["step_s"], rtw["steps"] / rtw["step_cpu_s"]
         print(
             f"ALFWorld's files ({len(real)}): native {real_sps:12,.0f} steps/s, textworld {real_tw_sps:.1f} steps/s "
             f"({rtw['steps']} steps; load {rtw['load_s_per_game']:.2f} s/game), ratio {real_sps / real_tw_sps:,.0f}",
@@ -234,6 +234,9 @@ def main(argv: list[str] | None = None) -> dict:
                 "real_textworld_steps_per_s": round(real_tw_sps, 2),
                 "real_textworld_load_s_per_game": round(rtw["load_s_per_game"], 3),
                 "real_ratio": round(real_sps / real_tw_sps, 1),
+                "real_native_steps_per_cpu_s": round(real_cpu_sps, 1),
+                "real_textworld_steps_per_cpu_s": round(real_tw_cpu_sps, 2),
+                "real_cpu_ratio": round(real_cpu_sps / real_tw_cpu_sps, 1),
             }
         )
     result.update(

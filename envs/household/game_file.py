@@ -288,7 +288,9 @@ LOGIC_FINGERPRINTS: Mapping[str, tuple[str, str]] = {
 """The (domain, grammar) fingerprints of each ALFWorld logic generation the native engine implements."""
 
 _TASK_RULE = re.compile(r'"rhs": "Your task is to: (.*?)\.?"')
-_IGNORED_FACTS = frozenset({"=", "ison", "moveable", "checked", "wasinreceptacle", "examined"})
+_IGNORED_FACTS = frozenset(
+    {"=", "ison", "moveable", "checked", "wasinreceptacle", "examined", "full", "isreceptacleobjectfull"}
+)  # facts no action or text of either logic generation reads
 _PROPERTY_OF_FACT = {"isreceptacleobject": "receptacle_object"} | {
     p: p for p in ("pickupable", "cleanable", "heatable", "coolable", "toggleable", "sliceable")
 }

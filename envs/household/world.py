@@ -7,15 +7,19 @@ K``, ``inventory``, ``look``, ``help``), the same feedback sentences and "Nothin
 inadmissible. Its data — which receptacle type holds which object type (``canContain``), the per-object property
 and receptacle-object flags, the type vocabulary and the task sentences — are ALFWorld's own tables
 (``alfworld_tables.json``, see :mod:`envs.household.alfworld_data`); a game may carry its own facts instead (an
-imported ALFWorld file). Receptacle contents are listed in PDDL id order, as TextWorld lists them.
+imported ALFWorld file). Receptacle contents are listed in PDDL id order, as TextWorld lists them. An imported game
+plays under its own ALFWorld logic generation (:data:`~envs.household.spec.LOGICS`: the pre-0.4 grammar says "put X
+in/on Y" and "You arrive at loc 12.", and has no ``help``), and keeps the problem's facts as TextWorld's PDDL state
+does: an object may be in several receptacles or none, at locations other than its receptacle's (SliceObject reads
+``objectAtLocation``), and a pickup leaves a ``not_inreceptacle`` fact that ``look`` lists "next to it".
 
 Beyond ALFWorld the world tracks one extra, text-invisible state flag, ``is_wet``: cleaning an object makes it wet,
 and it dries once it has been put down on (or in) any receptacle. It exists so that the paper's rule "no wet
 dishware straight into the cabinet" (§6.1) has a meaning; it never changes an observation, an admissible command
 or a goal, so the world stays observationally equal to ALFWorld's engine.
 
-A :class:`GameSpec` is the frozen description of a game (what the generator draws, what the TextWorld exporter
-writes and what the importer reads); a :class:`World` is one mutable play-through of it. Admissible commands are recomputed only after a state
+A :class:`~envs.household.spec.GameSpec` is the frozen description of a game (what the generator draws, what the
+exporter writes and what the importer reads); a :class:`World` is one mutable play-through of it. Admissible commands are recomputed only after a state
 change and cached, so a random admissible walk runs tens of thousands of steps per second.
 """
 
