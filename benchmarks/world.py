@@ -3,12 +3,15 @@
 Goals (issue 12): native steps/s >= 1000x TextWorld's, the full Gymnasium env >= 2000x.
 
 On the SAME generated games (six task types x ``--seeds`` seeds, each exported with
-``envs.household.textworld_ref.export_game``), in one run:
+``envs.household.game_file.export_game``), in one run:
 
 - random admissible-command walks: a uniformly random admissible command each step, restarting the game when it is
   won or after 50 steps (ALFWorld's episode length); steps per second, where a step is ``step(command)`` plus
   reading the next admissible commands and the won flag;
-- resets per second (back to the initial state of a loaded game).
+- resets per second (back to the initial state of a loaded game);
+- the same walks on ALFWorld's own game files (issue 27): ``--real-files N`` files (every k-th, sorted) under
+  ``--game-files`` (default ``$ALFWORLD_DATA/json_2.1.1/valid_train``), native and TextWorld in the same run; the
+  row is left out when there are no such files.
 
 Engines:
   native      ``envs.household.world.World`` (the engine of ``scars/Household-v0``);
@@ -19,6 +22,7 @@ Engines:
 Steps/s are wall-clock; the CPU-time figures (``*_cpu``) are also given because the machine may be shared.
 
 Usage:  python benchmarks/world.py [--seeds 1] [--textworld-steps 25] [--native-seconds 1.0] [--seed 0]
+                                  [--game-files DIR] [--real-files 12]
 Prints readable lines, then, last, one JSON line:
 {"native_steps_per_s": …, "textworld_steps_per_s": …, "ratio": …, "native_resets_per_s": …, ...}
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -36,8 +41,14 @@ import numpy as np
 
 # benchmarks/synthesis.py would shadow the synthesis package: put the repository root first
 from scars.envs.household.env import HouseholdEnv  # noqa: E402
+from scars.envs.household.game_file import (  # noqa: E402
+    INSTALL_HINT,
+    export_game,
+    find_game_files,
+    load_game_file,
+)
 from scars.envs.household.generator import generate_game  # noqa: E402
-from scars.envs.household.textworld_ref import INSTALL_HINT, export_game, textworld_available  # noqa: E402
+from scars.envs.household.textworld_game import textworld_available  # noqa: E402
 from scars.envs.household.world import TASK_TYPES, GameSpec, World  # noqa: E402
 
 EPISODE_STEPS = 50  # ALFWorld's episode length
@@ -143,7 +154,20 @@ def main(argv: list[str] | None = None) -> dict:
         "--native-seconds", type=float, default=1.0, help="time budget of each native measurement"
     )
     ap.add_argument("--seed", type=int, default=0, help="seed of the random walks")
+    default_real = Path(os.environ.get("ALFWORLD_DATA", "")) / "json_2.1.1" / "valid_train"
+    ap.add_argument(
+        "--game-files",
+        default=str(default_real) if os.environ.get("ALFWORLD_DATA") else "",
+        help="a folder of ALFWorld game files for the real-files row (default $ALFWORLD_DATA/json_2.1.1/valid_train)",
+    )
+    ap.add_argument("--real-files", type=int, default=12, help="ALFWorld game files in the real-files row")
     args = ap.parse_args(argv)
+    if args.real_files < 1:
+        ap.error(f"--real-files must be a positive integer, got {args.real_files}")
+    real = find_game_files(args.game_files) if args.game_files and Path(args.game_files).is_dir() else []
+    if args.game_files and not real:
+        ap.error(f"--game-files {args.game_files!r} holds no *.tw-pddl file")
+    real = real[:: max(1, len(real) // args.real_files)][: args.real_files]
 
     specs = [generate_game(seed, tt) for tt in TASK_TYPES for seed in range(args.seeds)]
     rng = np.random.default_rng(np.random.SeedSequence(args.seed))
@@ -190,6 +214,29 @@ def main(argv: list[str] | None = None) -> dict:
         f"textworld (PDDL):  {tw_rps:12,.2f} resets/s; load {tw['load_s_per_game']:.2f} s/game",
         file=sys.stderr,
     )
+    if real:
+        real_specs = [load_game_file(p) for p in real]
+        steps, secs, cpu = native_walk(real_specs, rng, args.native_seconds)
+        real_sps, real_cpu_sps = steps / secs, steps / cpu
+        rtw = textworld_measure(real, rng, args.textworld_steps, args.textworld_resets)
+        real_tw_sps, real_tw_cpu_sps = rtw["steps"] / rtw["step_s"], rtw["steps"] / rtw["step_cpu_s"]
+        print(
+            f"ALFWorld's files ({len(real)}): native {real_sps:12,.0f} steps/s, textworld {real_tw_sps:.1f} steps/s "
+            f"({rtw['steps']} steps; load {rtw['load_s_per_game']:.2f} s/game), ratio {real_sps / real_tw_sps:,.0f}",
+            file=sys.stderr,
+        )
+        result.update(
+            {
+                "real_files": len(real),
+                "real_native_steps_per_s": round(real_sps, 1),
+                "real_textworld_steps_per_s": round(real_tw_sps, 2),
+                "real_textworld_load_s_per_game": round(rtw["load_s_per_game"], 3),
+                "real_ratio": round(real_sps / real_tw_sps, 1),
+                "real_native_steps_per_cpu_s": round(real_cpu_sps, 1),
+                "real_textworld_steps_per_cpu_s": round(real_tw_cpu_sps, 2),
+                "real_cpu_ratio": round(real_cpu_sps / real_tw_cpu_sps, 1),
+            }
+        )
     result.update(
         {
             "textworld_steps_per_s": round(tw_sps, 2),

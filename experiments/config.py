@@ -308,7 +308,8 @@ class Tier1Config(RunConfig):
     """ALFWorld ``game.tw-pddl`` files to play instead of generated games: one file, or a folder searched recursively;
     the episodes play them in sorted order (cycling), under the schedule's rules."""
     alfworld_logic: bool = False
-    """With ``game_files``: play each file's problem under alfworld 0.4.2's domain and grammar (older ALFWorld files)."""
+    """With ``game_files``: play each file's problem under alfworld 0.4's domain and grammar instead of the file's own
+    (each file's own ALFWorld generation is detected and played without it)."""
     signal_config: str = ""
     """A JSON file written by ``scars calibrate`` (weights w, τ, gain, bias of d_t); it overrides ``tau``."""
     workers: int = 2

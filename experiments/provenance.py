@@ -1,8 +1,9 @@
 """Where a result came from, and the safety of result folders (issue 16).
 
 Every run folder gets ``provenance.json``: the git commit of the testbed and whether its tree was dirty, the versions
-of the packages the result depends on, the command line, Python, the host, the start and end time (UTC) and the
-run's config. A saved ``config.json`` replays with ``--config FILE`` (:func:`load_config`). Default output folders
+of the packages the result depends on (alfworld and textworld among them), the command line, Python, the host,
+the start and end time (UTC), the run's config and, for runs on ALFWorld game files, the sha256 of each file
+played. A saved ``config.json`` replays with ``--config FILE`` (:func:`load_config`). Default output folders
 are unique (``runs/<tier>-<method>-<UTC timestamp>``, :func:`default_out`) and an existing, non-empty folder is
 never written into without ``--overwrite`` (:func:`claim_out`).
 """
@@ -23,6 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from scars.envs.household.game_file import file_sha256, find_game_files
 from scars.experiments.report import write_json
 from scars.synthesis.errors import ConfigError
 
@@ -39,8 +41,11 @@ PACKAGES: tuple[str, ...] = (
     "matplotlib",
     "torch",
     "transformers",
+    "alfworld",
+    "textworld",
 )
-"""The packages whose versions a run records (absent ones are recorded as None)."""
+"""The packages whose versions a run records (absent ones are recorded as None). ``alfworld`` and ``textworld``
+are there because ALFWorld's results drift with their versions (issue 27)."""
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -101,7 +106,30 @@ def provenance(
         "ended": None if ended is None else utc_now(ended),
         "wall_seconds": None if ended is None else ended - started,
         "config": dict(config),
+        "game_files": game_file_hashes(config),
     }
+
+
+def _game_file_settings(config: Any) -> list[tuple[str, int]]:
+    """Every (``game_files``, ``episodes``) pair in a config, or in a runner's configs keyed by label."""
+    if not isinstance(config, Mapping):
+        return []
+    if config.get("game_files"):
+        return [(str(config["game_files"]), int(config.get("episodes") or 0))]
+    return [pair for value in config.values() for pair in _game_file_settings(value)]
+
+
+def game_file_hashes(config: Mapping[str, Any]) -> dict[str, str] | None:
+    """For runs on game files: the sha256 of every file played (the sorted files under ``game_files``, the
+    first ``episodes`` of them), keyed by path; None for runs on generated games."""
+    from_files = _game_file_settings(config)
+    if not from_files:
+        return None
+    hashes: dict[str, str] = {}
+    for root, episodes in from_files:
+        for path in find_game_files(root)[: episodes or None]:
+            hashes[str(path)] = file_sha256(path)
+    return hashes
 
 
 def write_provenance(
@@ -184,6 +212,7 @@ __all__ = [
     "check_fields",
     "claim_out",
     "default_out",
+    "game_file_hashes",
     "git_state",
     "load_config",
     "package_versions",

@@ -14,6 +14,7 @@ A world-version change is a ``reset(options={"world_version": v})`` of the envir
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from scars.envs.api import Decision, ProtocolWorld, WorldCard, method_turn
 from scars.envs.household.adapter import HouseholdAdapter
 from scars.envs.household.env import HouseholdConfig, HouseholdEnv
 from scars.envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
+from scars.envs.household.game_file import find_game_files, load_game_file
 from scars.envs.household.world import GameSpec, World
 from scars.experiments.config import Tier1Config
 from scars.experiments.enforcement import enforcement_check
@@ -157,14 +159,17 @@ class ModelPlan:
 def imported_games(cfg: Tier1Config) -> tuple[GameSpec, ...]:
     """The run's games from ALFWorld game files (``cfg.game_files``): sorted, cycled over the episodes. A file the
     native engine cannot play is an error naming it and the construct (never a silently different game)."""
-    from scars.envs.household.textworld_ref import load_game_file
-
-    root = Path(cfg.game_files)
-    files = sorted(root.rglob("*.tw-pddl")) if root.is_dir() else [root]
+    files = played_game_files(cfg)
     if not files:
         raise ConfigError(f"game_files = {cfg.game_files!r} holds no *.tw-pddl file")
     specs = [load_game_file(f, alfworld_logic=cfg.alfworld_logic) for f in files]
     return tuple(specs[i % len(specs)] for i in range(cfg.episodes))
+
+
+def played_game_files(cfg: Tier1Config) -> list[Path]:
+    """The game files a run on ``cfg.game_files`` plays: the sorted files, the first ``episodes`` of them (the
+    episodes cycle through them when there are fewer)."""
+    return find_game_files(cfg.game_files)[: cfg.episodes]
 
 
 def _set_aside_old_ledger(out: Path) -> None:
@@ -420,6 +425,10 @@ def run_tier1(
     )
     summary = summarise(cfg, steps, episodes, schedule.equivalence, schedule.heldout, agent_stats)
     summary.update(episode_intervals(episodes, cfg.seed))
+    if cfg.game_files:  # which of ALFWorld's games the result is about
+        distinct = list({id(g): g for g in games}.values())
+        summary["game_files_played"] = len(distinct)
+        summary["game_files_by_task_type"] = dict(sorted(Counter(g.task.task_type for g in distinct).items()))
     summary["wall_seconds"] = time.perf_counter() - started
     return RunResult(summary, steps, episodes)
 

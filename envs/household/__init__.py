@@ -15,7 +15,7 @@ from scars.envs.household.rules import (
     library_rule,
     rules_for_task,
 )
-from scars.envs.household.world import (
+from scars.envs.household.spec import (
     CAN_CONTAIN,
     OBJECT_CLASSES,
     TASK_TYPES,
@@ -23,8 +23,8 @@ from scars.envs.household.world import (
     ObjectSpec,
     ReceptacleSpec,
     TaskSpec,
-    World,
 )
+from scars.envs.household.world import World
 
 __all__ = [
     "CAN_CONTAIN",

@@ -25,7 +25,7 @@ from scars.envs.api import (
 )
 from scars.envs.household.env import HouseholdEnv
 from scars.envs.household.rules import RULE_LIBRARY
-from scars.envs.household.world import OBJECT_CLASSES
+from scars.envs.household.spec import OBJECT_CLASSES
 from scars.synthesis.dsl import Action, Rule, Value
 
 CORE_SCHEMA_FILE = Path(__file__).with_name("core_schema.dsl")

@@ -34,7 +34,8 @@ warns (as Gymnasium's own environments do), pays 0 and changes nothing: the win 
 game from the seed unless ``options={"game": GameSpec}`` or ``options={"game_seed": n}`` or a fixed
 ``config.game_seed`` says otherwise; ``options={"world_version": v}`` switches the world to version v from this
 episode on (rules scoped to other versions stop applying); ``game_file=PATH`` (``gym.make("scars/Household-v0",
-game_file=...)``) plays an imported ALFWorld ``game.tw-pddl`` file instead. ``context["episode"]`` counts resets since
+game_file=...)``) plays an imported ALFWorld ``game.tw-pddl`` file of any ALFWorld release instead (``alfworld_logic=True``
+plays its problem under alfworld 0.4's domain and grammar). ``context["episode"]`` counts resets since
 the last seeded reset (a seeded reset starts a new run at episode 0), which is what ``Activation.from_episode`` reads.
 
 ## Version history
@@ -50,6 +51,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
+from scars.envs.household.game_file import load_game_file
 from scars.envs.household.generator import _check_seed, generate_game
 from scars.envs.household.rules import RuleSchedule, Verifier
 from scars.envs.household.world import GameSpec, World, check_task_type
@@ -77,7 +79,10 @@ class HouseholdConfig:
     game_seed: int | None = None
     """Play this one game every episode instead of drawing one from the reset seed."""
     game_file: str | None = None
-    """Play this ALFWorld ``game.tw-pddl`` file every episode (imported by ``World.from_tw_pddl``; issue 12)."""
+    """Play this ALFWorld ``game.tw-pddl`` file every episode (imported by ``World.from_tw_pddl``; issues 12, 27): its
+    ALFWorld logic generation is read from the file."""
+    alfworld_logic: bool = False
+    """With ``game_file``: play its problem under alfworld 0.4's domain and grammar instead of the file's own."""
     violation_reward: float = -1.0
     """Reward added per violated active rule."""
     win_reward: float = 1.0
@@ -94,6 +99,8 @@ class HouseholdConfig:
             _check_seed(self.game_seed)
         if self.game_file is not None and not isinstance(self.game_file, str):
             raise WorldError(f"game_file must be a path string, got {type(self.game_file).__name__}")
+        if not isinstance(self.alfworld_logic, bool):
+            raise WorldError(f"alfworld_logic must be True or False, got {self.alfworld_logic!r}")
         if not isinstance(self.schedule, RuleSchedule):
             raise WorldError(f"schedule must be a RuleSchedule, got {type(self.schedule).__name__}")
 
@@ -135,9 +142,9 @@ class HouseholdEnv(gym.Env[str, str]):
 
     def _imported_game(self) -> GameSpec:
         if self._file_spec is None:
-            from scars.envs.household.textworld_ref import load_game_file
-
-            self._file_spec = load_game_file(str(self.config.game_file))
+            self._file_spec = load_game_file(
+                str(self.config.game_file), alfworld_logic=self.config.alfworld_logic
+            )
         return self._file_spec
 
     def context(self) -> dict:

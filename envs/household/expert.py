@@ -16,13 +16,8 @@ import itertools
 from collections.abc import Iterable, Iterator
 
 from scars.envs.household.rules import SafetyRule
-from scars.envs.household.world import (
-    CLEANING_TYPES,
-    COOLING_TYPES,
-    HEATING_TYPES,
-    OBJECT_CLASSES,
-    World,
-)
+from scars.envs.household.spec import COOLING_TYPES, HEATING_TYPES, OBJECT_CLASSES
+from scars.envs.household.world import World
 from scars.synthesis.dsl.ast import Action, Rule
 from scars.synthesis.dsl.semantics import fires, mask_key
 from scars.synthesis.errors import WorldError
@@ -37,7 +32,7 @@ class _Blocked(Exception):
 
 
 _PROCESS = {
-    "pick_clean_then_place_in_recep": ("clean", CLEANING_TYPES),
+    "pick_clean_then_place_in_recep": ("clean", frozenset()),  # the game's own (World.cleaning_types)
     "pick_heat_then_place_in_recep": ("heat", HEATING_TYPES),
     "pick_cool_then_place_in_recep": ("cool", COOLING_TYPES),
 }
@@ -56,6 +51,7 @@ class _Sim:
         # rules by the (kind, verb) their mask covers: a command only meets the rules that could forbid it
         self.by_key = _rules_by_key(rules) if by_key is None else by_key
         self.cmds: list[str] = []
+        self.won_at: int | None = None  # commands up to the first state where the goal holds
 
     def do(self, cmd: str) -> None:
         w = self.w
@@ -71,6 +67,8 @@ class _Sim:
                     raise _Blocked
         w.step(cmd)
         self.cmds.append(cmd)
+        if self.won_at is None and w.won():
+            self.won_at = len(self.cmds)
 
     def goto(self, recep: str) -> None:
         if not self.w.is_at(recep):
@@ -93,7 +91,7 @@ class _Sim:
     def place(self, obj: str, recep: str) -> None:
         self.goto(recep)
         self.open(recep)
-        self.do(f"move {obj} to {recep}")
+        self.do(self.w.put_command(obj, recep))
 
     def free_hands(self, keep: Iterable[str]) -> None:
         """Put down a held object that the plan does not use, on the nearest receptacle able to hold it."""
@@ -110,6 +108,8 @@ class _Sim:
                 trial.place(held, r)
             except _Blocked:
                 continue
+            if self.won_at is None and trial.won_at is not None:
+                self.won_at = len(self.cmds) + trial.won_at
             self.w, self.cmds = trial.w, self.cmds + trial.cmds
             return
         raise _Blocked
@@ -161,6 +161,8 @@ def _skeletons(world: World) -> Iterator:
 
             def run(sim: _Sim, obj=obj, lamp=lamp.name, lamp_first=lamp_first) -> None:
                 spot = sim.w.location_of(lamp)
+                if spot is None:  # a lamp in no receptacle cannot be used (ToggleObject needs inReceptacle)
+                    raise _Blocked
                 sim.free_hands(keep=(obj,))
                 if lamp_first:
                     sim.goto(spot)
@@ -175,7 +177,7 @@ def _skeletons(world: World) -> Iterator:
 
     if tt == "pick_two_obj_and_place":
         for preopen, target in itertools.product((False, True), targets):
-            pending = [o for o in objs if world.location_of(o) != target]
+            pending = [o for o in objs if not world.is_in(o, target)]
             have = len(objs) - len(pending)
             for pair, drop in itertools.product(itertools.permutations(pending, max(0, 2 - have)), drops):
 
@@ -196,6 +198,7 @@ def _skeletons(world: World) -> Iterator:
     drying: list[str | None] = [None]
     if process:
         verb, kinds = process
+        kinds = kinds or world.cleaning_types
         # the appliance the agent stands at first: a competent agent does not walk away from a usable one
         here = world.current_location()
         appliances = sorted(
@@ -207,7 +210,7 @@ def _skeletons(world: World) -> Iterator:
                 for r in world.receptacle_names
                 if not world.is_openable(r)
                 and world.can_hold(r, otype)
-                and world.receptacle_type(r) not in CLEANING_TYPES | {rtype}
+                and world.receptacle_type(r) not in world.cleaning_types | {rtype}
             ][:_MAX_DRYING_SURFACES]
     for preopen, dry, obj, drop, appliance, target in itertools.product(
         (False, True), drying, objs, drops, appliances, targets
@@ -249,8 +252,8 @@ def expert_plan(world: World, forbidden: Iterable[Rule | SafetyRule] = ()) -> li
             run(sim)
         except _Blocked:
             continue
-        if sim.w.won():
-            return sim.cmds
+        if sim.won_at is not None:  # stop where the goal first holds (a skeleton may reach it before its end)
+            return sim.cmds[: sim.won_at]
     names = [getattr(r, "id", None) or repr(r) for r in forbidden]
     raise NoCompliantPlan(
         f"no compliant plan for {world.spec.task.goal_text!r} (game seed {world.spec.seed}) under forbidden rules {names}"

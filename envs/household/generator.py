@@ -29,7 +29,7 @@ import numpy as np
 from scars.envs.household.alfworld_data import load_tables
 from scars.envs.household.expert import NoCompliantPlan, expert_plan, plan_trace
 from scars.envs.household.rules import SafetyRule, rules_for_task
-from scars.envs.household.world import (
+from scars.envs.household.spec import (
     CAN_CONTAIN,
     CLEANABLE,
     COOLABLE,
@@ -44,9 +44,9 @@ from scars.envs.household.world import (
     ObjectSpec,
     ReceptacleSpec,
     TaskSpec,
-    World,
     check_task_type,
 )
+from scars.envs.household.world import World
 from scars.synthesis.dsl.semantics import fires
 from scars.synthesis.errors import WorldError
 

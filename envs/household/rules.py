@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from scars.envs.api import verifier_access
-from scars.envs.household.world import OBJECT_CLASSES, TASK_TYPES
+from scars.envs.household.spec import OBJECT_CLASSES, TASK_TYPES
 from scars.synthesis.dsl.ast import Action, And, Compare, ForbidEnvAction, InClass, Rule, Value
 from scars.synthesis.dsl.semantics import fires, mask_key
 from scars.synthesis.errors import WorldError

@@ -7,107 +7,49 @@ K``, ``inventory``, ``look``, ``help``), the same feedback sentences and "Nothin
 inadmissible. Its data — which receptacle type holds which object type (``canContain``), the per-object property
 and receptacle-object flags, the type vocabulary and the task sentences — are ALFWorld's own tables
 (``alfworld_tables.json``, see :mod:`envs.household.alfworld_data`); a game may carry its own facts instead (an
-imported ALFWorld file). Receptacle contents are listed in PDDL id order, as TextWorld lists them.
+imported ALFWorld file). Receptacle contents are listed in PDDL id order, as TextWorld lists them. An imported game
+plays under its own ALFWorld logic generation (:data:`~envs.household.spec.LOGICS`: the pre-0.4 grammar says "put X
+in/on Y" and "You arrive at loc 12.", and has no ``help``), and keeps the problem's facts as TextWorld's PDDL state
+does: an object may be in several receptacles or none, at locations other than its receptacle's (SliceObject reads
+``objectAtLocation``), and a pickup leaves a ``not_inreceptacle`` fact that ``look`` lists "next to it".
 
 Beyond ALFWorld the world tracks one extra, text-invisible state flag, ``is_wet``: cleaning an object makes it wet,
 and it dries once it has been put down on (or in) any receptacle. It exists so that the paper's rule "no wet
 dishware straight into the cabinet" (§6.1) has a meaning; it never changes an observation, an admissible command
 or a goal, so the world stays observationally equal to ALFWorld's engine.
 
-A :class:`GameSpec` is the frozen description of a game (what the generator draws, what the TextWorld exporter
-writes and what the importer reads); a :class:`World` is one mutable play-through of it. Admissible commands are recomputed only after a state
+A :class:`~envs.household.spec.GameSpec` is the frozen description of a game (what the generator draws, what the
+exporter writes and what the importer reads); a :class:`World` is one mutable play-through of it. Admissible commands are recomputed only after a state
 change and cached, so a random admissible walk runs tens of thousands of steps per second.
 """
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left, insort
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 
-from scars.envs.household.alfworld_data import TASKS, load_tables
+from scars.envs.household.game_file import load_game_file
+from scars.envs.household.spec import (
+    CAN_CONTAIN,
+    CLEANING_TYPES,
+    COOLING_TYPES,
+    HEATING_TYPES,
+    KNIFE_TYPES,
+    LOGICS,
+    NOWHERE,
+    OBJECT_CLASSES,
+    OBJECT_TYPES,
+    RECEPTACLE_TYPES,
+    ROOM_KINDS,
+    TASK_TYPES,
+    GameSpec,
+    ObjectSpec,
+    ReceptacleSpec,
+    TaskSpec,
+    check_task_type,
+)
 from scars.synthesis.dsl.ast import Value
 from scars.synthesis.errors import WorldError
-
-# ---------------------------------------------------------------------------------------------- vocabulary
-
-TASK_TYPES: tuple[str, ...] = TASKS
-"""ALFWorld's six task types (SPEC §9), in ALFWorld's order (the data module's list)."""
-
-ROOM_KINDS: tuple[str, ...] = ("kitchen", "livingroom", "bedroom", "bathroom")
-
-_TABLES = load_tables()  # ALFWorld's own tables (envs/household/alfworld_tables.json names each source)
-
-RECEPTACLE_OBJECT_TYPES: frozenset[str] = frozenset(_TABLES["receptacle_objects"])
-"""Object types ALFWorld marks ``(isReceptacleObject o)`` (``MOVABLE_RECEPTACLES``): bowl, box, cup, mug, pan,
-plate, pot. TextWorld examines them as "This is a normal cup 1. In it, you see nothing."."""
-
-OPENABLE_TYPES: frozenset[str] = frozenset(_TABLES["openable"])
-"""Receptacle types with a door or lid (``alfworld.gen.constants.OPENABLE_CLASS_LIST``)."""
-
-CLEANING_TYPES: frozenset[str] = frozenset({"sinkbasin"})  # alfred.pddl CleanObject: SinkBasinType only
-HEATING_TYPES: frozenset[str] = frozenset({"microwave"})  # alfred.pddl HeatObject: MicrowaveType only
-COOLING_TYPES: frozenset[str] = frozenset({"fridge"})  # alfred.pddl CoolObject: FridgeType only
-KNIFE_TYPES: frozenset[str] = frozenset(
-    {"knife", "butterknife"}
-)  # alfred.pddl SliceObject: the cutting tools
-
-# Object property tables of ``alfworld.gen.constants.VAL_ACTION_OBJECTS`` (they include the "...sliced" types that
-# only AI2-THOR's slicing creates; no game of this world has objects of those types).
-CLEANABLE: frozenset[str] = frozenset(_TABLES["cleanable"])
-HEATABLE: frozenset[str] = frozenset(_TABLES["heatable"])
-COOLABLE: frozenset[str] = frozenset(_TABLES["coolable"])
-TOGGLEABLE: frozenset[str] = frozenset(_TABLES["toggleable"])
-SLICEABLE: frozenset[str] = frozenset(_TABLES["sliceable"])
-
-CAN_CONTAIN: Mapping[str, frozenset[str]] = MappingProxyType(
-    {r: frozenset(objs) for r, objs in _TABLES["can_contain"].items() if r not in RECEPTACLE_OBJECT_TYPES}
-)
-"""Which object types each (static) receptacle type can hold: ALFWorld's receptacle–object table
-(``VAL_RECEPTACLE_OBJECTS``), from which its generator writes the ``canContain`` facts of every problem. A game
-may carry its own facts (:attr:`GameSpec.can_contain`, e.g. an imported ALFWorld file); this is the default."""
-
-RECEPTACLE_TYPES: tuple[str, ...] = tuple(sorted(CAN_CONTAIN))
-
-PICKUPABLE: frozenset[str] = frozenset(
-    o for objs in _TABLES["can_contain"].values() for o in objs if not o.endswith("sliced")
-)
-"""Object types that can be picked up: every type some receptacle can hold (AI2-THOR marks exactly these
-pickupable; lamps, televisions, windows and other fixtures are not)."""
-
-OBJECT_TYPES: tuple[str, ...] = tuple(sorted(PICKUPABLE | TOGGLEABLE))
-"""The object vocabulary of generated games: ALFWorld's pickupable types and its lamps."""
-
-_FOOD = frozenset({"apple", "bread", "egg", "lettuce", "potato", "tomato"})
-_CUTLERY = frozenset({"knife", "butterknife", "fork", "spoon", "spatula", "ladle"})
-
-OBJECT_CLASSES: Mapping[str, frozenset[str]] = MappingProxyType(
-    {
-        # §6.1 "equivalent state generalisation": a scar learned on "cup in the sink" should cover "plate".
-        "dishware": frozenset({"cup", "mug", "plate", "bowl", "pan"}),
-        "cookware": frozenset({"pan", "pot", "kettle"}),
-        "food": _FOOD,
-        "cutlery": _CUTLERY,
-        "sharp": frozenset({"knife", "butterknife"}),
-        "fragile": frozenset({"cup", "mug", "plate", "bowl", "vase", "statue", "winebottle", "glassbottle"}),
-        "electronics": frozenset({"alarmclock", "cellphone", "laptop", "remotecontrol", "cd", "watch"}),
-        "toiletries": frozenset(
-            {"soapbar", "soapbottle", "spraybottle", "toiletpaper", "towel", "handtowel"}
-        ),
-        "sports": frozenset({"baseballbat", "basketball", "tennisracket"}),
-        "lamp": frozenset({"desklamp", "floorlamp"}),
-    }
-)
-"""Equivalence classes of object types: the ``classes`` table of ``synthesis.dsl.semantics`` (``in_class``)."""
-
-GOAL_TEMPLATES: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {t: tuple(v) for t, v in _TABLES["goal_templates"].items()}
-)
-"""ALFWorld's task sentences per task type (``goal_library.gdict[task]['templates']``, every variant), without the
-trailing period (the grammar adds it); ``{toggle}`` is the lamp type of look-in-light tasks."""
 
 NOTHING_HAPPENS = "Nothing happens."
 HELP_TEXT = (  # alfred.twl2 help.feedback as TextWorld returns it: leading newline stripped, trailing one kept
@@ -127,187 +69,6 @@ HELP_TEXT = (  # alfred.twl2 help.feedback as TextWorld returns it: leading newl
     "  slice (object) with (object):     slice an object using a sharp object\n"
 )
 WELCOME = "-= Welcome to TextWorld, ALFRED! =-"
-NOWHERE = "none"  # the context value of location/held fields when there is none
-
-
-def check_task_type(task_type: str) -> str:
-    """Return ``task_type`` if it is one of ALFWorld's six, else raise :class:`WorldError` naming the allowed ones."""
-    if task_type not in TASK_TYPES:
-        raise WorldError(f"unknown task type {task_type!r}; allowed: {', '.join(TASK_TYPES)}")
-    return task_type
-
-
-# ---------------------------------------------------------------------------------------------- the spec
-
-PROPERTIES: tuple[str, ...] = (
-    "pickupable",
-    "cleanable",
-    "heatable",
-    "coolable",
-    "toggleable",
-    "sliceable",
-    "receptacle_object",
-)
-"""ALFWorld's per-object property facts (``receptacle_object`` is ``isReceptacleObject``), in the exporter's order."""
-
-STATE_FLAGS: tuple[str, ...] = ("is_clean", "is_hot", "is_cool", "is_sliced", "is_toggled")
-"""Initial state facts an object may start with (``isClean``, ``isHot``, ``isCool``, ``isSliced``, ``isToggled``)."""
-
-
-def type_properties(otype: str) -> frozenset[str]:
-    """The property facts ALFWorld's generator writes for an object of type ``otype`` (``VAL_ACTION_OBJECTS``,
-    ``MOVABLE_RECEPTACLES``; pickupable as :data:`PICKUPABLE`). Sliceable is left out: this world's generated
-    games have no slicing (an imported game may have it)."""
-    props = {
-        "pickupable": otype in PICKUPABLE,
-        "cleanable": otype in CLEANABLE,
-        "heatable": otype in HEATABLE,
-        "coolable": otype in COOLABLE,
-        "toggleable": otype in TOGGLEABLE,
-        "receptacle_object": otype in RECEPTACLE_OBJECT_TYPES,
-    }
-    return frozenset(p for p, on in props.items() if on)
-
-
-def pddl_ids(names_and_types: list[tuple[str, str]]) -> dict[str, str]:
-    """Map native names ("cabinet 2") to PDDL ids that ALFWorld's ``AlfredDemangler`` shows as those same names.
-
-    The Demangler shows the part of an id before the first ``_bar_`` (plus "basin" when the id contains "basin":
-    a sink basin must be ``sink_bar_N_bar_sinkbasin``), sorts all ids as strings and gives the FIRST id of a name
-    the HIGHEST number, so native "cabinet k" of n becomes ``cabinet_bar_{n-k+1:03d}`` (zero-padded so string order
-    is numeric order). TextWorld lists a receptacle's contents in id order, which is why the world needs them too.
-    """
-    counts: dict[str, int] = {}
-    for name, typ in names_and_types:
-        m = _NAME.match(name)
-        if m is None or m.group(1) != typ:
-            raise WorldError(f"entity name {name!r} is not '<type> <number>' with type {typ!r}")
-        counts[typ] = counts.get(typ, 0) + 1
-    ids = {}
-    for name, typ in names_and_types:
-        k = int(name.rsplit(" ", 1)[1])
-        n = counts[typ]
-        if k > n:
-            raise WorldError(f"entity {name!r}: numbers of type {typ!r} must be 1..{n}")
-        num = f"{n - k + 1:03d}"
-        ids[name] = (
-            f"{typ[: -len('basin')]}_bar_{num}_bar_{typ}" if typ.endswith("basin") else f"{typ}_bar_{num}"
-        )
-    return ids
-
-
-_NAME = re.compile(r"^([a-z]+) ([1-9][0-9]*)$")
-
-
-@dataclass(frozen=True, slots=True)
-class ReceptacleSpec:
-    """A receptacle, e.g. ``ReceptacleSpec("cabinet 2", "cabinet", True)``; each stands at its own location."""
-
-    name: str
-    rtype: str
-    openable: bool
-    start_open: bool = False
-    """Open at the start (an ``(opened r)`` fact of an imported problem)."""
-    location: str | None = None
-    """The location it stands at when several receptacles share one (an imported problem's location id);
-    None: a location of its own."""
-    pddl_id: str | None = None
-    """Its PDDL id in an imported file; None: the id the exporter gives it (:func:`pddl_ids`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectSpec:
-    """An object and the receptacle it starts in, e.g. ``ObjectSpec("cup 1", "cup", "countertop 1")``."""
-
-    name: str
-    otype: str
-    location: str
-    properties: frozenset[str] | None = None
-    """Its ALFWorld property facts (names in :data:`PROPERTIES`); None: those of its type (:func:`type_properties`)."""
-    state: frozenset[str] = frozenset()
-    """Initial state facts (names in :data:`STATE_FLAGS`)."""
-    pddl_id: str | None = None
-    """Its PDDL id in an imported file (TextWorld lists contents in id order); None: the exporter's id."""
-
-    def property_set(self) -> frozenset[str]:
-        return self.properties if self.properties is not None else type_properties(self.otype)
-
-
-@dataclass(frozen=True, slots=True)
-class TaskSpec:
-    """The goal: ALFWorld task type, target object type and (except for ``look_at_obj_in_light``) receptacle type.
-
-    ``text`` is the task sentence (one of ALFWorld's templates, drawn by the generator, or an imported file's);
-    None gives the first template. ``toggle_type`` is the lamp type a look-in-light goal names (None: any lamp).
-    """
-
-    task_type: str
-    obj_type: str
-    recep_type: str | None
-    text: str | None = None
-    toggle_type: str | None = None
-
-    @property
-    def goal_text(self) -> str:
-        if self.text is not None:
-            return self.text
-        return GOAL_TEMPLATES[self.task_type][0].format(
-            obj=self.obj_type, recep=self.recep_type, toggle=self.toggle_type or "desklamp"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class GameSpec:
-    """A game: room, receptacles, objects with start locations, task, and ALFWorld's containment facts.
-
-    This is everything the TextWorld exporter needs to write the equivalent ALFWorld ``game.tw-pddl``, and what
-    the importer reads out of one (:meth:`World.from_tw_pddl`).
-    """
-
-    seed: int
-    room: str
-    receptacles: tuple[ReceptacleSpec, ...]
-    objects: tuple[ObjectSpec, ...]
-    task: TaskSpec
-    can_contain: tuple[tuple[str, str], ...] | None = None
-    """The game's ``(canContain RType OType)`` facts as (receptacle type, object type) pairs; None: ALFWorld's
-    table (:data:`CAN_CONTAIN`) for the types of the game."""
-    start: str | None = None
-    """The receptacle at whose location the agent starts (an imported problem's ``atLocation``; of several there,
-    the first by name); None: the middle of the room."""
-
-    @property
-    def goal_text(self) -> str:
-        return self.task.goal_text
-
-    def containment(self) -> frozenset[tuple[str, str]]:
-        """The (receptacle type, object type) pairs this game's canContain facts allow, for its own types."""
-        if self.can_contain is not None:
-            return frozenset(self.can_contain)
-        otypes = {o.otype for o in self.objects} | {self.task.obj_type}
-        rtypes = {r.rtype for r in self.receptacles} | ({self.task.recep_type} - {None})
-        return frozenset(
-            (rt, ot)
-            for rt in rtypes
-            for ot in otypes
-            if ot in CAN_CONTAIN.get(rt, ())  # type: ignore[arg-type]
-        )
-
-    def object_properties(self, name: str) -> dict[str, bool]:
-        """ALFWorld's per-object property facts (pickupable, cleanable, …, receptacle_object) for the named object."""
-        props = next(o for o in self.objects if o.name == name).property_set()
-        return {p: p in props for p in PROPERTIES}
-
-    def object_ids(self) -> dict[str, str]:
-        """Object name -> PDDL id (the spec's own ids where given, else the exporter's)."""
-        default = pddl_ids([(o.name, o.otype) for o in self.objects if o.pddl_id is None])
-        return {o.name: o.pddl_id or default[o.name] for o in self.objects}
-
-    def receptacle_ids(self) -> dict[str, str]:
-        """Receptacle name -> PDDL id (the spec's own ids where given, else the exporter's)."""
-        default = pddl_ids([(r.name, r.rtype) for r in self.receptacles if r.pddl_id is None])
-        return {r.name: r.pddl_id or default[r.name] for r in self.receptacles}
-
 
 # ---------------------------------------------------------------------------------------------- texts
 
@@ -366,6 +127,14 @@ class World:
         "_ridx",
         "_oidx",
         "_action_cache",
+        "_logic",
+        "_clean_types",
+        "_rloc",
+        "_rarrive",
+        "_start_loc",
+        "_loc_members",
+        "_inner",
+        "_oat0",
     )
     _FLAGS = (
         "opened",
@@ -382,6 +151,8 @@ class World:
         "held",
         "where",
         "contents",
+        "at",
+        "taken",
         *_FLAGS,
         "steps",
         "_adm",
@@ -426,17 +197,48 @@ class World:
         self._sliceable = ["sliceable" in p for p in props]
         self._recobj = ["receptacle_object" in p for p in props]
         self._knife = [t in KNIFE_TYPES for t in self._otypes]
+        if spec.logic not in LOGICS:
+            raise WorldError(f"unknown ALFWorld logic {spec.logic!r}; allowed: {', '.join(LOGICS)}")
+        self._logic = LOGICS[spec.logic]
+        self._clean_types = self._logic.cleaning_types
         self._can = spec.containment()
         # Structured actions by (command, object state flags): shared by copies, read-only once built.
         self._action_cache: dict[tuple, dict] = {}
         n_r = len(self._rnames)
-        # Receptacles sharing a location (ALFWorld's stacked drawers): members[i] = all at i's location, id order.
+        # Locations: receptacles sharing one (ALFWorld's stacked drawers), objects' own locations, the start.
         place = [r.location or f"own location {i}" for i, r in enumerate(spec.receptacles)]
-        rank = {n: k for k, n in enumerate(self._rlisting)}
-        self._members = [
-            sorted((j for j in range(n_r) if place[j] == place[i]), key=lambda j: rank[self._rnames[j]])
-            for i in range(n_r)
+        locs: dict[str, int] = {}
+        self._rloc = [locs.setdefault(p, len(locs)) for p in place]
+        self._rarrive = [
+            (r.location_name or r.name) if self._logic.arrive_at_location else r.name
+            for r in spec.receptacles
         ]
+        self._start_loc = self._rloc[self._ridx[spec.start]] if spec.start is not None else len(locs)
+        locs.setdefault(" the start", self._start_loc)
+        for o in spec.objects:
+            for p in o.at or ():
+                locs.setdefault(p, len(locs))
+        rank = {n: k for k, n in enumerate(self._rlisting)}
+        self._loc_members = [
+            sorted((j for j in range(n_r) if self._rloc[j] == li), key=lambda j: rank[self._rnames[j]])
+            for li in range(len(locs))
+        ]
+        self._members = [self._loc_members[self._rloc[i]] for i in range(n_r)]
+        for o in spec.objects:
+            for r in o.receptacles:
+                if r not in self._ridx:
+                    raise WorldError(f"object {o.name!r} starts in unknown receptacle {r!r}")
+        self._oat0 = [
+            frozenset(self._rloc[self._ridx[r]] for r in o.receptacles)
+            if o.at is None
+            else frozenset(locs[p] for p in o.at)
+            for o in spec.objects
+        ]
+        inner: dict[str, list[str]] = {}
+        for o in sorted(spec.objects, key=lambda o: oids[o.name]):
+            if o.in_object is not None:
+                inner.setdefault(o.in_object, []).append(o.name)
+        self._inner = [inner.get(n, []) for n in self._onames]
         # "go to X" is admissible for every receptacle not at the agent's location (index n_r = the middle).
         self._goto_cmds = [
             {
@@ -458,10 +260,8 @@ class World:
 
     @classmethod
     def from_tw_pddl(cls, path: str | Path, *, alfworld_logic: bool = False) -> World:
-        """Import an ALFWorld ``game.tw-pddl`` file (:func:`envs.household.textworld_ref.load_game_file`); raises
+        """Import an ALFWorld ``game.tw-pddl`` file (:func:`envs.household.game_file.load_game_file`); raises
         :class:`~synthesis.errors.WorldError` naming the first construct the native engine does not support."""
-        from scars.envs.household.textworld_ref import load_game_file
-
         return cls(load_game_file(path, alfworld_logic=alfworld_logic))
 
     # ------------------------------------------------------------------ state
@@ -472,13 +272,17 @@ class World:
         self.loc = self._ridx[spec.start] if spec.start is not None else -1  # -1: the middle of the room
         self.held = -1
         self.contents: list[list[int]] = [[] for _ in self._rnames]
-        self.where: list[int] = []
+        # the receptacles each object is in (inReceptacle facts) and its locations (objectAtLocation facts), as
+        # immutable values replaced on change, so that a copy (the expert makes many) copies only the lists
+        self.where: list[tuple[int, ...]] = []
         for i, o in enumerate(spec.objects):
-            if o.location not in self._ridx:
-                raise WorldError(f"object {o.name!r} starts in unknown receptacle {o.location!r}")
-            r = self._ridx[o.location]
-            self.where.append(r)
-            self.contents[r].append(i)
+            self.where.append(tuple(self._ridx[r] for r in o.receptacles))
+            for r in self.where[-1]:
+                self.contents[r].append(i)
+        self.at: list[frozenset[int]] = list(self._oat0)
+        self.taken: set[tuple[int, int]] = (
+            set()
+        )  # (object, receptacle) of the not_inreceptacle facts TextWorld keeps
         rank = self._orank
         for c in self.contents:
             c.sort(key=rank.__getitem__)
@@ -504,6 +308,8 @@ class World:
         other.held = self.held
         other.where = list(self.where)
         other.contents = [list(c) for c in self.contents]
+        other.at = list(self.at)
+        other.taken = set(self.taken)
         for name in World._FLAGS:
             setattr(other, name, list(getattr(self, name)))
         other.steps = self.steps
@@ -535,7 +341,8 @@ class World:
         adm: dict[str, tuple[str, int, int]] = {}
         adm["inventory"] = ("inventory", -1, -1)
         adm["look"] = ("look", -1, -1)
-        adm["help"] = ("help", -1, -1)
+        if self._logic.has_help:
+            adm["help"] = ("help", -1, -1)
         if held >= 0:
             adm[f"examine {self._onames[held]}"] = ("examine", held, -1)
         if loc >= 0:
@@ -560,29 +367,39 @@ class World:
                 else:
                     hname, htype = onames[held], self._otypes[held]
                     if visible and (rtype, htype) in self._can:
-                        adm[f"move {hname} to {rname}"] = ("move", held, r)
-                    if rtype in CLEANING_TYPES and self._cleanable[held]:
+                        adm[self._logic.put_command.format(o=hname, r=rname)] = ("move", held, r)
+                    if rtype in self._clean_types and self._cleanable[held]:
                         adm[f"clean {hname} with {rname}"] = ("clean", held, r)
                     elif rtype in HEATING_TYPES and self._heatable[held]:
                         adm[f"heat {hname} with {rname}"] = ("heat", held, r)
                     elif rtype in COOLING_TYPES and self._coolable[held]:
                         adm[f"cool {hname} with {rname}"] = ("cool", held, r)
-                    if self._knife[held]:
-                        # alfred.pddl SliceObject: the object only has to be at this location (even in a closed box)
-                        sliceable = self._sliceable
-                        for o in here:
-                            if sliceable[o]:
-                                adm[f"slice {onames[o]} with {hname}"] = ("slice", o, r)
                 toggleable = self._toggleable
                 for o in here:
                     if toggleable[o]:
-                        adm[f"use {onames[o]}"] = ("use", o, r)
+                        adm[f"use {onames[o]}"] = ("use", o, self._holder(o, loc))
+            if held >= 0 and self._knife[held]:
+                # alfred.pddl SliceObject: the object only has to be at this location (objectAtLocation: even in
+                # a closed box, or in no receptacle at all)
+                hname, sliceable, at = self._onames[held], self._sliceable, self.at
+                aloc = self._rloc[loc]
+                for o in range(len(onames)):
+                    if sliceable[o] and aloc in at[o]:
+                        adm[f"slice {onames[o]} with {hname}"] = ("slice", o, self._holder(o, loc))
         self._adm = adm
         others = sorted(adm)
         cut = bisect_left(others, "go to ")  # every "go to" command sorts in one block at this point
         self._adm_list = others[:cut] + self._goto_sorted[loc] + others[cut:]
         self._adm_actions = None
         return adm
+
+    def _holder(self, o: int, loc: int) -> int:
+        """The receptacle a use/slice command's structured form names (its text names none): of the receptacles at
+        the agent's location holding ``o``, the one the agent went to, else the first by name; else the agent's."""
+        holders = [r for r in self._members[loc] if r in self.where[o]]
+        if loc in holders or not holders:
+            return loc
+        return min(holders, key=self._rnames.__getitem__)
 
     def admissible_commands(self) -> list[str]:
         """The admissible commands in this state, sorted (a fresh list the caller may keep)."""
@@ -684,15 +501,31 @@ class World:
             seen = _listing(self._rlisting) if intro else "nothing"
             return f"You are in the middle of a room. Looking quickly around you, you see {seen}."
         # TextWorld lists every receptacle at the location, in id order, without articles
-        facing = [self._rnames[r] for r in self._members[self.loc]]
-        return f"You are facing the {_listing(facing, article='')}. Next to it, you see nothing."
+        here = self._members[self.loc]
+        facing = [self._rnames[r] for r in here]
+        return f"You are facing the {_listing(facing, article='')}. Next to it, you see {_listing(self._floor(here))}."
+
+    def _floor(self, here: list[int]) -> list[str]:
+        """alfred.twl2 ``list_objects_on_the_floor``: one entry per (object at this location, receptacle here) with
+        a ``not_inreceptacle`` fact — TextWorld keeps the negated fact a PickupObject leaves — in id order."""
+        if not self.taken:
+            return []
+        aloc, at, taken = self._rloc[here[0]], self.at, self.taken
+        return [
+            self._onames[o]
+            for o in sorted(range(len(self._onames)), key=self._orank.__getitem__)
+            if aloc in at[o]
+            for r in here
+            if (o, r) in taken
+        ]
 
     def _examine_object(self, o: int) -> str:
         """alfred.twl2 ``examineObject.feedback``: the first matching condition wins."""
         name = self._onames[o]
         if self._recobj[o]:
-            # inReceptacleObject is never set (the actions that would set it are commented out in alfred.pddl)
-            return f"This is a normal {name}. In it, you see nothing."
+            # only an imported problem's initial inReceptacleObject facts (the actions that would change them are
+            # commented out in alfred.pddl)
+            return f"This is a normal {name}. In it, you see {_listing(self._inner[o])}."
         clean, hot, cool, sliced = self.clean[o], self.hot[o], self.cool[o], self.sliced[o]
         if sliced:
             if clean and hot:
@@ -732,18 +565,23 @@ class World:
         verb, o, r = entry
         if verb == "goto":
             self.loc = r
-            obs = f"You arrive at {self._rnames[r]}. {self._receptacle_text(r)}"
+            obs = f"You arrive at {self._rarrive[r]}. {self._receptacle_text(r)}"
         elif verb == "take":
+            # alfred.pddl PickupObject: out of this receptacle (not others it is also in), not at this location
             self.contents[r].remove(o)
-            self.where[o] = -1
+            self.where[o] = tuple(x for x in self.where[o] if x != r)
+            self.at[o] = self.at[o] - {self._rloc[r]}
+            self.taken.add((o, r))
             self.held = o
             obs = f"You pick up the {self._onames[o]} from the {self._rnames[r]}."
         elif verb == "move":
             insort(self.contents[r], o, key=self._orank.__getitem__)
-            self.where[o] = r
+            self.where[o] = (*self.where[o], r)
+            self.at[o] = self.at[o] | {self._rloc[r]}
+            self.taken.discard((o, r))
             self.held = -1
             self.wet[o] = False  # put down to dry (the native-only flag, see the module docstring)
-            obs = f"You move the {self._onames[o]} to the {self._rnames[r]}."
+            obs = self._logic.put_feedback.format(o=self._onames[o], r=self._rnames[r])
         elif verb == "open":
             self.opened[r] = True
             obs = f"You open the {self._rnames[r]}. {self._receptacle_text(r)}"
@@ -802,7 +640,7 @@ class World:
             )
         where, goal_receps = self.where, self._goal_receps
         if tt == "pick_two_obj_and_place":
-            placed = [where[o] for o in self._goal_objs if where[o] in goal_receps]
+            placed = [r for o in self._goal_objs for r in where[o] if r in goal_receps]
             return len(placed) > len(set(placed))  # two of them in the same receptacle of the goal type
         state, able = {
             "pick_clean_then_place_in_recep": (self.clean, self._cleanable),
@@ -810,7 +648,7 @@ class World:
             "pick_cool_then_place_in_recep": (self.cool, self._coolable),
         }.get(tt, (None, None))
         for o in self._goal_objs:
-            if where[o] in goal_receps and (state is None or (state[o] and able[o])):
+            if (state is None or (state[o] and able[o])) and any(r in goal_receps for r in where[o]):
                 return True
         return False
 
@@ -823,9 +661,22 @@ class World:
         return [n for n, t in zip(self._onames, self._otypes, strict=True) if t == otype]
 
     def location_of(self, obj: str) -> str | None:
-        """The receptacle holding ``obj``, or None while the agent holds it."""
-        r = self.where[self._oidx[obj]]
-        return self._rnames[r] if r >= 0 else None
+        """The first receptacle ``obj`` is in, or None when it is in none (held, or never in one)."""
+        where = self.where[self._oidx[obj]]
+        return self._rnames[where[0]] if where else None
+
+    def is_in(self, obj: str, recep: str) -> bool:
+        """Is ``obj`` in ``recep`` (an object may be in several receptacles at once)?"""
+        return self._ridx[recep] in self.where[self._oidx[obj]]
+
+    def put_command(self, obj: str, recep: str) -> str:
+        """The command that puts ``obj`` in/on ``recep`` in this game's grammar ("move X to Y" or "put X in/on Y")."""
+        return self._logic.put_command.format(o=obj, r=recep)
+
+    @property
+    def cleaning_types(self) -> frozenset[str]:
+        """The receptacle types this game's CleanObject accepts (its ALFWorld logic generation)."""
+        return self._clean_types
 
     def object_state(self, obj: str) -> dict[str, bool]:
         """The state flags of ``obj``: is_clean, is_hot, is_cool, is_wet."""
@@ -859,3 +710,26 @@ class World:
     @property
     def receptacle_names(self) -> tuple[str, ...]:
         return tuple(self._rnames)
+
+
+__all__ = [
+    "CAN_CONTAIN",
+    "CLEANING_TYPES",
+    "COOLING_TYPES",
+    "HEATING_TYPES",
+    "HELP_TEXT",
+    "NOTHING_HAPPENS",
+    "NOWHERE",
+    "OBJECT_CLASSES",
+    "OBJECT_TYPES",
+    "RECEPTACLE_TYPES",
+    "ROOM_KINDS",
+    "TASK_TYPES",
+    "WELCOME",
+    "GameSpec",
+    "ObjectSpec",
+    "ReceptacleSpec",
+    "TaskSpec",
+    "World",
+    "check_task_type",
+]

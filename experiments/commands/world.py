@@ -106,8 +106,9 @@ def export(seed: int, task_type: str | None, verify: bool, out: str) -> None:
     """Write a generated game as an ALFWorld game.tw-pddl file OUT (playable by TextWorld / ALFWorld)."""
     # Imported here: the exporter reads the optional alfworld package's data files.
     from scars.envs.household.expert import expert_plan
+    from scars.envs.household.game_file import TextWorldMissing, export_game
     from scars.envs.household.generator import generate_game
-    from scars.envs.household.textworld_ref import TextWorldGame, TextWorldMissing, export_game
+    from scars.envs.household.textworld_game import TextWorldGame
     from scars.envs.household.world import World
 
     check_output_file(Path(out))
@@ -136,8 +137,8 @@ def export(seed: int, task_type: str | None, verify: bool, out: str) -> None:
 @click.option(
     "--alfworld-logic",
     is_flag=True,
-    help="Play the file's problem under alfworld's current alfred.pddl/alfred.twl2 (for files written with an "
-    "older domain or grammar, e.g. the 'put X in/on Y' one), as ALFWorld does when it regenerates game files.",
+    help="Play the file's problem under alfworld 0.4's alfred.pddl/alfred.twl2 instead of the file's own (each "
+    "file's ALFWorld generation is detected and played without this), as ALFWorld does when it regenerates game files.",
 )
 @click.option(
     "--verify",
@@ -151,7 +152,7 @@ def import_(game_file: str, alfworld_logic: bool, verify: bool) -> None:
     A file the native engine cannot reproduce exactly gets one error line naming the construct (exit code 2).
     """
     from scars.envs.household.expert import NoCompliantPlan, expert_plan
-    from scars.envs.household.textworld_ref import load_game_file
+    from scars.envs.household.game_file import load_game_file
     from scars.envs.household.world import World
 
     try:
@@ -164,6 +165,7 @@ def import_(game_file: str, alfworld_logic: bool, verify: bool) -> None:
     task = spec.task
     click.echo(
         f"imported {game_file}: {task.task_type} ({task.obj_type} -> {task.recep_type or task.toggle_type}), "
+        f"ALFWorld logic {spec.logic}, "
         f"{len(spec.receptacles)} receptacles, {len(spec.objects)} objects, {len(spec.containment())} canContain "
         f"pairs; task: {spec.goal_text}"
     )
@@ -177,11 +179,8 @@ def _verify_in_textworld(game_file: str, world: object, plan: list[str], alfworl
     import tempfile
     from pathlib import Path
 
-    from scars.envs.household.textworld_ref import (
-        TextWorldGame,
-        TextWorldMissing,
-        rewrite_with_alfworld_logic,
-    )
+    from scars.envs.household.game_file import TextWorldMissing, rewrite_with_alfworld_logic
+    from scars.envs.household.textworld_game import TextWorldGame
 
     try:
         with tempfile.TemporaryDirectory() as tmp:

@@ -35,6 +35,7 @@ def test_every_run_folder_has_its_provenance(one_run):
         assert record["packages"]["numpy"] and record["packages"]["ray"] and "torch" in record["packages"]
         assert record["command"] and record["host"] and record["python"].startswith("3.")
         assert record["started"] <= record["ended"] and record["wall_seconds"] >= 0
+        assert record["game_files"] is None  # generated games: no file to hash
     run = json.loads((one_run / "static_persona" / "provenance.json").read_text())
     assert (
         run["config"] == Tier1Config(method="static_persona", episodes=1, schedule="smoke", seed=2).to_dict()
@@ -125,3 +126,36 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_run_on_game_files_records_each_file_and_the_alfworld_versions(tmp_path):
+    """Issue 27: results on ALFWorld's files survive version drift only with the versions and the files' hashes."""
+    from scars.envs.household.game_file import TextWorldMissing, export_game, file_sha256
+    from scars.envs.household.generator import generate_game
+
+    games = tmp_path / "games"
+    try:
+        paths = [
+            export_game(generate_game(seed, task), games / f"g{seed}" / "game.tw-pddl")
+            for seed, task in (
+                (3, "pick_heat_then_place_in_recep"),
+                (4, "pick_and_place_simple"),
+                (5, "pick_and_place_simple"),
+            )
+        ]
+    except TextWorldMissing as err:
+        pytest.skip(str(err))
+    out = tmp_path / "run"
+    args = ["run", "tier1", "--method", "static_persona", "--episodes", "2", "--schedule", "smoke"]
+    result = CliRunner().invoke(main, [*args, "--game-files", str(games), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "static_persona" / "provenance.json").read_text())
+    assert "alfworld" in record["packages"] and "textworld" in record["packages"]
+    played = sorted(paths)[:2]  # the sorted files, the first `episodes` of them
+    assert record["game_files"] == {str(p): file_sha256(p) for p in played}
+    summary = json.loads((out / "summary.json").read_text())["static_persona"]
+    assert summary["game_files_played"] == 2
+    assert summary["game_files_by_task_type"] == {
+        "pick_and_place_simple": 1,
+        "pick_heat_then_place_in_recep": 1,
+    }

@@ -157,8 +157,8 @@ def test_cli_help_and_errors(tmp_path):
 
 def test_a_run_plays_alfworld_game_files(tmp_path):
     """Every experiment can run on ALFWorld-format game files (issue 12): here files the exporter wrote."""
+    from scars.envs.household.game_file import export_game
     from scars.envs.household.generator import generate_game
-    from scars.envs.household.textworld_ref import export_game
 
     games = tmp_path / "games"
     for seed in (3, 4):

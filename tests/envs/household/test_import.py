@@ -13,8 +13,7 @@ from click.testing import CliRunner
 import scars.envs.household  # noqa: F401  (registers scars/Household-v0)
 from scars.envs.household.alfworld_data import extract_tables, load_tables
 from scars.envs.household.expert import expert_plan
-from scars.envs.household.generator import ROOM_OBJECTS, ROOM_RECEPTACLES, SCENES, TASK_ROOMS, generate_game
-from scars.envs.household.textworld_ref import (
+from scars.envs.household.game_file import (
     ALFWORLD_DOMAIN_SHA256,
     ALFWORLD_GRAMMAR_SHA256,
     TextWorldMissing,
@@ -24,6 +23,7 @@ from scars.envs.household.textworld_ref import (
     load_game_file,
     pddl_problem,
 )
+from scars.envs.household.generator import ROOM_OBJECTS, ROOM_RECEPTACLES, SCENES, TASK_ROOMS, generate_game
 from scars.envs.household.world import CAN_CONTAIN, OBJECT_CLASSES, ROOM_KINDS, TASK_TYPES, World
 from scars.experiments.cli import main as cli
 from scars.synthesis.errors import WorldError
@@ -185,13 +185,13 @@ BAD_CASES = {
     "missing keys": (lambda p: _rewrite(p, pddl_problem=None), "without pddl_problem"),  # type: ignore[arg-type]
     "foreign domain": (
         lambda p: _rewrite(p, pddl_domain="(define (domain other))"),
-        "not alfworld 0.4.2's alfred.pddl",
+        "none of the ALFWorld domains the native engine implements",
     ),
     "old grammar": (
         lambda p: _rewrite(
             p, grammar=json.loads(p.read_text())["grammar"].replace("move {o} to {r}", "put {o} in/on {r}")
         ),
-        "not alfworld 0.4.2's alfred.twl2",
+        "not the alfred.twl2 of its domain's ALFWorld generation",
     ),
     "unbalanced": (lambda p: _problem_edit(p, "(:init", "(:init ("), "unclosed"),
     "unknown predicate": (
@@ -212,17 +212,8 @@ BAD_CASES = {
     ),
     "bad arity": (lambda p: _problem_edit(p, "(:init", "(:init (openable a b)"), "openable takes 1 argument"),
     "bad name": (
-        lambda p: _problem_edit(p, "sink_bar_001_bar_sinkbasin", "washer_bar_001", 99),
-        "does not demangle",
-    ),
-    "sliceable on the floor": (
-        lambda p: _problem_edit(
-            p,
-            "(:init",
-            "(:init (objectType apple_bar_009 appletype) (sliceable apple_bar_009) "
-            "(objectAtLocation apple_bar_009 loc_bar_001)",
-        ),
-        "sliceable object 'apple_bar_009' stands next to receptacle",
+        lambda p: _problem_edit(p, "sink_bar_001_bar_sinkbasin", "washer", 99),
+        "has no '_bar_' part",
     ),
     "two agents' places": (
         lambda p: _problem_edit(p, "(:init", "(:init (atLocation agent1 loc_bar_001)"),
@@ -274,8 +265,9 @@ def test_agent_starting_at_a_receptacle(tmp_path):
     assert f"go to {first}" not in world.admissible_commands() and world.context()["location"] == first
 
 
-def test_object_location_matters_only_for_slicing(tmp_path):
-    """objectAtLocation away from the object's receptacle: harmless unless a knife could slice the object there."""
+def test_object_location_is_kept_as_the_file_says(tmp_path):
+    """objectAtLocation away from the object's receptacle: the texts are unchanged, and the engine keeps the
+    file's location (SliceObject reads it)."""
     import re
 
     path = _exported(tmp_path)
@@ -287,5 +279,5 @@ def test_object_location_matters_only_for_slicing(tmp_path):
     moved = _problem_edit(path, fact.group(0), f"(objectAtLocation {oid} {elsewhere})")
     assert World.from_tw_pddl(moved).reset() == World.from_tw_pddl(path).reset()
     sliceable = _problem_edit(moved, "(:init", f"(:init (sliceable {oid})")
-    with pytest.raises(WorldError, match="sliceable object .* but its objectAtLocation is"):
-        load_game_file(sliceable)
+    obj = next(o for o in load_game_file(sliceable).objects if o.pddl_id == oid)
+    assert obj.at == (elsewhere,) and "sliceable" in obj.property_set()

@@ -23,14 +23,9 @@ import numpy as np
 import pytest
 
 from scars.envs.household.expert import expert_next_command, expert_plan
+from scars.envs.household.game_file import INSTALL_HINT, export_game, load_game_file
 from scars.envs.household.generator import TASK_ROOMS, generate_game
-from scars.envs.household.textworld_ref import (
-    INSTALL_HINT,
-    TextWorldGame,
-    export_game,
-    load_game_file,
-    textworld_available,
-)
+from scars.envs.household.textworld_game import TextWorldGame, textworld_available
 from scars.envs.household.world import TASK_TYPES, World
 from support.alfworld_style_games import TASKS as STYLE_TASKS
 from support.alfworld_style_games import write_alfworld_style_game

@@ -11,18 +11,17 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from scars.envs.household.generator import generate_game
-from scars.envs.household.textworld_ref import (
+from scars.envs.household.game_file import (
     INSTALL_HINT,
     TextWorldMissing,
     _pddl_ids,
-    canonical_observation,
     game_data,
     parse_task_text,
     spec_from_dict,
     spec_to_dict,
-    textworld_available,
 )
+from scars.envs.household.generator import generate_game
+from scars.envs.household.textworld_game import canonical_observation, textworld_available
 from scars.envs.household.world import TASK_TYPES
 from scars.experiments.cli import main as cli
 from scars.synthesis.errors import WorldError
@@ -129,11 +128,11 @@ def test_missing_textworld_error_names_the_extra(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
-    from scars.envs.household import textworld_ref
+    from scars.envs.household import textworld_game
 
     with pytest.raises(TextWorldMissing, match=r"scars-testbed\[textworld\]"):
-        textworld_ref._require_textworld()
-    assert not textworld_ref.textworld_available()
+        textworld_game._require_textworld()
+    assert not textworld_game.textworld_available()
 
 
 @pytest.mark.textworld
@@ -141,8 +140,9 @@ def test_missing_textworld_error_names_the_extra(monkeypatch):
 def test_textworld_household_env_matches_native_env_under_rules(tmp_path):
     from scars.envs.household.env import HouseholdConfig, HouseholdEnv
     from scars.envs.household.expert import expert_plan
+    from scars.envs.household.game_file import export_game
     from scars.envs.household.rules import RuleSchedule, rules_for_task
-    from scars.envs.household.textworld_ref import TextWorldHousehold, export_game
+    from scars.envs.household.textworld_env import TextWorldHousehold
     from scars.envs.household.world import World
 
     spec = generate_game(21, "pick_clean_then_place_in_recep")  # its plain expert plan breaks a library rule

@@ -1,25 +1,20 @@
-"""The real ALFWorld engine as the reference for the native household world (SPEC §7 tier 1, §9).
+"""ALFWorld's game-file format: write a native game as ``game.tw-pddl``, read one (of any ALFWorld release) back.
 
 ALFWorld plays ``game.tw-pddl`` files through TextWorld's PDDL engine: a JSON file with the PDDL domain
 (``alfworld/data/alfred.pddl``), the text grammar (``alfworld/data/alfred.twl2`` with the literal "UNKNOWN GOAL"
 replaced by the task sentence), a PDDL problem and a ``solvable`` flag. This module
 
-- :func:`export_game` writes the ``game.tw-pddl`` of a native :class:`~envs.household.world.GameSpec`, naming its
+- :func:`export_game` writes the ``game.tw-pddl`` of a native :class:`~envs.household.spec.GameSpec`, naming its
   PDDL ids so that ALFWorld's ``AlfredDemangler`` shows exactly the native names ("cabinet 2", "sinkbasin 1");
-- :func:`load_game_file` imports an ALFWorld ``game.tw-pddl`` (one the exporter wrote, or ALFWorld's own) as a
-  native :class:`~envs.household.world.GameSpec` (``World.from_tw_pddl``), or names the construct it cannot
-  reproduce;
-- :class:`TextWorldGame` plays any ``.tw-pddl`` file (an exported one or a real ALFWorld game) through TextWorld
-  and exposes what the native :class:`~envs.household.world.World` exposes: observation, admissible commands,
-  structured admissible actions, the flat context q that rule guards read, and ``won``;
-- :class:`TextWorldHousehold` wraps a :class:`TextWorldGame` in the same Gymnasium interface and the same
-  dynamic-rule verifier (``envs.household.rules``) as the native environment, so the safety-rule schedule can run
-  over real ALFWorld games too.
+- :func:`load_game_file` imports an ALFWorld ``game.tw-pddl`` — one the exporter wrote, or ALFWorld's own of any
+  release — as a native :class:`~envs.household.spec.GameSpec` (``World.from_tw_pddl``): the logic generation
+  (:data:`~envs.household.spec.LOGICS`) is read from the file's domain and grammar, and the file's facts are
+  kept as they are (objects in several receptacles, in none, inside receptacle objects, away from their
+  receptacle's location). A file it cannot reproduce raises one :class:`~synthesis.errors.WorldError` naming the
+  construct.
 
-TextWorld is an optional extra (``pip install 'scars-testbed[textworld]'`` plus ``pip install --no-deps alfworld``);
-it is imported only when a game is played, and its absence raises :class:`TextWorldMissing` saying what to install.
-The facts this module relies on (naming, listing order, texts, admissibility) are measured against the engine by
-``tests/envs/household/test_textworld_differential.py``.
+Reading needs nothing beyond the standard library; writing needs the ``alfworld`` package (its domain and grammar
+files); its absence raises :class:`TextWorldMissing` saying what to install.
 """
 
 from __future__ import annotations
@@ -29,35 +24,22 @@ import importlib.resources
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-from gymnasium import spaces
-
 from scars.envs.household.alfworld_data import load_tables
-from scars.envs.household.env import (
-    COMMAND_CHARSET,
-    MAX_COMMAND_LENGTH,
-    MAX_OBSERVATION_LENGTH,
-    OBSERVATION_CHARSET,
-    HouseholdConfig,
-)
-from scars.envs.household.rules import Verifier
-from scars.envs.household.world import (
+from scars.envs.household.spec import (
     CAN_CONTAIN,
+    LOGICS,
     NOWHERE,
     PROPERTIES,
     STATE_FLAGS,
-    TASK_TYPES,
     GameSpec,
     ObjectSpec,
     ReceptacleSpec,
     TaskSpec,
     pddl_ids,
 )
-from scars.synthesis.dsl.ast import Value
 from scars.synthesis.errors import ScarsError, WorldError
 
 GOAL_PDDL: Mapping[str, str] = load_tables()["goal_pddl"]
@@ -71,32 +53,6 @@ INSTALL_HINT = (
 
 class TextWorldMissing(ScarsError, ImportError):
     """``textworld[pddl]`` or ``alfworld`` is not installed; the message says how to install them."""
-
-
-def _require_textworld() -> tuple[Any, Any, Any]:
-    """Import textworld, its EnvInfos and ALFWorld's AlfredDemangler lazily (they are an optional extra)."""
-    try:
-        import textworld
-        from textworld import EnvInfos
-        from textworld.envs.pddl import pddl as tw_pddl
-    except ImportError as err:
-        raise TextWorldMissing(f"{INSTALL_HINT} ({err})") from err
-    if tw_pddl.fast_downward_missing:
-        raise TextWorldMissing(f"{INSTALL_HINT} (textworld is installed without its [pddl] extra)")
-    try:
-        from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
-    except ImportError as err:
-        raise TextWorldMissing(f"{INSTALL_HINT} ({err})") from err
-    return textworld, EnvInfos, AlfredDemangler
-
-
-def textworld_available() -> bool:
-    """True when the TextWorld PDDL engine and ALFWorld's data files can be used."""
-    try:
-        _require_textworld()
-    except TextWorldMissing:
-        return False
-    return True
 
 
 def _alfworld_data(name: str) -> str:
@@ -321,9 +277,20 @@ def export_game(spec: GameSpec, path: str | Path) -> Path:
 # implements exactly this domain and grammar; a test checks these against the installed alfworld.
 ALFWORLD_DOMAIN_SHA256 = "da18d44ab1bcf831f61e90b88a99ad5766d8bbb562b6f87839b4b6ace4f796fe"
 ALFWORLD_GRAMMAR_SHA256 = "6a29acc53b9fdfa5f5f133d8387732904275a35d414d238a4ba37dcfb13948b6"
+LOGIC_FINGERPRINTS: Mapping[str, tuple[str, str]] = {
+    "0.4": (ALFWORLD_DOMAIN_SHA256, ALFWORLD_GRAMMAR_SHA256),
+    # the domain and grammar of every json_2.1.1 game file ALFWorld's authors released (written before 0.4)
+    "pre-0.4": (
+        "2bb2c5c7591ba4452d38c74721bd09a10c9d72c9ec3f5b2fb7cd8f9b57ae6a64",
+        "c67c6831b1b936f93543bc9e0116fc1b1475ec1825f3098556df8112b505ba07",
+    ),
+}
+"""The (domain, grammar) fingerprints of each ALFWorld logic generation the native engine implements."""
 
 _TASK_RULE = re.compile(r'"rhs": "Your task is to: (.*?)\.?"')
-_IGNORED_FACTS = frozenset({"=", "ison", "moveable", "checked", "wasinreceptacle", "examined"})
+_IGNORED_FACTS = frozenset(
+    {"=", "ison", "moveable", "checked", "wasinreceptacle", "examined", "full", "isreceptacleobjectfull"}
+)  # facts no action or text of either logic generation reads
 _PROPERTY_OF_FACT = {"isreceptacleobject": "receptacle_object"} | {
     p: p for p in ("pickupable", "cleanable", "heatable", "coolable", "toggleable", "sliceable")
 }
@@ -336,7 +303,7 @@ _STATE_OF_FACT = {
 }
 _ARITY = {
     **{p: 2 for p in ("receptacletype", "objecttype", "receptacleatlocation", "objectatlocation")},
-    **{p: 2 for p in ("inreceptacle", "cancontain", "atlocation")},
+    **{p: 2 for p in ("inreceptacle", "inreceptacleobject", "cancontain", "atlocation")},
     **{p: 1 for p in ("opened", "openable", *_PROPERTY_OF_FACT, *_STATE_OF_FACT)},
 }
 """The :init predicates the importer reads, with their arity (lower-cased, as PDDL is case-insensitive)."""
@@ -440,7 +407,8 @@ def _match_goal(goal: list, problem: str) -> TaskSpec:
 def _demangled_names(ids: list[str]) -> dict[str, str]:
     """ALFWorld's ``Demangler`` naming (``alfworld/agents/utils/misc.py``): the stem before the first ``_bar_``
     (plus "basin" when the id contains it), numbered over the sorted ids with the FIRST id of a stem getting the
-    HIGHEST number. Every declared id counts, even of objects no command can reach."""
+    HIGHEST number. The ids counted are TextWorld's entities: every id in some fact of the problem, even of objects
+    no command can reach (locations too: "loc 12")."""
     stems: dict[str, str] = {}
     counts: dict[str, int] = {}
     for i in sorted(ids):
@@ -489,19 +457,51 @@ def _room_kind(rtypes: set[str]) -> str:
     return room
 
 
-def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpec:
-    """Import an ALFWorld ``game.tw-pddl`` file as a native :class:`GameSpec` (issue 12).
+def _logic_of(data: Mapping[str, Any], where: str) -> str:
+    """The ALFWorld logic generation (a key of ``LOGICS``) whose domain and grammar the file carries."""
+    domain, grammar = _fingerprint(data["pddl_domain"]), _grammar_fingerprint(data["grammar"])
+    by_domain = [name for name, (d, _) in LOGIC_FINGERPRINTS.items() if d == domain]
+    if not by_domain:
+        raise WorldError(
+            f"{where}: its pddl_domain is none of the ALFWorld domains the native engine implements "
+            f"({', '.join(LOGIC_FINGERPRINTS)}); alfworld_logic=True (--alfworld-logic) plays its problem under "
+            "alfworld 0.4's"
+        )
+    logic = by_domain[0]
+    if LOGIC_FINGERPRINTS[logic][1] != grammar:
+        raise WorldError(
+            f"{where}: its grammar is not the alfred.twl2 of its domain's ALFWorld generation ({logic}); "
+            "alfworld_logic=True (--alfworld-logic) plays its problem under alfworld 0.4's"
+        )
+    return logic
 
-    The file must carry alfworld 0.4.2's PDDL domain and text grammar (the ones the native engine implements;
-    checked by fingerprint) unless ``alfworld_logic`` is set, which plays the file's problem under those instead —
-    as ALFWorld does when it regenerates game files from ``initial_state.pddl`` (:func:`rewrite_with_alfworld_logic`
-    writes that file for TextWorld). Names are ALFWorld's demangled ones; the goal must be one of the six task
-    goals of its goal library; the room kind is that of the ALFWorld floor plan whose receptacle types match
-    best. Receptacles may share a location (stacked drawers); objects in no receptacle (windows, chairs, floor
-    lamps) are never observable in TextWorld and are left out. Every construct the native engine cannot reproduce
-    raises :class:`WorldError` naming it: a sliceable object next to a receptacle but in none or away from its
-    receptacle's location, an object in two receptacles, an agent holding something at the start,
-    objects inside receptacle objects, an unknown predicate or goal form.
+
+def find_game_files(root: str | Path) -> list[Path]:
+    """The ``*.tw-pddl`` files of a run, sorted: ``root`` itself when it is a file, else every one under it (the
+    layout of ALFWorld's data: ``$ALFWORLD_DATA/json_2.1.1/<split>/<task>/<trial>/game.tw-pddl``)."""
+    root = Path(root)
+    return sorted(root.rglob("*.tw-pddl")) if root.is_dir() else [root]
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes (provenance: which game file a result was played on)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpec:
+    """Import an ALFWorld ``game.tw-pddl`` file as a native :class:`GameSpec` (issues 12, 27).
+
+    The logic generation is read from the file: its PDDL domain and text grammar must be one of those the native
+    engine implements (:data:`~envs.household.spec.LOGICS`, checked by fingerprint: alfworld 0.4's, and the older
+    one ALFWorld's json_2.1.1 files were written with). ``alfworld_logic`` overrides it: the file's problem is
+    played under alfworld 0.4's domain and grammar, as ALFWorld does when it regenerates game files
+    (:func:`rewrite_with_alfworld_logic` writes that file for TextWorld). Names are those ALFWorld's
+    ``AlfredDemangler`` shows (numbered over the ids that occur in the problem's facts); the goal must be one of
+    the six task goals of its goal library; the room kind is that of the ALFWorld floor plan whose receptacle
+    types match best. The facts are kept as the file states them: receptacles sharing a location, objects in
+    several receptacles, in none (windows, chairs), inside receptacle objects, or at locations other than their
+    receptacle's. What the engine cannot reproduce raises :class:`WorldError` naming it: an agent holding
+    something at the start, a receptacle at no or several locations, an unknown predicate or goal form.
     """
     path = Path(path)
     where = str(path)
@@ -518,17 +518,7 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
     missing = [k for k in ("pddl_domain", "grammar", "pddl_problem") if not isinstance(data.get(k), str)]
     if missing:
         raise WorldError(f"{where}: game.tw-pddl file without {', '.join(missing)}")
-    if not alfworld_logic:
-        if _fingerprint(data["pddl_domain"]) != ALFWORLD_DOMAIN_SHA256:
-            raise WorldError(
-                f"{where}: its pddl_domain is not alfworld 0.4.2's alfred.pddl, the domain the native engine "
-                "implements (use --alfworld-logic / alfworld_logic=True to play its problem under that domain)"
-            )
-        if _grammar_fingerprint(data["grammar"]) != ALFWORLD_GRAMMAR_SHA256:
-            raise WorldError(
-                f"{where}: its grammar is not alfworld 0.4.2's alfred.twl2 (e.g. the pre-2024 'put X in/on Y' "
-                "grammar); use --alfworld-logic / alfworld_logic=True to play its problem under alfred.twl2"
-            )
+    logic = "0.4" if alfworld_logic else _logic_of(data, where)
     m = _TASK_RULE.search(data["grammar"])
     if m is None:
         raise WorldError(f'{where}: its grammar has no "Your task is to: ..." task sentence')
@@ -541,34 +531,34 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
     if sections.get(":domain", [None, "alfred"])[1] != "alfred":
         raise WorldError(f"{problem}: domain {sections[':domain'][1]!r} is not 'alfred'")
     declared = _declared(sections[":objects"][1:], problem)
-    names = _demangled_names(list(declared))
 
     rtype: dict[str, str] = {}
     otype: dict[str, str] = {}
     r_at: dict[str, list[str]] = {}
     o_at: dict[str, list[str]] = {}
     inside: dict[str, list[str]] = {}
+    in_object: dict[str, list[str]] = {}
     props: dict[str, set[str]] = {}
     state: dict[str, set[str]] = {}
     opened: set[str] = set()
     openable: set[str] = set()
     agent_at: list[str] = []
     can: list[tuple[str, str]] = []
+    in_facts: set[str] = set()  # the ids TextWorld's entity table holds: those in some :init fact
     for fact in sections[":init"][1:]:
         if not isinstance(fact, list) or not fact or not all(isinstance(x, str) for x in fact[1:]):
             if isinstance(fact, list) and fact[:1] == ["="]:
                 continue
             raise WorldError(f"{problem}: unsupported :init fact {_unparse(fact)}")
         pred, args = fact[0], fact[1:]
+        if pred == "=":
+            continue
+        in_facts.update(args)
         if pred in _IGNORED_FACTS:
             continue
         if pred in ("holds", "holdsany", "holdsanyreceptacleobject"):
             raise WorldError(
                 f"{problem}: the agent holds something at the start ({_unparse(fact)}): not supported"
-            )
-        if pred == "inreceptacleobject":
-            raise WorldError(
-                f"{problem}: objects inside receptacle objects ({_unparse(fact)}) are not supported"
             )
         if pred not in _ARITY:
             raise WorldError(f"{problem}: unknown predicate {pred!r} in {_unparse(fact)}")
@@ -585,6 +575,8 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
             o_at.setdefault(a, []).append(args[1])
         elif pred == "inreceptacle":
             inside.setdefault(a, []).append(args[1])
+        elif pred == "inreceptacleobject":
+            in_object.setdefault(a, []).append(args[1])
         elif pred == "cancontain":
             can.append((args[0], args[1]))
         elif pred == "atlocation":
@@ -597,22 +589,22 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
             props.setdefault(a, set()).add(_PROPERTY_OF_FACT[pred])
         else:
             state.setdefault(a, set()).add(_STATE_OF_FACT[pred])
+    names = _demangled_names(sorted(in_facts))
 
     def typename(t: str) -> str:
         return t[: -len("type")] if t.endswith("type") else t
 
-    def native_name(i: str, typ: str) -> str:
+    def shown_name(i: str) -> str:
         name = names.get(i)
-        if name is None or name.rsplit(" ", 1)[0] != typ:
+        if name is None:
             raise WorldError(
-                f"{problem}: id {i!r} of type {typ!r} does not demangle to '{typ} <n>' (got {name!r}); ALFWorld "
-                f"ids are '<Type>_bar_...' ('<Sink>_bar_..._bar_<SinkBasin>' for basins)"
+                f"{problem}: id {i!r} has no '_bar_' part, so ALFWorld's Demangler gives it no name "
+                "(ALFWorld ids are '<Type>_bar_...')"
             )
         return name
 
     receptacles: list[ReceptacleSpec] = []
     rname: dict[str, str] = {}
-    loc_of: dict[str, str] = {}
     order = {i: k for k, i in enumerate(declared)}  # the game's own order: declaration order in :objects
     for r in sorted(rtype, key=lambda i: order.get(i, len(order))):
         if declared.get(r) != "receptacle":
@@ -622,56 +614,50 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
             raise WorldError(
                 f"{problem}: receptacle {r!r} must stand at exactly one location, has {len(locs)}"
             )
-        loc_of[r] = locs[0]
-        t = typename(rtype[r])
-        rname[r] = native_name(r, t)
+        rname[r] = shown_name(r)
         receptacles.append(
-            ReceptacleSpec(rname[r], t, r in openable, start_open=r in opened, location=locs[0], pddl_id=r)
+            ReceptacleSpec(
+                rname[r],
+                typename(rtype[r]),
+                r in openable,
+                start_open=r in opened,
+                location=locs[0],
+                pddl_id=r,
+                location_name=shown_name(locs[0]) if LOGICS[logic].arrive_at_location else None,
+            )
         )
     for r in (set(r_at) | openable | opened) - set(rtype):
         raise WorldError(f"{problem}: receptacle {r!r} has no receptacleType fact")
     if len(agent_at) != 1:
         raise WorldError(f"{problem}: the agent must start at exactly one location, has {len(agent_at)}")
-    start = min((rname[r] for r, loc in loc_of.items() if loc == agent_at[0]), default=None)
+    start = min((rname[r] for r, locs in r_at.items() if locs[0] == agent_at[0]), default=None)
     objects: list[ObjectSpec] = []
-    location_receptacle = {v: k for k, v in sorted(loc_of.items(), reverse=True)}
     for o in sorted(otype, key=lambda i: order.get(i, len(order))):
-        t = typename(otype[o])
         containers = inside.get(o, [])
-        locs = o_at.get(o, [])
-        if not containers:
-            # In no receptacle: TextWorld never lists, examines, takes or uses it (its "next to it" list is always
-            # "nothing"), so it is left out — unless a knife could slice it where a receptacle stands.
-            near = [loc for loc in locs if loc in location_receptacle]
-            if near and "sliceable" in props.get(o, ()):
-                raise WorldError(
-                    f"{problem}: sliceable object {names.get(o, o)!r} stands next to receptacle "
-                    f"{rname[location_receptacle[near[0]]]!r} but in none (TextWorld would let a knife slice it "
-                    "there); not supported"
-                )
-            continue
-        if len(containers) != 1 or containers[0] not in rname:
+        unknown = [c for c in containers if c not in rname]
+        if unknown:
             raise WorldError(
-                f"{problem}: object {o!r} must be in exactly one known receptacle, is in {containers}"
+                f"{problem}: object {o!r} is in {unknown[0]!r}, which is no receptacle of the problem"
             )
-        # objectAtLocation only matters to SliceObject (the "next to it" list is never shown): a sliceable object
-        # must stand where its receptacle does, or a knife would slice it elsewhere in TextWorld.
-        if locs != [loc_of[containers[0]]] and "sliceable" in props.get(o, ()):
+        outer = in_object.get(o, [])
+        if len(outer) > 1 or (outer and outer[0] not in otype):
             raise WorldError(
-                f"{problem}: sliceable object {names.get(o, o)!r} is in {rname[containers[0]]!r} but its objectAtLocation is "
-                f"{locs}, not that receptacle's location {loc_of[containers[0]]!r}"
+                f"{problem}: object {o!r} must be inside at most one known object, is in {outer}"
             )
         objects.append(
             ObjectSpec(
-                native_name(o, t),
-                t,
-                rname[containers[0]],
+                shown_name(o),
+                typename(otype[o]),
+                rname[containers[0]] if containers else None,
                 frozenset(props.get(o, ())),
                 frozenset(state.get(o, ())),
                 o,
+                also_in=tuple(rname[c] for c in containers[1:]),
+                at=tuple(o_at.get(o, ())),
+                in_object=shown_name(outer[0]) if outer else None,
             )
         )
-    for o in set(inside) - set(otype):
+    for o in (set(inside) | set(in_object)) - set(otype):
         raise WorldError(f"{problem}: object {o!r} is in a receptacle but has no objectType fact")
     task = _match_goal(sections[":goal"][1], problem)
     task = TaskSpec(task.task_type, task.obj_type, task.recep_type, text, task.toggle_type)
@@ -684,6 +670,7 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
         task=task,
         can_contain=tuple(sorted({(typename(r), typename(o)) for r, o in can})),
         start=start,
+        logic=logic,
     )
 
 
@@ -739,362 +726,3 @@ def parse_task_text(text: str) -> tuple[str, str, str | None]:
         if m:
             return task_type, m.group("obj"), m.groupdict().get("recep")
     return "unknown", NOWHERE, None
-
-
-# ---------------------------------------------------------------------------------------------- playing
-
-
-_VERB_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p), v)
-    for p, v in (
-        (r"^go to (?P<recep>.+)$", "goto"),
-        (r"^open (?P<recep>.+)$", "open"),
-        (r"^close (?P<recep>.+)$", "close"),
-        (r"^take (?P<obj>.+) from (?P<recep>.+)$", "take"),
-        (r"^move (?P<obj>.+) to (?P<recep>.+)$", "move"),
-        (r"^(?P<verb>heat|clean|cool) (?P<obj>.+) with (?P<recep>.+)$", ""),
-        (r"^slice (?P<obj>.+) with (?P<tool>.+)$", "slice"),
-        (r"^use (?P<obj>.+)$", "use"),
-        (r"^examine (?P<thing>.+)$", "examine"),
-        (r"^(?P<verb>inventory|look|help)$", ""),
-    )
-)
-
-
-def _type_of(name: str) -> str:
-    """ "cabinet 2" -> "cabinet" (ALFWorld's shown names are '<type> <number>')."""
-    return name.rsplit(" ", 1)[0] if " " in name else name
-
-
-@dataclass(frozen=True, slots=True)
-class _Facts:
-    """The part of TextWorld's PDDL state that the structured context reads, by shown name."""
-
-    location: str | None
-    held: str | None
-    opened: frozenset[str]
-    clean: frozenset[str]
-    hot: frozenset[str]
-    cool: frozenset[str]
-    contents: Mapping[str, tuple[str, ...]]
-
-
-class TextWorldGame:
-    """One ``.tw-pddl`` game played by TextWorld's PDDL engine with ALFWorld's ``AlfredDemangler`` names.
-
-    Same surface as the native :class:`~envs.household.world.World`: ``reset() -> str``,
-    ``step(command) -> (observation, won)``, ``admissible_commands()``, ``action_dict(command)``,
-    ``admissible_actions()``, ``context()``, ``won()``. The structured views are rebuilt from the engine's PDDL
-    facts; the native-only ``is_wet`` flag (cleaning wets, putting down dries) is tracked from the commands.
-    TextWorld additionally always admits ``help``; :attr:`include_help` = False drops it so the admissible sets
-    are the native ones.
-    """
-
-    def __init__(self, path: str | Path, *, include_help: bool = True) -> None:
-        textworld, env_infos, demangler = _require_textworld()
-        path = Path(path)
-        if not path.name.endswith(".tw-pddl"):
-            raise WorldError(f"game file {str(path)!r} must end in '.tw-pddl' (TextWorld's PDDL engine)")
-        if not path.is_file():
-            raise WorldError(f"game file {str(path)!r} does not exist")
-        self.path = path
-        self.include_help = include_help
-        data = json.loads(path.read_text())
-        meta = data.get("scars", {})
-        self.spec: GameSpec | None = spec_from_dict(meta) if "receptacles" in meta else None
-        m = re.search(r"Your task is to: (.*?)\.?\"", data["grammar"])
-        self.goal_text = m.group(1) if m else ""
-        parsed = parse_task_text(self.goal_text)
-        try:  # the task and room as the native importer reads them (the same context in both engines)
-            imported: GameSpec | None = load_game_file(path, alfworld_logic=True)
-        except WorldError:
-            imported = None
-        task = imported.task if imported else None
-        self.task_type: str = task.task_type if task else meta.get("task_type", parsed[0])
-        self.target_obj_type: str = task.obj_type if task else meta.get("obj_type", parsed[1])
-        recep = task.recep_type if task else meta.get("recep_type", parsed[2])
-        self.target_recep_type: str = recep or NOWHERE
-        self.room: str = meta.get("room") or (imported.room if imported else "unknown")
-        infos = env_infos(admissible_commands=True, won=True, facts=True, feedback=True)
-        self._env = textworld.start(str(path), request_infos=infos, wrappers=[demangler()])
-        self._state: Any = None
-        self._facts: _Facts | None = None
-        self._wet: set[str] = set()
-        self._went_to: str | None = None
-        self.steps = 0
-
-    # ------------------------------------------------------------------ engine state
-
-    def _read_facts(self) -> _Facts:
-        at_all: dict[str, str] = {}  # receptacle -> location
-        agent_loc = None
-        held = None
-        opened, clean, hot, cool = set(), set(), set(), set()
-        contents: dict[str, list[str]] = {}
-        for fact in self._state["facts"]:
-            n = fact.name
-            args = [v.name.strip() for v in fact.arguments]
-            if n == "receptacleatlocation":
-                at_all[args[0]] = args[1]
-            elif n == "atlocation":
-                agent_loc = args[1]
-            elif n == "holds":
-                held = args[1]
-            elif n == "opened":
-                opened.add(args[0])
-            elif n == "isclean":
-                clean.add(args[0])
-            elif n == "ishot":
-                hot.add(args[0])
-            elif n == "iscool":
-                cool.add(args[0])
-            elif n == "inreceptacle":
-                contents.setdefault(args[1], []).append(args[0])
-        here_all = [r for r, loc in at_all.items() if loc == agent_loc] if agent_loc is not None else []
-        here = min(here_all) if here_all else None  # at the start: the first by name (as the importer says)
-        if here is not None and self._went_to is not None and at_all.get(self._went_to) == agent_loc:
-            here = self._went_to  # several receptacles at this location: the one the agent went to
-        return _Facts(
-            location=here,
-            held=held,
-            opened=frozenset(opened),
-            clean=frozenset(clean),
-            hot=frozenset(hot),
-            cool=frozenset(cool),
-            contents={k: tuple(sorted(v)) for k, v in contents.items()},
-        )
-
-    def _update(self, state: Any) -> None:
-        self._state = state
-        self._facts = self._read_facts()
-
-    def reset(self) -> str:
-        """Restart the game (TextWorld rebuilds its PDDL state: ~0.3 s); returns the intro text."""
-        self._went_to = None
-        self._update(self._env.reset())
-        self._wet = set()
-        self.steps = 0
-        return self._state.feedback
-
-    def step(self, command: str) -> tuple[str, bool]:
-        """Play one command; returns (observation, won). Inadmissible commands answer "Nothing happens."."""
-        action = self.action_dict(command)
-        state, _, _ = self._env.step(command)
-        self.steps += 1
-        if action is not None:
-            verb, args = action["name"], action["args"]
-            if verb == "goto":
-                self._went_to = str(args["recep"])
-            elif verb == "clean":
-                self._wet.add(str(args["obj"]))
-            elif verb == "move":
-                self._wet.discard(str(args["obj"]))
-        self._update(state)
-        return state.feedback, bool(state["won"])
-
-    def won(self) -> bool:
-        return bool(self._state["won"])
-
-    def admissible_commands(self) -> list[str]:
-        cmds = list(self._state["admissible_commands"])
-        if not self.include_help:
-            cmds = [c for c in cmds if c != "help"]
-        return cmds
-
-    def is_admissible(self, command: str) -> bool:
-        return command in self.admissible_commands()
-
-    # ------------------------------------------------------------------ structured views
-
-    def _object_args(self, obj: str) -> dict[str, Value]:
-        f = self._facts
-        assert f is not None
-        return {
-            "obj": obj,
-            "obj_type": _type_of(obj),
-            "is_clean": obj in f.clean,
-            "is_hot": obj in f.hot,
-            "is_cool": obj in f.cool,
-            "is_wet": obj in self._wet,
-        }
-
-    def action_dict(self, command: str) -> dict | None:
-        """The structured form of an admissible command (the native world's layout: verb name, args with obj,
-        obj_type, object state flags, recep, recep_type), or None if it is not admissible now."""
-        if command not in self.admissible_commands():
-            return None
-        f = self._facts
-        assert f is not None
-        for pattern, verb in _VERB_PATTERNS:
-            m = pattern.match(command)
-            if m is None:
-                continue
-            groups = m.groupdict()
-            verb = verb or groups["verb"]
-            args: dict[str, Value] = {}
-            if verb == "examine":
-                thing = groups["thing"]
-                if thing == f.held:
-                    args = self._object_args(thing)
-                else:
-                    args = {"recep": thing, "recep_type": _type_of(thing)}
-            elif verb == "slice":
-                args = self._object_args(groups["obj"])
-                args["tool"] = groups["tool"]
-                holder = self._holder(groups["obj"])
-                if holder is not None:
-                    args["recep"], args["recep_type"] = holder, _type_of(holder)
-            else:
-                if groups.get("obj"):
-                    args = self._object_args(groups["obj"])
-                recep = groups.get("recep") or (self._holder(groups["obj"]) if verb == "use" else None)
-                if recep:
-                    args["recep"], args["recep_type"] = recep, _type_of(recep)
-            return {"kind": "env", "name": verb, "args": args, "text": command}
-        raise WorldError(f"TextWorld admitted a command of unknown form: {command!r}")
-
-    def _holder(self, obj: str) -> str | None:
-        """The receptacle holding ``obj`` (for use/slice, whose commands name no receptacle)."""
-        assert self._facts is not None
-        return next((r for r, objs in self._facts.contents.items() if obj in objs), self._facts.location)
-
-    def admissible_actions(self) -> list[dict]:
-        return [self.action_dict(c) for c in self.admissible_commands()]  # type: ignore[misc]
-
-    def context(self) -> dict[str, Value]:
-        """The flat context q of the native world (same keys), rebuilt from TextWorld's PDDL facts."""
-        f = self._facts
-        assert f is not None
-        loc, held = f.location, f.held
-        return {
-            "room": self.room,
-            "location": loc if loc is not None else NOWHERE,
-            "location_type": _type_of(loc) if loc is not None else NOWHERE,
-            "location_open": bool(loc is not None and loc in f.opened),
-            "held_object": held if held is not None else NOWHERE,
-            "held_type": _type_of(held) if held is not None else NOWHERE,
-            "held_is_clean": held is not None and held in f.clean,
-            "held_is_hot": held is not None and held in f.hot,
-            "held_is_cool": held is not None and held in f.cool,
-            "held_is_wet": held is not None and held in self._wet,
-            "task_type": self.task_type,
-            "target_obj_type": self.target_obj_type,
-            "target_recep_type": self.target_recep_type,
-            "step": self.steps,
-        }
-
-    def contents(self, recep: str) -> tuple[str, ...]:
-        """The objects in a receptacle (sorted by name), read from the engine's facts."""
-        assert self._facts is not None
-        return self._facts.contents.get(recep, ())
-
-
-# ---------------------------------------------------------------------------------------------- comparison
-
-_LISTING = re.compile(r"(you see )([^.]+)(\.)")
-
-
-def _sorted_listing(m: re.Match[str]) -> str:
-    items = m.group(2)
-    if items == "nothing":
-        return m.group(0)
-    parts = [p.strip() for p in items.replace(", and ", ", ").split(", ")]
-    return m.group(1) + ", ".join(sorted(parts)) + m.group(3)
-
-
-def canonical_observation(text: str) -> str:
-    """The observation with every "you see a x, a y, and a z." listing sorted, so that two engines that list the
-    same items in different orders give equal strings (TextWorld lists by internal id order)."""
-    return _LISTING.sub(_sorted_listing, text)
-
-
-# ---------------------------------------------------------------------------------------------- Gymnasium
-
-
-class TextWorldHousehold(gym.Env[str, str]):
-    """A ``.tw-pddl`` game (exported or real ALFWorld) behind the interface of ``scars/Household-v0``.
-
-    Same spaces, same ``info`` keys (admissible_commands, admissible_actions, context, violations, active_rules,
-    won, goal), same rewards and episode end, and the same :class:`~envs.household.rules.Verifier` over the same
-    :class:`~envs.household.env.HouseholdConfig` schedule, so a dynamic-rule run can use the real engine. It is
-    about a thousand times slower than the native engine (``benchmarks/world.py``); use it to check, not to sweep.
-    ``config.task_type`` and ``config.game_seed`` are ignored: the game is the file.
-    """
-
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
-
-    def __init__(
-        self, game_file: str | Path, config: HouseholdConfig | None = None, *, include_help: bool = True
-    ):
-        self.config = config or HouseholdConfig()
-        self.game = TextWorldGame(game_file, include_help=include_help)
-        self.observation_space = spaces.Text(MAX_OBSERVATION_LENGTH, charset=OBSERVATION_CHARSET)
-        self.action_space = spaces.Text(MAX_COMMAND_LENGTH, min_length=0, charset=COMMAND_CHARSET)
-        self.verifier = Verifier(self.config.schedule)
-        self.episode = -1
-        self._last_obs = ""
-        self._started = False
-
-    def context(self) -> dict[str, Value]:
-        """The context q for the next action: the game's, plus episode, versions and game seed (-1 when the file
-        is not an exported native game)."""
-        q = self.game.context()
-        wv = self.config.world_version
-        q["episode"] = self.episode
-        q["world_version"] = wv
-        q["rule_set_version"] = self.config.schedule.version(self.game.steps, self.episode, wv)
-        q["game_seed"] = self.game.spec.seed if self.game.spec is not None else -1
-        return q
-
-    def _info(self, violations: list, won: bool) -> dict[str, Any]:
-        active = self.config.schedule.active(self.game.steps, self.episode, self.config.world_version)
-        return {
-            "admissible_commands": self.game.admissible_commands(),
-            "admissible_actions": self.game.admissible_actions(),
-            "context": self.context(),
-            "violations": [v.to_dict() for v in violations],
-            "active_rules": [r.id for r in active],
-            "won": won,
-            "goal": self.game.goal_text,
-        }
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
-        super().reset(seed=seed)
-        # As in the native env: a seeded reset starts a new run at episode 0.
-        self.episode = 0 if seed is not None else self.episode + 1
-        self._last_obs = self.game.reset()
-        self._started = True
-        return self._last_obs, self._info([], self.game.won())
-
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
-        if not self._started:
-            raise WorldError("step() called before reset()")
-        if not isinstance(action, str):
-            raise WorldError(f"action must be a command string, got {type(action).__name__}: {action!r}")
-        structured = self.game.action_dict(action)
-        violations = self.verifier.check(self.context(), structured) if structured is not None else []
-        obs, won = self.game.step(action)
-        reward = (self.config.win_reward if won else 0.0) + self.config.violation_reward * len(violations)
-        truncated = (not won) and self.game.steps >= self.config.max_steps
-        self._last_obs = obs
-        return obs, float(reward), won, truncated, self._info(violations, won)
-
-    def render(self) -> str | None:
-        return self._last_obs if self.render_mode == "ansi" else None
-
-
-__all__ = [
-    "TextWorldHousehold",
-    "canonical_observation",
-    "spec_from_dict",
-    "spec_to_dict",
-    "INSTALL_HINT",
-    "TASK_TYPES",
-    "TextWorldGame",
-    "TextWorldMissing",
-    "export_game",
-    "game_data",
-    "parse_task_text",
-    "pddl_problem",
-    "textworld_available",
-]

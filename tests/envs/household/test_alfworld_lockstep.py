@@ -1,0 +1,153 @@
+"""ALFWorld's own game files, played step for step in TextWorld's PDDL engine and natively (issue 27).
+
+The games are ALFWorld's data, found the way ALFWorld's users find them: ``$ALFWORLD_DATA/json_2.1.1/<split>/…/
+game.tw-pddl`` (``alfworld-download`` fetches them; CI extracts the 200 ``valid_train`` folders of
+``../shared/alfworld/`` into a temporary folder). Without ``ALFWORLD_DATA`` these tests are skipped.
+
+- Every file imports as it is — no flag — and names its ALFWorld logic generation.
+- Lockstep (:mod:`support.household_lockstep`): every file is played by the native expert's walkthrough, by
+  ALFWorld's own hand-coded expert and by a seeded random walk, in both engines with the file's own domain and
+  grammar; admissible lists, observations, won flags, context and structured actions must agree at every step,
+  and the native expert must win every (solvable) file in both engines.
+
+``SCARS_LOCKSTEP_FILES=N`` limits the lockstep to every k-th file so that about N are played (a quick local check);
+``SCARS_LOCKSTEP_ALL_DRIVERS_EVERY=k`` plays ALFWorld's expert and the random walk on every k-th file only (the
+native expert plays every file): TextWorld needs ~1.7 s to load a real file and ~60 ms a step, so CI plays all 200
+files with k = 10 to stay within its time budget. The run prints its tally: files by task type, steps compared,
+mismatches, wins per driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from scars.envs.household.game_file import INSTALL_HINT, find_game_files, load_game_file
+from scars.envs.household.spec import LOGICS, TASK_TYPES
+from scars.envs.household.textworld_game import textworld_available
+from scars.envs.household.world import World
+from support.household_lockstep import Tally, lockstep_file
+
+DATA = os.environ.get("ALFWORLD_DATA", "")
+FILES = find_game_files(Path(DATA) / "json_2.1.1") if DATA and (Path(DATA) / "json_2.1.1").is_dir() else []
+
+pytestmark = pytest.mark.skipif(
+    not FILES,
+    reason="ALFWORLD_DATA is unset or holds no json_2.1.1/**/game.tw-pddl (ALFWorld's data: run alfworld-download, "
+    "or extract ../shared/alfworld/alfworld_json_2.1.1_valid_train.tar.xz, and point ALFWORLD_DATA at the folder "
+    "that holds json_2.1.1/)",
+)
+
+
+def test_every_file_imports_without_flags():
+    by_logic: dict[str, int] = {}
+    by_task: dict[str, int] = {}
+    for path in FILES:
+        spec = load_game_file(path)
+        World(spec).reset()
+        by_logic[spec.logic] = by_logic.get(spec.logic, 0) + 1
+        by_task[spec.task.task_type] = by_task.get(spec.task.task_type, 0) + 1
+        assert json.loads(path.read_text()).get("solvable", True)
+    print(f"\nimported {len(FILES)} of {len(FILES)} files; logic {by_logic}; tasks {by_task}")
+    assert set(by_logic) <= set(LOGICS) and set(by_task) <= set(TASK_TYPES)
+
+
+def test_real_files_hold_every_construct():
+    """The constructs issue 27 names are in these files, so the lockstep below exercises them."""
+    seen = {
+        "several receptacles": 0,
+        "no receptacle": 0,
+        "inside an object": 0,
+        "away from its receptacle": 0,
+    }
+    for path in FILES:
+        spec = load_game_file(path)
+        where = {r.name: r.location for r in spec.receptacles}
+        for o in spec.objects:
+            seen["several receptacles"] += bool(o.also_in)
+            seen["no receptacle"] += o.location is None
+            seen["inside an object"] += o.in_object is not None
+            seen["away from its receptacle"] += o.location is not None and where[o.location] not in (
+                o.at or ()
+            )
+    print(f"\nconstructs over {len(FILES)} files: {seen}")
+    if len(FILES) >= 100:  # a whole split: each construct is there
+        assert all(seen.values()), seen
+
+
+def test_gym_make_plays_real_files_and_takes_the_override():
+    import gymnasium as gym
+
+    import scars.envs  # noqa: F401  (registers scars/Household-v0)
+
+    for path in FILES[:: max(1, len(FILES) // 6)]:
+        env = gym.make("scars/Household-v0", game_file=str(path)).unwrapped
+        obs, info = env.reset(seed=0)
+        assert obs.startswith("-= Welcome to TextWorld, ALFRED! =-") and info["goal"] in obs
+        assert "help" not in info["admissible_commands"]  # the pre-0.4 domain has no help action
+        obs, *_ = env.step(info["admissible_commands"][0])
+        assert obs != "Nothing happens."
+        under_04 = gym.make("scars/Household-v0", game_file=str(path), alfworld_logic=True).unwrapped
+        assert "help" in under_04.reset(seed=0)[1]["admissible_commands"]
+
+
+def test_cli_imports_a_real_file():
+    from click.testing import CliRunner
+
+    from scars.experiments.cli import main as cli
+
+    result = CliRunner().invoke(cli, ["world", "import", str(FILES[0])])
+    assert result.exit_code == 0, result.output
+    assert "ALFWorld logic pre-0.4" in result.output and "expert plan" in result.output
+
+
+@pytest.mark.textworld
+@pytest.mark.skipif(not textworld_available(), reason=INSTALL_HINT)
+def test_cli_verifies_a_real_file_in_textworld():
+    from click.testing import CliRunner
+
+    from scars.experiments.cli import main as cli
+
+    result = CliRunner().invoke(cli, ["world", "import", "--verify", str(FILES[-1])])
+    assert result.exit_code == 0, result.output
+    assert "agree on all" in result.output
+
+
+def _sample(files: list[Path]) -> list[Path]:
+    want = int(os.environ.get("SCARS_LOCKSTEP_FILES", "0") or 0)
+    if want <= 0 or want >= len(files):
+        return files
+    return files[:: max(1, len(files) // want)]
+
+
+def _lockstep_one(job: tuple[Path, bool]) -> Tally:
+    path, all_drivers = job
+    tally = Tally()
+    lockstep_file(path, tally, all_drivers=all_drivers)
+    return tally
+
+
+@pytest.mark.slow
+@pytest.mark.textworld
+@pytest.mark.timeout(3600)  # all drivers on all 200 valid_train files: ~25 min on a shared 2-core machine
+@pytest.mark.skipif(not textworld_available(), reason=INSTALL_HINT)
+def test_lockstep_against_textworld_on_alfworld_files():
+    files = _sample(FILES)
+    every = max(1, int(os.environ.get("SCARS_LOCKSTEP_ALL_DRIVERS_EVERY", "1") or 1))
+    jobs = [(path, i % every == 0) for i, path in enumerate(files)]
+    total = Tally()
+    with ProcessPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
+        for tally in pool.map(_lockstep_one, jobs):
+            total.files += tally.files
+            total.steps += tally.steps
+            total.wins.update(tally.wins)
+            total.plays.update(tally.plays)
+            total.by_task.update(tally.by_task)
+            total.mismatches += tally.mismatches
+    print(f"\nlockstep on ALFWorld's files: {total.summary()}")
+    assert not total.mismatches, "\n".join(total.mismatches[:5])
+    assert total.wins["native expert"] == total.files, "the native expert must win every file in both engines"
