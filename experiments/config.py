@@ -172,6 +172,9 @@ class RunConfig:
     """OpenAI-compatible server base URL (backend=openai)."""
     server_model: str = ""
     """Model name on the server (backend=openai)."""
+    server_timeout: float = 60.0
+    """Seconds the server may take to answer one request (backend=openai); a server that is silent longer is one
+    error line, never a hang."""
     temperature: float = 0.7
     """Simulated LM: softmax temperature."""
     embedder: str = "hashing"
@@ -219,6 +222,8 @@ class RunConfig:
                 raise ConfigError(f"{name} = {getattr(self, name)!r} must be >= 1")
         if not self.temperature > 0:
             raise ConfigError(f"temperature = {self.temperature!r} must be > 0")
+        if not self.server_timeout > 0:
+            raise ConfigError(f"server_timeout = {self.server_timeout!r} must be > 0 (seconds)")
         if not TAU_RANGE[0] <= self.tau < TAU_RANGE[1]:
             raise ConfigError(
                 f"tau = {self.tau!r} is outside [0.5, 0.731): the paper's d_t = sigmoid(wᵀz) with Σw = 1 never "

@@ -229,7 +229,7 @@ def _probe(address: str, timeout_s: float) -> None:
         ) from None
 
 
-def _connect(address: str, timeout_s: float = 30.0) -> bool:
+def connect_ray(address: str, timeout_s: float = 30.0) -> bool:
     """Join the cluster at ``address``, or start a local Ray instance; True when this call started Ray."""
     import ray
 
@@ -294,7 +294,7 @@ def run_sweep(
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
-    started_here = _connect(spec.address, spec.connect_timeout_s)
+    started_here = connect_ray(spec.address, spec.connect_timeout_s)
     try:
         import ray
 
@@ -396,4 +396,4 @@ def _report(console: Console, spec: SweepSpec, out: Path, result: SweepResult) -
         console.print("re-run the same command to retry only the failed runs (Tuner.restore)")
 
 
-__all__ = ["ProgressCallback", "SweepResult", "recheck_finished", "run_sweep"]
+__all__ = ["ProgressCallback", "SweepResult", "connect_ray", "recheck_finished", "run_sweep"]

@@ -52,6 +52,7 @@ def make_openai(settings: Mapping[str, Any]) -> Policy:
         policy_mode=settings.get("policy_mode", "score"),
         api_key=settings.get("api_key", ""),
         choice_param=settings.get("choice_param", "auto"),
+        timeout=float(settings.get("server_timeout", 60.0)),
     )
 
 

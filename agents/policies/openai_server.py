@@ -113,8 +113,18 @@ class OpenAICompatiblePolicy:
                     f"{url} refused the API key (HTTP {exc.code}): pass --api-key or set OPENAI_API_KEY"
                 ) from exc
             raise ServerError(f"{url} answered HTTP {exc.code}: {detail}") from exc
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
+        except TimeoutError as exc:
+            raise ServerError(
+                f"the model server at {self.base_url} did not answer {path} within {self.timeout:g} s "
+                "(server_timeout)"
+            ) from exc
+        except (urllib.error.URLError, ConnectionError) as exc:
             reason = getattr(exc, "reason", exc)
+            if isinstance(reason, TimeoutError):
+                raise ServerError(
+                    f"the model server at {self.base_url} did not answer {path} within {self.timeout:g} s "
+                    "(server_timeout)"
+                ) from exc
             raise ServerError(
                 f"cannot reach the model server at {self.base_url} ({reason}): is it running?"
             ) from exc

@@ -41,6 +41,14 @@ from scars.experiments.commands._checks import check_output_dir, claim_output, o
     "--address", default=None, help="Ray cluster address (from `ray start --head`); default: local Ray."
 )
 @click.option(
+    "--connect-timeout",
+    "connect_timeout_s",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    help="Seconds to reach --address before giving up.",
+)
+@click.option(
     "--max-concurrent", type=click.IntRange(min=0), default=0, help="Trials at once (0: as CPUs allow)."
 )
 @click.option(
@@ -54,6 +62,7 @@ def paper(
     overwrite: bool,
     tiers: str,
     address: str | None,
+    connect_timeout_s: float,
     max_concurrent: int,
     wandb: bool,
     wandb_project: str,
@@ -78,7 +87,7 @@ def paper(
         import ray
 
         from scars.experiments.results_report import write_report
-        from scars.experiments.sweep import run_sweep
+        from scars.experiments.sweep import connect_ray, run_sweep
         from scars.experiments.sweep_spec import SweepSpec
 
         specs = []
@@ -91,6 +100,7 @@ def paper(
                     fixed=fixed,
                     name=f"paper-{scale}-{name}",
                     address=address or "",
+                    connect_timeout_s=connect_timeout_s,
                     max_concurrent=max_concurrent,
                     wandb=wandb,
                     wandb_project=wandb_project,
@@ -99,11 +109,7 @@ def paper(
             )
         claim_output(out, overwrite, resumes=lambda folder: any(folder.glob("*/sweep.json")))
         started = time.time()
-        started_here = not ray.is_initialized()
-        if started_here:
-            ray.init(
-                address=address or None, include_dashboard=False, log_to_driver=False, configure_logging=False
-            )
+        started_here = connect_ray(address or "", connect_timeout_s)  # a dead address is one line, not a hang
         try:
             results = [run_sweep(spec, out / spec.tier) for spec in specs]
         finally:

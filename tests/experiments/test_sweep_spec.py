@@ -87,3 +87,15 @@ def test_an_address_that_never_answers_times_out():
         assert time.monotonic() - started < 5
         for client in fill:
             client.close()
+
+
+def test_paper_probes_its_address_too(tmp_path):
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    started = time.monotonic()
+    result = CliRunner().invoke(
+        main, ["paper", "--scale", "smoke", "--address", f"127.0.0.1:{port}", "--out", str(tmp_path / "p")]
+    )
+    assert time.monotonic() - started < 30
+    assert result.exit_code == 2 and "no Ray cluster at 127.0.0.1" in result.stderr, result.output
