@@ -82,6 +82,7 @@ class GuaranteeMonitor:
         )
         self._seen = 0
         self._owed: dict[tuple[str, int], _Owed] = {}
+        self._versions: dict[str, str | None] = {}  # scar id -> the world version its scope names (None: any)
         self._drift: dict[str, _Drift] = {}
         self._patterns: set[str] = set()
         self._families: set[str] = set()
@@ -114,6 +115,7 @@ class GuaranteeMonitor:
                 for i, item in enumerate(scar.evidence):
                     if "q" in item and "F" in item:  # a failure's JSON form (evidence may carry more)
                         self._owed[(scar.id, i)] = _Owed(scar.id, Failure.from_json(item))
+                self._versions[scar.id] = scar.scope.env_version
                 settings = dict(scar.provenance.synthesiser_settings)
                 theta = next((item.get("theta") for item in scar.evidence if "theta" in item), None)
                 if "drift_budget" in settings:
@@ -129,6 +131,15 @@ class GuaranteeMonitor:
             ):
                 self._owed = {k: v for k, v in self._owed.items() if v.scar_id != event.subject}
                 self._drift.pop(str(event.subject), None)
+                ended = self._versions.get(str(event.subject)) if event.type == "scar_retired" else None
+                if (
+                    ended is not None
+                ):  # the world left that version: every scar scoped to it has its scope ended,
+                    # including one a merge dropped earlier (it gets no retirement of its own), so its failures are
+                    # owed no more
+                    self._owed = {
+                        k: v for k, v in self._owed.items() if self._versions.get(v.scar_id) != ended
+                    }
             elif event.type == "scar_retired":
                 self._drift.pop(str(event.subject), None)  # a merge dropped it: its failures stay owed
             elif event.type == "merge_decision":
