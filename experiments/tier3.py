@@ -443,6 +443,7 @@ def run_tier3(cfg: Tier3Config, out: Path, progress: Callable[[str], None] | Non
     trajectories: list[Trajectory] = []
     controls: list[Trajectory] = []
     training_enforcement: list[bool | None] = []  # the invariant in every training run (tier 2's check)
+    training_masks: list[bool | None] = []  # generate mode's check in every training run
     for seed in cfg.seeds:
         trained: dict[str, tuple[SeatState | None, tuple]] = {}
         for arena in ("A", "B"):
@@ -453,6 +454,7 @@ def run_tier3(cfg: Tier3Config, out: Path, progress: Callable[[str], None] | Non
                 progress(f"seed {seed}: training in arena {arena}")
             result = run_tier2(cfg.train_config(arena, seed), out / f"seed_{seed}" / f"train_{arena}")
             training_enforcement.append(result.summary.get("enforcement_ok"))
+            training_masks.append(result.summary.get("generate_mask_ok"))
             seat = result.seats[0]
             trained[arena] = (seat, _training_view(result, seat.seat, capacity))
         for arena in ("A", "B"):
@@ -481,6 +483,13 @@ def run_tier3(cfg: Tier3Config, out: Path, progress: Callable[[str], None] | Non
     summary["wall_seconds"] = time.perf_counter() - started
     agents_table = pd.DataFrame([_agent_row(cfg, t) for t in trajectories])
     steps = pd.DataFrame([r for t in trajectories for r in t.rows])
+    # generate mode's per-step check, summed over C's decisions (a masked written command is recorded, never run)
+    written = int(steps["generated_masked"].sum()) if "generated_masked" in steps else 0
+    generate = cfg.policy_mode == "generate"
+    summary["generated_masked_steps"] = written if generate else None
+    summary["generate_mask_ok"] = (
+        (written == 0 and all(ok is not False for ok in training_masks)) if generate else None
+    )
     return Tier3Result(summary, agents_table, steps)
 
 

@@ -139,8 +139,7 @@ def test_tier2_and_tier3_run_generate_mode_with_the_mask_told_first(tmp_path, mo
 
 def test_the_tier2_and_tier3_generate_checks_fire_when_a_writer_ignores_the_mask(tmp_path):
     """The per-step check of generate mode can fail in tiers 2 and 3 too: a writer that writes what the controller
-    masks (H forbids requests above 20 from the first month) turns ``generate_mask_ok`` False in tier 2 and stops a
-    tier-3 run."""
+    masks (H forbids requests above 20 from the first month) turns ``generate_mask_ok`` False in tiers 2 and 3."""
     from scars.agents.registry import BACKENDS
     from scars.experiments.commons_run import run_tier2
     from scars.experiments.config import Tier2Config
@@ -156,5 +155,6 @@ def test_the_tier2_and_tier3_generate_checks_fire_when_a_writer_ignores_the_mask
     t3 = Tier3Config(
         method="rag", seeds=(0, 1), train_runs=1, train_months=2, episodes_c=1, seasons_c=2, **faulty
     )
-    with pytest.raises(RuntimeError, match="which the controller masks"):
-        run_tier3(t3, tmp_path / "t3")
+    result = run_tier3(t3, tmp_path / "t3")  # recorded, as in every tier (experiments.loop), not raised
+    assert result.summary["generate_mask_ok"] is False and result.summary["generated_masked_steps"] > 0
+    assert result.steps["generated_masked"].any()
