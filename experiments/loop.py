@@ -166,7 +166,18 @@ def decide(
         return _decide(policy, agent, decision, prior, salient_keys, rng, generate, monitor, replan, shield)
 
 
-def _decide(policy, agent, decision, prior, salient_keys, rng, generate, monitor, replan, shield) -> Step:
+def _decide(
+    policy: Policy,
+    agent: Agent,
+    decision: Decision,
+    prior: np.ndarray,
+    salient_keys: Sequence[str],
+    rng: np.random.Generator,
+    generate: bool,
+    monitor: GuaranteeHook | None,
+    replan: Replan | None,
+    shield: ProtocolWorld | None,
+) -> Step:
     if monitor is not None:
         monitor.before_decision(decision.t)
     window = agent.window(decision)

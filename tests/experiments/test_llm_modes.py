@@ -4,18 +4,18 @@ is masked fires when a writer ignores the mask."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="the 'hf' extra (torch, transformers) is not installed")
 pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
 
-from scars.agents.policies import Generation, generation_logits  # noqa: E402
+from scars.agents.policies import generation_logits  # noqa: E402
 from scars.agents.policies.embedded import SimulatedLM, SimulatedLMConfig  # noqa: E402
 from scars.experiments.config import Tier1Config  # noqa: E402
 from scars.experiments.models import write_random_causal_lm  # noqa: E402
 from scars.experiments.tier1 import run_tier1  # noqa: E402
 from scars.synthesis.errors import ConfigError  # noqa: E402
+from support.writers import MaskIgnoringWriter  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -50,23 +50,6 @@ def test_score_mode_records_its_mode_and_no_generation(tmp_path, model_folder):
     s = run_tier1(_cfg(model_folder, "score"), tmp_path / "s").summary
     assert s["policy_mode"] == "score" and s["steps"] > 0
     assert s["generated_decisions"] is None and s["generate_mask_ok"] is None
-
-
-class MaskIgnoringWriter(SimulatedLM):
-    """A faulty writer: it writes a masked command whenever the controller masks one (the fault the check catches)."""
-
-    def __init__(self):
-        super().__init__(SimulatedLMConfig())
-        self.masked_written: list[str] = []
-
-    def generate(self, inp, masked):
-        habit = int(
-            self.logits(inp, np.random.default_rng(0)).argmax()
-        )  # the simulated model's habitual step
-        index = next((i for i, m in enumerate(masked) if m), habit)
-        if masked[index]:
-            self.masked_written.append(inp.actions[index].text)
-        return Generation(index, inp.actions[index].text, False)
 
 
 def test_the_per_step_check_fires_when_a_writer_ignores_the_mask(tmp_path, model_folder):

@@ -10,13 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scars.agents.policies import Generation
-from scars.agents.policies.embedded import SimulatedLM, SimulatedLMConfig
 from scars.agents.registry import BACKENDS, register_backend
 from scars.experiments.config import Tier1Config, Tier2Config, Tier3Config
 from scars.experiments.tier1 import run_tier1
 from scars.experiments.tier2 import run_tier2_to_dir
 from scars.experiments.tier3 import run_tier3
+from support.writers import MaskIgnoringWriter
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 DECISION_CALLS = {"govern", "sample_action", "base_policy_step", "generate", "utter", "observe", "window"}
@@ -72,21 +71,8 @@ def test_no_tier_imports_another_tier():
     assert offenders == []
 
 
-class MaskIgnoringWriter(SimulatedLM):
-    """A broken command writer: it writes the first command the controller masks whenever there is one (a real
-    model whose logits processor was not applied would), otherwise the simulated LM's best command."""
-
-    def generate(self, inp, masked):
-        masked = list(masked)
-        if any(masked):
-            i = masked.index(True)
-            return Generation(i, inp.actions[i].text or inp.actions[i].name, constrained=False)
-        i = int(np.argmax(self.logits(inp, np.random.default_rng(0))))
-        return Generation(i, inp.actions[i].text or inp.actions[i].name, constrained=False)
-
-
 if "mask_ignorer_for_test" not in BACKENDS:
-    register_backend("mask_ignorer_for_test")(lambda settings: MaskIgnoringWriter(SimulatedLMConfig()))
+    register_backend("mask_ignorer_for_test")(lambda settings: MaskIgnoringWriter())
 
 
 def test_a_written_masked_command_is_recorded_and_never_executed_in_every_tier(tmp_path):
@@ -151,7 +137,7 @@ def test_decide_never_executes_a_masked_written_command(fallback_everything):
             return Governed(np.where(masked, -np.inf, 0.0), probs / probs.sum(), masked, ((0, ("r",)),), None)
 
     step = decide(
-        MaskIgnoringWriter(SimulatedLMConfig()),
+        MaskIgnoringWriter(),
         Controller(),
         decision,
         np.zeros(3),

@@ -61,7 +61,7 @@ class Peeker(MemoryMechanism):
 
 @pytest.mark.parametrize("route", sorted(ROUTES))
 def test_every_route_to_the_plain_verifier_is_refused_during_the_method_turn(tmp_path, route):
-    name = f"peeker_{route.replace(' ', '_').replace('_', '')}_for_test"
+    name = f"peeker_{route.replace(' ', '')}_for_test"
 
     class RoutedPeeker(Peeker):
         pass
