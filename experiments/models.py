@@ -28,7 +28,11 @@ CORPUS = (
 def write_random_causal_lm(
     folder: Path, *, layers: int = 2, width: int = 64, heads: int = 2, vocab: int = 400, seed: int = 0
 ) -> Path:
-    """Write a random GPT-2 (``layers`` × ``width``) and its trained byte-level BPE tokenizer to ``folder``."""
+    """Write a random GPT-2 (``layers`` × ``width``) and its trained byte-level BPE tokenizer to ``folder``.
+
+    The vocabulary covers the 128 ASCII bytes only: a random model's argmax is often a lone byte, and a byte of a
+    multi-byte UTF-8 character is no text on its own (llama-cpp-python keeps generating until the text decodes,
+    past ``max_tokens``, and fails at the context's end). Every token of this model decodes to ASCII text."""
     try:
         import torch
         import transformers
@@ -39,11 +43,14 @@ def write_random_causal_lm(
         raise ConfigError(f"width {width} must be a multiple of heads {heads}")
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    ascii_alphabet = sorted(
+        {piece for b in range(128) for piece, _ in tok.pre_tokenizer.pre_tokenize_str(chr(b)) if len(piece) == 1}
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab,
         special_tokens=["<|endoftext|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        initial_alphabet=ascii_alphabet,
         show_progress=False,
     )
     tok.train_from_iterator([CORPUS] * 4, trainer)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -89,6 +90,11 @@ class OpenAICompatiblePolicy:
         if policy_mode == "generate" and choice_param == "auto":
             self.choice_param = self._detect_choice_param()
         self.batched_prompts = False
+        # echoed prompt log-probs are a function of the text alone: a text scored once is not sent again (a re-plan
+        # the prompt does not show, or a step whose prompt did not change, re-scores the same texts)
+        self._scored: OrderedDict[str, tuple[list, list]] = OrderedDict()
+        self.cache_size = 4096
+        self.scored_requests = 0
         if policy_mode == "score":
             self.batched_prompts = self._probe_prompt_logprobs()
 
@@ -213,16 +219,26 @@ class OpenAICompatiblePolicy:
         """Score mode: the log-likelihood of each admissible command (in the order of ``inp.actions``)."""
         prompt = build_prompt(inp)
         texts = [f"{prompt} {a.text or a.name}" for a in inp.actions]
-        if self.batched_prompts:
-            parsed = self._parse_logprobs(
-                self._request("/v1/completions", self._echo_body(texts)), len(texts)
-            )
-        else:
-            with ThreadPoolExecutor(max_workers=min(self.workers, len(texts))) as pool:
-                replies = list(
-                    pool.map(lambda t: self._request("/v1/completions", self._echo_body(t)), texts)
+        missing = list(dict.fromkeys(t for t in texts if t not in self._scored))
+        if missing:
+            self.scored_requests += len(missing)
+            if self.batched_prompts:
+                fresh = self._parse_logprobs(
+                    self._request("/v1/completions", self._echo_body(missing)), len(missing)
                 )
-            parsed = [self._parse_logprobs(r, 1)[0] for r in replies]
+            else:
+                with ThreadPoolExecutor(max_workers=min(self.workers, len(missing))) as pool:
+                    replies = list(
+                        pool.map(lambda t: self._request("/v1/completions", self._echo_body(t)), missing)
+                    )
+                fresh = [self._parse_logprobs(r, 1)[0] for r in replies]
+            for text, scored in zip(missing, fresh, strict=True):
+                self._scored[text] = scored
+        for text in texts:
+            self._scored.move_to_end(text)
+        parsed = [self._scored[t] for t in texts]
+        while len(self._scored) > max(self.cache_size, len(texts)):
+            self._scored.popitem(last=False)
         # a command's tokens: those at or past the prompt's end and inside the echoed text (not the generated token)
         return np.array(
             [

@@ -55,6 +55,26 @@ def test_logprob_choice_scoring_sums_the_command_tokens(server, list_prompts):
     assert len(Handler.requests) == (1 if list_prompts else len(ACTIONS))
 
 
+@pytest.mark.parametrize("list_prompts", [True, False])
+def test_a_text_scored_once_is_not_sent_again(server, list_prompts):
+    """Echoed log-probs depend on the text alone: re-scoring the same decision (a re-plan the prompt does not show)
+    sends nothing; a decision with one new command sends only that command's text."""
+    Handler.list_prompts = list_prompts
+    policy = OpenAICompatiblePolicy(server, "toy")
+    first = policy.logits(_inp(), np.random.default_rng(0))
+    Handler.requests.clear()
+    np.testing.assert_array_equal(policy.logits(_inp(), np.random.default_rng(1)), first)
+    assert Handler.requests == []
+    more = PolicyInput("You are in the kitchen.", "clean a cup", {}, (*ACTIONS, Action.env("look", "look")))
+    scores = policy.logits(more, np.random.default_rng(0))
+    np.testing.assert_array_equal(scores[:3], first)
+    sent = [body["prompt"] for _, body in Handler.requests]
+    assert sent in ([[sent[0][0]]], [sent[0]]) and str(sent).count("look") == 1 and policy.scored_requests == 4
+    policy.cache_size = 2
+    policy.logits(_inp(), np.random.default_rng(0))
+    assert len(policy._scored) == 3  # bounded, but never below one decision's texts
+
+
 def test_generate_mode_tells_the_server_only_the_unmasked_commands(server):
     policy = OpenAICompatiblePolicy(server, "toy", policy_mode="generate")
     assert policy.choice_param == "structured_outputs"  # detected from owned_by "vllm"
