@@ -44,7 +44,12 @@ def write_random_causal_lm(
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     ascii_alphabet = sorted(
-        {piece for b in range(128) for piece, _ in tok.pre_tokenizer.pre_tokenize_str(chr(b)) if len(piece) == 1}
+        {
+            piece
+            for b in range(128)
+            for piece, _ in tok.pre_tokenizer.pre_tokenize_str(chr(b))
+            if len(piece) == 1
+        }
     )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(

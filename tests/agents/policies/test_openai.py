@@ -69,7 +69,9 @@ def test_a_text_scored_once_is_not_sent_again(server, list_prompts):
     scores = policy.logits(more, np.random.default_rng(0))
     np.testing.assert_array_equal(scores[:3], first)
     sent = [body["prompt"] for _, body in Handler.requests]
-    assert sent in ([[sent[0][0]]], [sent[0]]) and str(sent).count("look") == 1 and policy.scored_requests == 4
+    assert (
+        sent in ([[sent[0][0]]], [sent[0]]) and str(sent).count("look") == 1 and policy.scored_requests == 4
+    )
     policy.cache_size = 2
     policy.logits(_inp(), np.random.default_rng(0))
     assert len(policy._scored) == 3  # bounded, but never below one decision's texts
