@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("agents", "disequilibrium", "envs", "experiments", "synthesis")
 API_ROOT = ROOT / "build" / "api"
 EXTRA_SECTION = "Studies"
-EXCLUDED = {"hooks.py"}
+# included into pages (``--8<--``), not pages themselves; mkdocs.yml excludes them too
+INCLUDED_ONLY = ("results/",)
 
 
 def lay_out_import_root(api_root: Path = API_ROOT) -> Path:
@@ -62,6 +63,7 @@ def unlisted_pages(docs_dir: Path, nav: list) -> list[tuple[str, str]]:
     """(title, path) of the Markdown pages under ``docs_dir`` that ``nav`` does not list, sorted by path."""
     listed = listed_pages(nav)
     found = sorted(p.relative_to(docs_dir).as_posix() for p in docs_dir.rglob("*.md"))
+    found = [rel for rel in found if not rel.startswith(INCLUDED_ONLY)]
     return [(page_title(docs_dir / rel), rel) for rel in found if rel not in listed]
 
 

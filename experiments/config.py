@@ -322,7 +322,7 @@ class Tier1Config(RunConfig):
     search_iterations: int = 400
     """MCTS iterations per tree."""
     verdicts: str = "executed"
-    """The information protocol (README): "executed" — every method learns the verifier's verdict on the action it
+    """The information protocol (docs/protocol.md): "executed" — every method learns the verifier's verdict on the action it
     executed; "state" — also the complete unsafe set A_unsafe(q) of the state it was in (the paper's Cor. 1)."""
     oracle: str = "none"
     """"counterfactual": every method may ask the verifier about (q, a) before executing (scars' what-if
@@ -452,7 +452,7 @@ class Tier2Config(RunConfig):
     """A tier-2 output folder (arena A, say): each learning seat starts from that run's carried state of the same
     seat and method — the scars ledger (verified on load; refused if missing or broken) or the baseline's memory."""
     verdicts: str = "executed"
-    """The information protocol (README): "executed" — the verdicts on the executed tool call and the punishments
+    """The information protocol (docs/protocol.md): "executed" — the verdicts on the executed tool call and the punishments
     received; "state" — also the complete unsafe set of the decision's admissible tool calls."""
     oracle: str = "none"
     """"counterfactual": every method may ask the verifier about (q, a) before acting (scars' what-if extraction).
