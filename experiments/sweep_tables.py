@@ -20,7 +20,6 @@ from scars.experiments.stats import bootstrap_ci
 from scars.experiments.sweep_spec import (
     LABEL_FIELDS,
     SweepSpec,
-    Trial,
 )
 
 AGGREGATE_METRICS: tuple[str, ...] = (
@@ -35,6 +34,10 @@ AGGREGATE_METRICS: tuple[str, ...] = (
 description complexity); a tier without one leaves its column empty (n = 0)."""
 
 
+NOT_COUNTED: tuple[str, ...] = ("failed", "stopped", "skipped")
+"""Run statuses without a summary to aggregate: failed, stopped early by a scheduler, skipped by the tier."""
+
+
 def _scalar(value: Any) -> Any:
     return (
         value
@@ -43,32 +46,21 @@ def _scalar(value: Any) -> Any:
     )
 
 
-def runs_frame(
-    grid, trials: tuple[Trial, ...], rerun: Mapping[str, Mapping[str, Any]] | None = None
-) -> pd.DataFrame:
-    """One row per trial from Tune's ``ResultGrid`` (each result's reported summary, or its error), in grid order: run_name, label, the fields, status,
-    error, then the summary's scalars (a non-scalar value is kept as JSON text)."""
-    summaries: dict[str, dict[str, Any]] = {}
-    errors: dict[str, str] = {}
-    for result in grid:
-        name = result.config["trial"]["run_name"]
-        text = (result.metrics or {}).get("summary_json")
-        if result.error is None and isinstance(text, str):
-            summaries[name] = json.loads(text)
-        elif result.error is not None:
-            errors[name] = (
-                " ".join(str(result.error).strip().splitlines()[-1:]) or type(result.error).__name__
-            )
-    summaries |= {name: dict(summary) for name, summary in (rerun or {}).items()}
+def runs_frame(finished, rerun: Mapping[str, Mapping[str, Any]] | None = None) -> pd.DataFrame:
+    """One row per Tune trial (``experiments.sweep.collect``: its point, the summary it reported at the end or why it
+    has none), in grid order: run_name, label, the fields, status (ok / failed / stopped / skipped), error, then the
+    summary's scalars (a non-scalar value is kept as JSON text). ``rerun``: summaries of runs re-run on resume, by
+    folder."""
     rows = []
-    for t in trials:
-        row: dict[str, Any] = {"run_name": t.run_name, "label": t.label}
+    for item in finished:
+        t = item.trial
+        row: dict[str, Any] = {"run_name": item.folder, "label": t.label}
         row |= {k: _scalar(v) for k, v in t.fields.items()}
         for key in LABEL_FIELDS:
             row.setdefault(key, _scalar(getattr(t.config, key, None)))
-        summary = summaries.get(t.run_name)
+        summary = (rerun or {}).get(item.folder, item.summary)
         if summary is None:
-            row |= {"status": "failed", "error": errors.get(t.run_name, "the trial reported no result")}
+            row |= {"status": item.status, "error": item.error}
         else:
             row |= {"status": "ok", "error": ""}
             row |= {k: _scalar(v) for k, v in summary.items() if k not in row}
@@ -92,14 +84,16 @@ def aggregate_runs(
     """Per method/ablation (in grid order): runs, failed runs, and for each metric n, mean, ci_low, ci_high over
     the seeds of the successful runs (module docstring: how the bootstrap is seeded)."""
     rows = []
-    for lab, group in runs.groupby("label", sort=False):
-        ok = group[group["status"] != "failed"]
+    counted = runs[runs["status"] != "skipped"] if "status" in runs else runs
+    for lab, group in counted.groupby("label", sort=False):
+        ok = group[~group["status"].isin(NOT_COUNTED)]
         row: dict[str, Any] = {
             "label": lab,
             "method": group["method"].iloc[0] if "method" in group else None,
             "ablation": group["ablation"].iloc[0] if "ablation" in group else None,
             "runs": len(group),
             "failed": int((group["status"] == "failed").sum()),
+            "stopped": int((group["status"] == "stopped").sum()),
         }
         for metric in metrics:
             column = ok[metric] if metric in ok else pd.Series(dtype=float)
@@ -151,7 +145,7 @@ def pooled_runs(
     paired difference against ``reference`` on the seeds both ran (same seeds, same games), with its interval."""
     from scars.experiments.stats import paired_difference, pooled_ratio
 
-    ok = runs[runs["status"] != "failed"].copy()
+    ok = runs[~runs["status"].isin(NOT_COUNTED)].copy()
     needed = {"success_rate", "episodes", "repeat_violations", "reexposures", "seed"}
     if ok.empty or not needed <= set(ok.columns):  # a tier without these counts has no pooled rates
         return pd.DataFrame({"label": pd.Series(dtype=str)})
@@ -220,7 +214,7 @@ def aggregate_markdown(spec: SweepSpec, aggregate: pd.DataFrame, runs: pd.DataFr
     rule = "| --- | ---: | " + " | ".join("---:" for _ in _MD_COLUMNS) + " |"
     rows = []
     for row in aggregate.to_dict("records"):
-        count = f"{row['runs'] - row['failed']}/{row['runs']}"
+        count = f"{row['runs'] - row['failed'] - row.get('stopped', 0)}/{row['runs']}"
         rows.append(
             f"| {row['label']} | {count} | " + " | ".join(_cell(row, m, f) for m, _, f in _MD_COLUMNS) + " |"
         )
