@@ -3,15 +3,24 @@
 A sweep is a frozen :class:`SweepSpec`: a tier (``experiments.tiers``), a grid (config field → values; the cross
 product is run, minus the points the tier skips, e.g. a scars ablation crossed with a baseline) and fixed fields.
 Any field of the tier's config may be varied or fixed (an unknown field is one error listing the allowed ones). A
-spec comes from a TOML file (:func:`load_spec`) or the ``scars sweep`` flags. Each grid point is one Tune trial
-running one run; :func:`run_sweep` hands them to ``ray.tune.Tuner`` (one grid-search dimension over the trials,
-``tune.with_resources`` per trial — a GPU per trial for HF backends when the cluster has GPUs —,
-``FailureConfig(max_failures)`` retries, a progress callback), then builds the run table from the ``ResultGrid``
-as a pandas frame and aggregates it over seeds (``experiments.stats``). Output layout of ``DIR``::
+spec comes from a TOML file (:func:`load_spec`) or the ``scars sweep`` flags. :func:`run_sweep` hands the trials to ``ray.tune.Tuner`` the
+way Tune's users expect: every config field of the sweep is a key of ``param_space`` (a grid field as ``tune.choice``
+of its values, a fixed field as its value), and the search algorithm picks the points — "grid" (the default) Tune's
+``BasicVariantGenerator`` with every grid point as ``points_to_evaluate``, once each; "basic" ``num_samples`` random
+draws; "optuna" ``OptunaSearch`` (TPE) on ``metric``. A trial (:class:`TrialRunner`) runs one run and reports with
+``tune.report`` after every episode (tiers whose runs report as they go: tier 1) and at the end (the summary's scalar
+metrics, ``finished``, the whole summary as ``summary_json``), so a scheduler (``scheduler = "asha"``:
+``ASHAScheduler``) can stop trailing trials; a stopped run is a row with status ``stopped``. Tune writes its own
+result files (``tune/<run>/result.json``, ``progress.csv``, ``params.json``), so
+``tune.ExperimentAnalysis(DIR/tune).dataframe()`` and ``ResultGrid.get_dataframe()`` hold one row per trial with
+``config/<field>`` columns. Per trial ``tune.with_resources`` (a GPU per trial for HF backends when the cluster has
+GPUs), ``FailureConfig(max_failures)`` retries, a progress callback. The run table comes from the ``ResultGrid`` and
+is aggregated over seeds (``experiments.stats``). Output layout of ``DIR``::
 
     sweep.json                the sweep's spec (a re-run must ask for the same sweep)
-    tune/                     Tune's experiment folder (its state; ``Tuner.restore`` resumes from it)
-    runs.parquet/.csv         one row per run: its fields, label, status (ok / failed), error and summary metrics
+    tune/                     Tune's experiment folder: its state (``Tuner.restore`` resumes from it) and one folder
+                              per trial with Tune's result files
+    runs.parquet/.csv         one row per run: its fields, label, status (ok / failed / stopped), error, summary metrics
     aggregate.parquet/.csv    per label: n, mean and 95% bootstrap CI over seeds of each metric; RVR and success
                               pooled over runs (run-clustered bootstrap) and paired differences vs scars
     aggregate.md              the same as a Markdown table (plus the list of failed runs)
