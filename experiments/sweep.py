@@ -233,7 +233,12 @@ class ProgressCallback(tune.Callback):
         _PROGRESS.done += 1
         name = (trial.last_result or {}).get("folder", trial.trial_id)
         elapsed = time.time() - _PROGRESS.started
-        print(f"[{_PROGRESS.done}/{_PROGRESS.total}] {status} {name}  ({elapsed:.0f} s)", flush=True)
+        # progress on stderr: stdout keeps the sweep's results
+        print(
+            f"[{_PROGRESS.done}/{_PROGRESS.total}] {status} {name}  ({elapsed:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 @dataclass(frozen=True)
