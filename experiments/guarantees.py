@@ -14,7 +14,9 @@ decisions of the run; it never writes to either. Four checks, each a count and a
   controller actually masked. Each uncovered failed action is a violation; the first one is reported.
 * **Prop. 2.** At every change, C(S_t) ≤ K_t·C_max (K_t: distinct failure patterns seen so far — the distinct rules
   the agent was *told* it broke, the verdicts' rule ids, which is what the agent can know; C_max: the largest single
-  scar cost so far); the growth exponent b of C(S_t) ≈ a·t^b is reported beside it, and the same check with K_t =
+  scar cost so far). The growth exponent b of C(S_t) ≈ a·t^b (C sampled after every decision) must be < 1 where K
+  is finite — the run went on at least as long again after its last new failure pattern (``growth_checked``;
+  otherwise b is reported, not checked). The same bound check with K_t =
   the experimenter's rule families (``prop2["families"]``, reported, not the verdict: the agent is never told them).
 * **Prop. 3 as stated.** For each admitted scar σ the drift budget is recorded at admission — the configured ε and
   the scar's own L_drift from its synthesis. Afterwards, on every decision that is *off-failure for σ* (no
@@ -43,6 +45,23 @@ from scars.synthesis.failure import Failure
 from scars.synthesis.merge import requirement_ids
 
 _TOL = 1e-9
+
+GUARANTEES: tuple[tuple[str, str], ...] = (
+    ("enforcement_ok", "a rule in force was not enforced (or a masked action ran)"),
+    ("plane_ledger_ok", "control plane ≠ fold of the ledger"),
+    ("ledger_verified", "the ledger fails verification (a chain, MAC or head-file check)"),
+    ("prop1_ok", "Prop. 1 (a covered failure is not masked)"),
+    ("prop2_ok", "Prop. 2 (C(S_t) > K·C_max, or C(S_t) grows as t^b with b ≥ 1)"),
+    ("prop3_ok", "Prop. 3 (off-failure drift above sqrt(ε/2))"),
+    ("generate_mask_ok", "generate mode wrote a masked command"),
+)
+"""The checks a run must pass, every tier: summary key (False = violated, None = does not apply), what a
+violation means. The CLI prints GUARANTEE VIOLATED for each that is False."""
+
+
+def broken_guarantees(summary: dict) -> list[str]:
+    """What each violated check of a run's summary means (empty when every check holds or does not apply)."""
+    return [meaning for key, meaning in GUARANTEES if summary.get(key) is False]
 
 
 @dataclass
@@ -87,7 +106,9 @@ class GuaranteeMonitor:
         self._patterns: set[str] = set()
         self._families: set[str] = set()
         self._c_max = 0.0
-        self._c_series: list[tuple[int, float]] = []
+        self._c_now = 0.0
+        self._c_every: list[tuple[int, float]] = []  # C(S_t) after every decision (the growth fit's samples)
+        self._last_pattern_t: int | None = None  # when the last new failure pattern (a new K) arrived
         self.consistency = {"checks": 0, "mismatches": 0, "first": None}
         self.prop1 = {"checks": 0, "uncovered": 0, "first": None}
         self.prop2 = {"checks": 0, "violations": 0, "first": None}
@@ -108,7 +129,10 @@ class GuaranteeMonitor:
             apply(self._shadow, event)
             p = event.payload
             if event.type == "failure_observed":
-                self._patterns.add(str(p.get("theta", "")))
+                theta = str(p.get("theta", ""))
+                if theta not in self._patterns:
+                    self._last_pattern_t = t
+                self._patterns.add(theta)
                 self._families.add(self._family(str(p.get("theta", ""))))
             elif event.type == "scar_admitted":
                 scar = Scar.from_json(p)
@@ -169,6 +193,7 @@ class GuaranteeMonitor:
         self._check_decision(t, decision, governed)
         self._measure_drift(t, logits, governed, flagged)
         self._sync(t)
+        self._c_every.append((t, self._c_now))
 
     def _sync(self, t: int) -> None:
         changed = self._catch_up(t)
@@ -225,7 +250,7 @@ class GuaranteeMonitor:
 
     def _check_growth(self, t: int) -> None:
         c = sum(description_length(s.rule) for s in self.store.scars)
-        self._c_series.append((t, c))
+        self._c_now = c
         for record, k in ((self.prop2, len(self._patterns)), (self.prop2_families, len(self._families))):
             record["checks"] += 1
             if c > k * self._c_max + _TOL:
@@ -254,9 +279,16 @@ class GuaranteeMonitor:
     # ------------------------------------------------------------------------------------------- results
     def summary(self) -> dict[str, Any]:
         growth = growth_fit(
-            np.array([t + 1 for t, _ in self._c_series], dtype=float),
-            np.array([c for _, c in self._c_series], dtype=float),
+            np.array([t + 1 for t, _ in self._c_every], dtype=float),
+            np.array([c for _, c in self._c_every], dtype=float),
         )
+        b = growth["b"]
+        # Prop. 2's growth claim where K is finite: once no new failure pattern arrives (the run went on at least as
+        # long again after the last one), C(S_t) ≈ a·t^b must be sublinear (b < 1) over the whole run
+        t_end = self._c_every[-1][0] + 1 if self._c_every else 0
+        last = self._last_pattern_t
+        growth_checked = last is not None and b == b and t_end >= 2 * (last + 1)
+        growth_ok = (b < 1.0) if growth_checked else None
         per_scar = {
             sid: {
                 "epsilon": d.epsilon,
@@ -273,18 +305,22 @@ class GuaranteeMonitor:
         exceeds_own = [
             v for v in measured if v["own_bound"] is not None and v["mean_tv"] > v["own_bound"] + _TOL
         ]
-        b = growth["b"]
         return {
             "plane_ledger_ok": self.consistency["mismatches"] == 0,
             "plane_ledger": dict(self.consistency),
             "prop1_ok": self.prop1["uncovered"] == 0,
             "prop1": dict(self.prop1),
-            "prop2_ok": self.prop2["violations"] == 0 if self.prop2["checks"] else None,
+            "prop2_ok": (self.prop2["violations"] == 0 and growth_ok is not False)
+            if self.prop2["checks"]
+            else None,
             "prop2": {
                 **self.prop2,
                 "K": len(self._patterns),
                 "C_max": self._c_max,
                 "growth_exponent": None if b != b else b,
+                "growth_checked": growth_checked,
+                "growth_ok": growth_ok,
+                "last_new_pattern_t": last,
                 "families": {
                     **self.prop2_families,
                     "K": len(self._families),
