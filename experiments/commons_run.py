@@ -416,7 +416,7 @@ class Tier2Run:
             flagged = [
                 [v.rule_id for v in learner.adapter.check(decision.context, a)] for a in decision.actions
             ]
-            learner.monitor.after_step(decision.t, decision, choice.logits, choice.governed, flagged)
+            learner.monitor.after_step(decision.t, decision, choice.proposal, choice.governed, flagged)
         learner.t += 1
 
     def result(self, wall: float) -> Tier2Result:

@@ -21,8 +21,10 @@ decisions of the run; it never writes to either. Four checks, each a count and a
 * **Prop. 3 as stated.** For each admitted scar σ the drift budget is recorded at admission — the configured ε and
   the scar's own L_drift from its synthesis. Afterwards, on every decision that is *off-failure for σ* (no
   admissible action breaks the rule family σ was learned from; other rules may be in play, so a too-broad σ shows
-  drift), the TV distance between the live policy π_S and π_{S∖σ} is measured from the base logits. Mean TV must
-  stay within sqrt(ε/2); exceeding sqrt(L_drift/2) (the scar's own estimate) is reported too.
+  drift), the TV distance between π_S and π_{S∖σ}, both governed from the base policy's *proposal* (its logits
+  before any re-plan around what the controller blocked: a re-plan moves the mass off the masked action and would
+  hide the drift), is measured. Mean TV per scar must stay within sqrt(ε/2) and within sqrt(L_drift/2) (the scar's
+  own estimate from its synthesis); either exceeded fails the check. A retired or revoked scar's record is kept.
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ class _Drift:
     admitted_t: int
     tv_sum: float = 0.0
     n: int = 0
+    fired_n: int = 0  # off-failure decisions at which the scar masked something (TV > 0 possible only there)
+    tv_max: float = 0.0
+    ended_t: int | None = None  # retired or revoked: the record is kept, measuring stops
 
 
 @dataclass
@@ -154,7 +159,7 @@ class GuaranteeMonitor:
                 event.type == "scar_retired" and str(p.get("reason", "")).startswith("scope")
             ):
                 self._owed = {k: v for k, v in self._owed.items() if v.scar_id != event.subject}
-                self._drift.pop(str(event.subject), None)
+                self._end_drift(str(event.subject), t)
                 ended = self._versions.get(str(event.subject)) if event.type == "scar_retired" else None
                 if (
                     ended is not None
@@ -165,7 +170,7 @@ class GuaranteeMonitor:
                         k: v for k, v in self._owed.items() if self._versions.get(v.scar_id) != ended
                     }
             elif event.type == "scar_retired":
-                self._drift.pop(str(event.subject), None)  # a merge dropped it: its failures stay owed
+                self._end_drift(str(event.subject), t)  # a merge dropped it: its failures stay owed
             elif event.type == "merge_decision":
                 uncovered = set(p.get("uncovered", ()))
                 self._owed = {
@@ -174,6 +179,12 @@ class GuaranteeMonitor:
                     if not uncovered & {v.failure.id, *requirement_ids(v.failure.id, v.failure.F)}
                 }
         return bool(events)
+
+    def _end_drift(self, scar_id: str, t: int) -> None:
+        """A scar left the plane: its drift record is kept (reported) and measuring it stops."""
+        d = self._drift.get(scar_id)
+        if d is not None and d.ended_t is None:
+            d.ended_t = t
 
     # ------------------------------------------------------------------------------------------- per step
     def before_decision(self, t: int) -> None:
@@ -191,7 +202,7 @@ class GuaranteeMonitor:
     ) -> None:
         """Check the decision just taken (with the plane it was governed by), then catch up with the ledger."""
         self._check_decision(t, decision, governed)
-        self._measure_drift(t, logits, governed, flagged)
+        self._measure_drift(t, decision, logits, governed, flagged)
         self._sync(t)
         self._c_every.append((t, self._c_now))
 
@@ -261,6 +272,7 @@ class GuaranteeMonitor:
     def _measure_drift(
         self,
         t: int,
+        decision: Decision,
         logits: Sequence[float],
         governed: Governed,
         flagged: Sequence[Sequence[str]],
@@ -270,11 +282,14 @@ class GuaranteeMonitor:
         exposed = {self._family(r) for rs in flagged for r in rs}
         fired = dict(governed.fired)
         for scar_id, d in self._drift.items():
-            if t <= d.admitted_t or (d.family is not None and d.family in exposed):
-                continue  # not a later, off-failure decision for this scar
+            if d.ended_t is not None or t <= d.admitted_t or (d.family is not None and d.family in exposed):
+                continue  # not a later, off-failure decision for this scar while it is in force
             d.n += 1
             if any(scar_id in ids for ids in fired.values()):  # elsewhere σ changes nothing: TV = 0
-                d.tv_sum += _tv_without(logits, governed, fired, scar_id, self.store.plane)
+                tv = _tv_without(logits, decision.actions, fired, scar_id, self.store.plane)
+                d.tv_sum += tv
+                d.fired_n += 1
+                d.tv_max = max(d.tv_max, tv)
 
     # ------------------------------------------------------------------------------------------- results
     def summary(self) -> dict[str, Any]:
@@ -296,7 +311,10 @@ class GuaranteeMonitor:
                 "l_drift": d.own,
                 "own_bound": None if d.own is None else math.sqrt(d.own / 2),
                 "mean_tv": d.tv_sum / d.n if d.n else None,
+                "max_tv": d.tv_max if d.n else None,
                 "n": d.n,
+                "fired_n": d.fired_n,
+                "ended_t": d.ended_t,
             }
             for sid, d in self._drift.items()
         }
@@ -327,7 +345,7 @@ class GuaranteeMonitor:
                     "ok": self.prop2_families["violations"] == 0 if self.prop2_families["checks"] else None,
                 },
             },
-            "prop3_ok": (not exceeds) if measured else None,
+            "prop3_ok": (not exceeds and not exceeds_own) if measured else None,
             "prop3": {
                 "scars_measured": len(measured),
                 "exceeds_configured_bound": len(exceeds),
@@ -338,27 +356,39 @@ class GuaranteeMonitor:
         }
 
 
+def _governed_outcomes(
+    base: np.ndarray, counts: np.ndarray, control: np.ndarray, hard: bool, soft_bias: float
+) -> np.ndarray:
+    """The governed distribution over the admissible actions and the fallback a⊥ (the last entry), as the control
+    plane computes it (``ControlPlane.govern``) from base logits and how many rules fire on each action."""
+    n = len(base)
+    if hard:
+        z = np.where(counts > 0, -np.inf, base)
+        if control.any() and not np.isfinite(z[control]).any():
+            return np.append(np.zeros(n), 1.0)
+    else:
+        z = base + soft_bias * counts
+    if not np.isfinite(z).any():
+        return np.append(np.zeros(n), 1.0)
+    e = np.exp(z - z[np.isfinite(z)].max())
+    return np.append(e / e.sum(), 0.0)
+
+
 def _tv_without(
     logits: Sequence[float],
-    governed: Governed,
+    actions: Sequence[Action],
     fired: Mapping[int, tuple[str, ...]],
     scar_id: str,
     plane: ControlPlane,
 ) -> float:
-    """TV(π_S, π_{S∖σ}) at one decision, from the base logits and what fired (fallback a⊥ as an outcome)."""
+    """TV(π_{S}, π_{S∖σ}) at one decision, both governed from the same base logits — the base policy's proposal,
+    before any re-plan around what the controller blocked — with the fallback a⊥ as an outcome."""
     base = np.asarray(logits, dtype=np.float64)
     n = len(base)
-    with_p = np.append(governed.probs, 1.0 if governed.fallback is not None else 0.0)
-    hard = plane.mode == "hard"
+    control = np.array([a.kind in ("env", "tool") for a in actions], dtype=bool)
     count = np.array([len(fired.get(i, ())) for i in range(n)], dtype=float)
     without = count - np.array([scar_id in fired.get(i, ()) for i in range(n)], dtype=float)
-    if hard:
-        z = np.where(without > 0, -np.inf, base)
-    else:
-        z = base + plane.soft_bias * without
-    if not np.isfinite(z).any():
-        without_p = np.append(np.zeros(n), 1.0)
-    else:
-        e = np.exp(z - z[np.isfinite(z)].max())
-        without_p = np.append(e / e.sum(), 0.0)
+    hard = plane.mode == "hard"
+    with_p = _governed_outcomes(base, count, control, hard, plane.soft_bias)
+    without_p = _governed_outcomes(base, without, control, hard, plane.soft_bias)
     return 0.5 * float(np.abs(with_p - without_p).sum())

@@ -303,7 +303,7 @@ class Tier1Run:
         }
         self.rows.append(row)
         if self.guarantees is not None:
-            self.guarantees.after_step(self.t, decision, choice.logits, governed, flagged)
+            self.guarantees.after_step(self.t, decision, choice.proposal, governed, flagged)
         if self.on_step is not None:
             self.on_step(agent, row)
         self.t += 1

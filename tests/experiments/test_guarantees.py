@@ -226,3 +226,31 @@ def test_a_ledger_edited_during_a_run_stops_it_at_the_next_episode_end(tmp_path)
     with pytest.raises(LedgerIntegrityError, match=r"fails verification at event 1 .*the run stops"):
         run_tier1(cfg, tmp_path / "run", on_step=tamper)
     assert edited, "the run admitted nothing to tamper with"
+
+
+def test_scars_widened_to_forbid_their_verb_trip_prop3_in_a_run(tmp_path, monkeypatch):
+    """Issue 25 #3, injected as a bug would appear: the synthesiser's rule is widened to forbid its whole verb
+    (every basin, every drawer …) before admission. Measured on the re-planned logits this left Prop. 3 green
+    (TV 0.0019) while success fell; on the base policy's proposal the drift on the scars' off-failure decisions is
+    seen and the check fails."""
+    import dataclasses
+
+    import scars.agents.scars_agent as scars_agent
+    from scars.synthesis.dsl import ForbidEnvAction, Rule
+    from scars.synthesis.dsl.ast import Named
+
+    real = scars_agent.scar_from_synthesis
+
+    def widened(result, fragment, **kw):
+        scar = real(result, fragment, **kw)
+        mask = scar.rule.mask
+        if not isinstance(mask, ForbidEnvAction):
+            return scar
+        return dataclasses.replace(scar, rule=Rule(Named("action_is", mask.action_id), mask))
+
+    monkeypatch.setattr(scars_agent, "scar_from_synthesis", widened)
+    cfg = Tier1Config(method="scars", episodes=12, seed=0, search_iterations=60)
+    s = run_tier1(cfg, tmp_path / "run").summary
+    assert s["scars_admitted"] > 0
+    assert s["prop3_ok"] is False, s["prop3"]
+    assert s["prop3"]["exceeds_configured_bound"] + s["prop3"]["exceeds_own_l_drift_bound"] > 0
