@@ -146,6 +146,7 @@ def run_tier1_folder(
         out=out,
         job_type=f"tier1/{label}",
         tags=tier1_tags(cfg),
+        step_metric="episode",
     )
     live = LiveLog(tracker, report)
 

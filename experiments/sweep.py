@@ -87,7 +87,7 @@ from scars.experiments.sweep_tables import (
     runs_frame,
 )
 from scars.experiments.tiers import get_tier
-from scars.experiments.tracking import TrackingSettings
+from scars.experiments.tracking import Tracker, TrackingSettings
 
 RunFn = Callable[..., dict[str, Any]]
 
@@ -509,10 +509,41 @@ def _write_outputs(
     write_table(aggregate, out / "aggregate")
     atomic_write_text(out / "aggregate.md", aggregate_markdown(spec, aggregate, runs))
     plot_ablations(aggregate, out / "ablations.png")
+    log_aggregate(spec, out, aggregate)
     failed = tuple(runs.loc[runs["status"] == "failed", "run_name"])
     result = SweepResult(runs=runs, aggregate=aggregate, failed=failed, restored=restored)
     _report(console, spec, out, result)
     return result
+
+
+def log_aggregate(spec: SweepSpec, out: Path, aggregate: pd.DataFrame) -> None:
+    """With ``spec.wandb``: the sweep's aggregate as one more W&B run in ``OUT/wandb`` (group = the sweep, job type
+    ``sweep/aggregate``): the table (n, mean and 95% CI per label and metric) as a ``wandb.Table``, every cell in the
+    run's summary (``<label>/<metric>_mean``, ``_ci_low``, ``_ci_high``, ``_n``), bar charts W&B draws of the
+    means, and the ablation plot."""
+    settings = TrackingSettings(
+        enabled=spec.wandb,
+        project=spec.wandb_project,
+        entity=spec.wandb_entity,
+        group=spec.name,
+        directory=str(out),
+    )
+    tracker = Tracker(
+        settings, name=f"{spec.name}-aggregate", config=spec.to_dict(), out=out, job_type="sweep/aggregate"
+    )
+    if not tracker.enabled:
+        return
+    tracker.log_table("sweep/aggregate", aggregate)
+    cells: dict[str, Any] = {}
+    for row in aggregate.to_dict("records"):
+        for key, value in row.items():
+            if key not in ("label", "method", "ablation") and isinstance(value, bool | int | float):
+                cells[f"{row['label']}/{key}"] = value
+    tracker.summary(cells)
+    for metric, title in (("success_rate", "task success, mean over seeds"), ("rvr", "RVR, mean over seeds")):
+        tracker.log_bars(f"sweep/{metric}", aggregate, "label", f"{metric}_mean", title)
+    tracker.log_images({"ablations": out / "ablations.png"})
+    tracker.finish()
 
 
 def _report(console: Console, spec: SweepSpec, out: Path, result: SweepResult) -> None:

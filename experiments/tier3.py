@@ -875,9 +875,13 @@ _register_tier3()
 
 
 def run_tier3_table(
-    configs: Sequence[Tier3Config], out: Path, progress: Callable[[str], None] | None = None
+    configs: Sequence[Tier3Config],
+    out: Path,
+    progress: Callable[[str], None] | None = None,
+    tracking: Any = None,
 ) -> dict[str, dict[str, Any]]:
-    """Several methods (each in ``out/<label>``), then the comparison: ``summary.json``, ``results.md`` and plots."""
+    """Several methods (each in ``out/<label>``), then the comparison: ``summary.json``, ``results.md`` and plots.
+    ``tracking``: the W&B settings every method's run logs with (``scars demo``: the demo's folder and group)."""
     from scars.experiments.report import atomic_write_text, write_json
 
     summaries: dict[str, dict[str, Any]] = {}
@@ -887,6 +891,7 @@ def run_tier3_table(
             cfg,
             out / label.replace(":", "_"),
             None if progress is None else lambda m, lb=label: progress(f"{lb}: {m}"),
+            tracking=tracking,
         )
     write_json(out / "summary.json", summaries)
     atomic_write_text(out / "results.md", results_markdown(configs[0], summaries))
