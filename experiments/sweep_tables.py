@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from scars.experiments.report import (
+    method_colour,
     save_figure,
 )
 from scars.experiments.stats import bootstrap_ci
@@ -121,13 +122,18 @@ _MD_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+FEW_SEEDS = 3
+"""An interval over fewer seeds than this is flagged ⚠ (a bootstrap over two values means little)."""
+
+
 def _cell(row: Mapping[str, Any], metric: str, fmt: str) -> str:
     mean, lo, hi = row[f"{metric}_mean"], row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]
     if mean != mean:
         return "–"
     if lo != lo:
         return f"{fmt.format(mean)} (n={row[f'{metric}_n']})"
-    return f"{fmt.format(mean)} [{fmt.format(lo)}, {fmt.format(hi)}]"
+    flag = " ⚠" if row[f"{metric}_n"] < FEW_SEEDS else ""
+    return f"{fmt.format(mean)} [{fmt.format(lo)}, {fmt.format(hi)}]{flag}"
 
 
 POOLED: tuple[tuple[str, str, str], ...] = (
@@ -221,11 +227,12 @@ def aggregate_markdown(spec: SweepSpec, aggregate: pd.DataFrame, runs: pd.DataFr
     grid = ", ".join(f"{k} ∈ {list(v)}" for k, v in spec.grid.items())
     fixed = ", ".join(f"{k} = {v!r}" for k, v in spec.fixed.items()) or "defaults"
     lines = [
-        f"# Sweep `{spec.name}`: {spec.tier}",
+        f"# Sweep {spec.name}: {spec.tier}",
         "",
         f"Grid: {grid}; fixed: {fixed}. Each cell: mean over seeds [95% percentile-bootstrap CI, "
         f"{spec.bootstrap_samples} resamples, bootstrap seed {spec.bootstrap_seed}]; runs where a metric is "
-        "undefined are left out of it; with one value the cell shows n=1 and no CI.",
+        f"undefined are left out of it; with one value the cell shows n=1 and no CI; ⚠: an interval over fewer than "
+        f"{FEW_SEEDS} seeds.",
         "",
         header,
         rule,
@@ -265,10 +272,7 @@ def plot_ablations(aggregate: pd.DataFrame, path: Path) -> Path:
 
     labels = list(aggregate["label"])
     fig, axes = plt.subplots(1, 2, figsize=(max(8.0, 1.1 * len(labels) + 3), 3.8), constrained_layout=True)
-    colours = [
-        "#c0392b" if lab == "scars" else "#e67e22" if lab.startswith("scars:") else "#7f8c8d"
-        for lab in labels
-    ]
+    colours = [method_colour(lab) for lab in labels]
     for ax, metric, title, ylabel in (
         (axes[0], "rvr", "Repeat-violation rate (RVR) ↓", "RVR, mean over seeds (95% CI)"),
         (axes[1], "success_rate", "Task success ↑", "success rate, mean over seeds (95% CI)"),
