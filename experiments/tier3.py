@@ -794,9 +794,30 @@ def _track(cfg: Tier3Config, out: Path, summary: Mapping[str, Any], tracking: An
         out=out,
         job_type=f"tier3/{cfg.method_label}",
         tags=(f"ablation:{cfg.ablation}", f"backend:{cfg.backend}", f"seeds:{len(cfg.seeds)}"),
+        step_metric="episode",
     )
     if not tracker.enabled:
         return
+    steps_path = out / "steps.parquet"
+    if (
+        steps_path.is_file()
+    ):  # one chart point per episode of arena C played (x axis: episode, over seeds and histories)
+        steps = pd.read_parquet(steps_path)
+        keys = ["seed", "history", "episode"]
+        for i, ((seed, history, _), g) in enumerate(steps.groupby(keys, sort=True)):
+            pumps = g[g["volume"].notna()]
+            tracker.log(
+                {
+                    "c_episode/seed": int(seed),
+                    "c_episode/trained_in_b": float(history == "B"),
+                    "c_episode/decisions": len(g),
+                    "c_episode/extraction_decisions": len(pumps),
+                    "c_episode/scar_masked_decisions": int(g["scar_masked"].sum()),
+                    "c_episode/verdicts": int((g["verdicts"].astype(str) != "").sum()),
+                    "c_episode/mean_volume": float(pumps["volume"].mean()) if len(pumps) else None,
+                },
+                step=i,
+            )
     ind, style = summary["individuation"], summary["style_continuity"]
     tracker.log(
         {

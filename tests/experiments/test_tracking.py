@@ -110,6 +110,15 @@ def test_demo_with_wandb_exits_0_with_one_live_run_per_method(tmp_path):
     # tier 1's ten rows (six methods, two controls, two protocol variants), tier 2's six methods, tier 3's three
     assert len(runs) == 19 and len(_synced(runs)) == 19
     assert result.output.count("wandb sync ") == 19
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    axes = [_needle(pb.MetricRecord(glob_name="*", step_metric=axis)) for axis in ("episode", "run")]
+    for run in (
+        runs
+    ):  # every run's charts have an axis of their own: episodes (tiers 1 and 3) or arena runs (tier 2)
+        records = _records(run, b"_step_metric_placeholder", wait=0.5)
+        assert any(axis in records for axis in axes), run
+        assert _needle(pb.RunRecord(run_group="demo")) in records, run
     tier1 = [run for run in runs if b"episode/won" in _records(run, b"episode/won", wait=1.0)]
     assert len(tier1) == 10
     for run in tier1:
