@@ -116,7 +116,7 @@ def test_demo_with_wandb_exits_0_with_one_live_run_per_method(tmp_path):
     for run in (
         runs
     ):  # every run's charts have an axis of their own: episodes (tiers 1 and 3) or arena runs (tier 2)
-        records = _records(run, b"_step_metric_placeholder", wait=0.5)
+        records = _records(run, b"_step", wait=1.0)
         assert any(axis in records for axis in axes), run
         assert _needle(pb.RunRecord(run_group="demo")) in records, run
     tier1 = [run for run in runs if b"episode/won" in _records(run, b"episode/won", wait=1.0)]
