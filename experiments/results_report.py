@@ -321,7 +321,10 @@ def ablation_table(runs: pd.DataFrame, samples: int = 2000, seed: int = 0) -> pd
     agg = aggregate_runs(scars, samples=samples, seed=seed, metrics=tuple(m[0] for m in present))
     rows = []
     for row in agg.to_dict("records"):
-        out: dict[str, Any] = {"label": row["label"], "runs": f"{row['runs'] - row['failed']}/{row['runs']}"}
+        out: dict[str, Any] = {
+            "label": row["label"],
+            "runs": f"{row['runs'] - row['failed'] - row.get('stopped', 0)}/{row['runs']}",
+        }
         for key, header, fmt, ablation in present:
             out[f"{header} [{ablation}]"] = _ci_cell(
                 row[f"{key}_mean"], row[f"{key}_ci_low"], row[f"{key}_ci_high"], row[f"{key}_n"], fmt
@@ -355,7 +358,10 @@ def _sweep_section(doc: Doc, folder: Path, assets: Path, chosen_run: str | None)
     )
     table = []
     for row in aggregate.to_dict("records"):
-        cells = {"label": row["label"], "runs": f"{row['runs'] - row['failed']}/{row['runs']}"}
+        cells = {
+            "label": row["label"],
+            "runs": f"{row['runs'] - row['failed'] - row.get('stopped', 0)}/{row['runs']}",
+        }
         for metric, header, fmt in _MD_COLUMNS:
             cells[header] = f"{_cell(row, metric, fmt)} (n={row.get(f'{metric}_n', 0)})"
         table.append(cells)
