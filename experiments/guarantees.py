@@ -7,8 +7,10 @@ decisions of the run; it never writes to either. Four checks, each a count and a
   change of the self-schema the two must be equal in content, and at every step in their active ids (a scar
   unloaded or a mask lifted behind the ledger's back is caught at the next decision).
 * **Prop. 1, against the ledger's evidence.** Every recorded failure (q, F) that an admitted scar brought as
-  evidence is *owed* coverage until the scar's scope ends (scope retirement, revocation) or a merge reports it
-  uncovered; a scar dropped by the ILP merge leaves its failures owed (the merge promised to keep them covered).
+  evidence is *owed* coverage until the scar's scope ends (scope retirement, revocation); a merge's report never
+  excuses it (what a merge says it left uncovered is a violation, named as such), a scar dropped by the ILP merge
+  leaves its failures owed (the merge promised to keep them covered), and a scar admitted without (q, F) evidence
+  is itself a violation (it would owe nothing).
   At every change of the self-schema each owed failure is replayed against the live plane (every a ∈ F masked at
   q); at every decision, owed failures whose context matches the current one are checked against what the
   controller actually masked. Each uncovered failed action is a violation; the first one is reported.
@@ -115,7 +117,7 @@ class GuaranteeMonitor:
         self._c_every: list[tuple[int, float]] = []  # C(S_t) after every decision (the growth fit's samples)
         self._last_pattern_t: int | None = None  # when the last new failure pattern (a new K) arrived
         self.consistency = {"checks": 0, "mismatches": 0, "first": None}
-        self.prop1 = {"checks": 0, "uncovered": 0, "first": None}
+        self.prop1 = {"checks": 0, "uncovered": 0, "merge_reported_uncovered": 0, "first": None}
         self.prop2 = {"checks": 0, "violations": 0, "first": None}
         self.prop2_families = {"checks": 0, "violations": 0, "first": None}
         self._catch_up(0)
@@ -144,6 +146,10 @@ class GuaranteeMonitor:
                 for i, item in enumerate(scar.evidence):
                     if "q" in item and "F" in item:  # a failure's JSON form (evidence may carry more)
                         self._owed[(scar.id, i)] = _Owed(scar.id, Failure.from_json(item))
+                if not any(k[0] == scar.id for k in self._owed):
+                    # Prop. 1 is owed by the evidence itself: a scar admitted without a recorded failure (q, F)
+                    # would owe nothing — its admission is the violation
+                    self._violation(t, scar.id, None, "admitted without (q, F) evidence")
                 self._versions[scar.id] = scar.scope.env_version
                 settings = dict(scar.provenance.synthesiser_settings)
                 theta = next((item.get("theta") for item in scar.evidence if "theta" in item), None)
@@ -172,12 +178,13 @@ class GuaranteeMonitor:
             elif event.type == "scar_retired":
                 self._end_drift(str(event.subject), t)  # a merge dropped it: its failures stay owed
             elif event.type == "merge_decision":
+                # a merge's own report never excuses an owed failure: what it says it left uncovered stays owed
+                # (the replay below finds it unmasked), and the report is named as the cause
                 uncovered = set(p.get("uncovered", ()))
-                self._owed = {
-                    k: v
-                    for k, v in self._owed.items()
-                    if not uncovered & {v.failure.id, *requirement_ids(v.failure.id, v.failure.F)}
-                }
+                for owed in self._owed.values():
+                    if uncovered & {owed.failure.id, *requirement_ids(owed.failure.id, owed.failure.F)}:
+                        self.prop1["merge_reported_uncovered"] += 1
+                        self._violation(t, owed.scar_id, owed.failure.id, "a merge reported it uncovered")
         return bool(events)
 
     def _end_drift(self, scar_id: str, t: int) -> None:
@@ -249,14 +256,20 @@ class GuaranteeMonitor:
                     self._uncovered(t, owed, a, "on replay")
 
     def _uncovered(self, t: int, owed: _Owed, action: Action, where: str) -> None:
+        self._violation(t, owed.scar_id, owed.failure.id, where, action.text or action.name)
+
+    def _violation(
+        self, t: int, scar_id: str, failure_id: str | None, where: str, action: str | None = None
+    ) -> None:
+        """One Prop. 1 violation; the first is named (when, where or why, which failure, scar and action)."""
         self.prop1["uncovered"] += 1
         if self.prop1["first"] is None:
             self.prop1["first"] = {
                 "t": t,
                 "where": where,
-                "failure": owed.failure.id,
-                "scar": owed.scar_id,
-                "action": action.text or action.name,
+                "failure": failure_id,
+                "scar": scar_id,
+                "action": action,
             }
 
     def _check_growth(self, t: int) -> None:

@@ -96,12 +96,18 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
         summary["rvr_covered"] = None
     summary["soft_leak_mass_max"] = summary["covered_mass_max"] if scars and not hard else None
     summary.update(agent_stats)
+    prop1 = summary.get("prop1")
     if scars and hard and summary["covered_mass_max"] > 0.0:
         summary["prop1_ok"] = False  # probability mass reached a failing action an admitted scar covers
+        leak = steps.loc[steps["covered_mass"] > 0.0].iloc[0]
+        _name_first(prop1, int(leak["t"]), "governed mass on a scar-covered failing action", leak["command"])
     if scars and hard and (summary.get("rvr_covered") or 0) > 0:
         # a repeat violation in a spell every exposed step of which an admitted scar covered: Prop. 1 demands 0
         summary["prop1_ok"] = False
-        summary["prop1_first_covered_repeat_t"] = rvr["first_covered_repeat_t"]
+        summary["prop1_first_covered_repeat_t"] = t = rvr["first_covered_repeat_t"]
+        row = steps.loc[steps["t"] == t]
+        command = row["command"].iloc[0] if len(row) else None
+        _name_first(prop1, t, "a repeat violation every exposed step of which a scar covered", command)
     if scars and not hard:
         summary["prop1_ok"] = None  # Prop. 1 is a hard-mask guarantee; soft masks report their leak instead
     for key, _ in GUARANTEES:
@@ -126,6 +132,17 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
         summary["prop2_growth_exponent"] = summary["prop2"]["growth_exponent"]
     # a metric that has nothing to measure (no held-out rule seen, no growth to fit) is None, not NaN
     return {k: None if isinstance(v, float) and v != v else v for k, v in summary.items()}
+
+
+def _name_first(prop1: dict[str, Any] | None, t: int | None, where: str, command: str | None) -> None:
+    """Name the run's first Prop. 1 violation whatever its cause: the monitor's replay, or (found from the step
+    table) mass on a covered failing action or a covered repeat — the earliest of them."""
+    if prop1 is None or t is None:
+        return
+    first = prop1.get("first")
+    if first is None or first.get("t") is None or t < first["t"]:
+        prop1["first"] = {"t": t, "where": where, "failure": None, "scar": None, "action": command}
+    prop1["uncovered"] = prop1.get("uncovered", 0) + 1
 
 
 def scar_quality_of(cfg: Tier1Config, learned: list[dict[str, Any]]) -> dict[str, Any]:

@@ -82,6 +82,35 @@ def test_a_scar_retired_for_scope_is_no_longer_owed(store):
     assert monitor.summary()["prop1_ok"] is True and monitor.summary()["plane_ledger_ok"] is True
 
 
+def test_a_merge_that_reports_an_owed_failure_uncovered_does_not_excuse_it(store):
+    """Issue 25 #2: a merge (a bug in it, or in its model) drops the scar covering a failure and *reports* the
+    failure uncovered. Before, the report excused the failure; now it stays owed and the report is the named cause."""
+    from scars.synthesis.merge import MergeResult
+
+    monitor = GuaranteeMonitor(store)
+    scar = _scar()
+    equilibrate(store, [scar], [], merge_mode="append")
+    _decide(monitor, store, 0)
+    failure_id = Failure.from_json(scar.evidence[0]).id
+    dropped = MergeResult(
+        frozenset(), frozenset({scar.id}), frozenset(), 0.0, True, "cp_sat", 0.0, frozenset({failure_id})
+    )
+    store.apply_merge(dropped, {})
+    _decide(monitor, store, 1)
+    s = monitor.summary()
+    assert s["prop1_ok"] is False and s["prop1"]["merge_reported_uncovered"] == 1
+    assert s["prop1"]["first"]["where"] == "a merge reported it uncovered" and s["prop1"]["first"]["t"] == 1
+
+
+def test_a_scar_admitted_without_failure_evidence_is_a_prop1_violation(store):
+    """Issue 25 #2: a scar admitted with evidence that is no recorded failure (q, F) would owe nothing."""
+    monitor = GuaranteeMonitor(store)
+    store.admit(Scar(CUP_RULE, ({"note": "trust me"},)), reason="no evidence")
+    _decide(monitor, store, 0)
+    s = monitor.summary()
+    assert s["prop1_ok"] is False and s["prop1"]["first"]["where"] == "admitted without (q, F) evidence"
+
+
 def test_admitting_duplicates_past_k_times_c_max_fires_prop2(store):
     monitor = GuaranteeMonitor(store)
     store.record_failure(Failure({"location": "sinkbasin 1"}, (SINK,), "no_cup_in_sink"))  # K = 1
