@@ -18,6 +18,7 @@ from scars.envs.rl.household import (
 from scars.envs.rl.household import observation_layout as household_layout
 from scars.envs.rl.resource import ResourceRLView
 from scars.envs.rl.resource import observation_layout as resource_layout
+from scars.envs.rl.view import MaskedView
 
 __all__ = [
     "GLOBAL_FEATURES",
@@ -25,6 +26,7 @@ __all__ = [
     "SLOT_FEATURES",
     "VERBS",
     "HouseholdRLView",
+    "MaskedView",
     "ResourceRLView",
     "household_layout",
     "make_household_view",
