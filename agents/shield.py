@@ -29,6 +29,7 @@ slot is masked the learner is offered a⊥'s slot alone.
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,10 @@ class ScarShield(gym.Wrapper):
         seed: int = 0,
         config: ScarsAgentConfig | None = None,
         search_iterations: int = 120,
+        share_with: ScarShield | None = None,
     ) -> None:
+        """``share_with``: another shield of the same learner (one of its vectorised envs) whose scars agent — S_t,
+        its ledger, its decision clock — this one uses too: a learner has one S_t, learned from all its envs."""
         super().__init__(env)
         if shield not in SHIELDS:
             raise ConfigError(f"shield = {shield!r} is not one of {SHIELDS}")
@@ -73,7 +77,14 @@ class ScarShield(gym.Wrapper):
         self.agent: ScarsAgent | None = None
         self.oracle: ProtocolWorld | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None
-        if shield in ("scars", "blocklist"):
+        self._owner = share_with is None
+        self._clock: list[int] = [0] if share_with is None else share_with._clock
+        if share_with is not None and share_with.shield != shield:
+            raise ConfigError(f"a {shield!r} shield cannot share the {share_with.shield!r} shield's state")
+        if share_with is not None and share_with.agent is not None:
+            self.agent = share_with.agent
+            ledger_path = share_with.ledger_path
+        elif shield in ("scars", "blocklist"):
             if ledger_path is None:
                 self._tmp = tempfile.TemporaryDirectory(prefix="scar-shield-")
                 ledger_path = Path(self._tmp.name) / "ledger.jsonl"
@@ -112,7 +123,8 @@ class ScarShield(gym.Wrapper):
 
     def _govern(self) -> None:
         base = np.asarray(self.view.action_masks(), dtype=bool)
-        decision = self._decision = self.view.decision()
+        decision = self._decision = replace(self.view.decision(), t=self._clock[0])
+        self._clock[0] += 1
         n = len(decision.actions)
         blocked = np.zeros(n, dtype=bool)
         if self.agent is not None:
@@ -192,10 +204,10 @@ class ScarShield(gym.Wrapper):
         return tuple(canonical_text(s.rule) for s in self.agent.store.scars)
 
     def close(self) -> None:
-        if self.agent is not None:
+        if self.agent is not None and self._owner:
             with method_turn():
                 self.agent.close()
-            self.agent = None
+        self.agent = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

@@ -120,3 +120,19 @@ def test_bad_shield_names_and_envs_are_one_clear_error():
 
     with pytest.raises(ConfigError, match="MaskedView"):
         ScarShield(gym.make("CartPole-v1"), shield="none")
+
+
+def test_shields_of_one_learner_share_its_scars():
+    schedule, command = _schedule_against_the_first_destination()
+    first = ScarShield(make_household_view(schedule=schedule), shield="blocklist")
+    second = ScarShield(make_household_view(schedule=schedule), shield="blocklist", share_with=first)
+    first.reset(seed=SEED)
+    second.reset(seed=SEED)
+    first.step(_slot(first, command))  # the first env's violation
+    second.step(_slot(second, "look"))  # the second env's next decision is governed by the shared S_t
+    second.reset(seed=SEED)
+    assert not second.action_masks()[_slot(second, command)]
+    with pytest.raises(ConfigError, match="cannot share"):
+        ScarShield(make_household_view(), shield="scars", share_with=first)
+    second.close()
+    first.close()
