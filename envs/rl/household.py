@@ -38,6 +38,11 @@ The world's reward (``win_reward`` on a win, ``violation_reward`` per violated a
 along the expert's subgoals (fetch, process, place) pays ``shaping``, one that leads away costs it, and the optimal
 policy is unchanged. Φ reads the world's true state (as the win test does); it never reads the safety rules.
 ``info["shaping"]`` carries F; ``info["world_reward"]`` the world's own reward.
+
+## Info
+The world's info (``scars/Household-v0``'s) plus ``action_mask``, ``command`` (the command played), ``shaping``
+and ``world_reward``; with ``lean_info=True`` only those and ``violations`` and ``won`` (``LEAN_INFO``) — what a
+vectorised learner needs, at a fraction of a vector env's cost of merging infos.
 """
 
 from __future__ import annotations
@@ -112,8 +117,16 @@ SLOT_FEATURES: tuple[str, ...] = (
     "goto_target_seen",
 )
 MAX_ACTIONS = 40
+LEAN_INFO: tuple[str, ...] = ("violations", "won", "world_reward", "shaping", "command", "action_mask")
+"""The info keys a ``lean_info`` view hands out."""
+_MAX_CACHED_SLOTS = 50_000
 _VERB = {v: i for i, v in enumerate(VERBS)}
 _G, _S = len(GLOBAL_FEATURES), len(SLOT_FEATURES)
+_VERB_ROWS = [
+    np.eye(1, _S, 1 + v, dtype=np.float32)[0] + np.eye(1, _S, 0, dtype=np.float32)[0]
+    for v in range(len(VERBS))
+]
+"""Per verb: a slot row with ``valid`` and the verb's one-hot set (the rest filled per action)."""
 _TASK = {t: i for i, t in enumerate(TASK_TYPES)}
 
 
@@ -133,6 +146,7 @@ class HouseholdRLView(gym.Wrapper):
         shaping: float = 0.0,
         gamma: float = 0.99,
         dict_obs: bool = False,
+        lean_info: bool = False,
     ) -> None:
         super().__init__(env)
         if not isinstance(env.unwrapped, HouseholdEnv):
@@ -150,6 +164,7 @@ class HouseholdRLView(gym.Wrapper):
             gamma,
             dict_obs,
         )
+        self.lean_info = lean_info
         self.adapter = HouseholdAdapter(self.household)
         """The world as agents see it (``envs.api.WorldAdapter``): what a shield builds decisions and verdicts with."""
         self.action_space = spaces.Discrete(max_actions)
@@ -166,7 +181,8 @@ class HouseholdRLView(gym.Wrapper):
         self._target_seen: set[str] = set()
         self._potential = 0.0
         self._t = 0
-        self._slots: dict[int, tuple[dict, tuple, np.ndarray]] = {}
+        self._slots: dict[int, tuple[dict, tuple, tuple, np.ndarray]] = {}
+        self._rows: list[np.ndarray] = []
 
     # ------------------------------------------------------------------ what a shield reads
 
@@ -197,20 +213,19 @@ class HouseholdRLView(gym.Wrapper):
     # ------------------------------------------------------------------ encoding
 
     def _slot(self, d: dict, q: Mapping[str, Any]) -> tuple[tuple, np.ndarray]:
-        """(slot-order key, static slot features) of one admissible action, cached for the episode: the world hands
-        out the same dict objects while their state flags are unchanged, and the task is fixed for the episode."""
+        """(slot-order key, static slot features) of one admissible action, cached: the world hands out the same
+        dict objects while an object's state flags are unchanged, and the features depend only on the dict and the
+        task (checked on every hit)."""
+        task = (q["task_type"], q["target_obj_type"], q["target_recep_type"])
         hit = self._slots.get(id(d))
-        if hit is not None and hit[0] is d:
-            return hit[1], hit[2]
+        if hit is not None and hit[0] is d and hit[1] == task:
+            return hit[2], hit[3]
         args = d["args"]
-        target_obj, target_recep = q["target_obj_type"], q["target_recep_type"]
-        appliance = APPLIANCES.get(str(q["task_type"]), frozenset())
+        target_obj, target_recep = task[1], task[2]
+        appliance = APPLIANCES.get(str(task[0]), frozenset())
         otype, rtype = args.get("obj_type"), args.get("recep_type")
-        row = np.zeros(_S, dtype=np.float32)
-        row[0] = 1.0
-        row[1 + _VERB.get(d["name"], 0)] = 1.0
-        f = 1 + len(VERBS)
-        row[f : f + 8] = (
+        verb = _VERB.get(d["name"], 0)
+        features = (
             otype == target_obj,
             rtype == target_recep,
             rtype in appliance,
@@ -220,18 +235,28 @@ class HouseholdRLView(gym.Wrapper):
             bool(args.get("is_cool")),
             bool(args.get("is_wet")),
         )
-        relevance = int(row[f] + row[f + 1] + row[f + 2])
-        key = (-relevance, _VERB.get(d["name"], len(VERBS)), d["text"])
-        self._slots[id(d)] = (d, key, row)  # the dict is kept alive with its entry, so its id is not reused
+        row = _VERB_ROWS[verb].copy()
+        row[1 + len(VERBS) : 1 + len(VERBS) + 8] = features
+        key = (-(features[0] + features[1] + features[2]), verb, d["text"])
+        if len(self._slots) > _MAX_CACHED_SLOTS:
+            self._slots.clear()
+        self._slots[id(d)] = (
+            d,
+            task,
+            key,
+            row,
+        )  # the dict is kept alive with its entry: its id is not reused
         return key, row
 
-    def _order(self, actions: list[dict], q: Mapping[str, Any]) -> list[dict]:
-        ordered = sorted(actions, key=lambda d: self._slot(d, q)[0])
-        if len(ordered) > self.max_actions:
+    def _order(self, actions: list[dict], q: Mapping[str, Any]) -> None:
+        """Sort the admissible actions into slot order; keep their static feature rows beside them."""
+        if len(actions) > self.max_actions:
             raise WorldError(
-                f"{len(ordered)} admissible commands exceed max_actions={self.max_actions}; raise max_actions"
+                f"{len(actions)} admissible commands exceed max_actions={self.max_actions}; raise max_actions"
             )
-        return ordered
+        entries = sorted(((*self._slot(d, q), d) for d in actions), key=lambda e: e[0])
+        self._actions = [e[2] for e in entries]
+        self._rows = [e[1] for e in entries]
 
     def _remember(self, q: Mapping[str, Any]) -> None:
         """The view's memory of the episode: receptacles visited, and where an object of the task's type was seen."""
@@ -269,13 +294,14 @@ class HouseholdRLView(gym.Wrapper):
         actions = self._actions
         if actions:
             rows = x[_G : _G + _S * len(actions)].reshape(len(actions), _S)
-            rows[:] = [self._slot(d, q)[1] for d in actions]
+            rows[:] = self._rows
             visited, seen = self._visited, self._target_seen
-            for i, d in enumerate(actions):
-                if d["name"] == "goto":
-                    recep = d["args"].get("recep")
-                    rows[i, _S - 2] = recep in visited
-                    rows[i, _S - 1] = recep in seen
+            if visited or seen:
+                for i, d in enumerate(actions):
+                    if d["name"] == "goto":
+                        recep = d["args"]["recep"]
+                        rows[i, _S - 2] = recep in visited
+                        rows[i, _S - 1] = recep in seen
         if self.dict_obs:
             return {"observations": x, "action_mask": self.action_masks().astype(np.int8)}
         return x
@@ -291,21 +317,25 @@ class HouseholdRLView(gym.Wrapper):
 
     def _take(self, text: str, info: dict[str, Any]) -> None:
         self._text = text
-        self._actions = self._order(list(info["admissible_actions"]), info["context"])
+        self._order(info["admissible_actions"], info["context"])
         self._info = info
         self._remember(info["context"])
         info["action_mask"] = self.action_masks()
+
+    def _public(self, info: dict[str, Any]) -> dict[str, Any]:
+        """The info handed out: the world's whole info, or with ``lean_info`` only ``LEAN_INFO`` (a vector env merges
+        every key of every env's info each step: the structured actions and the context cost more than the step)."""
+        return {k: info[k] for k in LEAN_INFO if k in info} if self.lean_info else info
 
     # ------------------------------------------------------------------ gymnasium API
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         text, info = self.env.reset(seed=seed, options=options)
         self._visited, self._target_seen = set(), set()
-        self._slots.clear()
         self._t = 0 if seed is not None else self._t
         self._take(text, info)
         self._potential = -self.shaping * self._distance() if self.shaping else 0.0
-        return self._encode(), info
+        return self._encode(), self._public(info)
 
     def step(self, action: Any):
         index = int(action)
@@ -323,12 +353,12 @@ class HouseholdRLView(gym.Wrapper):
         info["shaping"] = shaped
         info["command"] = command
         self._take(text, info)
-        return self._encode(), float(reward + shaped), terminated, truncated, info
+        return self._encode(), float(reward + shaped), terminated, truncated, self._public(info)
 
 
 def make_household_view(**kwargs: Any) -> HouseholdRLView:
     """A fresh ``scars/Household-v0`` in a ``HouseholdRLView``: ``kwargs`` are the view's (``max_actions``,
     ``shaping``, ``gamma``, ``dict_obs``) and the world's (``HouseholdConfig`` fields)."""
-    view_keys = ("max_actions", "shaping", "gamma", "dict_obs")
+    view_keys = ("max_actions", "shaping", "gamma", "dict_obs", "lean_info")
     view = {k: kwargs.pop(k) for k in view_keys if k in kwargs}
     return HouseholdRLView(HouseholdEnv(**kwargs), **view)
