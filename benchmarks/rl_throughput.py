@@ -135,7 +135,7 @@ def main() -> None:
         # each env replays one game of the pool (its game_seed): game generation is timed on its own below
         vector = gym.vector.SyncVectorEnv(
             [
-                lambda i=i: HouseholdRLView(
+                lambda i=i, lean=lean: HouseholdRLView(
                     HouseholdEnv(max_steps=30, game_seed=args.seed + i), lean_info=lean
                 )
                 for i in range(args.num_envs)
