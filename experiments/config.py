@@ -706,6 +706,11 @@ class TrainConfig(ConfigFields):
                 f"learning_rate = {self.learning_rate!r} must be > 0, shaping = {self.shaping!r} and ent_coef = "
                 f"{self.ent_coef!r} >= 0"
             )
+        if self.batch_size > self.n_steps * self.num_envs:
+            raise ConfigError(
+                f"batch_size = {self.batch_size} must be <= n_steps × num_envs = {self.n_steps * self.num_envs} "
+                "(a minibatch is a part of one update's batch)"
+            )
         if self.world == "commons" and self.learner != "rllib-ppo":
             raise ConfigError("world 'commons' is multi-agent: it trains with learner 'rllib-ppo'")
         if self.world == "commons" and self.shield != "none":

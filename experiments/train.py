@@ -289,12 +289,14 @@ def train_maskable_ppo(
     model.learn(remaining, callback=Record(), reset_num_timesteps=latest is None)
     model.save(checkpoints / f"step-{model.num_timesteps:09d}.zip")
     log.close()
-    shield_stats = _shield_stats(venv.envs)
+    shield_stats = _shield_stats(venv.envs, cfg)
     venv.close()
 
-    def act(view):
+    torch.manual_seed(cfg.seed)  # the sampled policy's draws
+
+    def act(view, greedy: bool):
         def policy(obs):
-            action, _ = model.predict(obs, action_masks=view.action_masks(), deterministic=True)
+            action, _ = model.predict(obs, action_masks=view.action_masks(), deterministic=greedy)
             return int(action)
 
         return policy
@@ -302,14 +304,48 @@ def train_maskable_ppo(
     return {"timesteps": int(model.num_timesteps), "evaluation": evaluate(cfg, act), **shield_stats}
 
 
-def _shield_stats(envs: Sequence[Any]) -> dict[str, Any]:
-    scars = list(envs[0].scars())  # one scars agent for all the envs
+def _shield_stats(envs: Sequence[Any], cfg: TrainConfig) -> dict[str, Any]:
+    agent = envs[0].agent  # one scars agent for all the envs
+    rules = [s.rule for s in agent.store.scars] if agent is not None else []
     return {
         "shield_masked_slots": int(sum(e.masked_total for e in envs)),
         "shield_replaced": int(sum(e.replaced for e in envs)),
         "verifier_calls": int(sum(e.verifier_calls for e in envs)),
-        "scars": scars,
+        "scars": scar_precision(cfg, rules),
     }
+
+
+def scar_precision(cfg: TrainConfig, rules: Sequence[Any], games: int = 20) -> list[dict[str, Any]]:
+    """Each learned scar with its ground-truth precision: on random masked walks through ``games`` held-out games
+    (the experiment's measurement, after training — no method's turn), of the (q, a) it fires on, the fraction the
+    world's verifier flags; ``fired`` is that n (precision is None when it never fired)."""
+    from scars.envs.household.spec import OBJECT_CLASSES
+    from scars.synthesis.dsl import canonical_text
+    from scars.synthesis.dsl.semantics import fires
+
+    if not rules:
+        return []
+    fired, flagged = [0] * len(rules), [0] * len(rules)
+    rng = np.random.default_rng(cfg.seed)
+    for i in range(games):
+        view = household_world(cfg, shaping=0.0)
+        view.reset(seed=EVAL_SEED_BASE + 10_000 + i)
+        done = False
+        while not done:
+            decision = view.decision()
+            for action in decision.actions:
+                hits = [k for k, r in enumerate(rules) if fires(r, decision.context, action, OBJECT_CLASSES)]
+                if hits:
+                    unsafe = bool(view.household.verifier.check(decision.context, action))
+                    for k in hits:
+                        fired[k] += 1
+                        flagged[k] += unsafe
+            _, _, terminated, truncated, _ = view.step(int(rng.choice(np.flatnonzero(view.action_masks()))))
+            done = terminated or truncated
+    return [
+        {"rule": canonical_text(r), "fired": f, "precision": (g / f) if f else None}
+        for r, f, g in zip(rules, fired, flagged, strict=True)
+    ]
 
 
 def _latest_checkpoint(folder: Path, suffix: str) -> Path | None:
@@ -317,17 +353,19 @@ def _latest_checkpoint(folder: Path, suffix: str) -> Path | None:
     return found[-1] if found else None
 
 
-def evaluate(cfg: TrainConfig, policy_for: Callable[[Any], Callable[[Any], int]]) -> dict[str, Any]:
-    """The trained policy on ``eval_episodes`` held-out games (seeds EVAL_SEED_BASE + i), unshaped, unshielded —
-    and, on the same games, the random masked policy (the baseline a learner must beat)."""
+def evaluate(cfg: TrainConfig, policy_for: Callable[[Any, bool], Callable[[Any], int]]) -> dict[str, Any]:
+    """The trained policy on ``eval_episodes`` held-out games (seeds EVAL_SEED_BASE + i), unshaped, unshielded:
+    ``policy`` samples from it (as it acted in training), ``policy_greedy`` takes its most likely slot (which can
+    loop on a command that changes nothing, e.g. ``look``) — and, on the same games, the random masked policy (the
+    baseline a learner must beat)."""
     rng = np.random.default_rng(cfg.seed)
     out: dict[str, Any] = {"n": cfg.eval_episodes}
-    for name in ("policy", "random"):
+    for name in ("policy", "policy_greedy", "random"):
         wins, violations, lengths = [], [], []
         for i in range(cfg.eval_episodes):
             view = household_world(cfg, shaping=0.0, dict_obs=cfg.learner == "rllib-ppo")
             obs, _ = view.reset(seed=EVAL_SEED_BASE + i)
-            act = policy_for(view) if name == "policy" else None
+            act = policy_for(view, name == "policy_greedy") if name != "random" else None
             done, steps, broken = False, 0, 0
             while not done:
                 a = act(obs) if act is not None else int(rng.choice(np.flatnonzero(view.action_masks())))
@@ -489,7 +527,8 @@ def train_rllib_ppo(cfg: TrainConfig, out: Path, *, resume: bool, tracker: Track
     start = _last_row(out / "episodes.csv")
     log = EpisodeLog(out / "episodes.csv", tracker=tracker, start=start)
     counter = _Counter(int(start.get("timesteps", 0)))
-    algo = _rllib_config(cfg, out, log, counter).build_algo()
+    config = _rllib_config(cfg, out, log, counter)
+    algo = config.build_algo()
     checkpoints = out / "checkpoints"
     checkpoints.mkdir(parents=True, exist_ok=True)
     latest = _latest_checkpoint(checkpoints, "") if resume else None
@@ -516,15 +555,23 @@ def train_rllib_ppo(cfg: TrainConfig, out: Path, *, resume: bool, tracker: Track
     if cfg.world == "household":
         module = algo.get_module()
 
-        def act(view):
+        draws = np.random.default_rng(cfg.seed)
+
+        def act(view, greedy: bool):
             def policy(obs):
                 batch = {"obs": {k: torch.as_tensor(v[None]) for k, v in obs.items()}}
                 logits = module.forward_inference(batch)["action_dist_inputs"][0].detach().numpy()
-                return int(np.argmax(logits))
+                if greedy:
+                    return int(np.argmax(logits))
+                p = np.exp(logits - logits.max())
+                return int(draws.choice(len(p), p=p / p.sum()))
 
             return policy
 
         summary["evaluation"] = evaluate(cfg, act)
+        shields = _RECORDERS[str(config.env)][2]
+        if shields:
+            summary.update(_shield_stats(shields, cfg))
     else:
         summary["govsim"] = govsim_suite(cfg, algo)
     algo.stop()

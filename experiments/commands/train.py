@@ -87,11 +87,19 @@ def train(
             summary = run_training(cfg, folder, resume=resume, echo=click.echo)
             evaluation = summary.get("evaluation")
             if evaluation:
-                p, r = evaluation["policy"], evaluation["random"]
+                p, g, r = evaluation["policy"], evaluation["policy_greedy"], evaluation["random"]
                 click.echo(
-                    f"seed {cfg.seed}: success {p['success']:.2f} vs random masked {r['success']:.2f} "
+                    f"seed {cfg.seed}: success {p['success']:.2f} (greedy {g['success']:.2f}) vs random masked "
+                    f"{r['success']:.2f} "
                     f"(n={evaluation['n']} held-out games), violations during training "
                     f"{summary['training']['cumulative_violations']}"
+                )
+            suite = summary.get("govsim")
+            if suite:
+                click.echo(
+                    f"seed {cfg.seed}: GovSim suite over n={suite['n']} episodes of the trained population: survival "
+                    f"{suite['survival_rate']:.2f}, efficiency {suite['efficiency']:.2f}, equality "
+                    f"{suite['equality']:.2f}, over-usage {suite['over_usage']:.2f}"
                 )
             folders.append(folder)
         if (out / folders[0].name / "episodes.csv").is_file() and first.learner == "maskable-ppo":
