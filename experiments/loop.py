@@ -71,6 +71,8 @@ class Step:
     memory_tokens:    the method's memory in context at this decision (tokens).
     enforce_seconds:  time spent governing (every governing of the step).
     shield_refused:   the shield's refused actions' texts (empty without the shield).
+    proposal:         π_0's logits before any re-plan (what the model proposed first; Prop. 3 measures drift on
+                      it); the same as ``logits`` when it did not re-plan.
     """
 
     decision: Decision
@@ -86,6 +88,7 @@ class Step:
     memory_tokens: int
     enforce_seconds: float
     shield_refused: tuple[str, ...] = ()
+    proposal: np.ndarray | None = None
 
     @property
     def fallback(self) -> bool:
@@ -185,6 +188,7 @@ def _decide(
         decision.observation, decision.task, decision.context, decision.actions, window, prior, salient_keys
     )
     logits, written = base_policy_step(policy, agent, decision, inp, rng, generate)
+    proposal = np.asarray(logits)
     started = time.perf_counter()
     governed = agent.govern(decision, logits)
     enforce_seconds = time.perf_counter() - started
@@ -226,6 +230,7 @@ def _decide(
         memory_tokens(agent, decision),
         enforce_seconds,
         refused,
+        proposal,
     )
 
 
