@@ -132,7 +132,6 @@ _CHOICES: Mapping[str, Callable[[], tuple[str, ...]]] = {
     "punishment_attribution": lambda: PUNISHMENT_ATTRIBUTIONS,
     "learner": lambda: LEARNERS,
     "world": lambda: TRAIN_WORLDS,
-    "shield": lambda: _shields(),
     "rules": lambda: TRAIN_RULES,
     "task_type": lambda: ("any", *_task_types()),
 }
@@ -684,6 +683,12 @@ class TrainConfig(ConfigFields):
 
     def __post_init__(self) -> None:
         self.check()
+
+    @classmethod
+    def allowed(cls, name: str) -> tuple[str, ...] | None:
+        """``shield`` here names the learner's shield (``agents.shield.SHIELDS``); tier 1's ``shield`` is the
+        on/off pre-execution oracle shield, so the name is not in the shared table."""
+        return _shields() if name == "shield" else allowed_values(name)
 
     def check(self) -> None:
         hints = _field_types(type(self))
