@@ -40,7 +40,7 @@ from scars.agents.runtime.control import ControlPlane
 from scars.agents.scars_agent import ScarsAgent, ScarsAgentConfig
 from scars.envs.api import Decision, Feedback, ProtocolWorld, method_turn
 from scars.envs.rl.view import MaskedView
-from scars.synthesis.dsl import Action
+from scars.synthesis.dsl import Action, canonical_text
 from scars.synthesis.errors import ConfigError
 
 SHIELDS: tuple[str, ...] = ("none", "scars", "oracle", "blocklist")
@@ -197,8 +197,6 @@ class ScarShield(gym.Wrapper):
 
     def scars(self) -> tuple[str, ...]:
         """The texts of the scars in force (S_t), for the report."""
-        from scars.synthesis.dsl import canonical_text
-
         if self.agent is None:
             return ()
         return tuple(canonical_text(s.rule) for s in self.agent.store.scars)
