@@ -35,6 +35,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from scars.agents.runtime.control import ControlPlane
 from scars.agents.scars_agent import ScarsAgent, ScarsAgentConfig
@@ -206,6 +207,177 @@ class ScarShield(gym.Wrapper):
             with method_turn():
                 self.agent.close()
         self.agent = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        super().close()
+
+
+def _arena_info(info: dict) -> dict:
+    """A seat's info as the arena wrote it (the view's ``action_mask`` is not part of the DSL context)."""
+    return {k: v for k, v in info.items() if k != "action_mask"}
+
+
+class ParallelScarShield(BaseParallelWrapper):
+    """The shield for every seat of a shared-resource arena (``envs.rl.ResourceRLView`` over ``commons_v0`` or
+    ``aquifer_v0``): each seat's mask is its admissible ∧ ¬H ∧ ¬S_t, S_t learned by its own scars agent from its own
+    verified violations (the arena's verifier with over-use verdicts: a request above the sustainable share) and the
+    punishments the TrustGate lets through; each seat's decisions go to its own ledger
+    (``ledger_dir/ledger-<seat>.jsonl``). ``oracle`` asks the arena's verifier through the protocol's counterfactual
+    oracle; ``blocklist`` and ``none`` as in :class:`ScarShield`. A masked slot a learner picks anyway is replaced
+    by slot 0, the passive choice of every phase (rest, silence, punish nobody)."""
+
+    def __init__(
+        self,
+        env: Any,
+        *,
+        shield: str = "scars",
+        ledger_dir: str | Path | None = None,
+        seed: int = 0,
+        search_iterations: int = 120,
+    ) -> None:
+        super().__init__(env)
+        from scars.envs.aquifer.adapter import AquiferAdapter
+        from scars.envs.aquifer.aquifer_v0 import AquiferParallelEnv
+        from scars.envs.commons.adapter import CommonsAdapter
+        from scars.envs.rl.resource import ResourceRLView
+
+        if shield not in SHIELDS:
+            raise ConfigError(f"shield = {shield!r} is not one of {SHIELDS}")
+        if not isinstance(env, ResourceRLView):
+            raise ConfigError(f"ParallelScarShield wraps an envs.rl.ResourceRLView, got {type(env).__name__}")
+        self.view = env
+        self.shield = shield
+        arena = env.unwrapped
+        make = AquiferAdapter if isinstance(arena, AquiferParallelEnv) else CommonsAdapter
+        self.adapters = {a: make(arena, a, overuse_verdicts=True) for a in env.possible_agents}
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        if ledger_dir is None and shield in ("scars", "blocklist"):
+            self._tmp = tempfile.TemporaryDirectory(prefix="scar-shield-")
+            ledger_dir = self._tmp.name
+        self.agents_by_seat: dict[str, ScarsAgent] = {}
+        self.oracles: dict[str, ProtocolWorld] = {}
+        self._cores: dict[str, ControlPlane] = {}
+        for i, seat in enumerate(env.possible_agents):
+            world = self.adapters[seat]
+            if shield in ("scars", "blocklist"):
+                ablation = "none" if shield == "scars" else "hard_blocklist"
+                self.agents_by_seat[seat] = ScarsAgent(
+                    ScarsAgentConfig.for_ablation(ablation, search_iterations=search_iterations),
+                    world=ProtocolWorld(world, oracle="none"),
+                    ledger_path=Path(str(ledger_dir)) / f"ledger-{seat}.jsonl",
+                    seed=seed * 1000 + i,
+                    agent_id=seat,
+                )
+            elif shield == "oracle":
+                self.oracles[seat] = ProtocolWorld(world, oracle="counterfactual")
+                self._cores[seat] = ControlPlane(core=world.card.core, classes=world.card.classes)
+        self._decisions: dict[str, Decision] = {}
+        self._masks: dict[str, np.ndarray] = {}
+        self._t = 0
+        self._episode = -1
+        self.masked_total = 0
+        self.replaced = 0
+
+    @property
+    def verifier_calls(self) -> int:
+        return sum(o.verifier_calls for o in self.oracles.values())
+
+    def action_mask(self, agent: str) -> np.ndarray:
+        return self._masks[agent].copy()
+
+    def _govern(self, observations: dict, infos: dict) -> None:
+        for seat, obs in observations.items():
+            if seat not in infos or seat not in self.view.agents:
+                continue
+            base = self.view.action_mask(seat)
+            decision = self._decisions[seat] = self.adapters[seat].decision(
+                obs, _arena_info(infos[seat]), t=self._t
+            )
+            n = len(decision.actions)
+            blocked = np.zeros(n, dtype=bool)
+            with method_turn():
+                if seat in self.agents_by_seat:
+                    blocked = np.asarray(
+                        self.agents_by_seat[seat].govern(decision, np.zeros(n)).masked, dtype=bool
+                    )
+                elif seat in self.oracles:
+                    core = self._cores[seat].govern(
+                        decision.context, decision.actions, np.zeros(n), decision.t
+                    )
+                    oracle = self.oracles[seat]
+                    blocked = np.asarray(core.masked, dtype=bool) | np.array(
+                        [a.is_control and bool(oracle.check(decision.context, a)) for a in decision.actions],
+                        dtype=bool,
+                    )
+            mask = base.copy()
+            mask[:n] &= ~blocked
+            if not mask.any():
+                mask[0] = True  # slot 0: the passive choice of every phase
+            self.masked_total += int(base.sum() - mask.sum())
+            self._masks[seat] = mask
+            obs["action_mask"] = mask.astype(np.int8)
+            infos[seat]["action_mask"] = mask
+        self._t += 1
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        observations, infos = self.env.reset(seed=seed, options=options)
+        self._episode += 1
+        for adapter in self.adapters.values():
+            adapter.reset(self._episode)
+        self._govern(observations, infos)
+        with method_turn():
+            for seat, agent in self.agents_by_seat.items():
+                if seat in self._decisions:
+                    agent.begin_episode(self._decisions[seat])
+        return observations, infos
+
+    def step(self, actions: dict):
+        chosen: dict[str, int] = {}
+        for seat, slot in actions.items():
+            slot = int(slot)
+            if seat in self._masks and slot < len(self._masks[seat]) and not self._masks[seat][slot]:
+                self.replaced += 1
+                slot = 0
+            chosen[seat] = slot
+            decision = self._decisions.get(seat)
+            if decision is not None and slot < len(decision.actions):
+                self.adapters[seat].command(decision, decision.actions[slot])  # the stage the verifier judges
+        observations, rewards, terminated, truncated, infos = self.env.step(chosen)
+        with method_turn():
+            for seat, agent in self.agents_by_seat.items():
+                decision, slot = self._decisions.get(seat), chosen.get(seat)
+                if decision is None or slot is None or slot >= len(decision.actions) or seat not in infos:
+                    continue
+                adapter, info = self.adapters[seat], _arena_info(infos[seat])
+                agent.observe(
+                    Feedback(
+                        decision=decision,
+                        action=decision.actions[slot],
+                        chosen=slot,
+                        logits=tuple(0.0 for _ in decision.actions),
+                        observation="",
+                        reward=float(rewards.get(seat, 0.0)),
+                        verdicts=adapter.verdicts(info),
+                        punishments=adapter.punishments(info),
+                    )
+                )
+                if terminated.get(seat) or truncated.get(seat):
+                    agent.end_episode(False)
+        self._govern(observations, infos)
+        return observations, rewards, terminated, truncated, infos
+
+    def scars(self) -> dict[str, tuple[str, ...]]:
+        """Each seat's scars in force."""
+        return {
+            s: tuple(canonical_text(x.rule) for x in a.store.scars) for s, a in self.agents_by_seat.items()
+        }
+
+    def close(self) -> None:
+        with method_turn():
+            for agent in self.agents_by_seat.values():
+                agent.close()
+        self.agents_by_seat = {}
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

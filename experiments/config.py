@@ -637,7 +637,8 @@ class TrainConfig(ConfigFields):
     """household (``envs.rl.HouseholdRLView``) or commons (``envs.rl.ResourceRLView``, rllib-ppo only)."""
     shield: str = "none"
     """none, scars (S_t learned from the learner's own verified violations), oracle (the world's verifier through
-    the protocol's counterfactual oracle) or blocklist (the failed action in its situation, forever). Household."""
+    the protocol's counterfactual oracle) or blocklist (the failed action in its situation, forever). Commons: one
+    shield per seat (``agents.shield.ParallelScarShield``)."""
     seed: int = 0
     """Root seed: games, the learner's initialisation and sampling, the shield's synthesis."""
     timesteps: int = 60000
@@ -718,10 +719,6 @@ class TrainConfig(ConfigFields):
             )
         if self.world == "commons" and self.learner != "rllib-ppo":
             raise ConfigError("world 'commons' is multi-agent: it trains with learner 'rllib-ppo'")
-        if self.world == "commons" and self.shield != "none":
-            raise ConfigError(
-                f"shield {self.shield!r} is single-agent (the household); the commons learners run with shield 'none'"
-            )
         if self.address and self.learner != "rllib-ppo":
             raise ConfigError("address (a Ray cluster) applies to learner 'rllib-ppo' only")
 

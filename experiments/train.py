@@ -10,8 +10,8 @@ Learners (``TrainConfig.learner``):
   household (``dict_obs``), multi-agent on the commons (``envs.rl.ResourceRLView`` under RLlib's
   ``ParallelPettingZooEnv``, five learning seats sharing one policy; punishment is an action of its phase).
 
-Shields (household; ``agents.shield.ScarShield``): none, scars, oracle, blocklist. The commons learners run
-unshielded (``shield none``): the shield is single-agent in this version.
+Shields: none, scars, oracle, blocklist — ``agents.shield.ScarShield`` on the household,
+``agents.shield.ParallelScarShield`` (one scars agent per seat) on the commons.
 
 A run folder holds ``config.json`` (replay: ``scars train --config RUN/config.json``), ``episodes.csv`` (one row
 per training episode: timesteps, return, world return, success, violations, cumulative violations, length, slots
@@ -398,7 +398,7 @@ def _make_env(name: str, cfg: TrainConfig):
     log, counter, shields = _RECORDERS[name]
     if cfg.world == "household":
         return _recorded_household(cfg, log, counter, shields)
-    return _recorded_commons(cfg, log, counter)
+    return _recorded_commons(cfg, log, counter, shields)
 
 
 class _Counter:
@@ -428,7 +428,7 @@ def _recorded_household(cfg: TrainConfig, log: EpisodeLog, counter: _Counter, sh
     return Recorded(shield)
 
 
-def _recorded_commons(cfg: TrainConfig, log: EpisodeLog, counter: _Counter):
+def _recorded_commons(cfg: TrainConfig, log: EpisodeLog, counter: _Counter, shields: list):
     """The env RLlib builds for the commons: the RL view under ``ParallelPettingZooEnv``, one row per episode —
     return: the seats' mean reward; success: the pool survived every month; violations: seat-months whose catch
     exceeded the sustainable share f(t)/|I(t)| (GovSim's over-usage events)."""
@@ -466,7 +466,19 @@ def _recorded_commons(cfg: TrainConfig, log: EpisodeLog, counter: _Counter):
                 log.step(id(self), self.total / len(record.agents), info, True, counter.steps)
             return out
 
-    return ParallelPettingZooEnv(Recorded(ResourceRLView(commons_v0.parallel_env(arena=cfg.arena))))
+    view = ResourceRLView(commons_v0.parallel_env(arena=cfg.arena))
+    if cfg.shield != "none":
+        from scars.agents.shield import ParallelScarShield
+
+        view = ParallelScarShield(
+            view,
+            shield=cfg.shield,
+            ledger_dir=log.path.parent,
+            seed=cfg.seed,
+            search_iterations=cfg.search_iterations,
+        )
+        shields.append(view)
+    return ParallelPettingZooEnv(Recorded(view))
 
 
 def _rllib_config(cfg: TrainConfig, out: Path, log: EpisodeLog, counter: _Counter):
@@ -574,6 +586,11 @@ def train_rllib_ppo(cfg: TrainConfig, out: Path, *, resume: bool, tracker: Track
             summary.update(_shield_stats(shields, cfg))
     else:
         summary["govsim"] = govsim_suite(cfg, algo)
+        shields = _RECORDERS[str(config.env)][2]
+        if shields:
+            summary["shield_masked_slots"] = int(sum(s.masked_total for s in shields))
+            summary["verifier_calls"] = int(sum(s.verifier_calls for s in shields))
+            summary["scars"] = {seat: list(t) for seat, t in shields[-1].scars().items()}
     algo.stop()
     return summary
 

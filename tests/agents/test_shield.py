@@ -136,3 +136,68 @@ def test_shields_of_one_learner_share_its_scars():
         ScarShield(make_household_view(), shield="scars", share_with=first)
     second.close()
     first.close()
+
+
+def _arena(shield: str, **kwargs):
+    from scars.agents.shield import ParallelScarShield
+    from scars.envs.commons import commons_v0
+    from scars.envs.rl import ResourceRLView
+
+    return ParallelScarShield(ResourceRLView(commons_v0.parallel_env(arena="A")), shield=shield, **kwargs)
+
+
+def test_a_seat_that_over_harvests_gets_a_scar_that_masks_large_requests(tmp_path):
+    arena = _arena("scars", ledger_dir=tmp_path)
+    obs, _ = arena.reset(seed=0)
+    # the largest request H allows: above the sustainable share f(t)/|I|, which the verifier reports
+    greedy = int(np.flatnonzero(arena.action_mask("agent_0"))[-1])
+    assert greedy > 10 and not arena.action_mask("agent_0")[greedy + 1]  # H's own bound
+    modest = 2
+    for _ in range(6):  # two months: harvest (agent_0 over-harvests), discussion, punishment (nobody)
+        obs, *_ = arena.step(
+            {a: (greedy if a == "agent_0" and obs[a]["observations"][0] == 1 else 0) for a in arena.agents}
+        )
+    # the scar, synthesised a few steps after the verdict, names the norm's own quantity
+    assert arena.scars()["agent_0"] == (
+        'if action.amount > sustainable_share then forbid_tool_call("harvest")',
+    )
+    assert not arena.action_mask("agent_0")[greedy] and arena.action_mask("agent_0")[modest]
+    assert not arena.scars()["agent_1"]  # the others broke nothing: nothing learned for them
+    assert (tmp_path / "ledger-agent_0.jsonl").is_file()
+    arena.close()
+
+
+def test_the_arena_oracle_reads_the_verifier_only_through_the_protocol(monkeypatch):
+    from scars.envs.commons.adapter import CommonsAdapter
+
+    asked = []
+    original = CommonsAdapter.check
+    monkeypatch.setattr(CommonsAdapter, "check", lambda self, q, a: asked.append(a) or original(self, q, a))
+    scars = _arena("scars")
+    obs, _ = scars.reset(seed=0)
+    for _ in range(6):  # everyone takes the most it may: the pool collapses, and a new episode starts
+        if not scars.agents:
+            obs, _ = scars.reset()
+        obs, *_ = scars.step({a: int(np.flatnonzero(obs[a]["action_mask"])[-1]) for a in scars.agents})
+    assert asked == [] and scars.verifier_calls == 0
+    scars.close()
+    oracle = _arena("oracle")
+    obs, _ = oracle.reset(seed=0)
+    assert (
+        oracle.verifier_calls == len(asked) > 0
+    )  # every question went through the protocol's counted oracle
+    assert (
+        oracle.action_mask("agent_0")[2] and not oracle.action_mask("agent_0")[15]
+    )  # share 10: 15 is over it
+
+
+def test_the_arena_shield_passes_the_parallel_api_test():
+    import warnings
+
+    from pettingzoo.test import parallel_api_test
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        arena = _arena("blocklist")
+        parallel_api_test(arena, num_cycles=40)
+        arena.close()

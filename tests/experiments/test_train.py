@@ -116,7 +116,6 @@ def test_curves_have_a_mean_and_a_ci_over_seeds(tiny_run, tmp_path):
     [
         ({"learner": "dqn"}, "learner = 'dqn'"),
         ({"world": "commons"}, "learner 'rllib-ppo'"),
-        ({"world": "commons", "learner": "rllib-ppo", "shield": "scars"}, "single-agent"),
         ({"timesteps": 0}, "timesteps = 0"),
         ({"gamma": 1.5}, "gamma"),
         ({"task_type": "cook"}, "task_type = 'cook'"),
@@ -198,8 +197,11 @@ def test_rllib_ppo_trains_the_household_and_the_commons_with_five_seats(tmp_path
         eval_episodes=2,
         checkpoint_every=300,
         batch_size=64,
+        shield="scars",
     )
     summary = run_training(commons, tmp_path / "commons", echo=print)
     suite = summary["govsim"]
     assert suite["n"] == 2 and {"survival_rate", "efficiency", "equality", "over_usage"} <= set(suite)
     assert {f"gain_agent_{i}" for i in range(5)} <= set(suite)  # five learning seats
+    assert sorted(summary["scars"]) == [f"agent_{i}" for i in range(5)]  # one shield per seat
+    assert (tmp_path / "commons" / "ledger-agent_0.jsonl").is_file()

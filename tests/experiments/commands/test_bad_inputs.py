@@ -160,11 +160,6 @@ CASES: list[tuple[str, list[str], str]] = [
     ("train-learner", ["train", "--learner", "dqn"], "dqn"),
     ("train-shield", ["train", "--shield", "magic"], "magic"),
     ("train-commons-sb3", ["train", "--world", "commons", "--out", "MISSING"], "rllib-ppo"),
-    (
-        "train-commons-shield",
-        ["train", "--world", "commons", "--learner", "rllib-ppo", "--shield", "scars", "--out", "MISSING"],
-        "single-agent",
-    ),
     ("train-timesteps-0", ["train", "--timesteps", "0", "--out", "MISSING"], "timesteps"),
     ("train-resume-missing", ["train", "--resume", "--out", "MISSING"], "not a run folder"),
     ("train-seeds-text", ["train", "--seeds", "zero", "--out", "MISSING"], "zero"),
