@@ -24,6 +24,9 @@ Shields (``SHIELDS``):
 A learner that does not read masks may still pick a masked slot: the shield then executes the world's fallback a⊥ in
 its place (``info["shield_replaced"]``), so the shield's promise holds during learning for any learner. When every
 slot is masked the learner is offered a⊥'s slot alone.
+
+``ParallelScarShield(view)`` does the same for every seat of a shared-resource arena's RL view
+(``envs.rl.ResourceRLView``): one scars agent, one ledger, per seat.
 """
 
 from __future__ import annotations
