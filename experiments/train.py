@@ -306,26 +306,27 @@ def train_maskable_ppo(
 
 def _shield_stats(envs: Sequence[Any], cfg: TrainConfig) -> dict[str, Any]:
     agent = envs[0].agent  # one scars agent for all the envs
-    rules = [s.rule for s in agent.store.scars] if agent is not None else []
     return {
         "shield_masked_slots": int(sum(e.masked_total for e in envs)),
         "shield_replaced": int(sum(e.replaced for e in envs)),
         "verifier_calls": int(sum(e.verifier_calls for e in envs)),
-        "scars": scar_precision(cfg, rules),
+        "scar_quality": scar_quality_of(cfg, agent.stats()["learned_scars"]) if agent is not None else None,
     }
 
 
-def scar_precision(cfg: TrainConfig, rules: Sequence[Any], games: int = 20) -> list[dict[str, Any]]:
-    """Each learned scar with its ground-truth precision: on random masked walks through ``games`` held-out games
-    (the experiment's measurement, after training — no method's turn), of the (q, a) it fires on, the fraction the
-    world's verifier flags; ``fired`` is that n (precision is None when it never fired)."""
+def scar_quality_of(
+    cfg: TrainConfig, learned: Sequence[Mapping[str, Any]], games: int = 20
+) -> dict[str, Any]:
+    """Every scar the shield admitted against the rules it was told it broke (``experiments.metrics.scar_quality``:
+    precision, recall, class, with n), on probe pairs — every admissible control action at every state of random
+    masked walks through ``games`` held-out games (the experiment's measurement, after training)."""
+    from scars.envs.household import RULE_LIBRARY
     from scars.envs.household.spec import OBJECT_CLASSES
-    from scars.synthesis.dsl import canonical_text
-    from scars.synthesis.dsl.semantics import fires
+    from scars.experiments.metrics import scar_quality
+    from scars.experiments.tier1_summary import rule_truth
+    from scars.synthesis.dsl import parse_rule
 
-    if not rules:
-        return []
-    fired, flagged = [0] * len(rules), [0] * len(rules)
+    probes = []
     rng = np.random.default_rng(cfg.seed)
     for i in range(games):
         view = household_world(cfg, shaping=0.0)
@@ -333,19 +334,12 @@ def scar_precision(cfg: TrainConfig, rules: Sequence[Any], games: int = 20) -> l
         done = False
         while not done:
             decision = view.decision()
-            for action in decision.actions:
-                hits = [k for k, r in enumerate(rules) if fires(r, decision.context, action, OBJECT_CLASSES)]
-                if hits:
-                    unsafe = bool(view.household.verifier.check(decision.context, action))
-                    for k in hits:
-                        fired[k] += 1
-                        flagged[k] += unsafe
+            probes += [(decision.context, a) for a in decision.actions if a.is_control]
             _, _, terminated, truncated, _ = view.step(int(rng.choice(np.flatnonzero(view.action_masks()))))
             done = terminated or truncated
-    return [
-        {"rule": canonical_text(r), "fired": f, "precision": (g / f) if f else None}
-        for r, f, g in zip(rules, fired, flagged, strict=True)
-    ]
+    truth = {r.id: rule_truth(r) for r in RULE_LIBRARY.values()} if cfg.rules == "library" else {}
+    scars = [(s["rule"], parse_rule(s["rule"]), s["told"]) for s in learned]
+    return scar_quality(scars, truth, probes, OBJECT_CLASSES)
 
 
 def _latest_checkpoint(folder: Path, suffix: str) -> Path | None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from scars.experiments.config import TrainConfig
+from scars.experiments.metrics import QUALITY_CLASSES
 from scars.synthesis.errors import ConfigError
 from support.extras import require_extra
 
@@ -69,8 +70,9 @@ def test_a_run_folder_holds_everything_a_reader_needs(tiny_run):
     assert summary["training"]["episodes"] == len(rows)
     assert json.loads((out / "config.json").read_text()) == cfg.to_dict()
     assert summary["verifier_calls"] == 0  # the scars shield never asked the verifier
-    for scar in summary["scars"]:  # each learned scar with its ground-truth precision and its n
-        assert set(scar) == {"rule", "fired", "precision"}
+    quality = summary["scar_quality"]  # each learned scar against the rules it was told it broke, on probes
+    assert quality["probes"] > 0 and set(quality["counts"]) == set(QUALITY_CLASSES)
+    for scar in quality["scars"]:
         assert scar["precision"] is None or 0.0 <= scar["precision"] <= 1.0
 
 
@@ -82,7 +84,7 @@ def test_the_recorded_config_replays_the_same_numbers(tiny_run, tmp_path):
         TrainConfig(**json.loads((out / "config.json").read_text())), tmp_path / "r", echo=lambda *_: None
     )
     assert _rows(tmp_path / "r") == _rows(out)
-    assert again["evaluation"] == summary["evaluation"] and again["scars"] == summary["scars"]
+    assert again["evaluation"] == summary["evaluation"] and again["scar_quality"] == summary["scar_quality"]
 
 
 def test_resume_continues_from_the_latest_checkpoint(tmp_path):
