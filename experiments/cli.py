@@ -77,6 +77,8 @@ COMMAND_MODULES: tuple[tuple[str, str], ...] = (
     ("sensitivity", "sensitivity"),
     ("report", "report"),
     ("paper", "paper"),
+    ("train", "train"),
+    ("train", "train_curves"),
 )
 
 

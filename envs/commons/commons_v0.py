@@ -315,6 +315,11 @@ class CommonsParallelEnv(ParallelEnv):
         self._check_agent(agent)
         return self._action_space
 
+    @property
+    def max_admissible(self) -> int:
+        """The longest admissible-action list of any seat, phase and group (a flat action view's slot count)."""
+        return max(len(v) for v in self._admissible.values())
+
     def _check_agent(self, agent: str) -> None:
         if agent not in self._index:
             raise CommonsActionError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
