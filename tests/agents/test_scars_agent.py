@@ -235,7 +235,7 @@ def test_a_labelled_but_unexecuted_unsafe_action_leads_to_a_scar(tmp_path):
     though the agent never executed it; accommodation starts from it and a scar masks it. Without the label the
     same steps teach nothing (the check can fail)."""
     for labelled in (True, False):
-        agent = _agent(tmp_path / str(labelled), search_iterations=60)
+        agent = _agent(tmp_path / str(labelled), search_iterations=60, verdicts="state")
         for t in range(6):
             q = {"location": "kitchen", "step": t}
             actions = (HEAT_1, HEAT_2, LOOK)
