@@ -173,7 +173,7 @@ def test_attack_settings_are_checked_in_one_line():
 
 
 def test_a_short_attacked_run_is_reproducible(tmp_path):
-    cfg = Tier1Config(method="rag", attack="graft", poison_rate=1.0, episodes=2, max_steps=15)
+    cfg = Tier1Config(method="rag", attack="graft", poison_rate=1.0, episodes=3, max_steps=20)
     from scars.experiments.tier1 import run_tier1
 
     a = run_tier1(cfg, tmp_path / "a").summary
