@@ -37,7 +37,7 @@ from scars.agents.storm import StormConfig, StormController, StormRequests
 from scars.disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor, Reading, StepRecord
 from scars.disequilibrium.trustgate import TrustGate, TrustGateConfig
 from scars.disequilibrium.verifier import HybridVerifier
-from scars.envs.api import ORACLES, Decision, Feedback, WorldAdapter
+from scars.envs.api import ORACLES, VERDICT_PROTOCOLS, Decision, Feedback, WorldAdapter
 from scars.synthesis import (
     FragmentError,
     InProcessExecutor,
@@ -120,6 +120,11 @@ class ScarsAgentConfig:
     punished action in the whole context it was punished in, as reported (no causal attribution)."""
     min_counter_evidence: int = 1
     """Verified successes a scar must have blocked (recorded after its admission) before it is revoked (§4.5)."""
+    verdicts: str = "executed"
+    """The information protocol the agent runs under (README): under "executed" the world labels no unexecuted
+    action, so a ``Feedback.unsafe`` label that arrives anyway is refused as evidence (counted, ``labels_refused``:
+    a forged verdict without an executed action, docs/poisoning.md); under "state" labels are the verifier's and
+    teach (``_accommodate_labels``)."""
     oracle: str = "none"
     """The information protocol's what-if oracle (docs/protocol.md): "none" — fragment extraction and D_t use only the
     verdicts the agent received (its ``ExperienceVerifier``); "counterfactual" — they ask the world's verifier about
@@ -146,6 +151,8 @@ class ScarsAgentConfig:
             raise ConfigError(f"min_counter_evidence = {self.min_counter_evidence!r}; expected >= 1")
         if self.oracle not in ORACLES:
             raise ConfigError(f"oracle = {self.oracle!r}; expected one of {', '.join(ORACLES)}")
+        if self.verdicts not in VERDICT_PROTOCOLS:
+            raise ConfigError(f"verdicts = {self.verdicts!r}; expected one of {', '.join(VERDICT_PROTOCOLS)}")
 
     @classmethod
     def for_ablation(
@@ -261,6 +268,8 @@ class ScarsAgent:
         self._failure_events: dict[str, Event] = {}  # failure id -> its failure_observed event (the verdict)
         self.accommodations = {"verdict": 0, "punishment": 0, "label": 0}
         self.labelled_failures = 0  # --verdicts state: labelled, unexecuted unsafe actions taken as failures
+        self.labels_refused = 0  # labels that arrived under the executed protocol: refused as evidence
+        self.punishments_rejected = 0  # punishments the TrustGate's norm check refused (z_R never saw them)
 
     # ---------------------------------------------------------------------------------- the Agent protocol
     def begin_episode(self, decision: Decision) -> None:
@@ -309,8 +318,12 @@ class ScarsAgent:
         record = None
         if action.is_control:
             self.evidence.record(d.context, action, feedback.violated)
-        if feedback.unsafe is not None:
-            self.evidence.record_state(d.context, d.actions, feedback.unsafe)
+        unsafe = feedback.unsafe
+        if unsafe is not None and self.config.verdicts != "state":
+            self.labels_refused += len(unsafe)  # no verifier labels unexecuted actions under this protocol
+            unsafe = None
+        if unsafe is not None:
+            self.evidence.record_state(d.context, d.actions, unsafe)
         if feedback.chosen >= 0:
             record = RecordedStep(
                 d.context, d.actions, feedback.logits, feedback.chosen, feedback.violated, d.episode, d.step
@@ -357,9 +370,11 @@ class ScarsAgent:
                     ),
                 )
             )
+        if reading.trust is not None:
+            self.punishments_rejected += len(reading.trust.rejected_by_norm)
         if reading.crossed and reading.trust is not None and reading.trust.counted_drop > 0:
             self._accommodate_punishment(feedback, reading)
-        if feedback.unsafe and feedback.chosen >= 0 and self.config.oracle == "none":
+        if unsafe and feedback.chosen >= 0 and self.config.oracle == "none":
             self._accommodate_labels(feedback, reading)
         self._poll()
         return reading
@@ -791,6 +806,8 @@ class ScarsAgent:
             "accommodations_by_punishment": self.accommodations["punishment"],
             "accommodations_by_label": self.accommodations["label"],
             "labelled_failures": self.labelled_failures,
+            "labels_refused": self.labels_refused,
+            "punishments_rejected": self.punishments_rejected,
             "synthesis_median_seconds": float(np.median(seconds)) if seconds else None,
             "synthesis_median_nodes": float(np.median(nodes)) if nodes else None,
             "merge_median_seconds": float(np.median([m["seconds"] for m in self.merge_log]))
@@ -870,6 +887,7 @@ def make_scars(spec: MethodSpec) -> ScarsAgent:
         executor=s.get("executor", "inprocess"),
         workers=s.get("workers", 2),
         oracle=s.get("oracle", "none"),
+        verdicts=s.get("verdicts", "executed"),
         search_iterations=s.get("search_iterations", 400),
         trust=s.get("trust") or TrustGateConfig(),
         punishment_attribution=s.get("punishment_attribution", "verifier"),

@@ -76,6 +76,7 @@ COMMAND_MODULES: tuple[tuple[str, str], ...] = (
     ("sweep", "sweep"),
     ("sensitivity", "sensitivity"),
     ("report", "report"),
+    ("poisoning", "poisoning"),
     ("paper", "paper"),
     ("train", "train"),
     ("train", "train_curves"),

@@ -35,6 +35,7 @@ import pandas as pd
 import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
 from scars.agents.api import Agent
 from scars.agents.memory.base import MemoryMechanism
+from scars.agents.memory.poisoning import ConsensusGuard
 from scars.agents.policies import CommandWriter
 from scars.agents.policies.embedded import SimulatedLMConfig
 from scars.agents.registry import BACKENDS, METHODS, MethodSpec
@@ -64,6 +65,7 @@ from scars.experiments.config import Tier2Config
 from scars.experiments.enforcement import EnforcementCheck, enforcement_check
 from scars.experiments.guarantees import GuaranteeMonitor
 from scars.experiments.loop import Step, decide, learn
+from scars.experiments.poisoning import AttackOutcomes, AttackView, make_attack
 from scars.experiments.report import write_json
 from scars.synthesis.errors import ConfigError
 
@@ -221,6 +223,9 @@ class Tier2Run:
         self.admitted: dict[str, list] = {}
         self.rows: list[dict[str, Any]] = []
         self.records: list[EpisodeRecord] = []
+        # the attack (docs/poisoning.md) acts on every learning seat's channel; the outcomes are the experiment's
+        self.attack = make_attack(cfg.attack, cfg.poison_rate, cfg.seed, "tier2")
+        self.outcomes = AttackOutcomes(self.attack)
 
     def make_learner(
         self, seat: str, seat_dir: Path, agent_seed, policy_seed, state: SeatState | None
@@ -241,6 +246,10 @@ class Tier2Run:
             self.settings | {"agent_id": seat},
         )
         agent = METHODS.get(cfg.method)(spec)
+        if cfg.memory_guard == "consensus":
+            if not isinstance(agent, MemoryMechanism):
+                raise ConfigError(f"memory_guard 'consensus' needs a text memory; {cfg.method!r} is none")
+            agent = ConsensusGuard(agent)
         if state is not None and isinstance(agent, MemoryMechanism):
             agent.load_memory_state(state.memory)
         schema = agent.self_schema()
@@ -385,39 +394,77 @@ class Tier2Run:
         decision = choice.decision
         verdicts = learner.world.verdicts(info)
         punishments = learner.world.punishments(info)
+        flagged = [[v.rule_id for v in learner.adapter.check(decision.context, a)] for a in decision.actions]
         unsafe = None
         if self.cfg.verdicts == "state":  # the complete unsafe set of the decision (the experiment asks)
-            unsafe = tuple(
-                a for a in decision.actions if a.is_control and learner.adapter.check(decision.context, a)
-            )
+            unsafe = tuple(a for a, f in zip(decision.actions, flagged, strict=True) if a.is_control and f)
+        view = self.attack_view(learner, decision, flagged)
+        verdicts_true, punishments_true = verdicts, punishments  # the world's, for the tables
+        verdicts, unsafe, punishments = self.attack.feedback(
+            view,
+            choice.action,
+            verdicts,
+            unsafe,
+            punishments,
+            decision.t,
+            self.outcomes.told_rules,
+            learner.adapter.card.verifier_id,
+        )
         signal = learn(
             learner.agent,
             choice,
-            str(info.get("mayor_report", "")),
+            self.attack.observation(view, str(info.get("mayor_report", "")), decision.t),
             reward,
             verdicts,
             punishments,
             False,
             unsafe,
         )
+        self.attack.after_step(view, learner.agent, decision.t)
+        self.outcomes.step(
+            (run, int(decision.context["month"])),
+            decision.t,
+            view,
+            choice.action,
+            [v.rule_id for v in verdicts_true],
+            choice.governed,
+            verdicts,
+            flagged,
+        )
         row = _pending_row(self.cfg, run, learner, choice)
         row.update(choice.generation_columns())
         row["memory_tokens"] = choice.memory_tokens
-        row["verdicts"] = ",".join(v.rule_id for v in verdicts)
-        row["punished_by"] = ",".join(p.punisher for p in punishments)
+        row["verdicts"] = ",".join(v.rule_id for v in verdicts_true)
+        row["punished_by"] = ",".join(p.punisher for p in punishments_true)
         row["justified_received"] = sum(
-            learner.adapter.norms.judge(p.punished_action, p.context) for p in punishments
+            learner.adapter.norms.judge(p.punished_action, p.context) for p in punishments_true
         )
         row["reward"] = reward
         row["utterance"] = choice.utterance
         row.update(signal)
         self.rows.append(row)
         if learner.monitor is not None:
-            flagged = [
-                [v.rule_id for v in learner.adapter.check(decision.context, a)] for a in decision.actions
-            ]
             learner.monitor.after_step(decision.t, decision, choice.proposal, choice.governed, flagged)
         learner.t += 1
+
+    def detection_stats(self) -> dict[str, Any]:
+        """The seats' own flags of the attack, summed over the learning seats."""
+        return _summed(self.agent_stats, self.attack.detection_stats)
+
+    def attack_view(self, learner: _Learner, decision, flagged: list[list[str]]) -> AttackView:
+        """What the attacker knows at a learning seat's decision (the sustainability norm is public): the
+        harvests the norm flags, and the positive harvests within the sustainable share (needed and safe)."""
+        actions = decision.actions
+        unsafe = sorted(
+            (a for a, f in zip(actions, flagged, strict=True) if a.is_control and f),
+            key=lambda a: -float(a.arg("amount", 0) or 0),
+        )
+        needed = tuple(
+            a
+            for a, f in zip(actions, flagged, strict=True)
+            if a.name == "harvest" and not f and float(a.arg("amount", 0) or 0) > 0
+        )
+        return AttackView(decision, tuple(unsafe), needed, needed, learner.seat)
 
     def result(self, wall: float) -> Tier2Result:
         """The tables, the summary and each learning seat's carried state (also written as the run's manifest)."""
@@ -434,12 +481,23 @@ class Tier2Run:
         summary = summarise(
             cfg, records, steps, runs, self.incarnations, self.agent_stats, self.kinds, self.admitted, rvr
         )
+        summary.update(self.outcomes.summary(self.detection_stats(), cfg.seed))
         summary["wall_seconds"] = wall
         summary["months_per_second"] = float(sum(len(r.months) for r in records) / wall) if wall > 0 else None
         write_json(
             self.out / STATE_FILE, {"config": cfg.to_dict(), "seats": [seat.to_json() for seat in seats]}
         )
         return Tier2Result(summary, steps, months, runs, seats)
+
+
+def _summed(stats: Mapping[str, Mapping[str, Any]], keys: tuple[str, ...]) -> dict[str, Any]:
+    """The learning seats' counts of ``keys`` summed (a key no seat reports is left out)."""
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = [s[key] for s in stats.values() if s.get(key) is not None]
+        if values:
+            out[key] = sum(int(v) for v in values)
+    return out
 
 
 def _carried_state(

@@ -49,6 +49,9 @@ SETUPS: tuple[str, ...] = ("homogeneous", "focal")
 """Tier 2's two standard set-ups: all five seats one method (as GovSim evaluates one LLM), or one learner among a
 scripted population (as in the anti-collusion test)."""
 PUNISHMENT_ATTRIBUTIONS: tuple[str, ...] = ("verifier", "context")
+MEMORY_GUARDS: tuple[str, ...] = ("none", "consensus")
+"""The text baselines' memory defence (docs/poisoning.md): none, or A-MemGuard-style consensus over retrieved
+memories (``agents.memory.poisoning.ConsensusGuard``)."""
 SEATS = 5
 """GovSim's group size: tier 2 always has five seats."""
 NO_MEMORY = "no_memory"
@@ -94,6 +97,15 @@ TRAIN_RULES: tuple[str, ...] = ("library", "none")
 """The household's rules while training: every rule of the library, always active, or none."""
 
 
+def _attacks(tier: str | None = None) -> Callable[[], tuple[str, ...]]:
+    def names() -> tuple[str, ...]:
+        from scars.experiments.poisoning import attack_names
+
+        return attack_names(tier)
+
+    return names
+
+
 def _commons(table: str) -> Callable[[], tuple[str, ...]]:
     def names() -> tuple[str, ...]:
         from scars.envs.commons import dynamics, habits, scenarios
@@ -134,6 +146,8 @@ _CHOICES: Mapping[str, Callable[[], tuple[str, ...]]] = {
     "world": lambda: TRAIN_WORLDS,
     "rules": lambda: TRAIN_RULES,
     "task_type": lambda: ("any", *_task_types()),
+    "attack": _attacks(),
+    "memory_guard": lambda: MEMORY_GUARDS,
 }
 
 
@@ -246,6 +260,14 @@ class RunConfig(ConfigFields):
     """Log to Weights & Biases (offline unless WANDB_MODE says otherwise)."""
     wandb_project: str = "scars-testbed"
     """W&B project name."""
+    attack: str = "none"
+    """Memory poisoning (docs/poisoning.md): graft, minja, forged_verdict, forged_label, counter_evidence, tamper
+    (tier 1), graft, forged_verdict, sybil (tier 2); none: no attack."""
+    poison_rate: float = 0.0
+    """The attack's rate in [0, 1]: the probability that the attacker acts at each opportunity it has (tamper: the
+    share of the learned records it tampers with)."""
+    memory_guard: str = "none"
+    """The text baselines' memory defence: consensus (A-MemGuard-style consensus over retrieved memories) or none."""
 
     def __post_init__(self) -> None:
         self.check()
@@ -279,6 +301,15 @@ class RunConfig(ConfigFields):
             raise ConfigError(
                 f"tau = {self.tau!r} is outside [0.5, 0.731): the paper's d_t = sigmoid(wᵀz) with Σw = 1 never "
                 "leaves that range (SPEC §3)"
+            )
+        if not 0.0 <= self.poison_rate <= 1.0:
+            raise ConfigError(f"poison_rate = {self.poison_rate!r} must be in [0, 1]")
+        if self.poison_rate > 0 and self.attack == "none":
+            raise ConfigError(f"poison_rate = {self.poison_rate!r} needs an attack (attack is 'none')")
+        if self.memory_guard != "none" and self.method == "scars":
+            raise ConfigError(
+                f"memory_guard {self.memory_guard!r} guards a text baseline's retrieved memories; scars reads none "
+                "(its defences are its gates: oracle, gates, verdicts)"
             )
         if self.ablation != "none" and self.method != "scars":
             raise ConfigError(
@@ -360,6 +391,10 @@ class Tier1Config(RunConfig):
     executed and a flagged one is refused and redrawn. The same option for every method (a baseline's use of the
     oracle; scars uses it for its what-ifs, and may be shielded too)."""
 
+    @classmethod
+    def allowed(cls, name: str) -> tuple[str, ...] | None:
+        return _attacks("tier1")() if name == "attack" else allowed_values(name)
+
     def check(self) -> None:
         super().check()
         if self.seed < 0:
@@ -395,6 +430,8 @@ class Tier1Config(RunConfig):
         suffix += "" if self.verdicts == "executed" else f"-verdicts_{self.verdicts}"
         suffix += "" if self.oracle == "none" else f"-oracle_{self.oracle}"
         suffix += "-shield" if self.shield else ""
+        suffix += "" if self.attack == "none" else f"-{self.attack}{self.poison_rate:g}"
+        suffix += "" if self.memory_guard == "none" else f"-guard_{self.memory_guard}"
         return f"tier1-{self.schedule_name}-{self.method}{suffix}-s{self.seed}"
 
     @property
@@ -488,6 +525,10 @@ class Tier2Config(RunConfig):
     workers: int = 1
     """MCTS trees (Ray workers) per synthesis."""
 
+    @classmethod
+    def allowed(cls, name: str) -> tuple[str, ...] | None:
+        return _attacks("tier2")() if name == "attack" else allowed_values(name)
+
     def check(self) -> None:
         from scars.envs.commons.populations import parse_population
 
@@ -525,7 +566,9 @@ class Tier2Config(RunConfig):
         transfer = "-transfer" if self.transfer_from else ""
         outsider = f"-outsider{self.outsider_month}" if self.outsider_month else ""
         label = self.method_label.replace(":", "-")
-        return f"tier2-{self.arena}-{self.setup}-{label}{gates}{transfer}{outsider}-s{self.seed}"
+        attack = "" if self.attack == "none" else f"-{self.attack}{self.poison_rate:g}"
+        attack += "" if self.memory_guard == "none" else f"-guard_{self.memory_guard}"
+        return f"tier2-{self.arena}-{self.setup}-{label}{gates}{transfer}{outsider}{attack}-s{self.seed}"
 
 
 @dataclass(frozen=True)
@@ -567,6 +610,8 @@ class Tier3Config(RunConfig):
 
     @classmethod
     def allowed(cls, name: str) -> tuple[str, ...] | None:
+        if name == "attack":  # tier 3 runs no attack (docs/poisoning.md: tiers 1 and 2)
+            return ("none",)
         values = allowed_values(name)
         return (*values, NO_MEMORY) if name == "method" and values is not None else values
 

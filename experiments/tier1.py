@@ -13,6 +13,7 @@ A world-version change is a ``reset(options={"world_version": v})`` of the envir
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -25,9 +26,12 @@ import pandas as pd
 
 import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
 from scars.agents.api import Agent
+from scars.agents.memory.base import MemoryMechanism
+from scars.agents.memory.poisoning import ConsensusGuard
 from scars.agents.policies import CommandWriter, Policy
 from scars.agents.registry import BACKENDS, METHODS, MethodSpec
 from scars.agents.runtime.control import TEMP_PREFIX, Governed
+from scars.agents.runtime.errors import SchemaIntegrityError
 from scars.agents.runtime.ledger import ledger_files
 from scars.envs.api import Decision, ProtocolWorld, method_turn
 from scars.envs.household.adapter import HouseholdAdapter
@@ -39,6 +43,7 @@ from scars.experiments.enforcement import enforcement_check
 from scars.experiments.guarantees import GuaranteeMonitor
 from scars.experiments.loop import Step, decide, learn
 from scars.experiments.model_plan import ModelPlan
+from scars.experiments.poisoning import AttackOutcomes, AttackView, make_attack
 from scars.experiments.schedules import episode_games, resolve_schedule
 from scars.experiments.tier1_summary import episode_columns, episode_intervals, summarise
 from scars.synthesis.errors import ConfigError
@@ -89,6 +94,8 @@ def method_label(cfg: Tier1Config) -> str:
         label += "+oracle"
     if cfg.shield:
         label += "+shield"
+    if cfg.memory_guard != "none":
+        label += f"+{cfg.memory_guard}"
     return label
 
 
@@ -140,6 +147,7 @@ def run_tier1(
     episodes = episode_columns(steps, pd.DataFrame(run.episode_rows), run.schedule.equivalence)
     summary = summarise(cfg, steps, episodes, run.schedule.equivalence, run.schedule.heldout, agent_stats)
     summary.update(episode_intervals(episodes, cfg.seed))
+    summary.update(run.outcomes.summary(agent_stats, cfg.seed))
     if cfg.game_files:  # which of ALFWorld's games the result is about
         distinct = list({id(g): g for g in run.games}.values())
         summary["game_files_played"] = len(distinct)
@@ -186,9 +194,29 @@ class Tier1Run:
         self.state_labels = (
             0  # `--verdicts state`: admissible control actions labelled safe/unsafe in feedback
         )
-        spec = MethodSpec(self.method_world, policy, out, int(agent_rng.integers(2**31 - 1)), settings)
-        self.agent = METHODS.get(cfg.method)(spec)
-        schema = self.agent.self_schema()
+        self.out = out
+        self.spec = MethodSpec(self.method_world, policy, out, int(agent_rng.integers(2**31 - 1)), settings)
+        # the attack (docs/poisoning.md) acts on its channel only; the outcomes are the experiment's ground truth
+        self.attack = make_attack(cfg.attack, cfg.poison_rate, cfg.seed, "tier1")
+        self.outcomes = AttackOutcomes(self.attack)
+        self.tamper_detected = 0
+        self.restarted_at: int | None = None
+        self.agent = self.make_agent()
+        self.label = method_label(cfg)
+        self.rows: list[dict[str, Any]] = []
+        self.episode_rows: list[dict[str, Any]] = []
+        self.t = 0
+
+    def make_agent(self) -> Agent:
+        """The method's agent (behind the memory guard when one is set) and the independent checks on it."""
+        agent = METHODS.get(self.cfg.method)(self.spec)
+        if self.cfg.memory_guard == "consensus":
+            if not isinstance(agent, MemoryMechanism):
+                raise ConfigError(
+                    f"memory_guard 'consensus' needs a text memory; {self.cfg.method!r} is none"
+                )
+            agent = ConsensusGuard(agent)
+        schema = agent.self_schema()
         self.guarantees = (
             GuaranteeMonitor(schema, self.world.card.classes, dict(self.schedule.equivalence))
             if schema is not None
@@ -196,15 +224,42 @@ class Tier1Run:
         )
         # the enforcement invariant, independent of the controller: the ledger's rows folded and evaluated apart
         self.enforcement = enforcement_check(
-            self.agent, self.world.card.core, self.world.card.classes, cfg.ablation
+            agent, self.world.card.core, self.world.card.classes, self.cfg.ablation
         )
-        self.label = method_label(cfg)
-        self.rows: list[dict[str, Any]] = []
-        self.episode_rows: list[dict[str, Any]] = []
-        self.t = 0
+        return agent
+
+    def restart(self) -> None:
+        """A persistent agent's restart between runs (the ``tamper`` attack's window): the agent is closed, its files
+        are left to the attacker, and a new agent starts from them — the scars agent from its ledger (refused when it
+        does not verify: the run then goes on from an empty ledger, counted in ``tamper_detected``), a baseline from
+        its memory file. The independent checks restart with it."""
+        agent, attack = self.agent, self.attack
+        memory_file = self.out / "memory.json"
+        if isinstance(agent, MemoryMechanism):
+            memory_file.write_text(
+                json.dumps(agent.memory_state(), indent=1, sort_keys=True), encoding="utf-8"
+            )
+        agent.close()
+        if agent.self_schema() is not None:
+            attack.tamper_ledger(self.out / "ledger.sqlite", self.t)  # type: ignore[attr-defined]
+        else:
+            scratch = METHODS.get(self.cfg.method)(self.spec)
+            if isinstance(scratch, MemoryMechanism):
+                attack.tamper_memory(memory_file, scratch, self.t)  # type: ignore[attr-defined]
+        try:
+            self.agent = self.make_agent()
+        except SchemaIntegrityError:
+            self.tamper_detected += 1
+            _set_aside_old_ledger(self.out)
+            self.agent = self.make_agent()
+        if isinstance(self.agent, MemoryMechanism) and memory_file.exists():
+            self.agent.load_memory_state(json.loads(memory_file.read_text(encoding="utf-8")))
+        self.restarted_at = self.t
 
     def play_episode(self, episode: int, game: GameSpec) -> None:
         """Reset the world (a world-version change is a reset option), play up to ``max_steps`` decisions."""
+        if self.attack.tampers and episode == self.cfg.episodes // 2 and episode > 0:
+            self.restart()
         cfg, env, world, agent = self.cfg, self.env, self.world, self.agent
         version = self.schedule.world_version(episode, cfg.episodes)
         options: dict[str, Any] = {"game": game}
@@ -251,11 +306,13 @@ class Tier1Run:
         cfg, world, agent = self.cfg, self.world, self.agent
         q, actions = decision.context, decision.actions
         flagged = [[v.rule_id for v in world.check(q, a)] for a in actions]
+        prior = plan.prior(actions)
+        view = self.attack_view(decision, flagged, prior)
         choice = decide(
             self.policy,
             agent,
             decision,
-            plan.prior(actions),
+            prior,
             world.card.salient_keys,
             self.policy_rng,
             generate=self.generate,
@@ -274,7 +331,30 @@ class Tier1Run:
         if cfg.verdicts == "state":  # the complete unsafe set of the state the agent was in (Cor. 1)
             unsafe = tuple(a for a, f in zip(actions, flagged, strict=True) if f and a.is_control)
             self.state_labels += sum(a.is_control for a in actions)
-        signal = learn(agent, choice, obs, reward, verdicts, world.punishments(info), won, unsafe)
+        # the attacker's channels: what the agent is told (verdicts, labels, punishments) and shown (the observation)
+        delivered, unsafe, punishments = self.attack.feedback(
+            view,
+            choice.action,
+            verdicts,
+            unsafe,
+            world.punishments(info),
+            self.t,
+            self.outcomes.told_rules,
+            world.card.verifier_id,
+        )
+        obs = self.attack.observation(view, obs, self.t)
+        signal = learn(agent, choice, obs, reward, delivered, punishments, won, unsafe)
+        self.attack.after_step(view, agent, self.t)
+        self.outcomes.step(
+            episode,
+            self.t,
+            view,
+            choice.action,
+            [v.rule_id for v in verdicts],
+            choice.governed,
+            delivered,
+            flagged,
+        )
         governed = choice.governed
         row = {
             "method": self.label,
@@ -308,6 +388,22 @@ class Tier1Run:
             self.on_step(agent, row)
         self.t += 1
         return row, len(verdicts), obs, info, bool(terminated or truncated)
+
+    def attack_view(self, decision: Decision, flagged: list[list[str]], prior: np.ndarray) -> AttackView:
+        """What the attacker knows here (the world's rules, the task's route), from the experiment's own checks:
+        the flagged control actions, the needed step (the safe control actions of highest task prior) and the safe
+        alternatives (every safe control action on a route, prior > 0)."""
+        passive = set(self.world.card.passive_actions)
+        control = [
+            (a, f, float(p))
+            for a, f, p in zip(decision.actions, flagged, prior, strict=True)
+            if a.is_control and a.name not in passive
+        ]
+        unsafe = tuple(a for a, f, _ in sorted(control, key=lambda x: -x[2]) if f)
+        safe = [(a, p) for a, f, p in control if not f and p > 0]
+        top = max((p for _, p in safe), default=0.0)
+        needed = tuple(a for a, p in safe if p == top)
+        return AttackView(decision, unsafe, needed, tuple(a for a, _ in safe))
 
     def exposure(self, choice: Step, flagged: list[list[str]]) -> dict[str, Any]:
         """What the experiment measures at a decision (the method never sees it): the rules some admissible
@@ -346,6 +442,8 @@ class Tier1Run:
         stats["state_labels_received"] = self.state_labels
         stats["shield_refusals"] = self.shielded
         stats["replan_decisions"] = self.replans
+        stats["tamper_detected"] = self.tamper_detected
+        stats["restarted_at_t"] = self.restarted_at
         stats.update(self.enforcement.summary())
         if self.guarantees is not None:
             stats.update(self.guarantees.summary())

@@ -145,8 +145,12 @@ def _tier1_protocol(scale: str) -> tuple[dict[str, tuple], dict[str, Any]]:
 
 
 def ablation_on_a_baseline(fields: Mapping[str, Any]) -> bool:
-    """Ablations apply to scars only: a baseline crossed with an ablation is not run (it runs with 'none')."""
-    return fields.get("method", "scars") != "scars" and fields.get("ablation", "none") != "none"
+    """Ablations apply to scars only: a baseline crossed with an ablation is not run (it runs with 'none'); a memory
+    guard guards a text baseline's memory only: scars crossed with one is not run either (docs/poisoning.md)."""
+    scars = fields.get("method", "scars") == "scars"
+    return (not scars and fields.get("ablation", "none") != "none") or (
+        scars and fields.get("memory_guard", "none") != "none"
+    )
 
 
 def _register_tier1() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from scars.agents.memory.base import MemoryMechanism, context_query, describe_failure
+from scars.agents.memory.poisoning import FabricatedExperience, command_of
 from scars.agents.policies.base import ContextItem
 from scars.agents.text import HashingEmbedder
 from scars.envs.api import WorldCard
@@ -52,6 +53,16 @@ class RAGMemory(MemoryMechanism):
             what = feedback.action.text or feedback.action.name
             self._store(f"I did '{what}' at {where}: {feedback.observation[:80]}", 0)
             self._episode_rows.append(len(self.texts) - 1)
+
+    def graft(self, experience: FabricatedExperience) -> int:
+        """``PoisonableMemory``: a fabricated successful step, stored as a step of a won episode is ("I did '<cmd>'
+        at <where>: <claim>", polarity +1). A RAG row names one action, so only ``promote`` is written."""
+        if experience.promote is None:
+            return 0
+        q = experience.context
+        where = " ".join(str(q[k]) for k in self.card.salient_keys[:1] if k in q)
+        self._store(f"I did '{command_of(experience.promote)}' at {where}: {experience.claim}", 1)
+        return 1
 
     def end_episode(self, won):
         if won:

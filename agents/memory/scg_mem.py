@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scars.agents.memory.base import MemoryMechanism
+from scars.agents.memory.poisoning import FabricatedExperience, command_of
 from scars.agents.policies.base import ContextItem
 from scars.envs.api import WorldCard
 from scars.synthesis.dsl import Action
@@ -55,6 +56,17 @@ class SCGMemory(MemoryMechanism):
                 self.records[(key, v.rule_id)] = SchemaMemory(
                     situation, key, "violation", v.rule_id, v.message
                 )
+
+    def graft(self, experience: FabricatedExperience) -> int:
+        """``PoisonableMemory``: the schema holds violations only, so each ``demote``d action becomes one schema
+        record (its situation from the experience's context, outcome "violation", a reported rule) — the same
+        fields, deduplication and retrieval as the agent's own records."""
+        situation = self._situation(experience.context)
+        for action in experience.demote:
+            key = self.schema_key(action)
+            text = f"'{command_of(action)}' is not allowed here"
+            self.records[(key, "reported")] = SchemaMemory(situation, key, "violation", "reported", text)
+        return len(experience.demote)
 
     def _action_match(self, key: tuple[str, ...], candidate: tuple[str, ...]) -> bool:
         return key[0] == candidate[0] and any(

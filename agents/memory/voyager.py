@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from scars.agents.memory.base import MemoryMechanism
+from scars.agents.memory.poisoning import FabricatedExperience, command_of
 from scars.agents.policies.base import ContextItem
 from scars.agents.text import HashingEmbedder
 from scars.envs.api import WorldCard
@@ -55,6 +56,16 @@ class SkillLibrary(MemoryMechanism):
             body = "; ".join(self._trace[: self.max_steps_per_skill])
             self.skills.append((self.task, body))
             self._vectors.append(self.embedder.embed(self.task))
+
+    def graft(self, experience: FabricatedExperience) -> int:
+        """``PoisonableMemory``: a fabricated verified skill — the experience's task as its description and the
+        promoted command as its body, the form of a won, violation-free trace (MemoryGraft's "successful
+        experience")."""
+        if experience.promote is None:
+            return 0
+        self.skills.append((experience.task, command_of(experience.promote)))
+        self._vectors.append(self.embedder.embed(experience.task))
+        return 1
 
     def memory_state(self):
         return {"skills": [list(s) for s in self.skills]}

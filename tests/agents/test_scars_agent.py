@@ -235,7 +235,7 @@ def test_a_labelled_but_unexecuted_unsafe_action_leads_to_a_scar(tmp_path):
     though the agent never executed it; accommodation starts from it and a scar masks it. Without the label the
     same steps teach nothing (the check can fail)."""
     for labelled in (True, False):
-        agent = _agent(tmp_path / str(labelled), search_iterations=60)
+        agent = _agent(tmp_path / str(labelled), search_iterations=60, verdicts="state")
         for t in range(6):
             q = {"location": "kitchen", "step": t}
             actions = (HEAT_1, HEAT_2, LOOK)
@@ -288,3 +288,39 @@ def test_a_scar_the_verdict_ties_to_a_world_version_retires_at_the_change(tmp_pa
     assert any("version" in retired.get(sid, "") for sid in appliance)
     assert not any('"desklamp 1"' in r or '"microwave 1"' in r for r in result.summary["active_rules"])
     store.close()
+
+
+def test_a_forged_label_without_an_executed_action_is_refused_under_the_executed_protocol(tmp_path):
+    """Issue 31 (forged evidence): the same labelled steps that teach under ``--verdicts state`` teach nothing under
+    the default protocol, where no verifier labels unexecuted actions — the label is refused, counted, and neither a
+    failure nor a mask nor a scar follows."""
+    agent = _agent(tmp_path, search_iterations=60)  # verdicts="executed", the default
+    for t in range(6):
+        q = {"location": "kitchen", "step": t}
+        d = Decision("You are in the kitchen.", "heat an apple", "heat", q, (HEAT_1, HEAT_2, LOOK), t, 0, t)
+        agent.govern(d, np.zeros(3))
+        agent.observe(
+            Feedback(d, HEAT_2, 1, (1.0,) * 3, "ok", 0.0, (), (), False, "I heat.", unsafe=(HEAT_1,))
+        )
+    assert agent.labels_refused == 6 and agent.stats()["labels_refused"] == 6
+    assert agent.labelled_failures == 0 and not agent.failures and not agent.store.scars
+    assert agent.store.plane.masked({"location": "kitchen", "step": 9}, (HEAT_1, HEAT_2), 9) == [False, False]
+    agent.close()
+
+
+def test_a_forged_verdict_is_not_learned_when_extraction_is_verifier_backed(tmp_path):
+    """Issue 31: a forged verdict on a needed safe action (heat with microwave 2, which the world's verifier passes)
+    becomes a failure and a mask from the verdicts received alone; with the what-if oracle the extraction re-asks
+    the world, finds nothing wrong and no accommodation starts (the ``+oracle`` defence row)."""
+    forged = (
+        Verdict("forged_rule", "'heat apple 1 with microwave 2' is not allowed here", "kitchen.verifier"),
+    )
+    masked = {}
+    for oracle in ("none", "counterfactual"):
+        agent = _agent(tmp_path / oracle, search_iterations=60, oracle=oracle)
+        for t in range(6):
+            _step(agent, t, chosen=1, verdicts=forged if t == 0 else ())
+        masked[oracle] = agent.store.plane.masked({"location": "kitchen", "step": 1}, (HEAT_2,), 1)[0]
+        assert agent.accommodations["verdict"] == (1 if oracle == "none" else 0)
+        agent.close()
+    assert masked == {"none": True, "counterfactual": False}
