@@ -31,11 +31,12 @@ import numpy as np
 from scars.envs.commons import commons_v0  # noqa: E402
 from scars.envs.commons.dynamics import DynamicsConfig, harvest_month, sustainable_share  # noqa: E402
 from scars.envs.commons.rollout import run_episode  # noqa: E402
+from scars.experiments.config import METHODS  # noqa: E402
 
 POPULATION = "coop:3,noisy:1,retaliator:1"  # survives the 12 months and exercises discussion and punishment
 LEARNER_SEEDS = 7
 HABITS = "sustainable"  # seats that keep the pool alive, so a run lasts the 12 months the goal is about
-LEARNERS = ("scars", "static_persona", "rag", "reflexion", "scg_mem", "voyager")
+LEARNERS = METHODS
 BUDGET_S = 2.0
 GOVSIM = DynamicsConfig()
 

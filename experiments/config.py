@@ -21,14 +21,16 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+from scars.agents.builtin import COMPARISON
 from scars.agents.policies.base import POLICY_MODES
 from scars.agents.policies.hf import DEVICES, DTYPES
 from scars.agents.policies.openai_server import CHOICE_PARAMS
 from scars.envs.api import ORACLES, VERDICT_PROTOCOLS
 from scars.synthesis.errors import ConfigError
 
-METHODS: tuple[str, ...] = ("scars", "static_persona", "rag", "reflexion", "scg_mem", "voyager")
-"""The six methods of the paper's comparison (``scars demo``); any name in ``agents.registry.METHODS`` can run."""
+METHODS: tuple[str, ...] = COMPARISON
+"""The methods of the paper's comparison (``scars demo``, the sweeps, the paper protocol): scars and every built-in
+text baseline, from the registry (``agents.builtin.COMPARISON``); any name in ``agents.registry.METHODS`` can run."""
 ABLATIONS: tuple[str, ...] = (
     "none",
     "no_mdl",  # drop the description-length term C from the objective

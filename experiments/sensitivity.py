@@ -17,21 +17,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scars.experiments.config import Tier1Config
+from scars.experiments.config import METHODS, Tier1Config
 from scars.experiments.report import save_figure
 from scars.experiments.stats import pooled_ratio
 from scars.experiments.tier1 import method_label, run_tier1
 
-DEFAULT_METHODS = (
-    "scars",
-    "scars:hard_blocklist",
-    "scars:storm_only",
-    "static_persona",
-    "rag",
-    "reflexion",
-    "scg_mem",
-    "voyager",
-)
+DEFAULT_METHODS = (METHODS[0], "scars:hard_blocklist", "scars:storm_only", *METHODS[1:])
 """Every method of the tier-1 table and the two controls (``method`` or ``scars:<ablation>``)."""
 
 
