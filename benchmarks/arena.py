@@ -10,7 +10,7 @@ Three measurements in one run, so the cost of each layer shows:
    figure reported as ``months_per_s``;
 4. ``learners``: the tier-2 loop (``experiments.commons_run.run_tier2``) with five learning seats of one method on the
    embedded policy with the ``sustainable`` habits (so a run lasts its 12 months; the calibrated ``govsim`` seats
-   collapse the pool in ~2.4) — scars and each of the five baselines — one fresh run per seed; the median seconds
+   collapse the pool in ~2.4) — scars and each text baseline — one fresh run per seed; the median seconds
    per run and months/s. Scars is measured twice, its ledgers on the run folder's disk and on tmpfs (``/dev/shm``):
    every ledger event is fsynced (the ledger's crash safety), which is most of its cost on a slow disk. Goal (issue
    14): a 12-month run with five scars agents ≤ 1 s median on two cores.

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from scars.experiments.cli import main
-from scars.experiments.config import Tier1Config
+from scars.experiments.config import METHODS, Tier1Config
 from scars.experiments.runner import run_tier1_folder
 from scars.experiments.tracking import TrackingSettings
 
@@ -40,10 +40,9 @@ def test_demo_with_wandb_exits_0_with_one_live_run_per_method(tmp_path):
     assert result.exit_code == 0, result.output
     assert (out / "summary.json").is_file()
     runs = _offline_runs(out)
-    assert len(runs) == 10  # the six methods, the two controls and the two information-protocol rows
-    assert (
-        result.output.count("wandb sync ") == 13
-    )  # and the demo's tier-3 section's three runs (in demo/tier3/)
+    # every method of the comparison, the two controls and the two information-protocol rows
+    assert len(runs) == len(METHODS) + 4
+    assert result.output.count("wandb sync ") == len(METHODS) + 7  # and the demo's tier-3 section's three runs
     for run in runs:
         records = _records(run, b"plots/comparison_rvr_success")
         assert b"episode/won" in records and b"plots/comparison_rvr_success" in records
