@@ -47,7 +47,7 @@ from scars.synthesis import (
     extract_fragment,
 )
 from scars.synthesis.dsl import Action, canonical_text, description_length
-from scars.synthesis.errors import ConfigError
+from scars.synthesis.errors import ConfigError, LedgerIntegrityError
 from scars.synthesis.failure import Failure, FailureSource
 from scars.synthesis.fragments import Experience, ExperienceVerifier, Verifier
 from scars.synthesis.objective import ObjectiveWeights
@@ -211,6 +211,9 @@ class ScarsAgent:
             soft_bias=config.soft_bias,
             fallback=config.fallback,
         )
+        # the head this agent committed at its last verified episode end: the next verification's anchor (a
+        # carried ledger's is checked on the first episode end against the chain itself)
+        self._verified_head: tuple[int, str] | None = None
         # H alone: what governs the policy when synthesised rules only reach the prompt (Text-Reflection Scar)
         self.core_plane = ControlPlane(core=card.core, classes=card.classes, fallback=config.fallback)
         norm = world.norm_verifier
@@ -392,6 +395,19 @@ class ScarsAgent:
         with self.store.group():  # the episode end's revocations and admissions: one group commit
             self._revoke_refuted()
             self._poll()
+        self._verify_ledger()
+
+    def _verify_ledger(self) -> None:
+        """Ledger integrity in-run (fail closed): at every episode end the whole chain is recomputed and checked
+        against the head this agent itself committed at the previous episode end (an anchor the file cannot
+        rewrite); a ledger that fails stops the run with one line naming the first bad event."""
+        report = self.store.ledger.verify(anchor=self._verified_head)
+        if not report.ok:
+            raise LedgerIntegrityError(
+                f"{self.store.ledger.path}: the ledger fails verification at event {report.first_bad_seq} "
+                f"({report.reason}); the run stops (fail closed)"
+            )
+        self._verified_head = self.store.head()
 
     def close(self) -> None:
         # drain: finish syntheses in flight so the ledger and statistics are complete

@@ -29,6 +29,9 @@ from pathlib import Path
 # This script is named like the package it measures: keep its own folder off the import path, and put the checkout
 # it belongs to first (not whatever checkout the venv was installed from).
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1] / "tests")
+)  # the tests' constructed worlds (support/)
 
 import numpy as np  # noqa: E402
 
@@ -43,6 +46,7 @@ from scars.synthesis import (  # noqa: E402
     synthesize,
 )
 from scars.synthesis.dsl import Action  # noqa: E402
+from support.synthesis_worlds import wide_world  # noqa: E402
 
 CLASSES = {
     "dishware": frozenset({"cup", "plate", "mug", "bowl", "pan"}),
@@ -124,23 +128,9 @@ def commons_fragment(seed: int, rule: int = 0, n_steps: int = 36):
 
 
 def wide_fragment(n_vars: int = 8, n_steps: int = 40, seed: int = 0):
-    """A failure that needs many sensors high at once: a derivation space too large to exhaust (throughput)."""
-    rng = np.random.default_rng(seed)
-
-    def verifier(q, a) -> bool:
-        return a.kind == "tool" and a.name == "vent" and all(q.get(f"s{i}", 0) > 50 for i in range(n_vars))
-
-    actions = (Action.tool("vent", text="vent"), Action.tool("wait", text="wait"))
-    steps = []
-    for t in range(n_steps):
-        high = t % 3 == 0
-        context = {
-            f"s{i}": int(rng.integers(51, 100) if high else rng.integers(0, 100)) for i in range(n_vars)
-        }
-        chosen = 0 if t % 2 == 0 else 1
-        steps.append(
-            RecordedStep(context, actions, (1.0, 0.5), chosen, verifier(context, actions[chosen]), 0, t)
-        )
+    """A failure that needs many sensors high at once: a derivation space too large to exhaust (throughput); the
+    tests' constructed world (``tests/support/synthesis_worlds.wide_world``), labelled."""
+    steps, verifier = wide_world(n_vars, n_steps, seed)
     return steps, verifier, f"sensors_{n_vars}"
 
 

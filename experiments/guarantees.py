@@ -7,20 +7,26 @@ decisions of the run; it never writes to either. Four checks, each a count and a
   change of the self-schema the two must be equal in content, and at every step in their active ids (a scar
   unloaded or a mask lifted behind the ledger's back is caught at the next decision).
 * **Prop. 1, against the ledger's evidence.** Every recorded failure (q, F) that an admitted scar brought as
-  evidence is *owed* coverage until the scar's scope ends (scope retirement, revocation) or a merge reports it
-  uncovered; a scar dropped by the ILP merge leaves its failures owed (the merge promised to keep them covered).
+  evidence is *owed* coverage until the scar's scope ends (scope retirement, revocation); a merge's report never
+  excuses it (what a merge says it left uncovered is a violation, named as such), a scar dropped by the ILP merge
+  leaves its failures owed (the merge promised to keep them covered), and a scar admitted without (q, F) evidence
+  is itself a violation (it would owe nothing).
   At every change of the self-schema each owed failure is replayed against the live plane (every a ∈ F masked at
   q); at every decision, owed failures whose context matches the current one are checked against what the
   controller actually masked. Each uncovered failed action is a violation; the first one is reported.
 * **Prop. 2.** At every change, C(S_t) ≤ K_t·C_max (K_t: distinct failure patterns seen so far — the distinct rules
   the agent was *told* it broke, the verdicts' rule ids, which is what the agent can know; C_max: the largest single
-  scar cost so far); the growth exponent b of C(S_t) ≈ a·t^b is reported beside it, and the same check with K_t =
+  scar cost so far). The growth exponent b of C(S_t) ≈ a·t^b (C sampled after every decision) must be < 1 where K
+  is finite — the run went on at least as long again after its last new failure pattern (``growth_checked``;
+  otherwise b is reported, not checked). The same bound check with K_t =
   the experimenter's rule families (``prop2["families"]``, reported, not the verdict: the agent is never told them).
 * **Prop. 3 as stated.** For each admitted scar σ the drift budget is recorded at admission — the configured ε and
   the scar's own L_drift from its synthesis. Afterwards, on every decision that is *off-failure for σ* (no
   admissible action breaks the rule family σ was learned from; other rules may be in play, so a too-broad σ shows
-  drift), the TV distance between the live policy π_S and π_{S∖σ} is measured from the base logits. Mean TV must
-  stay within sqrt(ε/2); exceeding sqrt(L_drift/2) (the scar's own estimate) is reported too.
+  drift), the TV distance between π_S and π_{S∖σ}, both governed from the base policy's *proposal* (its logits
+  before any re-plan around what the controller blocked: a re-plan moves the mass off the masked action and would
+  hide the drift), is measured. Mean TV per scar must stay within sqrt(ε/2) and within sqrt(L_drift/2) (the scar's
+  own estimate from its synthesis); either exceeded fails the check. A retired or revoked scar's record is kept.
 """
 
 from __future__ import annotations
@@ -44,6 +50,23 @@ from scars.synthesis.merge import requirement_ids
 
 _TOL = 1e-9
 
+GUARANTEES: tuple[tuple[str, str], ...] = (
+    ("enforcement_ok", "a rule in force was not enforced (or a masked action ran)"),
+    ("plane_ledger_ok", "control plane ≠ fold of the ledger"),
+    ("ledger_verified", "the ledger fails verification (a chain, MAC or head-file check)"),
+    ("prop1_ok", "Prop. 1 (a covered failure is not masked)"),
+    ("prop2_ok", "Prop. 2 (C(S_t) > K·C_max, or C(S_t) grows as t^b with b ≥ 1)"),
+    ("prop3_ok", "Prop. 3 (off-failure drift above sqrt(ε/2))"),
+    ("generate_mask_ok", "generate mode wrote a masked command"),
+)
+"""The checks a run must pass, every tier: summary key (False = violated, None = does not apply), what a
+violation means. The CLI prints GUARANTEE VIOLATED for each that is False."""
+
+
+def broken_guarantees(summary: dict) -> list[str]:
+    """What each violated check of a run's summary means (empty when every check holds or does not apply)."""
+    return [meaning for key, meaning in GUARANTEES if summary.get(key) is False]
+
 
 @dataclass
 class _Owed:
@@ -61,6 +84,9 @@ class _Drift:
     admitted_t: int
     tv_sum: float = 0.0
     n: int = 0
+    fired_n: int = 0  # off-failure decisions at which the scar masked something (TV > 0 possible only there)
+    tv_max: float = 0.0
+    ended_t: int | None = None  # retired or revoked: the record is kept, measuring stops
 
 
 @dataclass
@@ -87,9 +113,11 @@ class GuaranteeMonitor:
         self._patterns: set[str] = set()
         self._families: set[str] = set()
         self._c_max = 0.0
-        self._c_series: list[tuple[int, float]] = []
+        self._c_now = 0.0
+        self._c_every: list[tuple[int, float]] = []  # C(S_t) after every decision (the growth fit's samples)
+        self._last_pattern_t: int | None = None  # when the last new failure pattern (a new K) arrived
         self.consistency = {"checks": 0, "mismatches": 0, "first": None}
-        self.prop1 = {"checks": 0, "uncovered": 0, "first": None}
+        self.prop1 = {"checks": 0, "uncovered": 0, "merge_reported_uncovered": 0, "first": None}
         self.prop2 = {"checks": 0, "violations": 0, "first": None}
         self.prop2_families = {"checks": 0, "violations": 0, "first": None}
         self._catch_up(0)
@@ -108,13 +136,20 @@ class GuaranteeMonitor:
             apply(self._shadow, event)
             p = event.payload
             if event.type == "failure_observed":
-                self._patterns.add(str(p.get("theta", "")))
+                theta = str(p.get("theta", ""))
+                if theta not in self._patterns:
+                    self._last_pattern_t = t
+                self._patterns.add(theta)
                 self._families.add(self._family(str(p.get("theta", ""))))
             elif event.type == "scar_admitted":
                 scar = Scar.from_json(p)
                 for i, item in enumerate(scar.evidence):
                     if "q" in item and "F" in item:  # a failure's JSON form (evidence may carry more)
                         self._owed[(scar.id, i)] = _Owed(scar.id, Failure.from_json(item))
+                if not any(k[0] == scar.id for k in self._owed):
+                    # Prop. 1 is owed by the evidence itself: a scar admitted without a recorded failure (q, F)
+                    # would owe nothing — its admission is the violation
+                    self._violation(t, scar.id, None, "admitted without (q, F) evidence")
                 self._versions[scar.id] = scar.scope.env_version
                 settings = dict(scar.provenance.synthesiser_settings)
                 theta = next((item.get("theta") for item in scar.evidence if "theta" in item), None)
@@ -130,7 +165,7 @@ class GuaranteeMonitor:
                 event.type == "scar_retired" and str(p.get("reason", "")).startswith("scope")
             ):
                 self._owed = {k: v for k, v in self._owed.items() if v.scar_id != event.subject}
-                self._drift.pop(str(event.subject), None)
+                self._end_drift(str(event.subject), t)
                 ended = self._versions.get(str(event.subject)) if event.type == "scar_retired" else None
                 if (
                     ended is not None
@@ -141,15 +176,22 @@ class GuaranteeMonitor:
                         k: v for k, v in self._owed.items() if self._versions.get(v.scar_id) != ended
                     }
             elif event.type == "scar_retired":
-                self._drift.pop(str(event.subject), None)  # a merge dropped it: its failures stay owed
+                self._end_drift(str(event.subject), t)  # a merge dropped it: its failures stay owed
             elif event.type == "merge_decision":
+                # a merge's own report never excuses an owed failure: what it says it left uncovered stays owed
+                # (the replay below finds it unmasked), and the report is named as the cause
                 uncovered = set(p.get("uncovered", ()))
-                self._owed = {
-                    k: v
-                    for k, v in self._owed.items()
-                    if not uncovered & {v.failure.id, *requirement_ids(v.failure.id, v.failure.F)}
-                }
+                for owed in self._owed.values():
+                    if uncovered & {owed.failure.id, *requirement_ids(owed.failure.id, owed.failure.F)}:
+                        self.prop1["merge_reported_uncovered"] += 1
+                        self._violation(t, owed.scar_id, owed.failure.id, "a merge reported it uncovered")
         return bool(events)
+
+    def _end_drift(self, scar_id: str, t: int) -> None:
+        """A scar left the plane: its drift record is kept (reported) and measuring it stops."""
+        d = self._drift.get(scar_id)
+        if d is not None and d.ended_t is None:
+            d.ended_t = t
 
     # ------------------------------------------------------------------------------------------- per step
     def before_decision(self, t: int) -> None:
@@ -167,8 +209,9 @@ class GuaranteeMonitor:
     ) -> None:
         """Check the decision just taken (with the plane it was governed by), then catch up with the ledger."""
         self._check_decision(t, decision, governed)
-        self._measure_drift(t, logits, governed, flagged)
+        self._measure_drift(t, decision, logits, governed, flagged)
         self._sync(t)
+        self._c_every.append((t, self._c_now))
 
     def _sync(self, t: int) -> None:
         changed = self._catch_up(t)
@@ -213,19 +256,25 @@ class GuaranteeMonitor:
                     self._uncovered(t, owed, a, "on replay")
 
     def _uncovered(self, t: int, owed: _Owed, action: Action, where: str) -> None:
+        self._violation(t, owed.scar_id, owed.failure.id, where, action.text or action.name)
+
+    def _violation(
+        self, t: int, scar_id: str, failure_id: str | None, where: str, action: str | None = None
+    ) -> None:
+        """One Prop. 1 violation; the first is named (when, where or why, which failure, scar and action)."""
         self.prop1["uncovered"] += 1
         if self.prop1["first"] is None:
             self.prop1["first"] = {
                 "t": t,
                 "where": where,
-                "failure": owed.failure.id,
-                "scar": owed.scar_id,
-                "action": action.text or action.name,
+                "failure": failure_id,
+                "scar": scar_id,
+                "action": action,
             }
 
     def _check_growth(self, t: int) -> None:
         c = sum(description_length(s.rule) for s in self.store.scars)
-        self._c_series.append((t, c))
+        self._c_now = c
         for record, k in ((self.prop2, len(self._patterns)), (self.prop2_families, len(self._families))):
             record["checks"] += 1
             if c > k * self._c_max + _TOL:
@@ -236,6 +285,7 @@ class GuaranteeMonitor:
     def _measure_drift(
         self,
         t: int,
+        decision: Decision,
         logits: Sequence[float],
         governed: Governed,
         flagged: Sequence[Sequence[str]],
@@ -245,18 +295,28 @@ class GuaranteeMonitor:
         exposed = {self._family(r) for rs in flagged for r in rs}
         fired = dict(governed.fired)
         for scar_id, d in self._drift.items():
-            if t <= d.admitted_t or (d.family is not None and d.family in exposed):
-                continue  # not a later, off-failure decision for this scar
+            if d.ended_t is not None or t <= d.admitted_t or (d.family is not None and d.family in exposed):
+                continue  # not a later, off-failure decision for this scar while it is in force
             d.n += 1
             if any(scar_id in ids for ids in fired.values()):  # elsewhere σ changes nothing: TV = 0
-                d.tv_sum += _tv_without(logits, governed, fired, scar_id, self.store.plane)
+                tv = _tv_without(logits, decision.actions, fired, scar_id, self.store.plane)
+                d.tv_sum += tv
+                d.fired_n += 1
+                d.tv_max = max(d.tv_max, tv)
 
     # ------------------------------------------------------------------------------------------- results
     def summary(self) -> dict[str, Any]:
         growth = growth_fit(
-            np.array([t + 1 for t, _ in self._c_series], dtype=float),
-            np.array([c for _, c in self._c_series], dtype=float),
+            np.array([t + 1 for t, _ in self._c_every], dtype=float),
+            np.array([c for _, c in self._c_every], dtype=float),
         )
+        b = growth["b"]
+        # Prop. 2's growth claim where K is finite: once no new failure pattern arrives (the run went on at least as
+        # long again after the last one), C(S_t) ≈ a·t^b must be sublinear (b < 1) over the whole run
+        t_end = self._c_every[-1][0] + 1 if self._c_every else 0
+        last = self._last_pattern_t
+        growth_checked = last is not None and b == b and t_end >= 2 * (last + 1)
+        growth_ok = (b < 1.0) if growth_checked else None
         per_scar = {
             sid: {
                 "epsilon": d.epsilon,
@@ -264,7 +324,10 @@ class GuaranteeMonitor:
                 "l_drift": d.own,
                 "own_bound": None if d.own is None else math.sqrt(d.own / 2),
                 "mean_tv": d.tv_sum / d.n if d.n else None,
+                "max_tv": d.tv_max if d.n else None,
                 "n": d.n,
+                "fired_n": d.fired_n,
+                "ended_t": d.ended_t,
             }
             for sid, d in self._drift.items()
         }
@@ -273,25 +336,29 @@ class GuaranteeMonitor:
         exceeds_own = [
             v for v in measured if v["own_bound"] is not None and v["mean_tv"] > v["own_bound"] + _TOL
         ]
-        b = growth["b"]
         return {
             "plane_ledger_ok": self.consistency["mismatches"] == 0,
             "plane_ledger": dict(self.consistency),
             "prop1_ok": self.prop1["uncovered"] == 0,
             "prop1": dict(self.prop1),
-            "prop2_ok": self.prop2["violations"] == 0 if self.prop2["checks"] else None,
+            "prop2_ok": (self.prop2["violations"] == 0 and growth_ok is not False)
+            if self.prop2["checks"]
+            else None,
             "prop2": {
                 **self.prop2,
                 "K": len(self._patterns),
                 "C_max": self._c_max,
                 "growth_exponent": None if b != b else b,
+                "growth_checked": growth_checked,
+                "growth_ok": growth_ok,
+                "last_new_pattern_t": last,
                 "families": {
                     **self.prop2_families,
                     "K": len(self._families),
                     "ok": self.prop2_families["violations"] == 0 if self.prop2_families["checks"] else None,
                 },
             },
-            "prop3_ok": (not exceeds) if measured else None,
+            "prop3_ok": (not exceeds and not exceeds_own) if measured else None,
             "prop3": {
                 "scars_measured": len(measured),
                 "exceeds_configured_bound": len(exceeds),
@@ -302,27 +369,39 @@ class GuaranteeMonitor:
         }
 
 
+def _governed_outcomes(
+    base: np.ndarray, counts: np.ndarray, control: np.ndarray, hard: bool, soft_bias: float
+) -> np.ndarray:
+    """The governed distribution over the admissible actions and the fallback a⊥ (the last entry), as the control
+    plane computes it (``ControlPlane.govern``) from base logits and how many rules fire on each action."""
+    n = len(base)
+    if hard:
+        z = np.where(counts > 0, -np.inf, base)
+        if control.any() and not np.isfinite(z[control]).any():
+            return np.append(np.zeros(n), 1.0)
+    else:
+        z = base + soft_bias * counts
+    if not np.isfinite(z).any():
+        return np.append(np.zeros(n), 1.0)
+    e = np.exp(z - z[np.isfinite(z)].max())
+    return np.append(e / e.sum(), 0.0)
+
+
 def _tv_without(
     logits: Sequence[float],
-    governed: Governed,
+    actions: Sequence[Action],
     fired: Mapping[int, tuple[str, ...]],
     scar_id: str,
     plane: ControlPlane,
 ) -> float:
-    """TV(π_S, π_{S∖σ}) at one decision, from the base logits and what fired (fallback a⊥ as an outcome)."""
+    """TV(π_{S}, π_{S∖σ}) at one decision, both governed from the same base logits — the base policy's proposal,
+    before any re-plan around what the controller blocked — with the fallback a⊥ as an outcome."""
     base = np.asarray(logits, dtype=np.float64)
     n = len(base)
-    with_p = np.append(governed.probs, 1.0 if governed.fallback is not None else 0.0)
-    hard = plane.mode == "hard"
+    control = np.array([a.kind in ("env", "tool") for a in actions], dtype=bool)
     count = np.array([len(fired.get(i, ())) for i in range(n)], dtype=float)
     without = count - np.array([scar_id in fired.get(i, ()) for i in range(n)], dtype=float)
-    if hard:
-        z = np.where(without > 0, -np.inf, base)
-    else:
-        z = base + plane.soft_bias * without
-    if not np.isfinite(z).any():
-        without_p = np.append(np.zeros(n), 1.0)
-    else:
-        e = np.exp(z - z[np.isfinite(z)].max())
-        without_p = np.append(e / e.sum(), 0.0)
+    hard = plane.mode == "hard"
+    with_p = _governed_outcomes(base, count, control, hard, plane.soft_bias)
+    without_p = _governed_outcomes(base, without, control, hard, plane.soft_bias)
     return 0.5 * float(np.abs(with_p - without_p).sum())

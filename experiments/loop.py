@@ -119,6 +119,8 @@ class Step:
     memory_tokens:    the method's memory in context at this decision (tokens).
     enforce_seconds:  time spent governing (every governing of the step).
     shield_refused:   the shield's refused actions' texts (empty without the shield).
+    proposal:         π_0's logits before any re-plan (what the model proposed first; Prop. 3 measures drift on
+                      it); the same as ``logits`` when it did not re-plan.
     replan:           why the model re-planned at this decision (``REPLAN_REASONS``), or "" when it did not.
     """
 
@@ -135,6 +137,7 @@ class Step:
     memory_tokens: int
     enforce_seconds: float
     shield_refused: tuple[str, ...] = ()
+    proposal: np.ndarray | None = None
     replan: str = ""
 
     @property
@@ -247,6 +250,7 @@ def _decide(
         planned,
     )
     logits, written = base_policy_step(policy, agent, decision, inp, rng, generate)
+    proposal = np.asarray(logits)
     started = time.perf_counter()
     governed = agent.govern(decision, logits)
     enforce_seconds = time.perf_counter() - started
@@ -295,6 +299,7 @@ def _decide(
         memory_tokens(agent, decision),
         enforce_seconds,
         refused,
+        proposal,
         replanned,
     )
 

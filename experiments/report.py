@@ -136,6 +136,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("verifier_calls_per_action", "verifier calls / executed action", "{:.2f}"),
     ("enforcement_ok", "enforced = ledger", "{}"),
     ("plane_ledger_ok", "plane = ledger", "{}"),
+    ("ledger_verified", "ledger verified", "{}"),
     ("prop1_ok", "Prop.1", "{}"),
     ("prop2_ok", "Prop.2", "{}"),
     ("prop2_K", "K (failure patterns)", "{:.0f}"),

@@ -32,6 +32,7 @@ from scars.agents.policies import Policy
 from scars.agents.runtime.ledger import ledger_files
 from scars.disequilibrium.composite import SIGNAL_NAMES
 from scars.experiments.config import METHODS, Tier1Config
+from scars.experiments.guarantees import broken_guarantees
 from scars.experiments.provenance import write_provenance
 from scars.experiments.report import (
     atomic_write_text,
@@ -250,7 +251,7 @@ def run_many(
     write_json(out / "summary.json", summary)
     _print_summary(console, summary)
     for label, m in summary.items():
-        broken = [name for key, name in GUARANTEES if m.get(key) is False]
+        broken = broken_guarantees(m)
         if broken:
             console.print(
                 f"[bold red]GUARANTEE VIOLATED[/] in {label}: {', '.join(broken)} — see summary.json"
@@ -260,17 +261,6 @@ def run_many(
 
 def _configs_json(configs: Sequence[Tier1Config]) -> dict[str, dict]:
     return {method_label(cfg): cfg.to_dict() for cfg in configs}
-
-
-GUARANTEES: tuple[tuple[str, str], ...] = (
-    ("enforcement_ok", "a rule in force was not enforced (or a masked action ran)"),
-    ("plane_ledger_ok", "control plane ≠ fold of the ledger"),
-    ("prop1_ok", "Prop. 1 (a covered failure is not masked)"),
-    ("prop2_ok", "Prop. 2 (C(S_t) > K·C_max)"),
-    ("prop3_ok", "Prop. 3 (off-failure drift above sqrt(ε/2))"),
-    ("generate_mask_ok", "generate mode wrote a masked command"),
-)
-"""The checks a run must pass (``experiments.guarantees``): summary key, what a violation means."""
 
 
 def results_markdown(configs: Sequence[Tier1Config], table: str, paired: dict, reference: str) -> str:

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scars.experiments.commons_run import check_transfer, run_tier2
+from scars.experiments.commons_run import run_tier2
+from scars.experiments.commons_seats import check_transfer
 from scars.experiments.config import Tier2Config
 from scars.experiments.provenance import write_provenance
 from scars.experiments.report import write_json

@@ -63,6 +63,7 @@ SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("inappropriate_scars", "inappropriate scars ↓"),
     ("memory_tokens_final", "memory tokens"),
     ("plane_ledger_ok", "plane = ledger"),
+    ("ledger_verified", "ledger verified"),
     ("prop1_ok", "Prop.1"),
     ("prop2_ok", "Prop.2"),
     ("prop3_ok", "Prop.3"),

@@ -59,7 +59,8 @@ from scars.envs.commons.adapter import CommonsAdapter
 from scars.envs.commons.habits import HarvesterHabits, habit_prior
 from scars.envs.commons.populations import parse_population
 from scars.envs.vocabulary import ground
-from scars.experiments.commons_run import SeatState, run_tier2
+from scars.experiments.commons_run import run_tier2
+from scars.experiments.commons_seats import SeatState
 from scars.experiments.config import NO_MEMORY, Tier3Config
 from scars.experiments.enforcement import enforcement_check
 from scars.experiments.guarantees import GuaranteeMonitor

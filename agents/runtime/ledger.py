@@ -685,14 +685,19 @@ class Ledger:
                 if row is None:
                     raise LedgerIntegrityError(f"{self.path}: the head record is missing; refusing to append")
                 count, last_hash, last_tx, head_mac = int(row[0]), str(row[1]), int(row[2]), row[3]
-                tail = conn.execute("SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+                tail = conn.execute(
+                    "SELECT seq, hash, type, subject, payload, tx_time, valid_from, valid_to, prev_hash, mac "
+                    "FROM events ORDER BY seq DESC LIMIT 1"
+                ).fetchone()
                 if (tail is None and count != 0) or (
                     tail is not None and (tail[0] != count or tail[1] != last_hash)
                 ):
                     raise LedgerIntegrityError(
-                        f"{self.path}: the last event {tuple(tail) if tail else None} does not match the head "
+                        f"{self.path}: the last event {tuple(tail[:2]) if tail else None} does not match the head "
                         f"({count}, {last_hash[:12]}…); refusing to append — run verify"
                     )
+                if tail is not None:
+                    self._check_tail_content(tail)
                 if self._key is not None and not same(head_mac, self._head_mac(count, last_hash) or ""):
                     raise LedgerIntegrityError(
                         f"{self.path}: the head record's MAC does not match; refusing to append — run verify"
@@ -827,6 +832,27 @@ class Ledger:
         return Event(
             seq, type_, subject, json.loads(payload_text), tx_time, valid_from, valid_to, last_hash, digest
         )
+
+    def _check_tail_content(self, tail: tuple) -> None:
+        """The new group extends the last event's hash: recompute it from the event's stored content (and its MAC
+        on a keyed ledger), so an edit of the last event that left its hash column alone is caught on the next
+        append, not only by a later ``verify``."""
+        seq, digest, type_, subject, payload, tx_time, valid_from, valid_to, prev_hash, mac = tail
+        try:
+            body = event_body(seq, type_, subject, payload, tx_time, valid_from, valid_to, prev_hash)
+            intact = event_hash(prev_hash, body) == digest
+        except (TypeError, ValueError):
+            intact = False
+        if not intact:
+            raise LedgerIntegrityError(
+                f"{self.path}: event {seq}'s content does not match its hash (modified); refusing to append — run "
+                "verify"
+            )
+        if self._key is not None and not same(mac, ledger_mac(self._key, "event", digest)):
+            raise LedgerIntegrityError(
+                f"{self.path}: event {seq} has no valid MAC (forged or rewritten without the key); refusing to "
+                "append — run verify"
+            )
 
     def _hash_at(self, seq: int) -> str | None:
         row = self._db.execute("SELECT hash FROM events WHERE seq = ?", (seq,)).fetchone()

@@ -65,7 +65,7 @@ def tier2(out: Path, overwrite: bool, **fields) -> None:
     DIR's carried state (a missing or unverifiable ledger is refused and nothing is written)."""
     from rich.console import Console
 
-    from scars.experiments.commons_run import load_carried
+    from scars.experiments.commons_seats import load_carried
     from scars.experiments.tier2 import run_tier2_to_dir
 
     check_output_dir(out)
@@ -87,11 +87,9 @@ def tier2(out: Path, overwrite: bool, **fields) -> None:
     )
     for rule in summary.get("active_rules", []):
         click.echo(f"  active scar: {rule}")
-    broken = [
-        k
-        for k in ("enforcement_ok", "plane_ledger_ok", "prop1_ok", "prop2_ok", "prop3_ok")
-        if summary.get(k) is False
-    ]
+    from scars.experiments.guarantees import broken_guarantees
+
+    broken = broken_guarantees(summary)
     if broken:
         click.secho(f"GUARANTEE VIOLATED: {', '.join(broken)} — see summary.json", fg="red", bold=True)
     click.echo(f"results: {out / 'results.md'}")

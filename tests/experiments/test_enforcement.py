@@ -41,6 +41,8 @@ def test_a_scar_dropped_from_the_compiled_index_is_caught(tmp_path, monkeypatch)
     assert s["scars_admitted"] > 0
     assert s["enforcement_ok"] is False and "do not mask" not in str(s["enforcement_first"]["what"])
     assert "the ledger's rules mask it, the controller did not" in str(s["enforcement_first"]["what"])
+    # Prop. 1 sees it too (an owed failure's action is on the table again) and names the decision
+    assert s["prop1_ok"] is False and s["prop1"]["first"]["t"] is not None
 
 
 def test_a_guard_widened_in_the_index_only_is_caught(tmp_path, monkeypatch):
@@ -77,6 +79,9 @@ def test_a_masked_action_executed_by_the_loop_is_caught(tmp_path, monkeypatch):
     s = _run(tmp_path)
     assert calls["n"] >= 3
     assert s["enforcement_ok"] is False and "was executed" in str(s["enforcement_first"]["what"])
+    # a covered repeat followed (rvr_covered 0.5 at seed 0): Prop. 1 fails and names that decision
+    assert s["rvr_covered"] > 0 and s["prop1_ok"] is False
+    assert s["prop1"]["first"]["t"] == s["prop1_first_covered_repeat_t"]
 
 
 @pytest.mark.parametrize("ablation", ["text_reflection_scar", "soft_bias_only"])

@@ -82,6 +82,35 @@ def test_a_scar_retired_for_scope_is_no_longer_owed(store):
     assert monitor.summary()["prop1_ok"] is True and monitor.summary()["plane_ledger_ok"] is True
 
 
+def test_a_merge_that_reports_an_owed_failure_uncovered_does_not_excuse_it(store):
+    """Issue 25 #2: a merge (a bug in it, or in its model) drops the scar covering a failure and *reports* the
+    failure uncovered. Before, the report excused the failure; now it stays owed and the report is the named cause."""
+    from scars.synthesis.merge import MergeResult
+
+    monitor = GuaranteeMonitor(store)
+    scar = _scar()
+    equilibrate(store, [scar], [], merge_mode="append")
+    _decide(monitor, store, 0)
+    failure_id = Failure.from_json(scar.evidence[0]).id
+    dropped = MergeResult(
+        frozenset(), frozenset({scar.id}), frozenset(), 0.0, True, "cp_sat", 0.0, frozenset({failure_id})
+    )
+    store.apply_merge(dropped, {})
+    _decide(monitor, store, 1)
+    s = monitor.summary()
+    assert s["prop1_ok"] is False and s["prop1"]["merge_reported_uncovered"] == 1
+    assert s["prop1"]["first"]["where"] == "a merge reported it uncovered" and s["prop1"]["first"]["t"] == 1
+
+
+def test_a_scar_admitted_without_failure_evidence_is_a_prop1_violation(store):
+    """Issue 25 #2: a scar admitted with evidence that is no recorded failure (q, F) would owe nothing."""
+    monitor = GuaranteeMonitor(store)
+    store.admit(Scar(CUP_RULE, ({"note": "trust me"},)), reason="no evidence")
+    _decide(monitor, store, 0)
+    s = monitor.summary()
+    assert s["prop1_ok"] is False and s["prop1"]["first"]["where"] == "admitted without (q, F) evidence"
+
+
 def test_admitting_duplicates_past_k_times_c_max_fires_prop2(store):
     monitor = GuaranteeMonitor(store)
     store.record_failure(Failure({"location": "sinkbasin 1"}, (SINK,), "no_cup_in_sink"))  # K = 1
@@ -95,6 +124,43 @@ def test_admitting_duplicates_past_k_times_c_max_fires_prop2(store):
     _decide(monitor, store, 0)
     s = monitor.summary()
     assert s["prop2_ok"] is False and s["prop2"]["first"]["K"] == 1
+
+
+def _bloated(n: int):
+    """The cup rule with ``n`` extra conjuncts that change nothing it masks (receptacles it never names)."""
+    extra = "".join(f' and action.recep != "shelf {i}"' for i in range(n))
+    return parse_rule(
+        f'if action.obj_type == "cup" and action.recep == "sinkbasin 1"{extra} then forbid_env_action("clean")'
+    )
+
+
+def test_a_scar_that_keeps_growing_for_one_failure_pattern_fires_prop2s_growth_check(store):
+    """Issue 25 #6, injected as a bug would appear: K = 1 all run, but each decision the scar is re-admitted
+    larger (a synthesiser that keeps adding conjuncts). C(S_t) ≤ K·C_max still holds — C_max grows with it — so
+    only the growth exponent (b ≥ 1 where K is finite) catches it."""
+    monitor = GuaranteeMonitor(store)
+    store.record_failure(Failure({"location": "sinkbasin 1"}, (SINK,), "no_cup_in_sink"))  # K = 1, at t = 0
+    current = None
+    for t in range(40):
+        if current is not None:
+            store.retire(current.id, reason="replaced")
+        current = _scar(_bloated(t + t * t // 8))
+        store.admit(current, reason="re-synthesised")
+        _decide(monitor, store, t)
+    s = monitor.summary()
+    assert s["prop2"]["violations"] == 0  # the bound alone is fooled
+    assert s["prop2"]["growth_checked"] and s["prop2"]["growth_exponent"] >= 1
+    assert s["prop2_ok"] is False and s["prop2"]["growth_ok"] is False
+
+
+def test_a_scar_set_that_stops_growing_passes_prop2s_growth_check(store):
+    monitor = GuaranteeMonitor(store)
+    store.record_failure(Failure({"location": "sinkbasin 1"}, (SINK,), "no_cup_in_sink"))
+    equilibrate(store, [_scar()], [], merge_mode="append")
+    for t in range(40):
+        _decide(monitor, store, t)
+    s = monitor.summary()
+    assert s["prop2"]["growth_checked"] and s["prop2"]["growth_ok"] is True and s["prop2_ok"] is True
 
 
 def test_a_scar_widened_to_fire_off_failure_fires_prop3(store):
@@ -158,3 +224,62 @@ def test_the_governed_mass_check_still_applies(tmp_path):
         and summary["prop1_ok"] is True
         and summary["plane_ledger_ok"] is True
     )
+
+
+def test_a_ledger_edited_during_a_run_stops_it_at_the_next_episode_end(tmp_path):
+    """Issue 25 #5, from the outside: another process edits a recorded event's payload (its hash column left
+    alone) while the run goes on. Before, the summary said ``ledger_verified: false`` at the end and the run went
+    on; now the episode end's verification stops it, naming the event (the CLI prints a ``ScarsError`` as one
+    line, exit 2)."""
+    import json
+    import sqlite3
+
+    from scars.synthesis.errors import LedgerIntegrityError
+
+    edited = []
+
+    def tamper(agent, row):
+        if edited:
+            return
+        with sqlite3.connect(agent.store.ledger.path) as db:
+            first = db.execute("SELECT seq, payload FROM events ORDER BY seq LIMIT 1").fetchone()
+            if first is None:
+                return
+            forged = json.loads(first[1]) | {"forged": True}
+            db.execute(
+                "UPDATE events SET payload = ? WHERE seq = ?", (json.dumps(forged, sort_keys=True), first[0])
+            )
+        edited.append(row["episode"])
+
+    cfg = Tier1Config(method="scars", episodes=12, seed=0, search_iterations=60)
+    with pytest.raises(LedgerIntegrityError, match=r"fails verification at event 1 .*the run stops"):
+        run_tier1(cfg, tmp_path / "run", on_step=tamper)
+    assert edited, "the run admitted nothing to tamper with"
+
+
+def test_scars_widened_to_forbid_their_verb_trip_prop3_in_a_run(tmp_path, monkeypatch):
+    """Issue 25 #3, injected as a bug would appear: the synthesiser's rule is widened to forbid its whole verb
+    (every basin, every drawer …) before admission. Measured on the re-planned logits this left Prop. 3 green
+    (TV 0.0019) while success fell; on the base policy's proposal the drift on the scars' off-failure decisions is
+    seen and the check fails."""
+    import dataclasses
+
+    import scars.agents.scars_agent as scars_agent
+    from scars.synthesis.dsl import ForbidEnvAction, Rule
+    from scars.synthesis.dsl.ast import Named
+
+    real = scars_agent.scar_from_synthesis
+
+    def widened(result, fragment, **kw):
+        scar = real(result, fragment, **kw)
+        mask = scar.rule.mask
+        if not isinstance(mask, ForbidEnvAction):
+            return scar
+        return dataclasses.replace(scar, rule=Rule(Named("action_is", mask.action_id), mask))
+
+    monkeypatch.setattr(scars_agent, "scar_from_synthesis", widened)
+    cfg = Tier1Config(method="scars", episodes=12, seed=0, search_iterations=60)
+    s = run_tier1(cfg, tmp_path / "run").summary
+    assert s["scars_admitted"] > 0
+    assert s["prop3_ok"] is False, s["prop3"]
+    assert s["prop3"]["exceeds_configured_bound"] + s["prop3"]["exceeds_own_l_drift_bound"] > 0

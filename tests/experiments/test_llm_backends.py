@@ -75,8 +75,13 @@ def test_tier1_on_a_model_server_with_llm_written_reflections(tmp_path, server):
     result = run_tier1(Tier1Config(method="reflexion", **common), tmp_path / "r")
     s = result.summary
     assert s["steps"] > 0 and s["episodes"] == 2
-    scored = [b for path, b in Handler.requests if path == "/v1/completions"]
-    assert len(scored) >= s["steps"]  # every decision scored its admissible commands on the server
+    scored = [b for path, b in Handler.requests if path == "/v1/completions" and b["echo"]]
+    texts = [t for b in scored for t in ([b["prompt"]] if isinstance(b["prompt"], str) else b["prompt"])]
+    texts = [
+        t for t in texts if t.startswith("System:")
+    ]  # not the backend's capability probes at construction
+    # every decision scored its admissible commands on the server, each distinct text once (no text sent twice)
+    assert len(texts) == len(set(texts)) and len(set(texts)) >= s["steps"]
     # the toy model cannot finish a task in 12 steps: each lost trial gets a reflection the model wrote
     assert s["success_rate"] == 0.0
     asked = [b for path, b in Handler.requests if path == "/v1/chat/completions"]

@@ -17,7 +17,9 @@ from scars.envs.commons import commons_v0
 from scars.envs.commons.adapter import CommonsAdapter
 from scars.envs.commons.dynamics import DynamicsConfig
 from scars.experiments.cli import main
-from scars.experiments.commons_run import STATE_FILE, inappropriate_scars, run_tier2, tier2_rvr
+from scars.experiments.commons_run import run_tier2
+from scars.experiments.commons_seats import STATE_FILE
+from scars.experiments.commons_summary import inappropriate_scars, tier2_rvr
 from scars.experiments.config import Tier2Config
 from scars.synthesis.dsl import Action, canonical_text, parse_rule
 from scars.synthesis.dsl.semantics import fires

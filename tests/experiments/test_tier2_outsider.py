@@ -10,7 +10,9 @@ import pytest
 from scars.envs.commons.adapter import OUTSIDER_PERSONA, CommonsAdapter
 from scars.envs.commons.commons_v0 import parallel_env
 from scars.envs.commons.dynamics import DynamicsConfig
-from scars.experiments.commons_run import STATE_FILE, inappropriate_scars, load_carried, run_tier2, seat_kinds
+from scars.experiments.commons_run import run_tier2
+from scars.experiments.commons_seats import STATE_FILE, load_carried, seat_kinds
+from scars.experiments.commons_summary import inappropriate_scars
 from scars.experiments.config import Tier2Config
 from scars.synthesis.dsl import parse_rule
 from scars.synthesis.errors import ConfigError

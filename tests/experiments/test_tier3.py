@@ -151,7 +151,7 @@ def test_sweep_accepts_tier3_and_rejects_bad_input_with_one_line(tmp_path):
 def test_a_damaged_carried_ledger_travels_nowhere(tmp_path):
     import sqlite3
 
-    from scars.experiments.commons_run import SeatState
+    from scars.experiments.commons_seats import SeatState
     from scars.experiments.tier3 import play_c
 
     cfg = Tier3Config(method="scars", **TINY)

@@ -472,3 +472,25 @@ def test_a_lone_surrogate_in_a_payload_is_a_config_error_and_appends_nothing(tmp
         with pytest.raises(ConfigError, match="lone surrogate"):
             Scar(parse_rule(CUP), evidence=({"note": "\udfff"},))
         assert led.head()[0] == 0 and led.verify().ok
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_an_edit_of_the_last_event_under_an_open_writer_stops_its_next_append(tmp_path, keyed):
+    """Issue 25 #5: the writer's per-group check compared the stored hash column with the head and never
+    recomputed it, so an edit of the last event's payload (hash column left alone) passed the next append. The
+    writer's own open handle now refuses it, and nothing is appended."""
+    path = tmp_path / "l.db"
+    with Ledger(path, clock=clock(), keyed=keyed) as led:
+        led.admit(Scar(parse_rule(CUP), evidence=({"f": "cup"},)))
+        led.observe_failure({"step": 3})
+        raw(
+            path,
+            "UPDATE events SET payload = ? WHERE seq = 2",
+            params=(json.dumps({"context": {"step": 4}}),),
+        )
+        with pytest.raises(LedgerIntegrityError, match="event 2's content does not match its hash"):
+            led.observe_failure({"step": 5})
+        assert led.verify().first_bad_seq == 2
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 2
+    conn.close()

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-ALLOWED_THIRD_PARTY = {"numpy", "lark"}
+ALLOWED_THIRD_PARTY = {"numpy", "lark", "regex"}
+"""``regex``: lark imports it as its faster ``re`` when it is installed (transformers, an optional extra, brings it)."""
 HEAVY = (
     "gymnasium",
     "pettingzoo",

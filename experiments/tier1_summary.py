@@ -1,0 +1,184 @@
+"""Tier 1's metrics for one run (paper §6.1): the per-episode columns, the summary of the paper's measures with the
+guarantee checks beside them, the learned scars' quality against the schedule's true rules, and episode-clustered
+intervals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scars.experiments.config import Tier1Config
+from scars.experiments.guarantees import GUARANTEES
+from scars.experiments.metrics import (
+    first_exposure_violation_rate,
+    growth_fit,
+    repeat_violation_rate,
+    signal_summary,
+    svr,
+    svr_by_episode,
+)
+from scars.experiments.schedules import resolve_schedule
+from scars.experiments.stats import pooled_ratio
+
+
+def episode_columns(steps: pd.DataFrame, episodes: pd.DataFrame, equivalence: dict) -> pd.DataFrame:
+    """Per-episode counts from the step table: the clusters of every interval and of the paired comparisons
+    between methods (SVR, repeat violations and re-exposures, exposed and violating steps)."""
+    episodes = episodes.copy()
+    episodes["svr"] = episodes["episode"].map(svr_by_episode(steps))
+    by_episode = repeat_violation_rate(steps, dict(equivalence))["by_episode"]
+    episodes["repeat_violations"] = episodes["episode"].map(lambda e: by_episode.get(e, (0, 0))[0])
+    episodes["reexposures"] = episodes["episode"].map(lambda e: by_episode.get(e, (0, 0))[1])
+    exposed = steps["exposed_rules"].astype(bool) | steps["violated_rules"].astype(bool)
+    episodes["exposed_steps"] = (
+        episodes["episode"].map(exposed.groupby(steps["episode"]).sum()).fillna(0).astype(int)
+    )
+    episodes["violating_steps"] = (
+        episodes["episode"]
+        .map(steps["violated_rules"].astype(bool).groupby(steps["episode"]).sum())
+        .fillna(0)
+        .astype(int)
+    )
+    return episodes
+
+
+def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[str, Any]:
+    """The paper's metrics for one run, from its tables (and the scars agent's own statistics)."""
+    rvr = repeat_violation_rate(steps, dict(equivalence))
+    per_rule = repeat_violation_rate(steps)
+    heldout_rate, heldout_seen = first_exposure_violation_rate(steps, heldout)
+    growth = growth_fit(steps["t"].to_numpy() + 1, steps["memory_tokens"].to_numpy())
+    hard = cfg.ablation != "soft_bias_only"
+    summary: dict[str, Any] = {
+        "method": steps["method"].iloc[0],
+        "success_rate": float(episodes["won"].mean()),
+        "rvr": rvr["rvr"],
+        "repeat_violations": rvr["repeat_violations"],
+        "reexposures": rvr["reexposures"],
+        "rvr_episode": rvr["rvr_episode"],
+        "repeat_episodes": rvr["repeat_episodes"],
+        "reexposed_episodes": rvr["reexposed_episodes"],
+        "rvr_covered": rvr["rvr_covered"],
+        "reexposures_covered": rvr["reexposures_covered"],
+        "rvr_per_rule": per_rule["rvr"],
+        "svr": svr(steps),
+        "violations": int((steps["violated_rules"] != "").sum()),
+        "heldout_first_violation_rate": heldout_rate,
+        "heldout_rules_seen": heldout_seen,
+        "complexity_tokens_final": int(steps["memory_tokens"].iloc[-1]),
+        "complexity_tokens_max": int(steps["memory_tokens"].max()),
+        "complexity_growth_exponent": growth["b"],
+        "covered_mass_max": float(steps["covered_mass"].max()),
+        "fallback_steps": int(steps["fallback"].sum()),
+        "temp_mask_blocked_steps": int(steps["temp_masked"].sum()),
+        "steps": len(steps),
+        "episodes": len(episodes),
+        "signal": signal_summary(steps),
+        "policy_mode": cfg.policy_mode,
+    }
+    if cfg.policy_mode == "generate":
+        # decisions the model wrote, those whose mask was enforced while it wrote (the HF logits processor, a
+        # server's structured-output choice), and the per-step check that no written command was masked
+        summary["generated_decisions"] = int(steps["generated"].sum())
+        summary["constrained_decisions"] = int(steps["constrained"].sum())
+        summary["generated_masked_steps"] = int(steps["generated_masked"].sum())
+        summary["generate_mask_ok"] = summary["generated_masked_steps"] == 0
+    else:
+        summary["generated_decisions"] = summary["constrained_decisions"] = None
+        summary["generated_masked_steps"] = summary["generate_mask_ok"] = None
+    # Props 1–3 and plane/ledger consistency come from experiments.guarantees (agents with a self-schema). With
+    # hard masks the governed mass on scar-covered failing actions must also be exactly 0; the soft ablation
+    # reports that mass as its boundary leak instead.
+    scars = "scars_admitted" in agent_stats
+    if not scars:  # no scar ever covers anything: the covered-RVR metric does not apply
+        summary["rvr_covered"] = None
+    summary["soft_leak_mass_max"] = summary["covered_mass_max"] if scars and not hard else None
+    summary.update(agent_stats)
+    prop1 = summary.get("prop1")
+    if scars and hard and summary["covered_mass_max"] > 0.0:
+        summary["prop1_ok"] = False  # probability mass reached a failing action an admitted scar covers
+        leak = steps.loc[steps["covered_mass"] > 0.0].iloc[0]
+        _name_first(prop1, int(leak["t"]), "governed mass on a scar-covered failing action", leak["command"])
+    if scars and hard and (summary.get("rvr_covered") or 0) > 0:
+        # a repeat violation in a spell every exposed step of which an admitted scar covered: Prop. 1 demands 0
+        summary["prop1_ok"] = False
+        summary["prop1_first_covered_repeat_t"] = t = rvr["first_covered_repeat_t"]
+        row = steps.loc[steps["t"] == t]
+        command = row["command"].iloc[0] if len(row) else None
+        _name_first(prop1, t, "a repeat violation every exposed step of which a scar covered", command)
+    if scars and not hard:
+        summary["prop1_ok"] = None  # Prop. 1 is a hard-mask guarantee; soft masks report their leak instead
+    for key, _ in GUARANTEES:
+        summary.setdefault(key, None)
+    # the ablations' own measures (paper §6.4): enforcement time per decision (No-MDL: bigger rules cost more to
+    # enforce), mean description length of an active rule, mean TV drift per measured scar (No-Drift)
+    summary["enforcement_ms_per_decision"] = 1000.0 * float(steps["enforce_seconds"].mean())
+    active = summary.get("scars_active_final")
+    summary["rule_dl_mean"] = (
+        summary["complexity_mdl_final"] / active
+        if active and summary.get("complexity_mdl_final") is not None
+        else None
+    )
+    drift = (summary.get("prop3") or {}).get("per_scar") or {}
+    tvs = [v["mean_tv"] for v in drift.values() if v.get("mean_tv") is not None]
+    summary["tv_drift_mean"] = float(np.mean(tvs)) if tvs else None
+    summary["tv_drift_scars"] = len(tvs) if scars else None
+    if agent_stats.get("learned_scars") is not None:
+        summary["scar_quality"] = scar_quality_of(cfg, agent_stats["learned_scars"])
+    if summary.get("prop2"):  # Prop. 2's figures beside its check, for the tables
+        summary["prop2_K"] = summary["prop2"]["K"]
+        summary["prop2_growth_exponent"] = summary["prop2"]["growth_exponent"]
+    # a metric that has nothing to measure (no held-out rule seen, no growth to fit) is None, not NaN
+    return {k: None if isinstance(v, float) and v != v else v for k, v in summary.items()}
+
+
+def _name_first(prop1: dict[str, Any] | None, t: int | None, where: str, command: str | None) -> None:
+    """Name the run's first Prop. 1 violation whatever its cause: the monitor's replay, or (found from the step
+    table) mass on a covered failing action or a covered repeat — the earliest of them."""
+    if prop1 is None or t is None:
+        return
+    first = prop1.get("first")
+    if first is None or first.get("t") is None or t < first["t"]:
+        prop1["first"] = {"t": t, "where": where, "failure": None, "scar": None, "action": command}
+    prop1["uncovered"] = prop1.get("uncovered", 0) + 1
+
+
+def scar_quality_of(cfg: Tier1Config, learned: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every scar the run admitted, classified against the schedule's true rules on probe pairs of its game pool
+    (``experiments.metrics.scar_quality``)."""
+    from scars.envs.household.world import OBJECT_CLASSES
+    from scars.experiments.metrics import scar_quality
+    from scars.experiments.schedules import probe_pairs
+    from scars.synthesis.dsl import parse_rule
+    from scars.synthesis.dsl.semantics import fires
+
+    key, schedule = resolve_schedule(cfg.schedule, cfg.schedule_file)
+
+    def unsafe(rule):
+        act = rule.activation
+
+        def check(q, a):
+            return (
+                int(q.get("step", 0)) >= act.after_step
+                and (act.world_versions is None or int(q.get("world_version", 0)) in act.world_versions)
+                and fires(rule.rule, q, a, OBJECT_CLASSES)
+            )
+
+        return check
+
+    truth = {r.id: unsafe(r) for r in schedule.rule_schedule(cfg.episodes).rules}
+    scars = [(s["rule"], parse_rule(s["rule"]), s["told"]) for s in learned]
+    return scar_quality(scars, truth, probe_pairs(key, cfg.seed), OBJECT_CLASSES)
+
+
+def episode_intervals(episodes: pd.DataFrame, seed: int) -> dict[str, Any]:
+    """RVR, SVR and success as pooled counts over the run's episodes with episode-clustered bootstrap intervals
+    (``experiments.stats``); n = episodes, and each interval says whether it rests on too few clusters."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 8114]))
+    return {
+        "rvr_ci": pooled_ratio(episodes["repeat_violations"], episodes["reexposures"], rng).to_json(),
+        "svr_ci": pooled_ratio(episodes["violating_steps"], episodes["exposed_steps"], rng).to_json(),
+        "success_ci": pooled_ratio(episodes["won"].astype(float), np.ones(len(episodes)), rng).to_json(),
+    }
