@@ -88,8 +88,10 @@ def declined_steps(
     policy: Policy, inp: PolicyInput, logits: np.ndarray, governed: Governed
 ) -> Declined | None:
     """What the model decided not to do at this decision (``Declined``), or None when it keeps its plan."""
-    top = int(np.argmax(logits))
-    masked = tuple(i for i, m in enumerate(governed.masked) if m) if governed.masked[top] else ()
+    scores = np.asarray(logits, dtype=np.float64)
+    top = int(np.argmax(scores))
+    in_mind = scores[top] > scores.min()  # a flat π_0 has no step in mind
+    masked = tuple(i for i, m in enumerate(governed.masked) if m) if in_mind and governed.masked[top] else ()
     talked_out = policy.declined(inp) if isinstance(policy, Replanner) else ()
     if not masked and not talked_out:
         return None

@@ -200,7 +200,13 @@ def test_the_model_replans_around_what_it_decided_not_to_do(masked_first, told, 
         return np.array([0.0, 0.0, 1.0])  # the re-planned route: go to the fridge
 
     step = decide(
-        SimulatedLM(), method, decision, np.array([1.0, 0.6, 0.0]), (), np.random.default_rng(0), replan=replan
+        SimulatedLM(),
+        method,
+        decision,
+        np.array([1.0, 0.6, 0.0]),
+        (),
+        np.random.default_rng(0),
+        replan=replan,
     )
     assert step.replan == reason
     if not reason:

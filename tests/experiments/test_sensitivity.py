@@ -52,7 +52,19 @@ def test_a_small_sweep_writes_the_frontier_and_bad_values_are_one_line(tmp_path)
     args = ["sensitivity", "--methods", "static_persona,reflexion", "--influence-gain", "12"]
     result = runner.invoke(
         main,
-        [*args, "--compliance", "1", "--replan-competence", "0,1", "--episodes", "2", "--seeds", "0", "--out", str(out)],
+        [
+            *args,
+            "--compliance",
+            "1",
+            "--replan-competence",
+            "0,1",
+            "--episodes",
+            "2",
+            "--seeds",
+            "0",
+            "--out",
+            str(out),
+        ],
     )
     assert result.exit_code == 0, result.output
     table = pd.read_csv(out / "frontier.csv")

@@ -42,7 +42,9 @@ def test_demo_with_wandb_exits_0_with_one_live_run_per_method(tmp_path):
     runs = _offline_runs(out)
     # every method of the comparison, the two controls and the two information-protocol rows
     assert len(runs) == len(METHODS) + 4
-    assert result.output.count("wandb sync ") == len(METHODS) + 7  # and the demo's tier-3 section's three runs
+    assert (
+        result.output.count("wandb sync ") == len(METHODS) + 7
+    )  # and the demo's tier-3 section's three runs
     for run in runs:
         records = _records(run, b"plots/comparison_rvr_success")
         assert b"episode/won" in records and b"plots/comparison_rvr_success" in records

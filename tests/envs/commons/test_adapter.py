@@ -46,7 +46,9 @@ def test_the_derived_context_is_a_declared_switch_of_the_card(derived):
     adapter, decision, info = _first({"derived_context": derived})
     assert adapter.card.derived == (DERIVED_KEYS if derived else ())
     for key in DERIVED_KEYS:
-        assert (key in decision.context) == derived and key in info  # the world still has it; q carries it or not
+        assert (
+            key in decision.context
+        ) == derived and key in info  # the world still has it; q carries it or not
     for raw in ("pool_resource_level", "num_agents", "month"):
         assert raw in decision.context
 
