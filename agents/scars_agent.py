@@ -16,6 +16,7 @@ revoke it. Everything world-specific comes from the world adapter (``envs.api``)
 from __future__ import annotations
 
 import contextlib
+import json
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -46,6 +47,7 @@ from scars.synthesis import (
     build_dataset,
     extract_fragment,
 )
+from scars.synthesis.consolidate import consolidations, successes_of
 from scars.synthesis.dsl import Action, canonical_text, description_length
 from scars.synthesis.errors import ConfigError, LedgerIntegrityError
 from scars.synthesis.failure import Failure, FailureSource
@@ -87,6 +89,10 @@ class ScarsAgentConfig:
     """MCTS settings, including the objective's weights (No-MDL, No-Drift-Loss live there)."""
     merge_mode: str = "ilp"
     """ilp (OR-Tools merge + garbage collection) or append (No-ILP-Merge ablation)."""
+    consolidate: bool = True
+    """Offer the merge one rule in place of several narrower scars with the same mask (``synthesis.consolidate``:
+    their guards anti-unified, e.g. per-type sink scars → an ``in_class`` rule) when it covers all their failures,
+    masks no success recorded since the first of them, and costs less; the merge decides. Off under append."""
     executor: str = "inprocess"
     """inprocess (a background thread) or ray (root-parallel workers)."""
     workers: int = 2
@@ -676,17 +682,53 @@ class ScarsAgent:
             verifier_id=self.card.verifier_id,
         )
 
+    def _consolidations(self, new: Scar) -> list[Scar]:
+        """Scars that would replace several of the active ones plus ``new`` (``synthesis.consolidate``), each with
+        its members' evidence (so it owes what they owed) and their common scope."""
+        if not self.config.consolidate or self.config.merge_mode != "ilp":
+            return []
+        pool = [*self.store.scars, new]
+        found = consolidations(
+            [s.rule for s in pool], self.failures, successes_of(self.history), self.card.classes
+        )
+        out = []
+        for c in found:
+            members = [pool[i] for i in c.members]
+            scopes = {m.scope.env_version for m in members}
+            if len(scopes) != 1:
+                continue  # scars of different world versions retire at different times: not one rule
+            evidence = list(
+                {json.dumps(e, sort_keys=True, default=str): e for m in members for e in m.evidence}.values()
+            )
+            settings = dict(members[0].provenance.synthesiser_settings)
+            settings.pop("l_drift", None)  # no search estimated this rule's drift: the configured ε bounds it
+            settings["consolidates"] = ",".join(sorted(m.id for m in members))
+            out.append(
+                Scar(
+                    rule=c.rule,
+                    evidence=tuple(evidence),
+                    provenance=replace(
+                        members[0].provenance,
+                        synthesiser="consolidation",
+                        synthesiser_settings=tuple(sorted(settings.items())),
+                    ),
+                    scope=replace(members[0].scope, confidence=min(m.scope.confidence for m in members)),
+                )
+            )
+        return out
+
     def _equilibrate(self, new: Scar) -> None:
         """S_{t+1} = ILP-Merge(S_t ∪ {ΔS*}), written through the schema store."""
         # Coverage is owed to every recorded failure some in-scope candidate resolves — the whole run's failures,
         # not just the recent window: retiring a rule must not forget a failure (§4.5). Failures only resolved by
         # scars retired for scope have no candidate left and drop out with them.
-        candidates = [*self.store.scars, new]
+        merged = [new, *self._consolidations(new)]
+        candidates = [*self.store.scars, *merged]
         failures = owed_failures(self.failures, candidates, self.card.classes)
         before = tuple(s.rule for s in self.store.scars)
         report = equilibrate(
             self.store,
-            [new],
+            merged,
             failures,
             [(step.context, step.actions) for step in self.history],
             self.card.classes,

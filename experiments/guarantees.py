@@ -26,7 +26,8 @@ decisions of the run; it never writes to either. Four checks, each a count and a
   drift), the TV distance between π_S and π_{S∖σ}, both governed from the base policy's *proposal* (its logits
   before any re-plan around what the controller blocked: a re-plan moves the mass off the masked action and would
   hide the drift), is measured. Mean TV per scar must stay within sqrt(ε/2) and within sqrt(L_drift/2) (the scar's
-  own estimate from its synthesis); either exceeded fails the check. A retired or revoked scar's record is kept.
+  own estimate from its synthesis); either exceeded (beyond ``DRIFT_TOLERANCE``) fails the check. A retired or
+  revoked scar's record is kept.
 """
 
 from __future__ import annotations
@@ -49,6 +50,12 @@ from scars.synthesis.failure import Failure
 from scars.synthesis.merge import requirement_ids
 
 _TOL = 1e-9
+
+DRIFT_TOLERANCE = 0.005
+"""Prop. 3's tolerance: half a percentage point of probability mass per off-failure decision. A scar's own bound
+sqrt(L_drift/2) is an estimate from the synthesis data (often L_drift = 0: no recorded success was masked), and
+the run then meets states that data never held; a mean TV within the tolerance is not counted against either bound.
+A scar widened to forbid its verb drifts by 0.009–0.031 on seed 0 (caught); clean seed-0/1 runs stay below 3e-4."""
 
 GUARANTEES: tuple[tuple[str, str], ...] = (
     ("enforcement_ok", "a rule in force was not enforced (or a masked action ran)"),
@@ -97,6 +104,8 @@ class GuaranteeMonitor:
     classes: Classes | None = None
     families: Mapping[str, str] = field(default_factory=dict)
     """rule id → family (a schedule's equivalence); a rule outside it is its own family."""
+    drift_tolerance: float = DRIFT_TOLERANCE
+    """Prop. 3: a scar's mean TV may exceed a bound by this much before the check fails (module docstring)."""
 
     def __post_init__(self) -> None:
         self._shadow = ControlPlane(
@@ -332,9 +341,10 @@ class GuaranteeMonitor:
             for sid, d in self._drift.items()
         }
         measured = [v for v in per_scar.values() if v["mean_tv"] is not None]
-        exceeds = [v for v in measured if v["mean_tv"] > v["bound"] + _TOL]
+        slack = self.drift_tolerance + _TOL
+        exceeds = [v for v in measured if v["mean_tv"] > v["bound"] + slack]
         exceeds_own = [
-            v for v in measured if v["own_bound"] is not None and v["mean_tv"] > v["own_bound"] + _TOL
+            v for v in measured if v["own_bound"] is not None and v["mean_tv"] > v["own_bound"] + slack
         ]
         return {
             "plane_ledger_ok": self.consistency["mismatches"] == 0,

@@ -128,6 +128,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("heldout_rules_seen", "n held-out rules seen", "{:.0f}"),
     ("complexity_tokens_final", "memory tokens", "{:.0f}"),
     ("scars_active_final", "active scars", "{:.0f}"),
+    ("scars_exact_or_under_general", "scars exact or under-general", "{:.2f}"),
     ("synthesis_median_seconds", "synth. s (median)", "{:.3f}"),
     ("verifier_calls", "method's verifier questions", "{:.0f}"),
     ("replan_decisions", "model re-plans", "{:.0f}"),

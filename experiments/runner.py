@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -234,7 +234,7 @@ def run_many(
     table = markdown_table(summary)
     reference = "scars" if "scars" in summary else next(iter(summary))
     paired = paired_differences(episodes, reference, seed=configs[0].seed if configs else 0)
-    atomic_write_text(out / "results.md", results_markdown(configs, table, paired, reference))
+    atomic_write_text(out / "results.md", results_markdown(configs, table, paired, reference, summary))
     write_json(out / "paired.json", paired)
     plots = {
         "rvr_success": plot_rvr_success(summary, out / "rvr_success.png"),
@@ -263,8 +263,15 @@ def _configs_json(configs: Sequence[Tier1Config]) -> dict[str, dict]:
     return {method_label(cfg): cfg.to_dict() for cfg in configs}
 
 
-def results_markdown(configs: Sequence[Tier1Config], table: str, paired: dict, reference: str) -> str:
-    """``results.md``: what was run (seed, episodes, schedule), the table with n, and the paired differences."""
+def results_markdown(
+    configs: Sequence[Tier1Config],
+    table: str,
+    paired: dict,
+    reference: str,
+    summary: Mapping[str, Mapping[str, Any]] | None = None,
+) -> str:
+    """``results.md``: what was run (seed, episodes, schedule), the table with n, the paired differences, and the
+    learned scars classified against the schedule's true rules."""
     seeds = sorted({c.seed for c in configs})
     episodes = sorted({c.episodes for c in configs})
     schedules = sorted({c.schedule_name for c in configs})
@@ -289,7 +296,49 @@ def results_markdown(configs: Sequence[Tier1Config], table: str, paired: dict, r
             paired_markdown(paired, reference),
             "",
         ]
+    lines += scar_quality_markdown(summary or {})
     return "\n".join(lines)
+
+
+def scar_quality_markdown(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Every method's learned scars against the ground truth (``experiments.metrics.scar_quality``): the counts per
+    class with n, and each over-broad or wrong scar with its precision and recall on the probe pairs."""
+    rows = [(label, m["scar_quality"]) for label, m in summary.items() if m.get("scar_quality")]
+    if not rows:
+        return []
+    lines = [
+        "## Learned scars against the ground truth",
+        "",
+        "Each scar a run admitted, classified on probe pairs of the game pool against the schedule's true rules "
+        "(`experiments/metrics.py`, `scar_quality`): exact, under-general (masks only unsafe pairs, not all), "
+        "over-broad (masks safe pairs too), wrong (masks none of its rule's unsafe pairs).",
+        "",
+        "| method | n scars | exact | under-general | over-broad | wrong | exact or under-general | probes |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label, q in rows:
+        c = q["counts"]
+        share = q.get("exact_or_under_general")
+        lines.append(
+            f"| {label} | {q['n']} | {c['exact']} | {c['under_general']} | {c['over_broad']} | {c['wrong']} | "
+            f"{'n/a' if share is None else f'{share:.2f}'} | {q['probes']} |"
+        )
+    bad = [(label, s) for label, q in rows for s in q["scars"] if s["class"] in ("over_broad", "wrong")]
+    if bad:
+        lines += [
+            "",
+            "| method | scar | class | precision | recall | true rule |",
+            "| --- | --- | --- | ---: | ---: | --- |",
+        ]
+        for label, s in bad:
+            precision = "n/a" if s["precision"] is None else f"{s['precision']:.2f}"
+            recall = "n/a" if s["recall"] is None else f"{s['recall']:.2f}"
+            rule = s["rule"].replace("|", "\\|")
+            lines.append(
+                f"| {label} | `{rule}` | {s['class']} | {precision} | {recall} | {', '.join(s['true_rules'])} |"
+            )
+    lines.append("")
+    return lines
 
 
 def _print_summary(console: Console, summary: dict[str, dict]) -> None:

@@ -130,7 +130,8 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
     summary["tv_drift_mean"] = float(np.mean(tvs)) if tvs else None
     summary["tv_drift_scars"] = len(tvs) if scars else None
     if agent_stats.get("learned_scars") is not None:
-        summary["scar_quality"] = scar_quality_of(cfg, agent_stats["learned_scars"])
+        summary["scar_quality"] = quality = scar_quality_of(cfg, agent_stats["learned_scars"])
+        summary["scars_exact_or_under_general"] = quality.get("exact_or_under_general")
     if summary.get("prop2"):  # Prop. 2's figures beside its check, for the tables
         summary["prop2_K"] = summary["prop2"]["K"]
         summary["prop2_growth_exponent"] = summary["prop2"]["growth_exponent"]

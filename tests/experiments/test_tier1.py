@@ -59,7 +59,15 @@ def test_tiny_comparison_writes_every_output(tmp_path):
     assert on_disk["rag"]["violations"] == int(
         (steps[steps.method == "rag"]["violated_rules"].fillna("") != "").sum()
     )
-    assert "| scars |" in (tmp_path / "results.md").read_text()
+    results = (tmp_path / "results.md").read_text()
+    assert "| scars |" in results
+    # the learned scars against the ground truth, with the same counts as summary.json
+    quality = on_disk["scars"]["scar_quality"]
+    c = quality["counts"]
+    row = (
+        f"| scars | {quality['n']} | {c['exact']} | {c['under_general']} | {c['over_broad']} | {c['wrong']} |"
+    )
+    assert "## Learned scars against the ground truth" in results and row in results
 
 
 def test_scars_learns_and_the_guarantees_hold(tmp_path):
