@@ -1,4 +1,4 @@
-"""Registries of memory methods and policy backends: adding one is one decorated factory (README has an example).
+"""Registries of memory methods and policy backends: adding one is one decorated factory (docs/getting_started.md has an example that runs).
 
 A **method** factory takes a ``MethodSpec`` (the world adapter, the base policy, the run's folder and seed, and the
 run's settings) and returns an ``agents.api.Agent``. A **backend** factory takes the run's settings and returns an

@@ -121,7 +121,7 @@ class ScarsAgentConfig:
     min_counter_evidence: int = 1
     """Verified successes a scar must have blocked (recorded after its admission) before it is revoked (§4.5)."""
     oracle: str = "none"
-    """The information protocol's what-if oracle (README): "none" — fragment extraction and D_t use only the
+    """The information protocol's what-if oracle (docs/protocol.md): "none" — fragment extraction and D_t use only the
     verdicts the agent received (its ``ExperienceVerifier``); "counterfactual" — they ask the world's verifier about
     one-variable changes of a failure (the paper's extraction, §4.1), an option every method gets."""
 

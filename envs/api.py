@@ -257,7 +257,7 @@ def read_rules(path: str | Path) -> tuple[Rule, ...]:
 
 
 VERDICT_PROTOCOLS = ("executed", "state")
-"""What the world's verifier tells every method after each executed action (README, *The information protocol*):
+"""What the world's verifier tells every method after each executed action (docs/protocol.md):
 ``executed`` — the verdicts on the executed action only (violated rule ids and the rules' text; punishments);
 ``state`` — also the complete unsafe set A_unsafe(q) of the state the agent was in (``Feedback.unsafe``)."""
 

@@ -1,4 +1,4 @@
-"""Quick start (README): gate a tool, feed a failure, watch a scar admitted and enforced, verify the ledger."""
+"""Quick start (docs/runtime.md): gate a tool, feed a failure, watch a scar admitted and enforced, verify the ledger."""
 
 import tempfile
 from pathlib import Path
@@ -23,9 +23,17 @@ with gate.using({"role": "agent", "channel": "chat"}):
     outcome = gate.report_failure(None, ("refund", {"order": "A3", "amount": 5000}), verdict).result()
     print("d_t =", round(outcome.d, 3), "| admitted:", outcome.rule)
     try:
-        refund("A3", 5000)
+        refund("A3", 5000)  # the same refund again: refused before the tool runs
     except ScarBlocked as blocked:
         print("blocked:", blocked)
     print(refund("A4", 40))
+    print(
+        refund("A5", 5001)
+    )  # one failure teaches its instance, not the limit (docs/runtime.md, "What is not")
+with gate.using({"role": "guest", "channel": "chat"}):
+    try:
+        refund("A6", 10)  # the core schema H forbids guests any refund
+    except ScarBlocked as blocked:
+        print("guest:", blocked)
 print("ledger verifies:", gate.verify().ok, "| active scars:", [s.control_text for s in gate.scars])
 gate.close()

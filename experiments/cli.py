@@ -31,7 +31,7 @@ class ScarsGroup(click.Group):
     ) -> Any:
         """Click's usage errors (a missing argument, an unknown option, a bad value) are one line too — "error:",
         the command, the message and where to look — instead of click's Usage / Try / Error block: one rule for
-        every error of every command (README, *The command line*)."""
+        every error of every command (docs/cli.md)."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         try:
@@ -77,6 +77,8 @@ COMMAND_MODULES: tuple[tuple[str, str], ...] = (
     ("sensitivity", "sensitivity"),
     ("report", "report"),
     ("paper", "paper"),
+    ("train", "train"),
+    ("train", "train_curves"),
 )
 
 

@@ -83,6 +83,25 @@ def _share_hints() -> tuple[str, ...]:
     return SHARE_HINTS
 
 
+def _shields() -> tuple[str, ...]:
+    from scars.agents.shield import SHIELDS
+
+    return SHIELDS
+
+
+def _task_types() -> tuple[str, ...]:
+    from scars.envs.household.spec import TASK_TYPES
+
+    return TASK_TYPES
+
+
+LEARNERS: tuple[str, ...] = ("maskable-ppo", "rllib-ppo")
+"""``scars train``'s learners: sb3-contrib's MaskablePPO (household) and RLlib's PPO (household, commons)."""
+TRAIN_WORLDS: tuple[str, ...] = ("household", "commons")
+TRAIN_RULES: tuple[str, ...] = ("library", "none")
+"""The household's rules while training: every rule of the library, always active, or none."""
+
+
 def _commons(table: str) -> Callable[[], tuple[str, ...]]:
     def names() -> tuple[str, ...]:
         from scars.envs.commons import dynamics, habits, scenarios
@@ -120,6 +139,10 @@ _CHOICES: Mapping[str, Callable[[], tuple[str, ...]]] = {
     "outsider_habits": _commons("habits"),
     "punishment_attribution": lambda: PUNISHMENT_ATTRIBUTIONS,
     "share_hint": _share_hints,
+    "learner": lambda: LEARNERS,
+    "world": lambda: TRAIN_WORLDS,
+    "rules": lambda: TRAIN_RULES,
+    "task_type": lambda: ("any", *_task_types()),
 }
 
 
@@ -156,8 +179,41 @@ def _check_type(name: str, value: Any, hint: Any) -> None:
         raise ConfigError(f"{name} = {value!r} ({type(value).__name__}) must be {what}")
 
 
+class ConfigFields:
+    """What every frozen experiment config shares: its choice fields' allowed values, its fields' docstrings (the
+    CLI's help) and the dict written to a run's files."""
+
+    @classmethod
+    def allowed(cls, name: str) -> tuple[str, ...] | None:
+        """The allowed values of field ``name`` for this config (``allowed_values``; a tier may widen one)."""
+        return allowed_values(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as written to the run's files."""
+        return asdict(self)
+
+    @classmethod
+    def field_docs(cls) -> dict[str, str]:
+        """Field docstrings, for ``--help`` (read from the source, like CleanRL's tyro): a tier's own docstring of a
+        field it redeclares wins over the base's."""
+        docs: dict[str, str] = {}
+        for klass in reversed(
+            [k for k in cls.__mro__ if k is not object and "__dataclass_fields__" in vars(k)]
+        ):
+            body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body
+            for node, nxt in zip(body, body[1:], strict=False):
+                if (
+                    isinstance(node, ast.AnnAssign)
+                    and isinstance(node.target, ast.Name)
+                    and isinstance(nxt, ast.Expr)
+                    and isinstance(nxt.value, ast.Constant)
+                ):
+                    docs[node.target.id] = str(nxt.value.value)
+        return {f.name: docs.get(f.name, "") for f in fields(cls)}
+
+
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(ConfigFields):
     """The fields every tier's run shares, their docstrings and their checks (a tier's config adds its own)."""
 
     POSITIVE: ClassVar[tuple[str, ...]] = ("search_iterations",)
@@ -202,11 +258,6 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         self.check()
-
-    @classmethod
-    def allowed(cls, name: str) -> tuple[str, ...] | None:
-        """The allowed values of field ``name`` for this config (``allowed_values``; a tier may widen one)."""
-        return allowed_values(name)
 
     def check(self) -> None:
         """Every field's check: choice fields against ``allowed``, counts >= 1, τ in range, the combinations a run
@@ -261,29 +312,6 @@ class RunConfig:
         """The method's name in tables: the method, or ``scars:<ablation>``."""
         return self.method if self.ablation == "none" else f"{self.method}:{self.ablation}"
 
-    def to_dict(self) -> dict[str, Any]:
-        """The config as written to the run's files."""
-        return asdict(self)
-
-    @classmethod
-    def field_docs(cls) -> dict[str, str]:
-        """Field docstrings, for ``--help`` (read from the source, like CleanRL's tyro): a tier's own docstring of a
-        field it redeclares wins over the base's."""
-        docs: dict[str, str] = {}
-        for klass in reversed(
-            [k for k in cls.__mro__ if k is not object and "__dataclass_fields__" in vars(k)]
-        ):
-            body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body
-            for node, nxt in zip(body, body[1:], strict=False):
-                if (
-                    isinstance(node, ast.AnnAssign)
-                    and isinstance(node.target, ast.Name)
-                    and isinstance(nxt, ast.Expr)
-                    and isinstance(nxt.value, ast.Constant)
-                ):
-                    docs[node.target.id] = str(nxt.value.value)
-        return {f.name: docs.get(f.name, "") for f in fields(cls)}
-
 
 @dataclass(frozen=True)
 class Tier1Config(RunConfig):
@@ -335,7 +363,7 @@ class Tier1Config(RunConfig):
     search_iterations: int = 400
     """MCTS iterations per tree."""
     verdicts: str = "executed"
-    """The information protocol (README): "executed" — every method learns the verifier's verdict on the action it
+    """The information protocol (docs/protocol.md): "executed" — every method learns the verifier's verdict on the action it
     executed; "state" — also the complete unsafe set A_unsafe(q) of the state it was in (the paper's Cor. 1)."""
     oracle: str = "none"
     """"counterfactual": every method may ask the verifier about (q, a) before executing (scars' what-if
@@ -473,7 +501,7 @@ class Tier2Config(RunConfig):
     """A tier-2 output folder (arena A, say): each learning seat starts from that run's carried state of the same
     seat and method — the scars ledger (verified on load; refused if missing or broken) or the baseline's memory."""
     verdicts: str = "executed"
-    """The information protocol (README): "executed" — the verdicts on the executed tool call and the punishments
+    """The information protocol (docs/protocol.md): "executed" — the verdicts on the executed tool call and the punishments
     received; "state" — also the complete unsafe set of the decision's admissible tool calls."""
     oracle: str = "none"
     """"counterfactual": every method may ask the verifier about (q, a) before acting (scars' what-if extraction).
@@ -605,3 +633,118 @@ class Tier3Config(RunConfig):
             seed=seed,
             overuse_verdicts=self.overuse_verdicts,
         )
+
+
+@dataclass(frozen=True)
+class TrainConfig(ConfigFields):
+    """One policy-learning run (``scars train``, ``experiments.train``): a learner on a world's RL view, behind a
+    shield (issue 29)."""
+
+    POSITIVE: ClassVar[tuple[str, ...]] = (
+        "timesteps",
+        "num_envs",
+        "max_steps",
+        "n_steps",
+        "batch_size",
+        "n_epochs",
+        "eval_episodes",
+        "checkpoint_every",
+        "search_iterations",
+        "threads",
+    )
+
+    learner: str = "maskable-ppo"
+    """maskable-ppo (sb3-contrib, household) or rllib-ppo (RLlib's PPO, new API stack, masking in the RLModule:
+    household single-agent, commons with five learning seats)."""
+    world: str = "household"
+    """household (``envs.rl.HouseholdRLView``) or commons (``envs.rl.ResourceRLView``, rllib-ppo only)."""
+    shield: str = "none"
+    """none, scars (S_t learned from the learner's own verified violations), oracle (the world's verifier through
+    the protocol's counterfactual oracle) or blocklist (the failed action in its situation, forever). Commons: one
+    shield per seat (``agents.shield.ParallelScarShield``)."""
+    seed: int = 0
+    """Root seed: games, the learner's initialisation and sampling, the shield's synthesis."""
+    timesteps: int = 60000
+    """Environment steps to train for (summed over the vectorised envs)."""
+    num_envs: int = 8
+    """Household envs stepped together (a ``DummyVecEnv``)."""
+    task_type: str = "any"
+    """Household: train on one ALFWorld task type, or any (one drawn per game)."""
+    rules: str = "library"
+    """Household: the safety rules while training: library (every rule of the library, always active) or none."""
+    max_steps: int = 30
+    """Household: steps per episode before truncation."""
+    shaping: float = 0.1
+    """Household: progress shaping per command along the world's expert plan (0: ALFWorld's sparse reward only)."""
+    learning_rate: float = 0.001
+    """PPO's learning rate."""
+    gamma: float = 0.99
+    """Discount (also the shaping's γ)."""
+    n_steps: int = 128
+    """Steps per env per PPO update (rllib-ppo: train batch = n_steps × num_envs)."""
+    batch_size: int = 256
+    """PPO minibatch size."""
+    n_epochs: int = 4
+    """PPO epochs per update."""
+    ent_coef: float = 0.01
+    """Entropy bonus."""
+    eval_episodes: int = 100
+    """Held-out games (household) or episodes (commons) of the final evaluation."""
+    checkpoint_every: int = 10000
+    """Timesteps between checkpoints (``--resume`` continues from the latest)."""
+    search_iterations: int = 120
+    """The scars shield's MCTS iterations per tree."""
+    arena: str = "A"
+    """Commons: arena A (punishment on) or B, or the malicious arena."""
+    address: str = ""
+    """rllib-ppo: a Ray cluster's address (empty: a local Ray)."""
+    threads: int = 1
+    """Torch threads (and local Ray CPUs)."""
+    wandb: bool = False
+    """Log to Weights & Biases (offline unless WANDB_MODE says otherwise)."""
+    wandb_project: str = "scars-testbed"
+    """W&B project name."""
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    @classmethod
+    def allowed(cls, name: str) -> tuple[str, ...] | None:
+        """``shield`` here names the learner's shield (``agents.shield.SHIELDS``); tier 1's ``shield`` is the
+        on/off pre-execution oracle shield, so the name is not in the shared table."""
+        return _shields() if name == "shield" else allowed_values(name)
+
+    def check(self) -> None:
+        hints = _field_types(type(self))
+        for f in fields(self):
+            _check_type(f.name, getattr(self, f.name), hints[f.name])
+        for f in fields(self):
+            allowed = self.allowed(f.name)
+            value = getattr(self, f.name)
+            if allowed is not None and value not in allowed:
+                raise ConfigError(f"{f.name} = {value!r} is not one of {allowed}")
+        for name in self.POSITIVE:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} = {getattr(self, name)!r} must be >= 1")
+        if self.seed < 0:
+            raise ConfigError(f"seed = {self.seed!r} must be >= 0")
+        if not 0.0 < self.gamma <= 1.0:
+            raise ConfigError(f"gamma = {self.gamma!r} must be in (0, 1]")
+        if not (self.learning_rate > 0 and self.shaping >= 0 and self.ent_coef >= 0):
+            raise ConfigError(
+                f"learning_rate = {self.learning_rate!r} must be > 0, shaping = {self.shaping!r} and ent_coef = "
+                f"{self.ent_coef!r} >= 0"
+            )
+        if self.batch_size > self.n_steps * self.num_envs:
+            raise ConfigError(
+                f"batch_size = {self.batch_size} must be <= n_steps × num_envs = {self.n_steps * self.num_envs} "
+                "(a minibatch is a part of one update's batch)"
+            )
+        if self.world == "commons" and self.learner != "rllib-ppo":
+            raise ConfigError("world 'commons' is multi-agent: it trains with learner 'rllib-ppo'")
+        if self.address and self.learner != "rllib-ppo":
+            raise ConfigError("address (a Ray cluster) applies to learner 'rllib-ppo' only")
+
+    @property
+    def run_name(self) -> str:
+        return f"train-{self.world}-{self.learner}-{self.shield}-s{self.seed}"

@@ -225,33 +225,63 @@ def paired_markdown(paired: Mapping[str, Mapping[str, Mapping[str, Any]]], refer
     return "\n".join(lines)
 
 
+METHOD_COLOURS: dict[str, str] = {
+    "scars": "#c0392b",
+    "static_persona": "#7f8c8d",
+    "rag": "#2980b9",
+    "reflexion": "#8e44ad",
+    "scg_mem": "#16a085",
+    "voyager": "#d35400",
+    "no_memory": "#34495e",
+    "scars:hard_blocklist": "#f5b041",
+    "scars:storm_only": "#a04000",
+    "scars+state": "#922b21",
+    "scars+oracle": "#f1948a",
+}
+"""Each method's colour in every figure (a scars variant — an ablation, a control, a protocol row — is a shade of
+scars' red)."""
+_VARIANT_SHADES = ("#e67e22", "#f1948a", "#a93226", "#f5b041", "#922b21", "#e59866", "#cd6155", "#dc7633")
+_OTHER = ("#27ae60", "#2c3e50", "#b7950b", "#1abc9c", "#5d6d7e", "#6c3483")
+
+
+def method_colour(label: str) -> str:
+    """The colour of a method's label (``scars``, ``rag``, ``scars:no_mdl``, ``scars+state``, ``rag tau=0.6``): the
+    method's own colour, a stable shade of red for a scars variant, a stable colour for anything else."""
+    import zlib
+
+    if label in METHOD_COLOURS:
+        return METHOD_COLOURS[label]
+    base = label.split(" ", 1)[0]
+    if base.startswith("scars") and base != "scars":
+        return _VARIANT_SHADES[zlib.crc32(base.encode()) % len(_VARIANT_SHADES)]
+    if base in METHOD_COLOURS:
+        return METHOD_COLOURS[base]
+    return _OTHER[zlib.crc32(base.encode()) % len(_OTHER)]
+
+
+_LINESTYLES = ("-", "--", "-.", ":")
+
+
 def plot_rvr_success(summary: Mapping[str, Mapping[str, Any]], path: Path) -> Path:
     """RVR and task success per method: pooled rates with their episode-clustered 95% intervals and n under each
     bar; an undefined rate gets no bar and the label "n/a" (never a bar at 0)."""
     methods = list(summary)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), constrained_layout=True)
+    fig, axes = plt.subplots(1, 2, figsize=(max(10.0, 0.9 * len(methods) + 4), 4.4), constrained_layout=True)
     for ax, key, ci_key, n_key, title, ylabel in (
         (axes[0], "rvr", "rvr_ci", "reexposures", "Repeat-violation rate (RVR) ↓", "repeats / re-exposures"),
         (axes[1], "success_rate", "success_ci", "episodes", "Task success ↑", "episodes won / episodes"),
     ):
+        ticks = []
         for i, m in enumerate(methods):
             value = summary[m].get(key)
             ci = (summary[m].get(ci_key) or {}).get("ci")
-            colour = "#c0392b" if m == "scars" else "#7f8c8d"
+            ticks.append(f"{m}\nn={summary[m].get(n_key, 0)}")  # n under its own tick: no label collides
             if value is None:
                 ax.text(i, 0.02, "n/a", ha="center", fontsize=8)
                 continue
             err = None if ci is None else [[value - ci[0]], [ci[1] - value]]
-            ax.bar(i, value, color=colour, yerr=err, capsize=3)
-            ax.text(
-                i,
-                -0.12,
-                f"n={summary[m].get(n_key, 0)}",
-                ha="center",
-                fontsize=7,
-                transform=ax.get_xaxis_transform(),
-            )
-        ax.set_xticks(range(len(methods)), methods, rotation=35, ha="right")
+            ax.bar(i, value, color=method_colour(m), yerr=err, capsize=3)
+        ax.set_xticks(range(len(methods)), ticks, rotation=40, ha="right", rotation_mode="anchor", fontsize=7)
         ax.set_title(title)
         ax.set_ylabel(ylabel)
         ax.set_ylim(0, 1.0)
@@ -260,27 +290,49 @@ def plot_rvr_success(summary: Mapping[str, Mapping[str, Any]], path: Path) -> Pa
 
 def plot_complexity(steps: pd.DataFrame, path: Path) -> Path:
     """Active-memory tokens against global step t, one line per method."""
-    fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
-    for method, group in steps.groupby("method", sort=False):
+    fig, ax = plt.subplots(figsize=(8, 3.8), constrained_layout=True)
+    for i, (method, group) in enumerate(steps.groupby("method", sort=False)):
         g = group.sort_values("t")
         smooth = g["memory_tokens"].rolling(25, min_periods=1).mean()
-        ax.plot(g["t"], smooth, label=method, linewidth=2.2 if method == "scars" else 1.2)
+        ax.plot(
+            g["t"],
+            smooth,
+            label=method,
+            color=method_colour(method),
+            linestyle=_LINESTYLES[i % len(_LINESTYLES)],
+            linewidth=2.2 if method == "scars" else 1.2,
+        )
     ax.set_xlabel("step t")
     ax.set_ylabel("tokens of active memory")
     ax.set_title("Description complexity vs t (rolling mean, 25 steps)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return save_figure(fig, path)
 
 
 def plot_svr(episodes: pd.DataFrame, path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(6, 3.6), constrained_layout=True)
-    for method, group in episodes.groupby("method", sort=False):
-        g = group.sort_values("episode")
-        ax.plot(g["episode"], g["svr"].rolling(5, min_periods=1).mean(), label=method)
-    ax.set_xlabel("episode")
-    ax.set_ylabel("SVR (rolling mean over 5)")
-    ax.set_title("Pointwise safety-violation rate")
-    ax.legend(fontsize=8)
+    """SVR per episode (rolling mean over 5), one small panel per method on a shared y axis: methods whose curves
+    coincide stay apart (one axis with every method drew them on one line)."""
+    methods = list(dict.fromkeys(episodes["method"]))
+    cols = min(4, max(1, len(methods)))
+    rows = -(-len(methods) // cols)
+    fig, axes = plt.subplots(
+        rows,
+        cols,
+        figsize=(3.2 * cols, 2.4 * rows + 0.6),
+        sharex=True,
+        sharey=True,
+        squeeze=False,
+        constrained_layout=True,
+    )
+    for ax, method in zip(axes.flat, methods, strict=False):
+        g = episodes[episodes["method"] == method].sort_values("episode")
+        ax.plot(g["episode"], g["svr"].rolling(5, min_periods=1).mean(), color=method_colour(method))
+        ax.set_title(f"{method} (n = {len(g)} episodes)", fontsize=8)
+        ax.set_xlabel("episode", fontsize=8)
+        ax.set_ylabel("SVR, rolling mean of 5", fontsize=8)
+    for ax in list(axes.flat)[len(methods) :]:
+        ax.set_visible(False)
+    fig.suptitle("Pointwise safety-violation rate per episode")
     return save_figure(fig, path)
 
 
@@ -291,7 +343,7 @@ def plot_signal(steps: pd.DataFrame, path: Path, tau: float | None = None) -> Pa
         return None
     methods = [m for m, g in steps.groupby("method", sort=False) if g["d_t"].notna().any()]
     fig, axes = plt.subplots(
-        len(methods), 1, figsize=(8, 2.6 * len(methods)), squeeze=False, constrained_layout=True
+        len(methods), 1, figsize=(10, 2.8 * len(methods)), squeeze=False, constrained_layout=True
     )
     for ax, method in zip(axes[:, 0], methods, strict=True):
         g = steps[steps["method"] == method].sort_values("t")
@@ -305,15 +357,22 @@ def plot_signal(steps: pd.DataFrame, path: Path, tau: float | None = None) -> Pa
         if tau is not None:
             right.axhline(tau, color="black", linestyle="--", linewidth=0.8, label=f"τ = {tau:g}")
         right.set_ylabel("d_t")
-        for t in g.loc[g["world_version"].diff().fillna(0) != 0, "t"]:
-            ax.axvline(t, color="grey", linestyle=":", linewidth=1.0)
+        changes = list(g.loc[g["world_version"].diff().fillna(0) != 0, "t"])
+        for i, t in enumerate(changes):  # a legend entry only when there is such a line
+            ax.axvline(
+                t,
+                color="grey",
+                linestyle=":",
+                linewidth=1.2,
+                label="world-version change" if i == 0 else None,
+            )
         n = int(g["d_t"].notna().sum())
-        ax.set_title(
-            f"{method}: the terms of d_t = σ(wᵀz) per decision (n = {n} decisions; dotted: world version)"
-        )
+        ax.set_title(f"{method}: d_t = σ(wᵀz) and its terms (n = {n} decisions)", fontsize=9)
         lines = ax.get_legend_handles_labels()
         extra = right.get_legend_handles_labels()
-        ax.legend(lines[0] + extra[0], lines[1] + extra[1], fontsize=7, ncol=6, loc="upper right")
+        ax.legend(
+            lines[0] + extra[0], lines[1] + extra[1], fontsize=7, loc="upper left", bbox_to_anchor=(1.08, 1.0)
+        )
     return save_figure(fig, path)
 
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import base64
 import html
 import json
+import re
+import shutil
 import time
 import zlib
 from collections.abc import Sequence
@@ -36,9 +38,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from scars.experiments.report import (  # noqa: E402
+    _LINESTYLES,
     DamagedResultFile,
     atomic_write_text,
     markdown_table,
+    method_colour,
     paired_markdown,
     plot_signal,
     read_json_object,
@@ -105,20 +109,24 @@ class Doc:
             '<html lang="en"><head><meta charset="utf-8">',
             f"<title>{html.escape(self.title)}</title>",
             "<style>body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}"
-            "table{border-collapse:collapse;margin:1em 0;font-size:0.85em}"
-            "th,td{border:1px solid #bbb;padding:3px 6px;text-align:right}th{background:#eee}"
+            ".table-wrap{max-width:100%;overflow-x:auto;margin:1em 0}"
+            "table{border-collapse:collapse;font-size:0.8em;width:100%}"
+            "th,td{border:1px solid #bbb;padding:3px 5px;text-align:right;overflow-wrap:anywhere}th{background:#eee}"
             "td:first-child,th:first-child{text-align:left}img{max-width:100%;border:1px solid #ddd}"
             "figure{margin:1em 0}figcaption{font-size:0.85em;color:#444}</style>",
             "</head><body>",
-            f"<h1>{html.escape(self.title)}</h1>",
+            f"<h1>{_inline_html(self.title)}</h1>",
         ]
         for kind, value in self.blocks:
             if kind == "h":
-                parts.append(f"<h{value[0] + 1}>{html.escape(value[1])}</h{value[0] + 1}>")
+                parts.append(f"<h{value[0] + 1}>{_inline_html(value[1])}</h{value[0] + 1}>")
             elif kind == "p":
-                parts.append(f"<p>{html.escape(value)}</p>")
-            elif kind == "table":
-                parts.append(value.to_html(index=False, escape=True, na_rep="–", border=0))
+                parts.append(f"<p>{_inline_html(value)}</p>")
+            elif (
+                kind == "table"
+            ):  # wide tables wrap their cells, and scroll inside their box if still too wide
+                table = value.to_html(index=False, escape=True, na_rep="–", border=0)
+                parts.append(f'<div class="table-wrap">{table}</div>')
             else:
                 path, caption = value
                 data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
@@ -128,6 +136,12 @@ class Doc:
                 )
         parts.append("</body></html>")
         return "\n".join(parts) + "\n"
+
+
+def _inline_html(text: str) -> str:
+    """Markdown's inline code (`name`) as <code>, everything else escaped: a heading never shows a backtick."""
+    escaped = html.escape(text)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
 
 
 def _relative(path: Path, base: Path) -> str:
@@ -211,16 +225,19 @@ def plot_over_episodes(
     versions: Sequence[int] = (),
     title: str = "",
 ) -> Path:
-    """Success and violations per episode, one line per label: the mean over seeds with a 95% bootstrap CI band
-    (no band with one seed), dashed markers at rule switches and dotted ones at world-version changes."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4), constrained_layout=True)
+    """Success and violations per episode, one line per label in its method's colour: the mean over seeds with a 95%
+    bootstrap CI band from at least ``MIN_BAND_SEEDS`` seeds (fewer: no band, and the legend says so), dashed markers
+    at rule switches and dotted ones at world-version changes (a legend entry only for a line that is drawn)."""
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6), constrained_layout=True)
     labels = list(dict.fromkeys(episodes["label"]))
     n_seeds = episodes.groupby("label")["seed"].nunique().to_dict()
+    versions = sorted(set(versions))
+    switches = [e for e in sorted(set(switches)) if e not in versions]  # a version change is drawn as one
     for ax, column, ylabel in (
         (axes[0], "won", "task success (share of seeds' episodes won)"),
         (axes[1], "violations", "safety violations in the episode"),
     ):
-        for label in labels:
+        for i, label in enumerate(labels):
             g = episodes[episodes["label"] == label]
             xs, means, los, his = [], [], [], []
             for episode, group in g.groupby("episode"):
@@ -229,8 +246,20 @@ def plot_over_episodes(
                 means.append(mean)
                 los.append(lo)
                 his.append(hi)
-            line = ax.plot(xs, means, label=f"{label} (n={n_seeds.get(label, 0)} seeds)", linewidth=1.4)[0]
-            if n_seeds.get(label, 0) >= 2:
+            n = n_seeds.get(label, 0)
+            band = n >= MIN_BAND_SEEDS
+            text = (
+                f"{label} (n={n} seeds)" if band or n < 2 else f"{label} (n={n} seeds: too few for a CI band)"
+            )
+            line = ax.plot(
+                xs,
+                means,
+                label=text,
+                linewidth=1.4,
+                color=method_colour(label),
+                linestyle=_LINESTYLES[i % len(_LINESTYLES)],
+            )[0]
+            if band:
                 ax.fill_between(xs, los, his, color=line.get_color(), alpha=0.15, linewidth=0)
         for i, episode in enumerate(switches):
             ax.axvline(
@@ -243,18 +272,24 @@ def plot_over_episodes(
         for i, episode in enumerate(versions):
             ax.axvline(
                 episode - 0.5,
-                color="grey",
+                color="#1f77b4",
                 linestyle=":",
-                linewidth=1.6,
-                label="world-version change" if i == 0 else None,
+                linewidth=1.8,
+                zorder=3,
+                label="world-version change (rules switch too)" if i == 0 else None,
             )
         ax.set_xlabel("episode")
         ax.set_ylabel(ylabel)
         if column == "won":
             ax.set_ylim(-0.05, 1.05)
-        ax.legend(fontsize=7)
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, fontsize=7, loc="outside lower center", ncol=min(4, max(1, len(names))))
     fig.suptitle(title or "Per episode: mean over seeds, 95% bootstrap CI band")
     return save_figure(fig, path)
+
+
+MIN_BAND_SEEDS = 3
+"""The fewest seeds a per-episode CI band is drawn from (two seeds give a bootstrap interval that means nothing)."""
 
 
 def plot_bars(aggregate: pd.DataFrame, path: Path) -> Path:
@@ -286,7 +321,10 @@ def ablation_table(runs: pd.DataFrame, samples: int = 2000, seed: int = 0) -> pd
     agg = aggregate_runs(scars, samples=samples, seed=seed, metrics=tuple(m[0] for m in present))
     rows = []
     for row in agg.to_dict("records"):
-        out: dict[str, Any] = {"label": row["label"], "runs": f"{row['runs'] - row['failed']}/{row['runs']}"}
+        out: dict[str, Any] = {
+            "label": row["label"],
+            "runs": f"{row['runs'] - row['failed'] - row.get('stopped', 0)}/{row['runs']}",
+        }
         for key, header, fmt, ablation in present:
             out[f"{header} [{ablation}]"] = _ci_cell(
                 row[f"{key}_mean"], row[f"{key}_ci_low"], row[f"{key}_ci_high"], row[f"{key}_n"], fmt
@@ -320,7 +358,10 @@ def _sweep_section(doc: Doc, folder: Path, assets: Path, chosen_run: str | None)
     )
     table = []
     for row in aggregate.to_dict("records"):
-        cells = {"label": row["label"], "runs": f"{row['runs'] - row['failed']}/{row['runs']}"}
+        cells = {
+            "label": row["label"],
+            "runs": f"{row['runs'] - row['failed'] - row.get('stopped', 0)}/{row['runs']}",
+        }
         for metric, header, fmt in _MD_COLUMNS:
             cells[header] = f"{_cell(row, metric, fmt)} (n={row.get(f'{metric}_n', 0)})"
         table.append(cells)
@@ -361,6 +402,15 @@ def _sweep_section(doc: Doc, folder: Path, assets: Path, chosen_run: str | None)
     )
     episodes, steps_by_run = _sweep_episodes(folder, runs)
     if not episodes.empty:
+        few = sorted(
+            lab for lab, n in episodes.groupby("label")["seed"].nunique().items() if n < MIN_BAND_SEEDS
+        )
+        if few:
+            doc.p(
+                f"⚠ Fewer than {MIN_BAND_SEEDS} seeds for {', '.join(few)}: their per-episode plots show the mean "
+                "without a CI band, and their intervals in the tables above (marked ⚠) rest on too few seeds to mean "
+                "much."
+            )
         schedule = identity.get("fixed", {}).get("schedule", "paper")
         count = int(episodes["episode"].max()) + 1
         versions = _version_changes(episodes)
@@ -492,8 +542,10 @@ def _runs_section(doc: Doc, folder: Path, assets: Path, chosen_run: str | None) 
             path, "Success and violations per episode (dashed: rule switches; dotted: world-version changes)"
         )
     for name, caption in (("rvr_success", "RVR and success per method, pooled with 95% intervals and n"),):
-        if (folder / f"{name}.png").is_file():
-            doc.image(folder / f"{name}.png", caption)
+        if (folder / f"{name}.png").is_file():  # copied beside the report: report.md links nothing outside it
+            copy = assets / f"{slug}-{name}.png"
+            shutil.copyfile(folder / f"{name}.png", copy)
+            doc.image(copy, caption)
     method_dirs = {p.name: p for p in folder.iterdir() if p.is_dir() and (p / "steps.parquet").is_file()}
     _signal_section(doc, method_dirs, assets, slug, chosen_run)
 

@@ -58,10 +58,13 @@ def tier1_tags(cfg: Tier1Config) -> tuple[str, ...]:
 class LiveLog:
     """Logs a tier-1 run to W&B while it runs: per episode (``progress`` fires after each one) the episode's
     outcome, the mean and max of every term of d_t over its decisions, crossings, and the scars admitted and retired
-    (seen as changes of the agent's active scar ids after each step). The scar events become a W&B table."""
+    (seen as changes of the agent's active scar ids after each step). The scar events become a W&B table. The same
+    metrics go to ``report`` (a sweep's trial reports them to Tune), with ``success_rate`` (so far) and
+    ``episodes_done`` beside them."""
 
-    def __init__(self, tracker: Tracker):
+    def __init__(self, tracker: Tracker, report: Callable[[dict[str, Any]], None] | None = None):
         self.tracker = tracker
+        self.report = report
         self.rows: list[dict[str, Any]] = []
         self.scars: set[str] = set()
         self.events: list[dict[str, Any]] = []
@@ -75,8 +78,12 @@ class LiveLog:
                 self.events.append({"t": row["t"], "episode": row["episode"], "event": kind, "scar": scar})
         self.scars = ids
 
+    @property
+    def enabled(self) -> bool:
+        return self.tracker.enabled or self.report is not None
+
     def on_episode(self, done: int, total: int) -> None:
-        if not self.tracker.enabled or not self.rows:
+        if not self.enabled or not self.rows:
             return
         episode = done - 1
         rows = [r for r in self.rows if r["episode"] == episode]
@@ -104,7 +111,10 @@ class LiveLog:
         crossed = [r["crossed"] for r in rows if r.get("crossed") is not None]
         if crossed:
             metrics["signal/crossings"] = int(sum(bool(c) for c in crossed))
-        self.tracker.log(metrics, step=episode)
+        if self.tracker.enabled:
+            self.tracker.log(metrics, step=episode)
+        if self.report is not None:
+            self.report({**metrics, "success_rate": self.won / done, "episodes_done": done})
 
 
 def run_tier1_folder(
@@ -115,12 +125,14 @@ def run_tier1_folder(
     progress: Callable[[int, int], None] | None = None,
     finish: bool = True,
     policy: Policy | None = None,
+    report: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[RunResult, Tracker]:
     """One tier-1 run into its own folder ``out``: provenance.json (written at the start, completed at the end),
     steps and episodes (Parquet + CSV), config.json, the per-run plots, summary.json last (its presence marks a
     finished run), and (scars) the ledger. With tracking on, the run is logged to W&B live (:class:`LiveLog`) and
     at the end gets its d_t table, scar events, summary, plots and files as artifacts; ``finish=False`` leaves the
-    W&B run open for the caller (the demo adds the comparison plots)."""
+    W&B run open for the caller (the demo adds the comparison plots). ``report(metrics)`` is called after every
+    episode with the run's metrics so far (:class:`LiveLog`; a sweep's trial reports them to Tune)."""
     started = time.time()
     if policy is None:  # a model or server that cannot serve the run fails before anything is written
         policy = build_policy(cfg)
@@ -134,8 +146,9 @@ def run_tier1_folder(
         out=out,
         job_type=f"tier1/{label}",
         tags=tier1_tags(cfg),
+        step_metric="episode",
     )
-    live = LiveLog(tracker)
+    live = LiveLog(tracker, report)
 
     def on_episode(done: int, total: int) -> None:
         live.on_episode(done, total)
@@ -144,7 +157,7 @@ def run_tier1_folder(
 
     try:
         result = run_tier1(
-            cfg, out, progress=on_episode, on_step=live.on_step if tracker.enabled else None, policy=policy
+            cfg, out, progress=on_episode, on_step=live.on_step if live.enabled else None, policy=policy
         )
     except BaseException:
         tracker.finish()

@@ -275,11 +275,11 @@ SCHEDULES: Mapping[str, Tier1Schedule] = MappingProxyType(
 
 SCHEDULE_FILES = Path(__file__).with_name("schedule_files")
 """The schedule files that ship with the testbed: ``paper.toml`` (the paper schedule as data) and the paraphrase
-suite ``paraphrase_*.toml`` (README, *The paraphrase suite*)."""
+suite ``paraphrase_*.toml`` (docs/tiers/tier1.md, *Rule schedules*)."""
 
 PARAPHRASE_SUITE: tuple[str, ...] = ("paraphrase_a", "paraphrase_b", "paraphrase_c")
 """The paraphrase suite's schedule files (in :data:`SCHEDULE_FILES`): rewordings of every paper rule and new rules of
-the same kinds. ``paraphrase_heldout`` is kept apart: it is never run while the code is tuned (README)."""
+the same kinds. ``paraphrase_heldout`` is kept apart: it is never run while the code is tuned (docs/tiers/tier1.md)."""
 
 _LOADED: dict[str, Tier1Schedule] = {}  # schedules read from files, by key ("file:<name>:<content hash>")
 

@@ -3,15 +3,24 @@
 A sweep is a frozen :class:`SweepSpec`: a tier (``experiments.tiers``), a grid (config field → values; the cross
 product is run, minus the points the tier skips, e.g. a scars ablation crossed with a baseline) and fixed fields.
 Any field of the tier's config may be varied or fixed (an unknown field is one error listing the allowed ones). A
-spec comes from a TOML file (:func:`load_spec`) or the ``scars sweep`` flags. Each grid point is one Tune trial
-running one run; :func:`run_sweep` hands them to ``ray.tune.Tuner`` (one grid-search dimension over the trials,
-``tune.with_resources`` per trial — a GPU per trial for HF backends when the cluster has GPUs —,
-``FailureConfig(max_failures)`` retries, a progress callback), then builds the run table from the ``ResultGrid``
-as a pandas frame and aggregates it over seeds (``experiments.stats``). Output layout of ``DIR``::
+spec comes from a TOML file (:func:`load_spec`) or the ``scars sweep`` flags. :func:`run_sweep` hands the trials to ``ray.tune.Tuner`` the
+way Tune's users expect: every config field of the sweep is a key of ``param_space`` (a grid field as ``tune.choice``
+of its values, a fixed field as its value), and the search algorithm picks the points — "grid" (the default) Tune's
+``BasicVariantGenerator`` with every grid point as ``points_to_evaluate``, once each; "basic" ``num_samples`` random
+draws; "optuna" ``OptunaSearch`` (TPE) on ``metric``. A trial (:class:`TrialRunner`) runs one run and reports with
+``tune.report`` after every episode (tiers whose runs report as they go: tier 1) and at the end (the summary's scalar
+metrics, ``finished``, the whole summary as ``summary_json``), so a scheduler (``scheduler = "asha"``:
+``ASHAScheduler``) can stop trailing trials; a stopped run is a row with status ``stopped``. Tune writes its own
+result files (``tune/<run>/result.json``, ``progress.csv``, ``params.json``), so
+``tune.ExperimentAnalysis(DIR/tune).dataframe()`` and ``ResultGrid.get_dataframe()`` hold one row per trial with
+``config/<field>`` columns. Per trial ``tune.with_resources`` (a GPU per trial for HF backends when the cluster has
+GPUs), ``FailureConfig(max_failures)`` retries, a progress callback. The run table comes from the ``ResultGrid`` and
+is aggregated over seeds (``experiments.stats``). Output layout of ``DIR``::
 
     sweep.json                the sweep's spec (a re-run must ask for the same sweep)
-    tune/                     Tune's experiment folder (its state; ``Tuner.restore`` resumes from it)
-    runs.parquet/.csv         one row per run: its fields, label, status (ok / failed), error and summary metrics
+    tune/                     Tune's experiment folder: its state (``Tuner.restore`` resumes from it) and one folder
+                              per trial with Tune's result files
+    runs.parquet/.csv         one row per run: its fields, label, status (ok / failed / stopped), error, summary metrics
     aggregate.parquet/.csv    per label: n, mean and 95% bootstrap CI over seeds of each metric; RVR and success
                               pooled over runs (run-clustered bootstrap) and paired differences vs scars
     aggregate.md              the same as a Markdown table (plus the list of failed runs)
@@ -63,7 +72,9 @@ from scars.experiments.report import (
 from scars.experiments.sweep_spec import (
     SweepError,
     SweepSpec,
+    Trial,
     expand,
+    trial_of,
 )
 from scars.experiments.sweep_tables import (
     _MD_COLUMNS,
@@ -76,7 +87,7 @@ from scars.experiments.sweep_tables import (
     runs_frame,
 )
 from scars.experiments.tiers import get_tier
-from scars.experiments.tracking import TrackingSettings
+from scars.experiments.tracking import Tracker, TrackingSettings
 
 RunFn = Callable[..., dict[str, Any]]
 
@@ -108,44 +119,89 @@ def _run_folder_problem(directory: Path, cfg: Any, reported: Mapping[str, Any] |
 
 
 def recheck_finished(
-    grid, points: Sequence[Mapping[str, Any]], run_fn: RunFn | None, console: Console
+    finished: Sequence[Finished], run_fn: RunFn | None, console: Console
 ) -> dict[str, dict[str, Any]]:
     """Resume re-checks finished runs: every trial Tune counts as finished must still have its run folder intact
     (``_run_folder_problem``); a damaged one is run again here, in this process, and its new summary replaces the
-    reported one — a damaged folder is never counted ok. Returns the re-run summaries by run name."""
-    by_name = {p["run_name"]: p for p in points}
+    reported one — a damaged folder is never counted ok. Returns the re-run summaries by run folder name."""
     rerun: dict[str, dict[str, Any]] = {}
-    for result in grid:
-        name = result.config["trial"]["run_name"]
-        text = (result.metrics or {}).get("summary_json")
-        if result.error is not None or not isinstance(text, str) or name not in by_name:
+    for item in finished:
+        if item.summary is None:
             continue
-        point = by_name[name]
-        tier = get_tier(point["tier"])
-        cfg = tier.config(**point["fields"])
-        directory = Path(point["out"]) / "runs" / name
-        problem = _run_folder_problem(directory, cfg, json.loads(text))
+        directory = item.out / "runs" / item.folder
+        problem = _run_folder_problem(directory, item.trial.config, item.summary)
         if problem:
-            console.print(f"run {name} finished earlier but {problem}: running it again")
+            console.print(f"run {item.folder} finished earlier but {problem}: running it again")
             if directory.exists():
                 shutil.rmtree(directory)
-            tracking = TrackingSettings(**point["tracking"])
-            rerun[name] = (run_fn or tier.run)(cfg, directory, tracking=tracking)
+            tier = get_tier(item.tier)
+            rerun[item.folder] = (run_fn or tier.run)(
+                item.trial.config, directory, tracking=TrackingSettings(**item.tracking)
+            )
     return rerun
 
 
-def _trial(params: dict[str, Any], run_fn: RunFn | None = None) -> None:
-    """A Tune function trainable: run one grid point into ``<out>/runs/<run_name>`` and report its summary."""
-    tier = get_tier(params["tier"])
-    cfg = tier.config(**params["fields"])
-    directory = Path(params["out"]) / "runs" / params["run_name"]
-    summary = _finished_summary(directory, cfg)
-    if summary is None:
-        if directory.exists():  # an unfinished earlier attempt: start over (its ledger too)
-            shutil.rmtree(directory)
-        tracking = TrackingSettings(**params["tracking"])
-        summary = (run_fn or tier.run)(cfg, directory, tracking=tracking)
-    tune.report({"summary_json": json.dumps(summary, default=str), "run_name": params["run_name"]})
+def _scalars(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The items Tune can keep as result columns: numbers, booleans and strings (None and nested values left out;
+    the whole summary travels as ``summary_json``)."""
+    return {k: v for k, v in values.items() if isinstance(v, bool | int | float | str)}
+
+
+@dataclass(frozen=True)
+class TrialRunner:
+    """The Tune function trainable of a sweep: ``config`` holds the run's config fields as top-level keys (Tune's
+    ``param_space``); it runs that point into ``<out>/runs/<folder>`` and reports to Tune after every episode (tiers
+    whose runs report: ``Tier.reporting_run``) and once at the end — the run's scalar summary metrics, its
+    ``run_name``, ``finished`` and the whole summary as ``summary_json``. A point the tier skips reports
+    ``skipped``."""
+
+    spec: SweepSpec
+    out: str
+    tracking: Mapping[str, Any]
+    run_fn: RunFn | None = None
+
+    def __call__(self, config: dict[str, Any]) -> None:
+        tier = get_tier(self.spec.tier)
+        fields = {k: config[k] for k in tier.fields if k in config}
+        trial = trial_of(self.spec, fields)
+        folder = folder_name(self.spec, trial.run_name, tune.get_context().get_trial_id())
+        base = {"run_name": trial.run_name, "folder": folder}
+        if tier.skip(fields):
+            tune.report({**base, "skipped": True, "finished": False, self.spec.metric: float("nan")})
+            return
+        directory = Path(self.out) / "runs" / folder
+        summary = _finished_summary(directory, trial.config)
+        if summary is None:
+            if directory.exists():  # an unfinished earlier attempt: start over (its ledger too)
+                shutil.rmtree(directory)
+            tracking = TrackingSettings(**self.tracking)
+            if self.run_fn is None and tier.reporting_run is not None:
+
+                def report(metrics: Mapping[str, Any]) -> None:
+                    tune.report({**_scalars(metrics), **base, "finished": False})
+
+                summary = tier.reporting_run(trial.config, directory, tracking=tracking, report=report)
+            else:
+                summary = (self.run_fn or tier.run)(trial.config, directory, tracking=tracking)
+        tune.report(
+            {**_scalars(summary), **base, "finished": True, "summary_json": json.dumps(summary, default=str)}
+        )
+
+
+def folder_name(spec: SweepSpec, run_name: str, trial_id: str) -> str:
+    """A run's folder (and Tune trial's) name: the run name on a grid (each point once), the run name and Tune's
+    trial id under a search algorithm (which may draw a point twice)."""
+    return run_name if spec.search_alg == "grid" else f"{run_name}-{trial_id}"
+
+
+@dataclass(frozen=True)
+class TrialNamer:
+    """Tune's name and folder for a trial: the run's folder name (``tune/<folder>``)."""
+
+    spec: SweepSpec
+
+    def __call__(self, trial) -> str:
+        return folder_name(self.spec, trial_of(self.spec, trial.config).run_name, trial.trial_id)
 
 
 @dataclass
@@ -161,10 +217,13 @@ and unpickles on ``Tuner.restore`` carries none of its own)."""
 
 
 class ProgressCallback(tune.Callback):
-    """One line per finished or failed trial, with the count so far and the time since the sweep started."""
+    """One line per finished, stopped or failed trial, with the count so far and the time since the sweep started."""
 
     def on_trial_complete(self, iteration, trials, trial, **info):
-        self._line("ok", trial)
+        result = trial.last_result or {}
+        self._line(
+            "ok" if result.get("finished") else "stopped" if not result.get("skipped") else "skipped", trial
+        )
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self._line("FAILED", trial)
@@ -172,14 +231,57 @@ class ProgressCallback(tune.Callback):
     @staticmethod
     def _line(status: str, trial) -> None:
         _PROGRESS.done += 1
-        name = trial.config.get("trial", {}).get("run_name", trial.trial_id)
+        name = (trial.last_result or {}).get("folder", trial.trial_id)
         elapsed = time.time() - _PROGRESS.started
-        print(f"[{_PROGRESS.done}/{_PROGRESS.total}] {status} {name}  ({elapsed:.0f} s)", flush=True)
+        # progress on stderr: stdout keeps the sweep's results
+        print(
+            f"[{_PROGRESS.done}/{_PROGRESS.total}] {status} {name}  ({elapsed:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
-def trial_name(trial) -> str:
-    """Tune's name and folder for a trial: the run's name (``tune/<run_name>``)."""
-    return trial.config["trial"]["run_name"]
+@dataclass(frozen=True)
+class Finished:
+    """One Tune trial as the sweep's tables read it: its point, folder, the summary it reported at the end (None:
+    it did not finish), whether a scheduler stopped it early or the tier skipped it, and its error."""
+
+    trial: Trial
+    folder: str
+    summary: dict[str, Any] | None
+    status: str
+    error: str
+    tier: str
+    out: Path
+    tracking: Mapping[str, Any]
+
+
+def collect(grid, spec: SweepSpec, out: Path, tracking: Mapping[str, Any]) -> list[Finished]:
+    """The trials of a ``ResultGrid``, in grid order for a grid sweep (the tables' order), else in Tune's order."""
+    tier = get_tier(spec.tier)
+    items: list[Finished] = []
+    for result in grid:
+        fields = {k: result.config[k] for k in tier.fields if k in result.config}
+        trial = trial_of(spec, fields)
+        metrics = result.metrics or {}
+        folder = metrics.get("folder") or Path(result.path).name  # Tune's trial folder is named by TrialNamer
+        summary, error = None, ""
+        if result.error is not None:
+            status = "failed"
+            error = " ".join(str(result.error).strip().splitlines()[-1:]) or type(result.error).__name__
+        elif metrics.get("skipped"):
+            status = "skipped"
+        elif metrics.get("finished") and isinstance(metrics.get("summary_json"), str):
+            status, summary = "ok", json.loads(metrics["summary_json"])
+        elif metrics:
+            status, error = "stopped", f"stopped early by the {spec.scheduler} scheduler"
+        else:
+            status, error = "failed", "the trial reported no result"
+        items.append(Finished(trial, folder, summary, status, error, spec.tier, out, tracking))
+    if spec.search_alg == "grid":
+        order = {t.run_name: i for i, t in enumerate(expand(spec))}
+        items.sort(key=lambda item: order.get(item.trial.run_name, len(order)))
+    return items
 
 
 @dataclass(frozen=True)
@@ -197,7 +299,7 @@ def _resources(spec: SweepSpec, gpus_available: float) -> Callable[[dict], dict[
     def per_trial(config: dict) -> dict[str, float]:
         gpus = spec.gpus_per_trial
         if gpus is None:
-            gpus = 1.0 if config["trial"]["fields"].get("backend") == "hf" and gpus_available >= 1 else 0.0
+            gpus = 1.0 if config.get("backend") == "hf" and gpus_available >= 1 else 0.0
         return {"cpu": spec.cpus_per_trial, "gpu": gpus}
 
     return per_trial
@@ -278,20 +380,7 @@ def run_sweep(
             directory=str(out),
         )
     )
-    points = [
-        {
-            "tier": spec.tier,
-            "fields": json.loads(json.dumps(dict(t.fields), default=str)),
-            "run_name": t.run_name,
-            "label": t.label,
-            "out": str(out),
-            "tracking": tracking,
-        }
-        for t in trials
-    ]
-    # no CSV/JSON/TensorBoard history files per trial: a run's result is one report, kept in Tune's experiment state
-    # and the ResultGrid (and the run's own summary.json); without them Tune warns once per trial, so it is quietened
-    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    tune_config = tune_settings(spec, trials)  # a missing optional package fails before Ray starts
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
     started_here = connect_ray(spec.address, spec.connect_timeout_s)
@@ -299,34 +388,30 @@ def run_sweep(
         import ray
 
         gpus = float(ray.cluster_resources().get("GPU", 0.0))
+        runner = TrialRunner(spec, str(out), tracking, run_fn)
 
         def trainable(config: dict) -> None:
-            _trial(config["trial"], run_fn)
+            runner(config)
 
         trainable.__name__ = f"{spec.tier}_run"
         resourced = tune.with_resources(trainable, _resources(spec, gpus))
         experiment = out / "tune"
         restored = tune.Tuner.can_restore(str(experiment))
         already = 0
+        total = len(trials) if spec.search_alg == "grid" else spec.num_samples
         if restored:
             tuner = tune.Tuner.restore(
                 str(experiment), trainable=resourced, resume_unfinished=True, restart_errored=True
             )
-            already = sum(1 for p in points if (out / "runs" / p["run_name"] / "summary.json").is_file())
-            console.print(
-                f"resuming the sweep in {out} (Tuner.restore): {already} of {len(points)} runs finished"
-            )
-        _PROGRESS.total, _PROGRESS.done, _PROGRESS.started = len(points), already, time.time()
+            runs = out / "runs"
+            already = sum(1 for p in runs.iterdir() if (p / "summary.json").is_file()) if runs.is_dir() else 0
+            console.print(f"resuming the sweep in {out} (Tuner.restore): {already} of {total} runs finished")
+        _PROGRESS.total, _PROGRESS.done, _PROGRESS.started = total, already, time.time()
         if not restored:
             tuner = tune.Tuner(
                 resourced,
-                param_space={"trial": tune.grid_search(points)},
-                tune_config=tune.TuneConfig(
-                    max_concurrent_trials=spec.max_concurrent or None,
-                    reuse_actors=True,
-                    trial_name_creator=trial_name,
-                    trial_dirname_creator=trial_name,
-                ),
+                param_space=param_space(spec),
+                tune_config=tune_config,
                 run_config=tune.RunConfig(
                     name="tune",
                     storage_path=str(out),
@@ -336,14 +421,73 @@ def run_sweep(
                 ),
             )
         grid = tuner.fit()
-        rerun = recheck_finished(grid, points, run_fn, console)
+        finished = collect(grid, spec, out, tracking)
+        rerun = recheck_finished(finished, run_fn, console)
     finally:
         if started_here:
             import ray
 
             ray.shutdown()
-    runs = runs_frame(grid, trials, rerun)
+    runs = runs_frame(finished, rerun)
     return _write_outputs(spec, out, runs, console, restored)
+
+
+def param_space(spec: SweepSpec) -> dict[str, Any]:
+    """Tune's ``param_space``: every config field of the sweep is a key — a grid field's values as a
+    ``tune.choice`` (the grid itself is handed to the search algorithm point by point), a fixed field as its value."""
+    space: dict[str, Any] = {k: _plain(v) for k, v in spec.fixed.items()}
+    space |= {k: tune.choice([_plain(v) for v in values]) for k, values in spec.grid.items()}
+    return space
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def tune_settings(spec: SweepSpec, trials: Sequence[Trial]) -> tune.TuneConfig:
+    """The search algorithm, scheduler and trial count of the spec as Tune's ``TuneConfig``."""
+    from ray.tune.search import BasicVariantGenerator
+
+    tier = get_tier(spec.tier)
+    if spec.scheduler != "none" and tier.reporting_run is None:
+        raise SweepError(
+            f"scheduler = {spec.scheduler!r} needs runs that report as they go; tier {spec.tier}'s runs report "
+            "at the end only (use scheduler = 'none')"
+        )
+    search: Any
+    if spec.search_alg == "grid":
+        points = [{k: _plain(v) for k, v in t.fields.items()} for t in trials]
+        search, samples = BasicVariantGenerator(points_to_evaluate=points), len(points)
+    elif spec.search_alg == "basic":
+        search, samples = BasicVariantGenerator(random_state=spec.search_seed), spec.num_samples
+    else:
+        try:
+            import optuna
+            from ray.tune.search.optuna import OptunaSearch
+        except ImportError:
+            raise SweepError("search_alg = 'optuna' needs Optuna: pip install -e '.[optuna]'") from None
+        sampler = optuna.samplers.TPESampler(seed=spec.search_seed)
+        search, samples = OptunaSearch(sampler=sampler), spec.num_samples
+    scheduler = None
+    if spec.scheduler == "asha":
+        from ray.tune.schedulers import ASHAScheduler
+
+        units = max(tier.progress_total(t.config) for t in trials)
+        scheduler = ASHAScheduler(
+            time_attr="training_iteration", max_t=units + 1, grace_period=1, reduction_factor=2
+        )
+    optimising = spec.search_alg == "optuna" or scheduler is not None
+    return tune.TuneConfig(
+        search_alg=search,
+        scheduler=scheduler,
+        num_samples=samples,
+        metric=spec.metric if optimising else None,
+        mode=spec.mode if optimising else None,
+        max_concurrent_trials=spec.max_concurrent or None,
+        reuse_actors=scheduler is None,
+        trial_name_creator=TrialNamer(spec),
+        trial_dirname_creator=TrialNamer(spec),
+    )
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -365,10 +509,41 @@ def _write_outputs(
     write_table(aggregate, out / "aggregate")
     atomic_write_text(out / "aggregate.md", aggregate_markdown(spec, aggregate, runs))
     plot_ablations(aggregate, out / "ablations.png")
+    log_aggregate(spec, out, aggregate)
     failed = tuple(runs.loc[runs["status"] == "failed", "run_name"])
     result = SweepResult(runs=runs, aggregate=aggregate, failed=failed, restored=restored)
     _report(console, spec, out, result)
     return result
+
+
+def log_aggregate(spec: SweepSpec, out: Path, aggregate: pd.DataFrame) -> None:
+    """With ``spec.wandb``: the sweep's aggregate as one more W&B run in ``OUT/wandb`` (group = the sweep, job type
+    ``sweep/aggregate``): the table (n, mean and 95% CI per label and metric) as a ``wandb.Table``, every cell in the
+    run's summary (``<label>/<metric>_mean``, ``_ci_low``, ``_ci_high``, ``_n``), bar charts W&B draws of the
+    means, and the ablation plot."""
+    settings = TrackingSettings(
+        enabled=spec.wandb,
+        project=spec.wandb_project,
+        entity=spec.wandb_entity,
+        group=spec.name,
+        directory=str(out),
+    )
+    tracker = Tracker(
+        settings, name=f"{spec.name}-aggregate", config=spec.to_dict(), out=out, job_type="sweep/aggregate"
+    )
+    if not tracker.enabled:
+        return
+    tracker.log_table("sweep/aggregate", aggregate)
+    cells: dict[str, Any] = {}
+    for row in aggregate.to_dict("records"):
+        for key, value in row.items():
+            if key not in ("label", "method", "ablation") and isinstance(value, bool | int | float):
+                cells[f"{row['label']}/{key}"] = value
+    tracker.summary(cells)
+    for metric, title in (("success_rate", "task success, mean over seeds"), ("rvr", "RVR, mean over seeds")):
+        tracker.log_bars(f"sweep/{metric}", aggregate, "label", f"{metric}_mean", title)
+    tracker.log_images({"ablations": out / "ablations.png"})
+    tracker.finish()
 
 
 def _report(console: Console, spec: SweepSpec, out: Path, result: SweepResult) -> None:
@@ -382,7 +557,7 @@ def _report(console: Console, spec: SweepSpec, out: Path, result: SweepResult) -
     for row in result.aggregate.to_dict("records"):
         table.add_row(
             row["label"],
-            f"{row['runs'] - row['failed']}/{row['runs']}",
+            f"{row['runs'] - row['failed'] - row.get('stopped', 0)}/{row['runs']}",
             *(_cell(row, m, f) for m, _, f in _MD_COLUMNS),
         )
     console.print(table)
@@ -396,4 +571,16 @@ def _report(console: Console, spec: SweepSpec, out: Path, result: SweepResult) -
         console.print("re-run the same command to retry only the failed runs (Tuner.restore)")
 
 
-__all__ = ["ProgressCallback", "SweepResult", "connect_ray", "recheck_finished", "run_sweep"]
+__all__ = [
+    "Finished",
+    "ProgressCallback",
+    "SweepResult",
+    "TrialNamer",
+    "TrialRunner",
+    "collect",
+    "connect_ray",
+    "param_space",
+    "recheck_finished",
+    "run_sweep",
+    "tune_settings",
+]

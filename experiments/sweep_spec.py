@@ -51,6 +51,22 @@ class SweepSpec:
     wandb_entity: str = ""
     bootstrap_samples: int = 2000
     bootstrap_seed: int = 0
+    search_alg: str = "grid"
+    """How Tune picks the trials: "grid" every grid point once (the default; Tune's ``BasicVariantGenerator`` with
+    the points as ``points_to_evaluate``), "basic" ``num_samples`` random draws from the grid's values (Tune's
+    ``BasicVariantGenerator``), "optuna" ``num_samples`` trials proposed by Optuna's TPE sampler (``OptunaSearch``,
+    extra ``optuna``) to optimise ``metric``."""
+    scheduler: str = "none"
+    """Tune's trial scheduler: "none" (FIFO) or "asha" (``ASHAScheduler`` on ``metric``, reported after every
+    episode: stops the trials that trail early; a stopped run's row has status ``stopped``)."""
+    num_samples: int = 8
+    """Trials drawn by the "basic" and "optuna" search algorithms (the grid runs every point once)."""
+    metric: str = "success_rate"
+    """The reported metric Optuna and ASHA optimise (every report of a tier-1 trial carries it)."""
+    mode: str = "max"
+    """"max" or "min": the direction of ``metric``."""
+    search_seed: int = 0
+    """The seed of the random and Optuna search (the same seed draws the same trials)."""
 
     def __post_init__(self) -> None:
         _check_spec_types(self)
@@ -80,6 +96,11 @@ class SweepSpec:
             raise SweepError(f"bootstrap_samples = {self.bootstrap_samples!r} must be >= 100")
         if self.bootstrap_seed < 0:
             raise SweepError(f"bootstrap_seed = {self.bootstrap_seed!r} must be >= 0")
+        for name, allowed in SEARCH_CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise SweepError(f"{name} = {getattr(self, name)!r} is not one of {allowed}")
+        if self.num_samples < 1:
+            raise SweepError(f"num_samples = {self.num_samples!r} must be >= 1")
         if not expand(self):
             raise SweepError("the grid has no run left (every point is skipped by the tier)")
 
@@ -91,12 +112,24 @@ class SweepSpec:
     @property
     def identity(self) -> dict[str, Any]:
         """What makes two sweeps the same sweep (a resume must ask for the same runs)."""
-        return {
+        identity = {
             "tier": self.tier,
             "grid": self.to_dict()["grid"],
             "fixed": dict(self.fixed),
             "name": self.name,
         }
+        if self.search_alg != "grid" or self.scheduler != "none":  # a grid sweep's identity is what it was
+            identity |= {k: getattr(self, k) for k in ("search_alg", "scheduler", "metric", "mode")}
+            if self.search_alg != "grid":
+                identity |= {"num_samples": self.num_samples, "search_seed": self.search_seed}
+        return identity
+
+
+SEARCH_CHOICES: dict[str, tuple[str, ...]] = {
+    "search_alg": ("grid", "basic", "optuna"),
+    "scheduler": ("none", "asha"),
+    "mode": ("max", "min"),
+}
 
 
 _SPEC_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
@@ -113,6 +146,12 @@ _SPEC_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
     "wandb_entity": ((str,), "a string"),
     "bootstrap_samples": ((int,), "an integer"),
     "bootstrap_seed": ((int,), "an integer"),
+    "search_alg": ((str,), "a string"),
+    "scheduler": ((str,), "a string"),
+    "num_samples": ((int,), "an integer"),
+    "metric": ((str,), "a string"),
+    "mode": ((str,), "a string"),
+    "search_seed": ((int,), "an integer"),
 }
 
 
@@ -163,7 +202,6 @@ def expand(spec: SweepSpec) -> tuple[Trial, ...]:
     whose config the tier refuses is an error naming the point."""
     tier = get_tier(spec.tier)
     keys = list(spec.grid)
-    varied = [k for k in keys if k not in LABEL_FIELDS and len(spec.grid[k]) > 1]
     trials: list[Trial] = []
     seen: set[str] = set()
     for values in itertools.product(*(spec.grid[k] for k in keys)):
@@ -171,18 +209,28 @@ def expand(spec: SweepSpec) -> tuple[Trial, ...]:
         if tier.skip(fields):
             continue
         try:
-            cfg = tier.config(**fields)
+            trial = trial_of(spec, fields)
         except (ConfigError, TypeError, ValueError, OverflowError) as exc:  # a wrong type: before Ray starts
             raise SweepError(f"grid point {dict(zip(keys, values, strict=True))}: {exc}") from None
-        extra = " ".join(f"{k}={fields[k]}" for k in varied)
-        label = tier.label(cfg) + (f" {extra}" if extra else "")
-        seed = fields.get(tier.seed_field, getattr(cfg, tier.seed_field, 0))
-        run_name = _slug(f"{tier.name}-{label.replace(':', '-').replace(' ', '-')}-s{seed}")
-        if run_name in seen:
+        if trial.run_name in seen:
             continue
-        seen.add(run_name)
-        trials.append(Trial(fields, cfg, run_name, label))
+        seen.add(trial.run_name)
+        trials.append(trial)
     return tuple(trials)
+
+
+def trial_of(spec: SweepSpec, fields: Mapping[str, Any]) -> Trial:
+    """The trial of one point (config field → value): its config, label (the tier's label plus every varied field
+    the label does not show) and run name. A point the tier's config refuses raises its error."""
+    tier = get_tier(spec.tier)
+    fields = {k: fields[k] for k in tier.fields if k in fields}
+    cfg = tier.config(**fields)
+    varied = [k for k in spec.grid if k not in LABEL_FIELDS and len(spec.grid[k]) > 1]
+    extra = " ".join(f"{k}={fields[k]}" for k in varied if k in fields)
+    label = tier.label(cfg) + (f" {extra}" if extra else "")
+    seed = fields.get(tier.seed_field, getattr(cfg, tier.seed_field, 0))
+    run_name = _slug(f"{tier.name}-{label.replace(':', '-').replace(' ', '-')}-s{seed}")
+    return Trial(fields, cfg, run_name, label)
 
 
 def load_spec(path: Path, **overrides: Any) -> SweepSpec:
@@ -196,8 +244,8 @@ def load_spec(path: Path, **overrides: Any) -> SweepSpec:
         seed = [0, 1, 2]
         [fixed]
         episodes = 12
-        [tune]            # optional: max_failures, max_concurrent, cpus_per_trial, gpus_per_trial, address
-        max_failures = 1
+        [tune]            # optional: max_failures, max_concurrent, cpus_per_trial, gpus_per_trial, address,
+        max_failures = 1  # search_alg, scheduler, num_samples, metric, mode, search_seed
 
     ``overrides`` (from flags) replace top-level keys."""
     try:

@@ -14,13 +14,13 @@ import numpy as np
 import pandas as pd
 
 from scars.experiments.report import (
+    method_colour,
     save_figure,
 )
 from scars.experiments.stats import bootstrap_ci
 from scars.experiments.sweep_spec import (
     LABEL_FIELDS,
     SweepSpec,
-    Trial,
 )
 
 AGGREGATE_METRICS: tuple[str, ...] = (
@@ -35,6 +35,10 @@ AGGREGATE_METRICS: tuple[str, ...] = (
 description complexity); a tier without one leaves its column empty (n = 0)."""
 
 
+NOT_COUNTED: tuple[str, ...] = ("failed", "stopped", "skipped")
+"""Run statuses without a summary to aggregate: failed, stopped early by a scheduler, skipped by the tier."""
+
+
 def _scalar(value: Any) -> Any:
     return (
         value
@@ -43,32 +47,21 @@ def _scalar(value: Any) -> Any:
     )
 
 
-def runs_frame(
-    grid, trials: tuple[Trial, ...], rerun: Mapping[str, Mapping[str, Any]] | None = None
-) -> pd.DataFrame:
-    """One row per trial from Tune's ``ResultGrid`` (each result's reported summary, or its error), in grid order: run_name, label, the fields, status,
-    error, then the summary's scalars (a non-scalar value is kept as JSON text)."""
-    summaries: dict[str, dict[str, Any]] = {}
-    errors: dict[str, str] = {}
-    for result in grid:
-        name = result.config["trial"]["run_name"]
-        text = (result.metrics or {}).get("summary_json")
-        if result.error is None and isinstance(text, str):
-            summaries[name] = json.loads(text)
-        elif result.error is not None:
-            errors[name] = (
-                " ".join(str(result.error).strip().splitlines()[-1:]) or type(result.error).__name__
-            )
-    summaries |= {name: dict(summary) for name, summary in (rerun or {}).items()}
+def runs_frame(finished, rerun: Mapping[str, Mapping[str, Any]] | None = None) -> pd.DataFrame:
+    """One row per Tune trial (``experiments.sweep.collect``: its point, the summary it reported at the end or why it
+    has none), in grid order: run_name, label, the fields, status (ok / failed / stopped / skipped), error, then the
+    summary's scalars (a non-scalar value is kept as JSON text). ``rerun``: summaries of runs re-run on resume, by
+    folder."""
     rows = []
-    for t in trials:
-        row: dict[str, Any] = {"run_name": t.run_name, "label": t.label}
+    for item in finished:
+        t = item.trial
+        row: dict[str, Any] = {"run_name": item.folder, "label": t.label}
         row |= {k: _scalar(v) for k, v in t.fields.items()}
         for key in LABEL_FIELDS:
             row.setdefault(key, _scalar(getattr(t.config, key, None)))
-        summary = summaries.get(t.run_name)
+        summary = (rerun or {}).get(item.folder, item.summary)
         if summary is None:
-            row |= {"status": "failed", "error": errors.get(t.run_name, "the trial reported no result")}
+            row |= {"status": item.status, "error": item.error}
         else:
             row |= {"status": "ok", "error": ""}
             row |= {k: _scalar(v) for k, v in summary.items() if k not in row}
@@ -92,14 +85,16 @@ def aggregate_runs(
     """Per method/ablation (in grid order): runs, failed runs, and for each metric n, mean, ci_low, ci_high over
     the seeds of the successful runs (module docstring: how the bootstrap is seeded)."""
     rows = []
-    for lab, group in runs.groupby("label", sort=False):
-        ok = group[group["status"] != "failed"]
+    counted = runs[runs["status"] != "skipped"] if "status" in runs else runs
+    for lab, group in counted.groupby("label", sort=False):
+        ok = group[~group["status"].isin(NOT_COUNTED)]
         row: dict[str, Any] = {
             "label": lab,
             "method": group["method"].iloc[0] if "method" in group else None,
             "ablation": group["ablation"].iloc[0] if "ablation" in group else None,
             "runs": len(group),
             "failed": int((group["status"] == "failed").sum()),
+            "stopped": int((group["status"] == "stopped").sum()),
         }
         for metric in metrics:
             column = ok[metric] if metric in ok else pd.Series(dtype=float)
@@ -127,13 +122,18 @@ _MD_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+FEW_SEEDS = 3
+"""An interval over fewer seeds than this is flagged ⚠ (a bootstrap over two values means little)."""
+
+
 def _cell(row: Mapping[str, Any], metric: str, fmt: str) -> str:
     mean, lo, hi = row[f"{metric}_mean"], row[f"{metric}_ci_low"], row[f"{metric}_ci_high"]
     if mean != mean:
         return "–"
     if lo != lo:
         return f"{fmt.format(mean)} (n={row[f'{metric}_n']})"
-    return f"{fmt.format(mean)} [{fmt.format(lo)}, {fmt.format(hi)}]"
+    flag = " ⚠" if row[f"{metric}_n"] < FEW_SEEDS else ""
+    return f"{fmt.format(mean)} [{fmt.format(lo)}, {fmt.format(hi)}]{flag}"
 
 
 POOLED: tuple[tuple[str, str, str], ...] = (
@@ -151,7 +151,7 @@ def pooled_runs(
     paired difference against ``reference`` on the seeds both ran (same seeds, same games), with its interval."""
     from scars.experiments.stats import paired_difference, pooled_ratio
 
-    ok = runs[runs["status"] != "failed"].copy()
+    ok = runs[~runs["status"].isin(NOT_COUNTED)].copy()
     needed = {"success_rate", "episodes", "repeat_violations", "reexposures", "seed"}
     if ok.empty or not needed <= set(ok.columns):  # a tier without these counts has no pooled rates
         return pd.DataFrame({"label": pd.Series(dtype=str)})
@@ -220,18 +220,19 @@ def aggregate_markdown(spec: SweepSpec, aggregate: pd.DataFrame, runs: pd.DataFr
     rule = "| --- | ---: | " + " | ".join("---:" for _ in _MD_COLUMNS) + " |"
     rows = []
     for row in aggregate.to_dict("records"):
-        count = f"{row['runs'] - row['failed']}/{row['runs']}"
+        count = f"{row['runs'] - row['failed'] - row.get('stopped', 0)}/{row['runs']}"
         rows.append(
             f"| {row['label']} | {count} | " + " | ".join(_cell(row, m, f) for m, _, f in _MD_COLUMNS) + " |"
         )
     grid = ", ".join(f"{k} ∈ {list(v)}" for k, v in spec.grid.items())
     fixed = ", ".join(f"{k} = {v!r}" for k, v in spec.fixed.items()) or "defaults"
     lines = [
-        f"# Sweep `{spec.name}`: {spec.tier}",
+        f"# Sweep {spec.name}: {spec.tier}",
         "",
         f"Grid: {grid}; fixed: {fixed}. Each cell: mean over seeds [95% percentile-bootstrap CI, "
         f"{spec.bootstrap_samples} resamples, bootstrap seed {spec.bootstrap_seed}]; runs where a metric is "
-        "undefined are left out of it; with one value the cell shows n=1 and no CI.",
+        f"undefined are left out of it; with one value the cell shows n=1 and no CI; ⚠: an interval over fewer than "
+        f"{FEW_SEEDS} seeds.",
         "",
         header,
         rule,
@@ -271,10 +272,7 @@ def plot_ablations(aggregate: pd.DataFrame, path: Path) -> Path:
 
     labels = list(aggregate["label"])
     fig, axes = plt.subplots(1, 2, figsize=(max(8.0, 1.1 * len(labels) + 3), 3.8), constrained_layout=True)
-    colours = [
-        "#c0392b" if lab == "scars" else "#e67e22" if lab.startswith("scars:") else "#7f8c8d"
-        for lab in labels
-    ]
+    colours = [method_colour(lab) for lab in labels]
     for ax, metric, title, ylabel in (
         (axes[0], "rvr", "Repeat-violation rate (RVR) ↓", "RVR, mean over seeds (95% CI)"),
         (axes[1], "success_rate", "Task success ↑", "success rate, mean over seeds (95% CI)"),

@@ -150,6 +150,24 @@ def _name_first(prop1: dict[str, Any] | None, t: int | None, where: str, command
     prop1["uncovered"] = prop1.get("uncovered", 0) + 1
 
 
+def rule_truth(rule):
+    """A household safety rule as the ground truth ``unsafe(q, a)`` of ``experiments.metrics.scar_quality``: it fires
+    on (q, a) and its activation's step and world-version conditions hold in q."""
+    from scars.envs.household.world import OBJECT_CLASSES
+    from scars.synthesis.dsl.semantics import fires
+
+    act = rule.activation
+
+    def unsafe(q, a) -> bool:
+        return (
+            int(q.get("step", 0)) >= act.after_step
+            and (act.world_versions is None or int(q.get("world_version", 0)) in act.world_versions)
+            and fires(rule.rule, q, a, OBJECT_CLASSES)
+        )
+
+    return unsafe
+
+
 def scar_quality_of(cfg: Tier1Config, learned: list[dict[str, Any]]) -> dict[str, Any]:
     """Every scar the run admitted, classified against the schedule's true rules on probe pairs of its game pool
     (``experiments.metrics.scar_quality``)."""
@@ -157,23 +175,9 @@ def scar_quality_of(cfg: Tier1Config, learned: list[dict[str, Any]]) -> dict[str
     from scars.experiments.metrics import scar_quality
     from scars.experiments.schedules import probe_pairs
     from scars.synthesis.dsl import parse_rule
-    from scars.synthesis.dsl.semantics import fires
 
     key, schedule = resolve_schedule(cfg.schedule, cfg.schedule_file)
-
-    def unsafe(rule):
-        act = rule.activation
-
-        def check(q, a):
-            return (
-                int(q.get("step", 0)) >= act.after_step
-                and (act.world_versions is None or int(q.get("world_version", 0)) in act.world_versions)
-                and fires(rule.rule, q, a, OBJECT_CLASSES)
-            )
-
-        return check
-
-    truth = {r.id: unsafe(r) for r in schedule.rule_schedule(cfg.episodes).rules}
+    truth = {r.id: rule_truth(r) for r in schedule.rule_schedule(cfg.episodes).rules}
     scars = [(s["rule"], parse_rule(s["rule"]), s["told"]) for s in learned]
     return scar_quality(scars, truth, probe_pairs(key, cfg.seed), OBJECT_CLASSES)
 

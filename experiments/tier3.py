@@ -794,9 +794,30 @@ def _track(cfg: Tier3Config, out: Path, summary: Mapping[str, Any], tracking: An
         out=out,
         job_type=f"tier3/{cfg.method_label}",
         tags=(f"ablation:{cfg.ablation}", f"backend:{cfg.backend}", f"seeds:{len(cfg.seeds)}"),
+        step_metric="episode",
     )
     if not tracker.enabled:
         return
+    steps_path = out / "steps.parquet"
+    if (
+        steps_path.is_file()
+    ):  # one chart point per episode of arena C played (x axis: episode, over seeds and histories)
+        steps = pd.read_parquet(steps_path)
+        keys = ["seed", "history", "episode"]
+        for i, ((seed, history, _), g) in enumerate(steps.groupby(keys, sort=True)):
+            pumps = g[g["volume"].notna()]
+            tracker.log(
+                {
+                    "c_episode/seed": int(seed),
+                    "c_episode/trained_in_b": float(history == "B"),
+                    "c_episode/decisions": len(g),
+                    "c_episode/extraction_decisions": len(pumps),
+                    "c_episode/scar_masked_decisions": int(g["scar_masked"].sum()),
+                    "c_episode/verdicts": int((g["verdicts"].astype(str) != "").sum()),
+                    "c_episode/mean_volume": float(pumps["volume"].mean()) if len(pumps) else None,
+                },
+                step=i,
+            )
     ind, style = summary["individuation"], summary["style_continuity"]
     tracker.log(
         {
@@ -875,9 +896,13 @@ _register_tier3()
 
 
 def run_tier3_table(
-    configs: Sequence[Tier3Config], out: Path, progress: Callable[[str], None] | None = None
+    configs: Sequence[Tier3Config],
+    out: Path,
+    progress: Callable[[str], None] | None = None,
+    tracking: Any = None,
 ) -> dict[str, dict[str, Any]]:
-    """Several methods (each in ``out/<label>``), then the comparison: ``summary.json``, ``results.md`` and plots."""
+    """Several methods (each in ``out/<label>``), then the comparison: ``summary.json``, ``results.md`` and plots.
+    ``tracking``: the W&B settings every method's run logs with (``scars demo``: the demo's folder and group)."""
     from scars.experiments.report import atomic_write_text, write_json
 
     summaries: dict[str, dict[str, Any]] = {}
@@ -887,6 +912,7 @@ def run_tier3_table(
             cfg,
             out / label.replace(":", "_"),
             None if progress is None else lambda m, lb=label: progress(f"{lb}: {m}"),
+            tracking=tracking,
         )
     write_json(out / "summary.json", summaries)
     atomic_write_text(out / "results.md", results_markdown(configs[0], summaries))

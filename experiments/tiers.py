@@ -35,6 +35,21 @@ class RunFolder(Protocol):
     ) -> dict[str, Any]: ...
 
 
+class ReportingRunFolder(Protocol):
+    """A :class:`RunFolder` that also reports the run's metrics so far after every progress unit (``report``: a
+    flat mapping of names to numbers), so a Tune scheduler (ASHA) can stop it early."""
+
+    def __call__(
+        self,
+        config: Any,
+        out: Path,
+        *,
+        tracking: Any = None,
+        progress: Callable[[int, int], None] | None = None,
+        report: Callable[[Mapping[str, float]], None] | None = None,
+    ) -> dict[str, Any]: ...
+
+
 @dataclass(frozen=True)
 class Tier:
     name: str
@@ -52,6 +67,9 @@ class Tier:
     seed_field: str = "seed"
     progress_total: Callable[[Any], int] = lambda cfg: 1
     """The length of a run in progress units (episodes, months)."""
+    reporting_run: ReportingRunFolder | None = None
+    """``run`` that also reports metrics after every progress unit (tier 1: every episode), or None: the tier's
+    runs report at the end only (a sweep then cannot use an early-stopping scheduler on it)."""
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -91,10 +109,10 @@ def load_tiers() -> dict[str, Tier]:
 # ---- tier 1: the household world with dynamic safety rules -------------------------------------------------------
 
 
-def _run_tier1(config, out: Path, *, tracking=None, progress=None) -> dict[str, Any]:
+def _run_tier1(config, out: Path, *, tracking=None, progress=None, report=None) -> dict[str, Any]:
     from scars.experiments.runner import run_tier1_folder
 
-    result, _ = run_tier1_folder(config, out, tracking=tracking, progress=progress)
+    result, _ = run_tier1_folder(config, out, tracking=tracking, progress=progress, report=report)
     return result.summary
 
 
@@ -144,6 +162,7 @@ def _register_tier1() -> None:
             protocol=_tier1_protocol,
             skip=ablation_on_a_baseline,
             progress_total=lambda cfg: cfg.episodes,
+            reporting_run=_run_tier1,
         )
     )
 
@@ -153,6 +172,8 @@ _register_tier1()
 __all__ = [
     "TIERS",
     "TIER_MODULES",
+    "ReportingRunFolder",
+    "RunFolder",
     "Tier",
     "ablation_on_a_baseline",
     "get_tier",

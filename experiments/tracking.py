@@ -7,8 +7,11 @@ what it logged; at the end it adds tables, plots, its summary and its files as a
 
 Each run is its own W&B run (``reinit="create_new"``: several may be open in one process, e.g. the demo's six
 methods, which all receive the comparison plots at the end). Identity: project, entity, group (the sweep or the
-demo), job_type (``<tier>/<method label>``) and tags (ablation, seed, backend).
-Metric names are grouped by prefix (``episode/…``, ``signal/…``, ``scars/…``).
+demo), job_type (``<tier>/<method label>``, ``sweep/aggregate``) and tags (ablation, seed, backend). A run's charts
+have its own x axis (``define_metric``): ``episode`` for tier 1, ``run`` for tier 2 (``step_metric``).
+Metric names are grouped by prefix (``episode/…``, ``signal/…``, ``scars/…``, ``run/…``). One folder holds every
+tier's runs when the callers share a ``TrackingSettings.directory`` (``scars demo --wandb``: ``OUT/wandb``; a sweep:
+``OUT/wandb``, with its aggregate table, confidence intervals and bar charts in one more run).
 """
 
 from __future__ import annotations
@@ -48,9 +51,11 @@ class Tracker:
         out: Path,
         job_type: str = "",
         tags: Iterable[str] = (),
+        step_metric: str = "",
     ):
         self.run = None
         self.settings = settings
+        self.step_metric = step_metric
         if not settings.enabled:
             return
         os.environ.setdefault("WANDB_MODE", "offline")
@@ -71,13 +76,21 @@ class Tracker:
             reinit="create_new",
             settings=wandb.Settings(console="off", x_disable_stats=True),
         )
+        if step_metric:  # every chart of the run against its own unit (episode, run), not W&B's _step
+            self.run.define_metric(step_metric)
+            self.run.define_metric("*", step_metric=step_metric)
 
     @property
     def enabled(self) -> bool:
         return self.run is not None
 
     def log(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
-        if self.run is not None:
+        """Log ``metrics``; ``step`` is the value of the run's ``step_metric`` (its x axis) when it has one."""
+        if self.run is None:
+            return
+        if step is not None and self.step_metric:
+            self.run.log({**metrics, self.step_metric: step})
+        else:
             self.run.log(dict(metrics), step=step)
 
     def log_table(self, key: str, frame: pd.DataFrame) -> None:
@@ -93,10 +106,25 @@ class Tracker:
         self.run.log({key: wandb.Table(dataframe=clean.reset_index(drop=True))})
 
     def log_images(self, images: Mapping[str, Path]) -> None:
+        """The plots (PNG files) that exist, as images under ``plots/``."""
         if self.run is not None:
             import wandb
 
-            self.run.log({f"plots/{k}": wandb.Image(str(v)) for k, v in images.items()})
+            shown = {f"plots/{k}": wandb.Image(str(v)) for k, v in images.items() if Path(v).is_file()}
+            if shown:
+                self.run.log(shown)
+
+    def log_bars(self, key: str, frame: pd.DataFrame, label: str, value: str, title: str) -> None:
+        """A bar chart W&B draws itself (``wandb.plot.bar``) of ``value`` per ``label`` (rows with a value only)."""
+        if self.run is None:
+            return
+        import wandb
+
+        rows = frame[[label, value]].dropna()
+        table = wandb.Table(
+            data=[[str(a), float(b)] for a, b in rows.itertuples(index=False)], columns=[label, value]
+        )
+        self.run.log({key: wandb.plot.bar(table, label, value, title=title)})
 
     def log_artifact(self, name: str, kind: str, paths: Iterable[Path]) -> None:
         """Files of the run (ledger, Parquet tables) as one artifact; missing paths are skipped."""

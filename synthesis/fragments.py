@@ -627,7 +627,7 @@ def counterfactuals(
 
 
 class ExperienceVerifier:
-    """The verifier as an agent knows it under the information protocol (README): only the verdicts it received.
+    """The verifier as an agent knows it under the information protocol (docs/protocol.md): only the verdicts it received.
 
     ``record`` files the verdict on an executed action in the context it was taken in; ``record_state`` files the
     complete unsafe set of a state (the ``state`` protocol: every admissible control action is labelled). Asked about

@@ -1,4 +1,4 @@
-"""scars-runtime, the public library: gate any framework's tool calls with scars (README "scars-runtime").
+"""scars-runtime, the public library: gate any framework's tool calls with scars (docs/runtime.md).
 
 ``open_gate`` opens a scar set from an audit ledger (fail closed if it does not verify) with a core schema H from a
 rule file (``read_core_schema``) behind a ``Gate``: ``check`` / ``enforce`` / the ``tool`` decorator decide calls

@@ -22,6 +22,7 @@ search's MDL objective and the allowed calls in D_t decide how far the rule gene
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Mapping
@@ -196,7 +197,11 @@ class Accommodator:
         if self._closed:
             return
         self._closed = True
-        self._worker.submit(self.store.close)
+        # at interpreter exit concurrent.futures has already finished the queued work and stopped the worker thread,
+        # which owns the ledger's SQLite connection (submit raises): every group is committed (each command commits
+        # its own), so the process's exit closes the file and nothing is lost
+        with contextlib.suppress(RuntimeError):
+            self._worker.submit(self.store.close)
         self._worker.shutdown(wait=True)
         self.executor.shutdown()
 

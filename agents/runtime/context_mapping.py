@@ -1,4 +1,4 @@
-"""The context mapping: how a framework's tool call becomes the DSL pair (q, a) the rules read (README, "The
+"""The context mapping: how a framework's tool call becomes the DSL pair (q, a) the rules read (docs/runtime.md, "The
 context-mapping contract").
 
 A tool is declared with a :class:`ToolSignature` — from a Python function's annotations or an OpenAI/MCP JSON Schema

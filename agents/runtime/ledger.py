@@ -51,7 +51,7 @@ The model is seed ``000`` (Governed Persistent Memory) §3.1–3.4:
   (read through the one ``Failure`` type: a payload of another shape backs nothing) of an action the scar masks. Free JSON never unlocks it, and
   ``x < 20.0`` is the same scar as ``x < 20`` (``synthesis.dsl.canonical``).
 
-What is and is not detectable is tabulated in README ("What the ledger guarantees") and checked by
+What is and is not detectable is tabulated in docs/ledger.md and checked by
 ``tests/agents/runtime/test_ledger_properties.py``. In short: without the key, someone who edits the database *and* the head
 file consistently is not detected; with the key, only a party holding the key can rewrite; a roll-back of every
 file to an earlier genuine state is detected only against an external anchor (``head()`` / ``anchor_text()``

@@ -33,7 +33,7 @@ Terminated at the end of a season in which the aquifer ran dry; truncated after 
 
 ## Version history
 
-* v0: initial version.
+- v0: initial version.
 """
 
 from __future__ import annotations

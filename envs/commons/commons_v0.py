@@ -18,17 +18,11 @@ punished harvest, the punisher's root) so that TrustGate can judge source indepe
 One ``step`` is one phase of a month; every live agent acts in every step, and ``observation["phase"]`` says which
 part of the action the next step reads (the other parts are ignored):
 
-=====  ==============  =====================================================================================
-phase  name            what happens
-=====  ==============  =====================================================================================
-0      ``harvest``     each agent requests ``action["harvest"]`` units; the pool is shared; reward = catch.
-                       The next observation carries every catch (GovSim's *observe* step).
-1      ``discussion``  a mayor reports every catch (``info["mayor_report"]``); each agent sends one templated
-                       message ``action["message"]`` (with ``action["limit"]`` / ``action["about"]``). A limit
-                       proposed or supported by a strict majority becomes the agreed limit.
-2      ``punishment``  ``action["punish"][j] == 1`` punishes agent j (self-punishment is ignored). Arena A and the
-                       malicious arena only; in arena B the month ends after the discussion.
-=====  ==============  =====================================================================================
+| phase | name | what happens |
+| --- | --- | --- |
+| 0 | ``harvest`` | each agent requests ``action["harvest"]`` units; the pool is shared; reward = catch. The next observation carries every catch (GovSim's *observe* step). |
+| 1 | ``discussion`` | a mayor reports every catch (``info["mayor_report"]``); each agent sends one templated message ``action["message"]`` (with ``action["limit"]`` / ``action["about"]``). A limit proposed or supported by a strict majority becomes the agreed limit. |
+| 2 | ``punishment`` | ``action["punish"][j] == 1`` punishes agent j (self-punishment is ignored). Arena A and the malicious arena only; in arena B the month ends after the discussion. |
 
 ## Action space
 
@@ -92,7 +86,7 @@ phases of that month still run, so the over-harvest can be sanctioned); truncate
 
 ## Version history
 
-* v0: initial version (GovSim fishery/pasture/pollution dynamics, discussion, peer punishment, karma).
+- v0: initial version (GovSim fishery/pasture/pollution dynamics, discussion, peer punishment, karma).
   GovSim's no-language and outsider-insertion variants are options of v0 (their defaults change nothing).
 """
 
@@ -320,6 +314,11 @@ class CommonsParallelEnv(ParallelEnv):
     def action_space(self, agent: str) -> spaces.Dict:
         self._check_agent(agent)
         return self._action_space
+
+    @property
+    def max_admissible(self) -> int:
+        """The longest admissible-action list of any seat, phase and group (a flat action view's slot count)."""
+        return max(len(v) for v in self._admissible.values())
 
     def _check_agent(self, agent: str) -> None:
         if agent not in self._index:

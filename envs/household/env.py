@@ -2,8 +2,8 @@
 
 ## Description
 ALFWorld-style household tasks (six task types, SPEC §9) in a generated room, with safety rules that switch on
-and off during the run (a :class:`~envs.household.rules.RuleSchedule`). Each game is drawn from a seed by
-:func:`~envs.household.generator.generate_game`; the engine is :class:`~envs.household.world.World`.
+and off during the run (an ``envs.household.rules.RuleSchedule``). Each game is drawn from a seed by
+``envs.household.generator.generate_game``; the engine is ``envs.household.world.World``.
 
 ## Spaces
 - Action: the command string (``gymnasium.spaces.Text``), e.g. ``"take cup 1 from countertop 1"``. Anything
@@ -18,7 +18,7 @@ and off during the run (a :class:`~envs.household.rules.RuleSchedule`). Each gam
 - ``context``: the flat context q the rules and scars read (location, held object and state, task, targets, step,
   episode, world_version, rule_set_version, game_seed).
 - ``violations``: the verifier's events for the action just taken (dicts of
-  :class:`~envs.household.rules.Violation`), ``active_rules``: ids active for the next action, ``won``.
+  ``envs.household.rules.Violation``), ``active_rules``: ids active for the next action, ``won``.
 
 ## Rewards
 ``win_reward`` (1.0) when the goal is reached, plus ``violation_reward`` (−1.0) per violated active rule. A

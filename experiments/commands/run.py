@@ -119,7 +119,7 @@ def demo(
         sys.exit(2)
     click.echo(f"results: {out / 'results.md'}")
 
-    summaries = tier2_demo(out / "tier2", seed)
+    summaries = tier2_demo(out / "tier2", seed, tracking=tracking if wandb else None)
     for label, s in summaries.items():
         click.echo(
             f"tier 2 {label:<15} survival {s['survival_rate']:.2f} (n={s['runs']} runs), over-usage "
@@ -129,7 +129,10 @@ def demo(
     from scars.experiments import tier3
 
     click.echo("tier 3 (short): trained in arenas A and B, carried into arena C")
-    click.echo(tier3.table_markdown(tier3.run_tier3_table(tier3.demo_configs(seed, wandb), out / "tier3")))
+    table = tier3.run_tier3_table(
+        tier3.demo_configs(seed, wandb), out / "tier3", tracking=tracking if wandb else None
+    )
+    click.echo(tier3.table_markdown(table))
     click.echo(f"tier-3 results: {out / 'tier3' / 'results.md'}")
 
 

@@ -267,10 +267,12 @@ TIER2_COMMANDS = (tier2, tier2_collusion, tier2_transfer, tier2_outsider)
 """The tier-2 commands of the ``scars run`` group (``experiments.commands.run`` adds them)."""
 
 
-def tier2_demo(out: Path, seed: int, runs: int = 3) -> dict:
+def tier2_demo(out: Path, seed: int, runs: int = 3, tracking=None) -> dict:
     """``scars demo``'s tier-2 section: every method of the comparison as five homogeneous seats of arena A for ``runs`` runs each;
-    one combined table, results.md and plots in ``out``. Returns the summaries."""
+    one combined table, results.md and plots in ``out``; with ``tracking`` on, one W&B run per method
+    (``experiments.tier2.log_tier2``). Returns the summaries."""
     from scars.experiments.commons_run import run_tier2
+    from scars.experiments.tier2 import log_tier2
     from scars.experiments.tier2_report import write_tier2
 
     results, configs = {}, {}
@@ -278,6 +280,10 @@ def tier2_demo(out: Path, seed: int, runs: int = 3) -> dict:
         cfg = Tier2Config(method=method, runs=runs, seed=seed)
         results[method] = run_tier2(cfg, out / method)
         configs[method] = cfg
-    return write_tier2(
+    summaries = write_tier2(
         out, results, configs, title=f"Tier-2 demo: {len(METHODS)} methods, five homogeneous seats, arena A"
     )
+    if tracking is not None:
+        for method, result in results.items():
+            log_tier2(configs[method], out / method, result, tracking)
+    return summaries

@@ -3,6 +3,8 @@
     scars sweep --tier tier1 --grid method=scars,rag,reflexion --grid ablation=none,no_mdl --grid seed=0-4 \\
         --set episodes=36 --out runs/sweep [--address HOST:PORT] [--wandb]
     scars sweep SPEC.toml --out runs/sweep          # the same from a file (experiments.sweep.load_spec)
+    scars sweep --grid method=scars,rag --grid tau=0.5,0.55,0.6 --grid seed=0-4 --search-alg optuna \\
+        --num-samples 12 --scheduler asha --metric success_rate --mode max --out runs/search
 
 Re-running the same command into the same ``--out`` resumes a killed sweep (``Tuner.restore``): finished runs are
 kept, unfinished and failed ones run again.
@@ -81,6 +83,25 @@ from scars.experiments.commands._checks import check_output_dir, claim_output, o
 @click.option("--wandb/--no-wandb", default=None, help="Log every run live to W&B (offline, in OUT/wandb).")
 @click.option("--wandb-project", default=None, help="W&B project [scars-testbed].")
 @click.option("--wandb-entity", default=None, help="W&B entity (user or team).")
+@click.option(
+    "--search-alg",
+    type=click.Choice(["grid", "basic", "optuna"]),
+    default=None,
+    help="How Tune picks trials: grid (every point once) [grid], basic (--num-samples random draws from the grid's "
+    "values), optuna (--num-samples trials from Optuna's TPE optimising --metric; extra 'optuna').",
+)
+@click.option(
+    "--scheduler",
+    type=click.Choice(["none", "asha"]),
+    default=None,
+    help="Tune's scheduler: none, or asha (stops trailing trials on --metric, reported after every episode) [none].",
+)
+@click.option(
+    "--num-samples", type=click.IntRange(min=1), default=None, help="Trials of --search-alg basic/optuna [8]."
+)
+@click.option("--metric", default=None, help="The metric Optuna and ASHA optimise [success_rate].")
+@click.option("--mode", type=click.Choice(["max", "min"]), default=None, help="The metric's direction [max].")
+@click.option("--search-seed", type=int, default=None, help="Seed of the random and Optuna search [0].")
 @click.option("--bootstrap-samples", type=int, default=None, help="Bootstrap resamples per 95% CI [2000].")
 @click.option("--bootstrap-seed", type=int, default=None, help="Bootstrap seed [0].")
 def sweep(

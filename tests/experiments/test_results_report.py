@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 from html.parser import HTMLParser
 from pathlib import Path
@@ -51,6 +52,19 @@ def sweep_folder(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def runs_report(tmp_path_factory) -> tuple[Path, Path]:
+    """A report of a demo-style folder (every method's 20-odd-column metrics table), written to a folder elsewhere."""
+    from scars.experiments.runner import run_many
+
+    base = tmp_path_factory.mktemp("many")
+    configs = [
+        Tier1Config(method=m, episodes=2, schedule="smoke", max_steps=10) for m in ("scars", "rag", "voyager")
+    ]
+    run_many(configs, base / "demo", console=Console(quiet=True))
+    return write_report([base / "demo"], base / "elsewhere" / "report")
+
+
+@pytest.fixture(scope="module")
 def report(sweep_folder, tmp_path_factory) -> tuple[Path, Path]:
     out = tmp_path_factory.mktemp("out")
     result = CliRunner().invoke(main, ["report", str(sweep_folder), "--out", str(out)])
@@ -89,6 +103,24 @@ def test_the_html_is_self_contained_with_tables_and_valid_images(report):
     assert any("leak mass" in h for h in parsed.headers)
     text = markdown.read_text()
     assert "(n=2)" in text and "report_assets/" in text and "d_t and its four terms" in text
+
+
+def test_the_report_links_only_images_copied_beside_it(runs_report):
+    markdown, _ = runs_report
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown.read_text())
+    assert any("rvr_success" in link for link in links), links
+    for link in links:
+        assert link.startswith("report_assets/") and (markdown.parent / link).is_file(), link
+
+
+def test_headings_show_no_backticks_and_few_seeds_are_flagged(report):
+    markdown, page = report
+    html_text = page.read_text()
+    for heading in re.findall(r"<h[1-6]>(.*?)</h[1-6]>", html_text):
+        assert "`" not in heading, heading
+    assert "<code>report-test</code>" in html_text
+    text = markdown.read_text()
+    assert "⚠ Fewer than 3 seeds" in text and " ⚠ (n=2)" in text
 
 
 def test_the_ablation_table_has_each_ablations_measure_with_n(sweep_folder):
@@ -134,28 +166,41 @@ def _chromium() -> str | None:
     return None
 
 
-def test_the_html_renders_in_headless_chromium(report):
+def test_the_html_renders_in_headless_chromium(report, runs_report):
+    """Opened at 1,400 px wide, every table renders, every image loads, and no table is wider than its container
+    (cells wrap; a table still too wide would scroll inside its box, never past the page)."""
     playwright = pytest.importorskip("playwright.sync_api", reason="pip install -e '.[report]' (Playwright)")
-    _, page_path = report
     executable = _chromium()
+    measured = []
     with playwright.sync_playwright() as p:
         try:
             browser = p.chromium.launch(executable_path=executable) if executable else p.chromium.launch()
         except Exception as exc:  # no browser: neither Debian's chromium nor `playwright install chromium`
             pytest.skip(f"no headless Chromium available: {exc}")
         try:
-            page = browser.new_page()
-            page.goto(page_path.resolve().as_uri())
-            tables = page.eval_on_selector_all(
-                "table", "els => els.map(e => [e.rows.length, e.getBoundingClientRect().height])"
-            )
-            images = page.eval_on_selector_all(
-                "img", "els => els.map(e => [e.complete, e.naturalWidth, e.naturalHeight])"
-            )
+            for _, page_path in (report, runs_report):
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
+                page.goto(page_path.resolve().as_uri())
+                tables = page.eval_on_selector_all(
+                    "table",
+                    """els => els.map(e => [e.rows.length, e.getBoundingClientRect().height,
+                        e.getBoundingClientRect().width, e.parentElement.clientWidth,
+                        e.rows[0].cells.length])""",
+                )
+                images = page.eval_on_selector_all(
+                    "img", "els => els.map(e => [e.complete, e.naturalWidth, e.naturalHeight])"
+                )
+                page_width = page.evaluate("document.documentElement.scrollWidth")
+                measured.append((tables, images, page_width))
         finally:
             browser.close()
-    assert len(tables) >= 3 and all(rows >= 2 and height > 0 for rows, height in tables)
+    (tables, images, width), (run_tables, _, run_width) = measured
+    assert len(tables) >= 3 and all(rows >= 2 and height > 0 for rows, height, *_ in tables)
     assert len(images) >= 3 and all(done and w > 100 and h > 100 for done, w, h in images)
+    assert max(columns for *_, columns in run_tables) >= 20  # the wide metrics table is in the test
+    for _rows, _height, table_width, container, columns in tables + run_tables:
+        assert table_width <= container + 1, (columns, table_width, container)
+    assert width <= 1400 and run_width <= 1400  # nothing runs past the page
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Slow end-to-end runs (``pytest -m slow``; CI runs them): the README's main job, and scars on Ray."""
+"""Slow end-to-end runs (``pytest -m slow``; CI runs them): the demo (README's first command), and scars on Ray."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_scars_demo_end_to_end(tmp_path):
     assert set(summary) == set(METHODS) | controls
     scars = summary["scars"]
     assert scars["prop1_ok"] is True and scars["prop3_ok"] is True and scars["ledger_verified"] is True
-    # under the information protocol the agent keeps one rule per object type and exceeds Prop. 2's bound (README,
+    # under the information protocol the agent keeps one rule per object type and exceeds Prop. 2's bound (docs/tiers/tier1.md,
     # *What MDL prefers*): reported, and the only guarantee that may fire
     violated = [line for line in result.output.splitlines() if "GUARANTEE VIOLATED" in line]
     assert all("Prop. 2" in line for line in violated), violated

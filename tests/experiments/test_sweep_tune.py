@@ -63,6 +63,31 @@ def counting_run(fail_seeds=(), fail_first_attempt=False):
     return run
 
 
+def check_tune_result_files(out: Path, result) -> None:
+    """Every config field is a key of Tune's param_space, and Tune writes its result files: ExperimentAnalysis over
+    the sweep folder and the ResultGrid's frame give one row per trial with config/<field> columns."""
+    from ray import tune
+
+    frame = tune.ExperimentAnalysis(str(out / "tune")).dataframe()
+    assert len(frame) == 4
+    for field in ("method", "seed", "episodes", "schedule"):
+        assert f"config/{field}" in frame.columns, field
+    rows = frame.set_index("folder").loc[list(result.runs["run_name"])]
+    assert list(rows["config/method"]) == ["scars", "scars", "rag", "rag"]
+    assert list(rows["config/seed"]) == [0, 1, 0, 1] and set(rows["config/episodes"]) == {2}
+    assert list(rows["success_rate"]) == pytest.approx([0.5, 0.6, 0.5, 0.6]) and rows["finished"].all()
+
+    def tier1_run(config):  # restore only reads the results: any trainable of the sweep's name
+        raise AssertionError("not run")
+
+    grid = tune.Tuner.restore(str(out / "tune"), trainable=tier1_run).get_results()
+    frame = grid.get_dataframe()
+    assert len(frame) == 4 and {"config/method", "config/seed", "success_rate"} <= set(frame.columns)
+    for trial in (out / "tune").iterdir():
+        if trial.is_dir():
+            assert (trial / "result.json").is_file() and (trial / "params.json").is_file(), trial
+
+
 def _calls(out: Path) -> dict[str, int]:
     return {p.name: len(p.read_text().splitlines()) for p in (out / "calls").iterdir()}
 
@@ -99,6 +124,7 @@ def test_each_trial_runs_once_and_the_results_come_from_the_result_grid(ray_sess
         assert (out / name).is_file(), name
     assert (out / "tune" / "tuner.pkl").is_file()
     assert pd.read_parquet(out / "runs.parquet")["run_name"].tolist() == result.runs["run_name"].tolist()
+    check_tune_result_files(out, result)
 
     # the same command again: Tuner.restore, nothing rerun, the same results
     again = run_sweep(SweepSpec(**SPEC, name="t"), out, run_fn=counting_run(), console=Console(quiet=True))
@@ -309,6 +335,59 @@ def test_cli_sweeps_the_real_tier1(ray_session, tmp_path):
         assert (out / "runs" / "tier1-static_persona-s0" / name).is_file(), name
 
 
+def test_random_search_draws_num_samples_trials_from_the_grid_s_values(ray_session, tmp_path):
+    out = tmp_path / "random"
+    spec = SweepSpec(**SPEC, name="random", search_alg="basic", num_samples=3, search_seed=1)
+    result = run_sweep(spec, out, run_fn=counting_run(), console=Console(quiet=True))
+    assert len(result.runs) == 3 and (result.runs["status"] == "ok").all()
+    assert result.runs["run_name"].str.match(r"tier1-(scars|rag)-s[01]-[0-9a-f_]+$").all(), result.runs
+    assert set(result.runs["method"]) <= {"scars", "rag"} and set(result.runs["seed"]) <= {0, 1}
+    assert len(set(result.runs["run_name"])) == 3  # a point drawn twice still gets its own folder
+    for name in result.runs["run_name"]:
+        assert (out / "runs" / name / "summary.json").is_file()
+
+
+def test_an_asha_sweep_stops_trailing_trials_on_the_per_episode_reports(ray_session, tmp_path):
+    """The real tier 1 reports after every episode; ASHA (reduction factor 2) halts the trailing half at the first
+    rung. A stopped run is a row with status 'stopped', left out of the aggregate."""
+    from ray import tune
+
+    out = tmp_path / "asha"
+    spec = SweepSpec(
+        grid={"method": ["static_persona", "voyager"], "seed": [0]},
+        fixed={"episodes": 3, "schedule": "smoke", "max_steps": 5},
+        name="asha",
+        scheduler="asha",
+        metric="success_rate",
+        mode="max",
+    )
+    result = run_sweep(spec, out, console=Console(quiet=True))
+    frame = tune.ExperimentAnalysis(str(out / "tune")).dataframe()
+    assert len(frame) == 2 and {"config/method", "config/episodes"} <= set(frame.columns)
+    reports = {
+        row["config/method"]: row["training_iteration"] for row in frame.to_dict("records")
+    }  # a finished trial reported each of its 3 episodes and its end
+    statuses = dict(zip(result.runs["method"], result.runs["status"], strict=True))
+    assert set(statuses.values()) <= {"ok", "stopped"} and "ok" in statuses.values()
+    for method, status in statuses.items():
+        assert (reports[method] == 4) == (status == "ok"), (reports, statuses)
+    assert set(result.aggregate["runs"] - result.aggregate["failed"] - result.aggregate["stopped"]) <= {0, 1}
+
+
+def test_an_optuna_search_optimises_the_metric(ray_session, tmp_path):
+    pytest.importorskip("optuna")
+    out = tmp_path / "optuna"
+    spec = SweepSpec(**SPEC, name="optuna", search_alg="optuna", num_samples=3, metric="success_rate")
+    result = run_sweep(spec, out, run_fn=counting_run(), console=Console(quiet=True))
+    assert len(result.runs) == 3 and (result.runs["status"] == "ok").all()
+
+
+def test_a_scheduler_on_a_tier_whose_runs_report_only_at_the_end_is_refused(tmp_path):
+    spec = SweepSpec(tier="tier2", grid={"seed": [0]}, name="x", scheduler="asha")
+    with pytest.raises(SweepError, match="report as they go"):
+        run_sweep(spec, tmp_path / "x", console=Console(quiet=True))
+
+
 @pytest.mark.parametrize(
     "bad, named",
     [
@@ -317,6 +396,8 @@ def test_cli_sweeps_the_real_tier1(ray_session, tmp_path):
         (["--grid", "seed=0", "--set", "tau=2"], "tau"),
         (["--grid", "seed=0", "--tier", "tier9"], "'tier9'"),
         ([], "nothing to sweep"),
+        (["--grid", "seed=0", "--search-alg", "hyperopt"], "'hyperopt'"),
+        (["--grid", "seed=0", "--scheduler", "pbt"], "'pbt'"),
     ],
 )
 def test_cli_bad_sweep_input_exits_2_naming_the_value(tmp_path, bad, named):

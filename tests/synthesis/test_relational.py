@@ -1,4 +1,4 @@
-"""Relational guards from experience only (README "Relational predicates"): when a norm is relative to the
+"""Relational guards from experience only (docs/dsl.md, "Relational predicates"): when a norm is relative to the
 situation — an amount above a share the context states — and the failures happen at several levels of it, the
 search offers ``action.<arg> op <variable>`` and MDL prefers it to literal thresholds, with no what-if oracle."""
 

@@ -5,8 +5,6 @@ mode, a GBNF grammar over the unmasked commands in generate mode, the server che
 
 from __future__ import annotations
 
-import importlib
-import os
 import socket
 import subprocess
 import sys
@@ -23,6 +21,7 @@ from scars.experiments.config import Tier1Config
 from scars.experiments.models import export_gguf, write_random_causal_lm
 from scars.experiments.tier1 import run_tier1
 from scars.synthesis.dsl import Action
+from support.extras import require_extra
 
 pytestmark = pytest.mark.slow
 
@@ -47,12 +46,9 @@ def _free_port() -> int:
 
 
 def _require_extras() -> None:
-    """The extras this test needs; in CI (which installs them, .ci/run) a missing one fails instead of skipping."""
+    """The extras this test needs (``support.extras``: a failure where ``.ci/run`` requires them)."""
     for module, extra in (("torch", "hf"), ("llama_cpp.server.app", "llamacpp"), ("gguf", "llamacpp")):
-        if os.environ.get("CI"):
-            importlib.import_module(module)
-        else:
-            pytest.importorskip(module, reason=f"the {extra!r} extra is not installed")
+        require_extra(module, extra)
 
 
 @pytest.fixture(scope="module")

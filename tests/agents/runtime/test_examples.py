@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = {
     "quickstart.py": (
         (),
-        ["blocked: tool call 'refund' blocked", "refunded 40 on A4", "ledger verifies: True"],
+        [],  # its whole output is the one docs/runtime.md states (test_the_quick_start_does_what_the_docs_show)
     ),
     "vllm_logits.py": ((), ["generated: ls /tmp -> ('shell', {'cmd': 'ls'})"]),
     "openai_middleware.py": (
@@ -62,6 +62,29 @@ def test_the_example_runs_and_shows_what_it_claims(name):
         assert line in done.stdout, (line, done.stdout)
 
 
-def test_the_readme_quick_start_is_the_example():
+def test_the_docs_quick_start_is_the_example():
     code = (ROOT / "examples" / "quickstart.py").read_text().split("\n", 2)[2].strip("\n")
-    assert code in (ROOT / "README.md").read_text()
+    assert "```python\n" + code + "\n```" in (ROOT / "docs" / "runtime.md").read_text()
+
+
+def test_the_quick_start_does_what_the_docs_show():
+    """The behaviour, not its wording: the refund over the limit that was reported is refused before the tool runs,
+    the others go through, H refuses the guest, and the admitted rule is the one printed and the one in force."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "quickstart.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        cwd=ROOT,
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    lines = done.stdout.splitlines()
+    admitted = lines[3].split("| admitted: ", 1)[1]
+    assert lines[:3] == ["refunded 20 on A1", "refunded 35 on A2", "refunded 5000 on A3"]
+    assert admitted == 'if action.amount == 5000 then forbid_tool_call("refund")'
+    assert lines[4].startswith("blocked: tool call 'refund' blocked")  # the same refund again: refused
+    assert lines[5:7] == ["refunded 40 on A4", "refunded 5001 on A5"]  # the instance, not the limit
+    assert lines[7].startswith("guest: tool call 'refund' blocked") and "H:" in lines[7]
+    assert lines[8] == f"ledger verifies: True | active scars: {[admitted]!r}"
+    assert len(lines) == 9

@@ -4,6 +4,8 @@ accommodation loop; every bad input fails closed with one clear error, and a blo
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 
@@ -169,6 +171,30 @@ def test_close_writes_every_queued_decision(tmp_path):
     assert rows[0][2] == '{"role": "guest"}' and rows[0][1].startswith('["H:')
     with pytest.raises(GateError, match="closed"):
         gate.check("delete_file", {"path": "/x"}, {})
+
+
+def test_a_gate_left_open_closes_cleanly_at_interpreter_exit(tmp_path):
+    """The gate's exit hook runs after concurrent.futures has stopped the accommodation worker: no error, and the
+    ledger (the scar admitted in the background) and every decision are on disk."""
+    script = f"""
+from scars.agents.runtime import Verdict, open_gate
+gate = open_gate({str(tmp_path / "ledger.sqlite")!r}, core=[])
+@gate.tool
+def refund(amount: int) -> str:
+    return "ok"
+with gate.using({{"role": "agent"}}):
+    refund(20), refund(5000)
+    outcome = gate.report_failure(None, ("refund", {{"amount": 5000}}), Verdict("limit", "", "f")).result()
+print(outcome.rule)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.strip() == 'if action.amount == 5000 then forbid_tool_call("refund")'
+    with open_gate(tmp_path / "ledger.sqlite", core=[]) as gate:
+        assert gate.verify().ok and [s.control_text for s in gate.scars] == [done.stdout.strip()]
+    conn = sqlite3.connect(tmp_path / "ledger.sqlite.decisions.sqlite")
+    assert conn.execute("SELECT COUNT(*) FROM decisions").fetchone()[0] == 2
+    conn.close()
 
 
 def test_with_a_verifier_the_failure_is_cut_by_counterfactual_questions(tmp_path):

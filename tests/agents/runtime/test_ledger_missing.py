@@ -194,14 +194,11 @@ def test_open_gate_with_an_anchor_refuses_a_roll_back_of_every_file(tmp_path):
         SchemaStore(path, anchor=anchor)
 
 
-def test_readme_states_what_each_loss_gives():
-    """README's table of the database lost and the head row lists exactly the damages this file reproduces."""
+def test_the_docs_state_what_each_loss_gives():
+    """docs/ledger.md's table of the database lost and the head row lists exactly the damages this file reproduces."""
     import re
 
-    readme = Path(__file__).resolve().parents[3] / "README.md"
-    section = (
-        readme.read_text(encoding="utf-8").split("## What the ledger guarantees", 1)[1].split("\n## ", 1)[0]
-    )
+    section = (Path(__file__).resolve().parents[3] / "docs" / "ledger.md").read_text(encoding="utf-8")
     table = section.split("| damage |", 1)[1].split("\n\n", 1)[0]
     names = re.findall(r"^\| `([a-z-]+)`", table, flags=re.M)
     assert names == [

@@ -156,6 +156,14 @@ CASES: list[tuple[str, list[str], str]] = [
     ("ledger-show-empty", ["ledger", "show", "EMPTY"], "not a scars ledger"),
     ("ledger-show-junk", ["ledger", "show", "JUNK"], "not a scars ledger"),
     ("ledger-retire-missing", ["ledger", "retire", "MISSING", "abc", "--reason", "x"], "no ledger at"),
+    ("train-out-is-a-file", ["train", "--out", "FILE"], "is a file"),
+    ("train-learner", ["train", "--learner", "dqn"], "dqn"),
+    ("train-shield", ["train", "--shield", "magic"], "magic"),
+    ("train-commons-sb3", ["train", "--world", "commons", "--out", "MISSING"], "rllib-ppo"),
+    ("train-timesteps-0", ["train", "--timesteps", "0", "--out", "MISSING"], "timesteps"),
+    ("train-resume-missing", ["train", "--resume", "--out", "MISSING"], "not a run folder"),
+    ("train-seeds-text", ["train", "--seeds", "zero", "--out", "MISSING"], "zero"),
+    ("train-curves-no-runs", ["train-curves", "FOLDER", "--out", "MISSING"], "no run folder"),
 ]
 
 

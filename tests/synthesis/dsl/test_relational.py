@@ -1,5 +1,5 @@
 """Relational predicates ``FEATURE OP FEATURE`` through the DSL: parse/print, canonical form, semantics, cost, the
-compiled gate and the merge's co-firing test (README "Relational predicates")."""
+compiled gate and the merge's co-firing test (docs/dsl.md, "Relational predicates")."""
 
 from __future__ import annotations
 

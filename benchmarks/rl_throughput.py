@@ -1,0 +1,198 @@
+"""Speed of the household's RL view and of the scars shield (issue 29 "Speed").
+
+Goals (issue 29): a vectorised household (Gymnasium's ``SyncVectorEnv`` of the RL view) ≥ 20,000 env steps/s on one
+core; the scars shield's added cost per step ≤ 2× the unshielded step at 1,000 scars.
+
+In one run, on one core, uniformly random admissible (masked) actions, games drawn from a pool of ``--games``
+pre-generated games (so game generation, a per-reset cost of the default env, is timed on its own):
+
+- ``world``: the engine alone (``World.step`` + reading the admissible commands and won) — the floor;
+- ``env``: ``HouseholdEnv`` (text actions, the info dict: structured actions, context, verifier);
+- ``view``: ``HouseholdRLView`` (slot order, encoding, masks) over it;
+- ``vector``: ``gymnasium.vector.SyncVectorEnv`` of ``--num-envs`` views (masks read with ``call``), steps counted
+  per env (``num_envs`` per vector step), with the world's whole info and with ``lean_info`` (``vector_lean``);
+- ``generation``: resets per second that generate a new game from a seed (the default env's reset);
+- ``shield_none`` / ``shield_scars_N``: ``agents.shield.ScarShield`` over the view with no shield and with the scars
+  shield holding ``--scars`` admitted scars (synthetic household rules, distinct, most of which never fire on the
+  walk), including the agent's per-step accommodation bookkeeping (``observe``). The ratio is the shielded step's
+  time over the unshielded step's.
+
+Wall clock and CPU time (``*_cpu``) are both reported: the machine may be shared.
+
+Usage:  python benchmarks/rl_throughput.py [--seconds 2.0] [--num-envs 8] [--scars 1000] [--games 64] [--seed 0]
+Prints readable lines, then, last, one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+from scars.agents.runtime.scar import Scar
+from scars.agents.shield import ScarShield
+from scars.envs.household.env import HouseholdEnv
+from scars.envs.household.generator import generate_game
+from scars.envs.household.world import World
+from scars.envs.rl import HouseholdRLView
+from scars.synthesis.dsl import parse_rule
+
+RECEPTACLE_TYPES = ("cabinet", "drawer", "shelf", "countertop", "fridge", "sinkbasin", "microwave", "desk")
+VERBS = ("move", "take", "open", "goto")
+
+
+def synthetic_rules(n: int) -> list:
+    """``n`` distinct household rules: a verb on one receptacle instance, guarded by what the agent holds."""
+    rules = []
+    for i in range(n):
+        rtype = RECEPTACLE_TYPES[i % len(RECEPTACLE_TYPES)]
+        verb = VERBS[(i // len(RECEPTACLE_TYPES)) % len(VERBS)]
+        number = 50 + i // (len(RECEPTACLE_TYPES) * len(VERBS))  # instance numbers no game has: rarely fires
+        rules.append(
+            parse_rule(
+                f'if action.recep == "{rtype} {number}" and held_type != "none" then forbid_env_action("{verb}")'
+            )
+        )
+    rules.append(
+        parse_rule('if action.recep_type == "garbagecan" then forbid_env_action("goto")')
+    )  # one that fires
+    return rules[:n]
+
+
+def timed(step, seconds: float) -> tuple[float, float, int]:
+    """(steps per wall second, steps per CPU second, steps) of ``step()`` (returns steps taken) for ``seconds``."""
+    wall, cpu, steps = time.perf_counter(), time.process_time(), 0
+    while time.perf_counter() - wall < seconds:
+        steps += step()
+    return steps / (time.perf_counter() - wall), steps / (time.process_time() - cpu), steps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--num-envs", type=int, default=8)
+    parser.add_argument("--scars", type=int, default=1000)
+    parser.add_argument("--games", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rng = np.random.default_rng(args.seed)
+    games = [generate_game(args.seed + i) for i in range(args.games)]
+    pick = lambda: games[int(rng.integers(len(games)))]  # noqa: E731
+    result: dict[str, float] = {}
+
+    def record(name: str, rates: tuple[float, float, int]) -> None:
+        result[f"{name}_steps_per_s"], result[f"{name}_steps_per_s_cpu"] = round(rates[0]), round(rates[1])
+        print(f"{name:<22} {rates[0]:>9.0f} steps/s wall  {rates[1]:>9.0f} steps/s CPU  ({rates[2]} steps)")
+
+    # the engine alone
+    world = World(pick())
+    state = {"n": 0}
+
+    def world_step() -> int:
+        commands = world.admissible_commands()
+        world.step(commands[int(rng.integers(len(commands)))])
+        state["n"] += 1
+        if world.won() or state["n"] >= 30:
+            world.__init__(pick())
+            state["n"] = 0
+        return 1
+
+    record("world", timed(world_step, args.seconds))
+
+    env = HouseholdEnv(max_steps=30)
+    _, info = env.reset(seed=args.seed, options={"game": pick()})
+    holder = {"info": info}
+
+    def env_step() -> int:
+        commands = holder["info"]["admissible_commands"]
+        _, _, terminated, truncated, holder["info"] = env.step(commands[int(rng.integers(len(commands)))])
+        if terminated or truncated:
+            _, holder["info"] = env.reset(options={"game": pick()})
+        return 1
+
+    record("env", timed(env_step, args.seconds))
+
+    def walker(e):
+        e.reset(seed=args.seed, options={"game": pick()})
+
+        def step() -> int:
+            mask = e.action_masks()
+            _, _, terminated, truncated, _ = e.step(int(rng.choice(np.flatnonzero(mask))))
+            if terminated or truncated:
+                e.reset(options={"game": pick()})
+            return 1
+
+        return step
+
+    record("view", timed(walker(HouseholdRLView(HouseholdEnv(max_steps=30))), args.seconds))
+
+    for lean in (False, True):
+        # each env replays one game of the pool (its game_seed): game generation is timed on its own below
+        vector = gym.vector.SyncVectorEnv(
+            [
+                lambda i=i, lean=lean: HouseholdRLView(
+                    HouseholdEnv(max_steps=30, game_seed=args.seed + i), lean_info=lean
+                )
+                for i in range(args.num_envs)
+            ],
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+        vector.reset(seed=args.seed)
+
+        def vector_step(vector=vector) -> int:
+            masks = vector.call("action_masks")
+            vector.step(np.array([int(rng.choice(np.flatnonzero(m))) for m in masks]))
+            return args.num_envs
+
+        record(f"vector{args.num_envs}{'_lean' if lean else ''}", timed(vector_step, args.seconds))
+        vector.close()
+
+    generating = HouseholdEnv(max_steps=30)
+    counter = {"seed": args.seed}
+
+    def generate() -> int:
+        counter["seed"] += 1
+        generating.reset(seed=counter["seed"])
+        return 1
+
+    rate = timed(generate, args.seconds)
+    result["generation_resets_per_s"] = round(rate[0])
+    print(
+        f"{'generation':<22} {rate[0]:>9.0f} resets/s wall (a new game from a seed: the default env's reset)"
+    )
+
+    # the shield: none vs scars with N admitted scars, the same walk
+    plain = ScarShield(HouseholdRLView(HouseholdEnv(max_steps=30)), shield="none")
+    none_rate = timed(walker(plain), args.seconds)
+    record("shield_none", none_rate)
+    with tempfile.TemporaryDirectory() as tmp:
+        shield = ScarShield(
+            HouseholdRLView(HouseholdEnv(max_steps=30)), shield="scars", ledger_path=Path(tmp) / "l.jsonl"
+        )
+        store = shield.agent.store
+        with store.group():
+            for rule in synthetic_rules(args.scars):
+                store.admit(Scar(rule), reason="benchmark")
+        assert len(store.scars) == args.scars, len(store.scars)
+        scars_rate = timed(walker(shield), args.seconds)
+        record(f"shield_scars_{args.scars}", scars_rate)
+        result["shield_masked_per_decision"] = round(shield.masked_total / max(1, scars_rate[2]), 3)
+        shield.close()
+    result["shield_cost_ratio"] = round(none_rate[0] / scars_rate[0], 2)
+    result["shield_cost_ratio_cpu"] = round(none_rate[1] / scars_rate[1], 2)
+    result["shield_added_us_per_step"] = round(1e6 / scars_rate[1] - 1e6 / none_rate[1], 1)
+    print(
+        f"shield cost at {args.scars} scars: {result['shield_cost_ratio']}x the unshielded step (wall), "
+        f"{result['shield_cost_ratio_cpu']}x (CPU), +{result['shield_added_us_per_step']} µs per step"
+    )
+    result.update({"num_envs": args.num_envs, "scars": args.scars, "games": args.games})
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

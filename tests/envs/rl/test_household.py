@@ -1,0 +1,142 @@
+"""The household's RL view: Gymnasium's and SB3's env checkers, masks, the documented encoding, progress shaping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from scars.envs.household import RULE_LIBRARY, RuleSchedule
+from scars.envs.household.expert import expert_plan
+from scars.envs.household.world import NOTHING_HAPPENS
+from scars.envs.rl import GLOBAL_FEATURES, SLOT_FEATURES, household_layout, make_household_view
+from scars.synthesis.errors import WorldError
+from support.extras import require_extra
+
+
+@pytest.mark.filterwarnings("ignore:.*different from the unwrapped")
+@pytest.mark.parametrize("dict_obs", [False, True])
+def test_gymnasium_check_env_passes(dict_obs):
+    check_env(make_household_view(dict_obs=dict_obs, shaping=0.1), skip_render_check=True)
+
+
+def test_sb3_env_checker_and_masking_support():
+    require_extra("sb3_contrib", "rl")
+    from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_supported
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    sb3_check_env(make_household_view(), warn=True)
+    vec = DummyVecEnv([make_household_view])
+    vec.reset()
+    assert is_masking_supported(vec)
+    assert get_action_masks(vec).shape == (1, 40)
+
+
+def test_slots_are_the_admissible_commands_and_an_empty_slot_does_nothing():
+    view = make_household_view()
+    obs, info = view.reset(seed=3)
+    commands = view.commands()
+    assert sorted(commands) == sorted(info["admissible_commands"])
+    mask = view.action_masks()
+    assert mask.sum() == len(commands) and mask[: len(commands)].all()
+    assert np.array_equal(info["action_mask"], mask)
+    assert [a.text for a in view.slot_actions()] == commands
+    text = view.household._last_obs
+    _, reward, terminated, truncated, info = view.step(len(commands))  # the first empty slot
+    assert info["command"] == "" and view.household._last_obs == NOTHING_HAPPENS != text
+    assert reward == 0.0 and not terminated
+    with pytest.raises(WorldError, match="outside Discrete"):
+        view.step(40)
+
+
+def test_the_observation_is_the_documented_layout():
+    view = make_household_view(dict_obs=True)
+    obs, info = view.reset(seed=5)
+    layout = household_layout()
+    assert obs["observations"].shape == (len(layout),) == (len(GLOBAL_FEATURES) + 40 * len(SLOT_FEATURES),)
+    assert np.array_equal(obs["action_mask"], view.action_masks().astype(np.int8))
+    x = dict(zip(layout, obs["observations"].tolist(), strict=True))
+    q = info["context"]
+    assert x[f"task={q['task_type']}"] == 1.0 and x["holding"] == 0.0
+    for i, action in enumerate(view.slot_actions()):
+        assert x[f"slot{i}:valid"] == 1.0 and x[f"slot{i}:verb={action.name}"] == 1.0
+        assert x[f"slot{i}:recep_is_target_type"] == (action.arg("recep_type") == q["target_recep_type"])
+    n = len(view.commands())
+    assert x[f"slot{n}:valid"] == 0.0
+    # slot order: the more of the task's object type, receptacle type and appliance a command touches, the earlier
+    relevance = [
+        x[f"slot{i}:obj_is_target_type"]
+        + x[f"slot{i}:recep_is_target_type"]
+        + x[f"slot{i}:recep_is_appliance"]
+        for i in range(n)
+    ]
+    assert relevance == sorted(relevance, reverse=True) and relevance[0] > 0
+
+
+def test_the_view_remembers_visited_receptacles():
+    view = make_household_view()
+    view.reset(seed=2)
+    first, second = [c for c in view.commands() if c.startswith("go to ")][:2]
+    view.step(_slot_of(view, first))
+    view.step(_slot_of(view, second))
+    x = dict(zip(household_layout(), view._encode().tolist(), strict=True))
+    flags = {c: x[f"slot{i}:goto_visited"] for i, c in enumerate(view.commands()) if c.startswith("go to ")}
+    assert (
+        flags[first] == 1.0 and sum(flags.values()) == 1.0
+    )  # standing at the second: it is not a destination
+
+
+def _slot_of(view, command: str) -> int:
+    return view.commands().index(command)
+
+
+def test_progress_shaping_pays_the_expert_plan_length_along_the_plan():
+    view = make_household_view(shaping=0.1, gamma=1.0)
+    view.reset(seed=11)
+    plan = expert_plan(view.household.world)
+    total, world_total = 0.0, 0.0
+    for command in plan:
+        _, reward, terminated, _, info = view.step(_slot_of(view, command))
+        assert info["shaping"] == pytest.approx(0.1)  # every command of the plan is one step nearer
+        total += info["shaping"]
+        world_total += info["world_reward"]
+    assert terminated and total == pytest.approx(0.1 * len(plan))
+    assert world_total == 1.0
+
+
+def test_shaping_off_pays_exactly_the_world_reward_and_violations_cost():
+    schedule = RuleSchedule.from_ids(RULE_LIBRARY)
+    view = make_household_view(schedule=schedule)
+    view.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        _, reward, terminated, truncated, info = view.step(rng.choice(np.flatnonzero(view.action_masks())))
+        assert info["shaping"] == 0.0 and reward == info["world_reward"]
+        assert reward == float(terminated) - len(info["violations"])
+        if terminated or truncated:
+            view.reset()
+
+
+def test_same_seed_same_observations():
+    def trace(seed):
+        view = make_household_view(shaping=0.05)
+        obs, _ = view.reset(seed=seed)
+        out = [obs]
+        rng = np.random.default_rng(seed)
+        for _ in range(40):
+            obs, reward, *_ = view.step(rng.choice(np.flatnonzero(view.action_masks())))
+            out.append(np.append(obs, reward))
+        return np.concatenate(out)
+
+    assert np.array_equal(trace(4), trace(4))
+
+
+def test_bad_arguments_are_one_clear_error():
+    with pytest.raises(WorldError, match="shaping"):
+        make_household_view(shaping=-1.0)
+    with pytest.raises(WorldError, match="max_actions"):
+        make_household_view(max_actions=0)
+    view = make_household_view(max_actions=3)
+    with pytest.raises(WorldError, match="exceed max_actions=3"):
+        view.reset(seed=0)
