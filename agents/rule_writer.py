@@ -5,6 +5,10 @@
   failure report), no search.
 
 - ``llm_reflection``: Reflexion's reflection on a failed trial, written by the model instead of the template.
+- ``llm_rulebook``: the rulebook's rule for a verified failure (or its rewrite when a failure of the same cause
+  arrives), written by the model (AutoManual's rule update).
+- ``llm_insight_editor``: the insight list's edits at a failure or a success, answered by the model as ExpeL's
+  operations (``ADD: …``, ``EDIT n: …``, ``UPVOTE n``, ``DOWNVOTE n``), parsed line by line.
 - ``llm_patch``: the *LLM-only Patch* ablation with a real model — the model is shown the DSL's grammar and the
   failure fragment and writes the rule itself (no search); the text is parsed, scored on the same objective and
   replay-checked like an MCTS result, and its latency and node count (1) are reported next to MCTS's. A reply that
@@ -15,10 +19,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from scars.agents.memory.base import describe_failure
-from scars.envs.api import Feedback, WorldCard
+from scars.agents.memory.insight import Event, Insight, Op
+from scars.envs.api import Feedback, Verdict, WorldCard
 from scars.synthesis import SynthesisData, SynthesisResult, candidate_space, replay_pass, score_rule
 from scars.synthesis.dsl import Compare, Rule, canonical_text, parse_rule
 from scars.synthesis.errors import DSLSyntaxError
@@ -59,6 +65,69 @@ def llm_reflection(
     write_text: Callable[[str], str], card: WorldCard
 ) -> Callable[[list[Feedback], bool], str]:
     return lambda failures, won: write_text(reflection_prompt(failures, won, card))
+
+
+def rulebook_prompt(feedback: Feedback, verdict: Verdict, current: str | None, card: WorldCard) -> str:
+    what = describe_failure(replace(feedback, verdicts=(verdict,)))
+    if current is None:
+        ask = "Write ONE rule for your rulebook, one sentence, that would have prevented this failure."
+    else:
+        ask = (
+            f"Your rulebook already has this rule for the same cause:\n{current}\n"
+            "Rewrite it as ONE rule, one sentence, that covers both failures."
+        )
+    return f"{card.persona}\nA verified failure:\n{what}\n{ask}\nAnswer with the rule only."
+
+
+def llm_rulebook(write_text: Callable[[str], str], card: WorldCard):
+    """The rulebook's writer with a real model: ``(feedback, verdict, current) -> rule text``."""
+    return lambda feedback, verdict, current: write_text(rulebook_prompt(feedback, verdict, current, card))
+
+
+_OP = re.compile(r"^\s*(ADD|EDIT|UPVOTE|DOWNVOTE)\s*(\d+)?\s*:?\s*(.*)$", re.IGNORECASE)
+
+
+def insight_prompt(insights: Sequence[Insight], event: Event, card: WorldCard) -> str:
+    listed = "\n".join(f"{i}. {ins.text}" for i, ins in enumerate(insights)) or "(none yet)"
+    if event.failure is not None:
+        what = f"A verified failure:\n{describe_failure(event.failure)}"
+    else:
+        what = f"A success ('{event.task_type}' task, no rule broken). The route:\n" + "; ".join(event.route)
+    return (
+        f"{card.persona}\nYour insights so far:\n{listed}\n\n{what}\n\n"
+        "Edit the insights with these operations, one per line:\n"
+        "ADD: <new insight>\nEDIT <n>: <rewritten insight n>\nUPVOTE <n>\nDOWNVOTE <n>\n"
+        "Answer with the operations only."
+    )
+
+
+def parse_insight_ops(reply: str) -> list[Op]:
+    """ExpeL's operations from a model's reply, one per line; a line that is no operation is ignored."""
+    ops = []
+    for line in reply.splitlines():
+        m = _OP.match(line)
+        if not m:
+            continue
+        name, index, text = m.group(1).upper(), m.group(2), m.group(3).strip()
+        if name == "ADD" and text:
+            ops.append(Op("ADD", text=text))
+        elif name != "ADD" and index is not None:
+            ops.append(Op(name, int(index), text=text if name == "EDIT" else ""))
+    return ops
+
+
+class LLMInsightEditor:
+    """The insight list's editor with a real model (ExpeL's extraction): the model answers with the operations."""
+
+    def __init__(self, write_text: Callable[[str], str], card: WorldCard) -> None:
+        self.write_text, self.card = write_text, card
+
+    def edit(self, insights: Sequence[Insight], event: Event) -> list[Op]:
+        return parse_insight_ops(self.write_text(insight_prompt(insights, event, self.card)))
+
+
+def llm_insight_editor(write_text: Callable[[str], str], card: WorldCard) -> LLMInsightEditor:
+    return LLMInsightEditor(write_text, card)
 
 
 def patch_prompt(fragment: Failure, card: WorldCard) -> str:

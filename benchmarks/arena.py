@@ -10,7 +10,7 @@ Three measurements in one run, so the cost of each layer shows:
    figure reported as ``months_per_s``;
 4. ``learners``: the tier-2 loop (``experiments.commons_run.run_tier2``) with five learning seats of one method on the
    embedded policy with the ``sustainable`` habits (so a run lasts its 12 months; the calibrated ``govsim`` seats
-   collapse the pool in ~2.4) — scars and each of the five baselines — one fresh run per seed; the median seconds
+   collapse the pool in ~2.4) — scars and each text baseline — one fresh run per seed; the median seconds
    per run and months/s. Scars is measured twice, its ledgers on the run folder's disk and on tmpfs (``/dev/shm``):
    every ledger event is fsynced (the ledger's crash safety), which is most of its cost on a slow disk. Goal (issue
    14): a 12-month run with five scars agents ≤ 1 s median on two cores.
@@ -31,11 +31,12 @@ import numpy as np
 from scars.envs.commons import commons_v0  # noqa: E402
 from scars.envs.commons.dynamics import DynamicsConfig, harvest_month, sustainable_share  # noqa: E402
 from scars.envs.commons.rollout import run_episode  # noqa: E402
+from scars.experiments.config import METHODS  # noqa: E402
 
 POPULATION = "coop:3,noisy:1,retaliator:1"  # survives the 12 months and exercises discussion and punishment
 LEARNER_SEEDS = 7
 HABITS = "sustainable"  # seats that keep the pool alive, so a run lasts the 12 months the goal is about
-LEARNERS = ("scars", "static_persona", "rag", "reflexion", "scg_mem", "voyager")
+LEARNERS = METHODS
 BUDGET_S = 2.0
 GOVSIM = DynamicsConfig()
 

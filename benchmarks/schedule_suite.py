@@ -19,11 +19,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scars.experiments.config import Tier1Config
+from scars.experiments.config import METHODS, Tier1Config
 from scars.experiments.stats import paired_difference, pooled_ratio
 from scars.experiments.tier1 import run_tier1
 
-METHODS = ("scars", "static_persona", "rag", "reflexion", "scg_mem", "voyager")
 RATES = (
     ("success", "won", None),
     ("rvr", "repeat_violations", "reexposures"),

@@ -115,6 +115,10 @@ class WorldCard:
                      value): "empty hands" → (``held_type``, ``"none"``). A verdict whose text holds the phrase names
                      that variable and the value under which the ruled action is allowed — what a reader of the
                      sentence understands. Public to every method, like the rest of the card.
+    derived:         the context keys q carries that are computed from the raw state rather than read from it (the
+                     commons' per-agent share f(t)/|I| and the group's sustainable catch f(t)): a declared switch of
+                     the world (``derived_context``), empty when the context is raw state only (pool level, group
+                     size, month …) and a relation such as "more than the share" must be found from those.
     """
 
     name: str
@@ -130,6 +134,7 @@ class WorldCard:
     bookkeeping: tuple[str, ...] = ()
     features: str = ""
     glossary: Mapping[str, tuple[str, Value]] = field(default_factory=dict)
+    derived: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:

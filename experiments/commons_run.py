@@ -113,7 +113,7 @@ def _pending_row(cfg: Tier2Config, run: int, learner: _Learner, choice: Step) ->
     """A learning seat's step-table row from its decision (the world's answer is added after the step)."""
     decision, action, governed = choice.decision, choice.action, choice.governed
     q = decision.context
-    share = float(q["sustainable_share"])
+    share = learner.adapter.norms.share(int(q["pool_resource_level"]), int(q["num_agents"]))  # q may be raw
     amount = int(action.arg("amount", 0) or 0) if action.name == "harvest" else 0
     scar_ids = set(learner.agent.scar_ids())
     masked_by_scar = any(bool(set(ids) & scar_ids) for _, ids in governed.fired)
@@ -235,7 +235,11 @@ class Tier2Run:
         cfg = self.cfg
         seat_dir.mkdir(parents=True, exist_ok=True)
         adapter = CommonsAdapter(
-            self.env, seat, overuse_verdicts=cfg.overuse_verdicts, universalization=cfg.universalization
+            self.env,
+            seat,
+            overuse_verdicts=cfg.overuse_verdicts,
+            share_hint=cfg.share_hint,
+            derived_context=cfg.derived_context,
         )
         world = ProtocolWorld(adapter, oracle=cfg.oracle)  # the information protocol (README)
         spec = MethodSpec(
@@ -372,7 +376,7 @@ class Tier2Run:
             info,
             decision.actions,
             scale=self.scale,
-            universalization=self.cfg.universalization,
+            universalization=self.cfg.share_hint == "universalization",
         )
         return decide(
             self.policy,

@@ -21,14 +21,16 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
+from scars.agents.builtin import COMPARISON
 from scars.agents.policies.base import POLICY_MODES
 from scars.agents.policies.hf import DEVICES, DTYPES
 from scars.agents.policies.openai_server import CHOICE_PARAMS
 from scars.envs.api import ORACLES, VERDICT_PROTOCOLS
 from scars.synthesis.errors import ConfigError
 
-METHODS: tuple[str, ...] = ("scars", "static_persona", "rag", "reflexion", "scg_mem", "voyager")
-"""The six methods of the paper's comparison (``scars demo``); any name in ``agents.registry.METHODS`` can run."""
+METHODS: tuple[str, ...] = COMPARISON
+"""The methods of the paper's comparison (``scars demo``, the sweeps, the paper protocol): scars and every built-in
+text baseline, from the registry (``agents.builtin.COMPARISON``); any name in ``agents.registry.METHODS`` can run."""
 ABLATIONS: tuple[str, ...] = (
     "none",
     "no_mdl",  # drop the description-length term C from the objective
@@ -76,6 +78,12 @@ def _schedules() -> tuple[str, ...]:
     from scars.experiments.schedules import SCHEDULES
 
     return tuple(SCHEDULES)
+
+
+def _share_hints() -> tuple[str, ...]:
+    from scars.envs.commons.adapter import SHARE_HINTS
+
+    return SHARE_HINTS
 
 
 def _shields() -> tuple[str, ...]:
@@ -142,6 +150,7 @@ _CHOICES: Mapping[str, Callable[[], tuple[str, ...]]] = {
     "habits": _commons("habits"),
     "outsider_habits": _commons("habits"),
     "punishment_attribution": lambda: PUNISHMENT_ATTRIBUTIONS,
+    "share_hint": _share_hints,
     "learner": lambda: LEARNERS,
     "world": lambda: TRAIN_WORLDS,
     "rules": lambda: TRAIN_RULES,
@@ -225,7 +234,7 @@ class RunConfig(ConfigFields):
     """Integer fields that must be >= 1 (a tier adds its own)."""
 
     method: str = "scars"
-    """Memory method: scars, one of the five baselines, or any method registered in ``agents.registry`` (the
+    """Memory method: scars, one of the text baselines, or any method registered in ``agents.registry`` (the
     controls and the ablations are ``ablation`` of scars)."""
     ablation: str = "none"
     """One of the §6.4 ablations or a control (scars only)."""
@@ -368,6 +377,10 @@ class Tier1Config(RunConfig):
     influence_gain: float = 12.0
     """Simulated LM: logit shift a fully relevant text item applies (how strongly in-context text steers it; swept
     by `scars sensitivity`)."""
+    replan_competence: float = 1.0
+    """Simulated LM: how well it finds a compliant route once it knows what not to do — a step its controller
+    masked or one its context talked it out of (0..1; ``SimulatedLMConfig.replan_competence``; swept by `scars
+    sensitivity`)."""
     game_files: str = ""
     """ALFWorld ``game.tw-pddl`` files to play instead of generated games: one file, or a folder searched recursively;
     the episodes play them in sorted order (cycling), under the schedule's rules."""
@@ -403,6 +416,8 @@ class Tier1Config(RunConfig):
             raise ConfigError(f"compliance = {self.compliance!r} must be in [0, 1]")
         if self.influence_gain < 0:
             raise ConfigError(f"influence_gain = {self.influence_gain!r} must be >= 0")
+        if not 0.0 <= self.replan_competence <= 1.0:
+            raise ConfigError(f"replan_competence = {self.replan_competence!r} must be in [0, 1]")
         if self.schedule_file:
             from scars.experiments.schedules import load_schedule_file
 
@@ -496,9 +511,15 @@ class Tier2Config(RunConfig):
     """The embedded policy's commons habits (``envs.commons.habits.HABIT_PRESETS``): govsim (calibrated: most
     seats over-harvest and collapse the pool), sustainable (mostly the sustainable share) or outsider (GovSim's
     greedy newcomer)."""
-    universalization: bool = False
-    """GovSim's universalization line in every harvest prompt ("if everyone takes more than X, the resource
-    shrinks")."""
+    share_hint: str = "none"
+    """What the observation text says about a per-agent bound: none — GovSim's baseline (the pool sentence "Before
+    everyone fishes, there are 80 tons of fish in the lake." and the harvest report, no share); universalization —
+    GovSim's universalization line at every harvest ("if everyone fishes more than X tons, the lake population will
+    shrink next month", X over the group the run started with, as GovSim's code tells it)."""
+    derived_context: bool = True
+    """The world card's declared switch (``WorldCard.derived``): the DSL context carries the derived quantities
+    sustainable_catch f(t) and sustainable_share f(t)/|I|; off, raw state only (pool level, group size, month …) and
+    a rule about the share must be found from those."""
     language: bool = True
     """False: GovSim's no-language variant — no discussion phase, and each seat sees only its own catch."""
     outsider_month: int = 0
@@ -565,10 +586,12 @@ class Tier2Config(RunConfig):
         gates = "" if self.gates else "-gates-off"
         transfer = "-transfer" if self.transfer_from else ""
         outsider = f"-outsider{self.outsider_month}" if self.outsider_month else ""
+        hint = "" if self.share_hint == "none" else f"-{self.share_hint}"
+        raw = "" if self.derived_context else "-raw"
         label = self.method_label.replace(":", "-")
         attack = "" if self.attack == "none" else f"-{self.attack}{self.poison_rate:g}"
         attack += "" if self.memory_guard == "none" else f"-guard_{self.memory_guard}"
-        return f"tier2-{self.arena}-{self.setup}-{label}{gates}{transfer}{outsider}{attack}-s{self.seed}"
+        return f"tier2-{self.arena}-{self.setup}-{label}{gates}{transfer}{outsider}{hint}{raw}{attack}-s{self.seed}"
 
 
 @dataclass(frozen=True)
@@ -585,7 +608,7 @@ class Tier3Config(RunConfig):
     )
 
     method: str = "scars"
-    """Memory method: scars, one of the five baselines, any registered method, or no_memory (the control)."""
+    """Memory method: scars, one of the text baselines, any registered method, or no_memory (the control)."""
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     """Seeds: each trains one agent in A and one in B and plays C with both (individuation is held out by seed)."""
     train_runs: int = 3

@@ -19,9 +19,15 @@ Behaviour decided here, once for every tier:
   back to sampling the governed distribution — the controller's mask holds; the written command is not executed.
 - **Utterance**: a discussion action (``kind == "text"``) is its own text unless the model writes free text; every
   other action gets the policy's utterance for (action, blocked).
-- **Re-plan** (``replan``, tier 1's simulated LM): when the caller's ``replan(decision, governed, prior)`` returns a new prior,
-  π_0 is scored again under it and governed again (score mode only; never under a fallback). ``blocked`` (what the
-  controller masked, told to the utterance) is the first governing's.
+- **Re-plan** (``replan``, tier 1's simulated LM; one mechanism for every method): the model re-plans around whatever
+  it decided not to do at this decision (``Declined``) — the step it had in mind (π_0's top choice) masked by its
+  controller (reason ``mask``: H or scars), or a step its own context talked it out of (reason ``text``: the policy
+  says so, ``agents.policies.base.Replanner``; a text baseline's memory is never masked, it is read). When the
+  caller's ``replan(decision, declined)`` returns the route around it, π_0 is scored again with it
+  (``PolicyInput.replan_prior``, followed with the simulated LM's ``replan_competence``) and governed again (score
+  mode only; never under a fallback); ``Step.replan`` records the reason. ``planned`` carries the route re-planned
+  at an earlier decision of the episode. ``blocked`` (what the controller masked, told to the utterance) is the
+  first governing's.
 - **Shield** (``shield``, the counterfactual oracle's pre-execution shield, any method that opts in): a flagged
   control action is refused and the choice redrawn from the governed distribution without it.
 """
@@ -37,15 +43,59 @@ import numpy as np
 
 from scars.agents.api import Agent
 from scars.agents.memory.base import memory_tokens
-from scars.agents.policies import Generation, Policy, PolicyInput, generation_logits, sample_action
+from scars.agents.policies import (
+    Generation,
+    Policy,
+    PolicyInput,
+    Replanner,
+    generation_logits,
+    sample_action,
+)
 from scars.agents.runtime.control import Governed
 from scars.disequilibrium.composite import SIGNAL_NAMES
 from scars.envs.api import Decision, Feedback, ProtocolWorld, Punishment, Verdict, method_turn
 from scars.synthesis.dsl import Action
 
-Replan = Callable[[Decision, Governed, np.ndarray], "np.ndarray | None"]
-"""``replan(decision, governed, prior)``: the prior the model re-plans with after the controller blocked some of
-the admissible actions, or None when it keeps its plan."""
+REPLAN_REASONS: tuple[str, ...] = ("mask", "text")
+"""Why the model re-planned at a decision: its controller masked the step it had in mind, or its context talked it
+out of it (the step table's ``replan`` column; empty when it did not re-plan)."""
+
+
+@dataclass(frozen=True)
+class Declined:
+    """What the model decided not to do at one decision (module docstring).
+
+    masked:     the controller masked π_0's top choice: every action the controller masked (their indices).
+    talked_out: the steps its context talked it out of (``Replanner.declined``; empty for other policies).
+    governed:   the first governing (which rules fired: ``Governed.fired``).
+    """
+
+    masked: tuple[int, ...]
+    talked_out: tuple[int, ...]
+    governed: Governed
+
+    @property
+    def reason(self) -> str:
+        return "mask" if self.masked else "text"
+
+
+Replan = Callable[[Decision, Declined], "np.ndarray | None"]
+"""``replan(decision, declined)``: the prior of the route the model re-plans around what it declined, or None when
+it keeps its plan."""
+
+
+def declined_steps(
+    policy: Policy, inp: PolicyInput, logits: np.ndarray, governed: Governed
+) -> Declined | None:
+    """What the model decided not to do at this decision (``Declined``), or None when it keeps its plan."""
+    scores = np.asarray(logits, dtype=np.float64)
+    top = int(np.argmax(scores))
+    in_mind = scores[top] > scores.min()  # a flat π_0 has no step in mind
+    masked = tuple(i for i, m in enumerate(governed.masked) if m) if in_mind and governed.masked[top] else ()
+    talked_out = policy.declined(inp) if isinstance(policy, Replanner) else ()
+    if not masked and not talked_out:
+        return None
+    return Declined(masked, tuple(talked_out), governed)
 
 
 class GuaranteeHook(Protocol):
@@ -73,6 +123,7 @@ class Step:
     shield_refused:   the shield's refused actions' texts (empty without the shield).
     proposal:         π_0's logits before any re-plan (what the model proposed first; Prop. 3 measures drift on
                       it); the same as ``logits`` when it did not re-plan.
+    replan:           why the model re-planned at this decision (``REPLAN_REASONS``), or "" when it did not.
     """
 
     decision: Decision
@@ -89,6 +140,7 @@ class Step:
     enforce_seconds: float
     shield_refused: tuple[str, ...] = ()
     proposal: np.ndarray | None = None
+    replan: str = ""
 
     @property
     def fallback(self) -> bool:
@@ -160,13 +212,17 @@ def decide(
     monitor: GuaranteeHook | None = None,
     replan: Replan | None = None,
     shield: ProtocolWorld | None = None,
+    planned: np.ndarray | None = None,
 ) -> Step:
     """Everything of one decision before the world step (module docstring). ``prior`` is the tier's task prior
-    for the simulated LM (real backends ignore it); ``rng`` is the decision's policy stream (π_0, sampling, shield).
+    for the simulated LM (real backends ignore it) and ``planned`` the route it re-planned earlier in the episode
+    (``PolicyInput.replan_prior``); ``rng`` is the decision's policy stream (π_0, sampling, shield).
     The whole step is the method's turn (``envs.api.method_turn``): the world's verifier answers it only through the
     protocol's view."""
     with method_turn():
-        return _decide(policy, agent, decision, prior, salient_keys, rng, generate, monitor, replan, shield)
+        return _decide(
+            policy, agent, decision, prior, salient_keys, rng, generate, monitor, replan, shield, planned
+        )
 
 
 def _decide(
@@ -180,12 +236,20 @@ def _decide(
     monitor: GuaranteeHook | None,
     replan: Replan | None,
     shield: ProtocolWorld | None,
+    planned: np.ndarray | None = None,
 ) -> Step:
     if monitor is not None:
         monitor.before_decision(decision.t)
     window = agent.window(decision)
     inp = PolicyInput(
-        decision.observation, decision.task, decision.context, decision.actions, window, prior, salient_keys
+        decision.observation,
+        decision.task,
+        decision.context,
+        decision.actions,
+        window,
+        prior,
+        salient_keys,
+        planned,
     )
     logits, written = base_policy_step(policy, agent, decision, inp, rng, generate)
     proposal = np.asarray(logits)
@@ -193,10 +257,17 @@ def _decide(
     governed = agent.govern(decision, logits)
     enforce_seconds = time.perf_counter() - started
     blocked = tuple(a for a, m in zip(decision.actions, governed.masked, strict=True) if m)
-    if replan is not None and not generate and governed.fallback is None and blocked:
-        new_prior = replan(decision, governed, prior)
+    replanned = ""
+    declined = (
+        declined_steps(policy, inp, logits, governed)
+        if replan is not None and not generate and governed.fallback is None
+        else None
+    )
+    if declined is not None:
+        new_prior = replan(decision, declined)
         if new_prior is not None:
-            inp = replace(inp, task_prior=new_prior)
+            replanned = declined.reason
+            inp = replace(inp, replan_prior=new_prior)
             logits = policy.logits(inp, rng)
             started = time.perf_counter()
             governed = agent.govern(decision, logits)
@@ -231,6 +302,7 @@ def _decide(
         enforce_seconds,
         refused,
         proposal,
+        replanned,
     )
 
 

@@ -1,6 +1,7 @@
 """The simulated LM's competence on the household (the embedded default π_0's task prior, SPEC §7 tier 1): the
-habitual next step of the world's expert, the best compliant alternative, and the re-plan around what the controller
-blocked. Real backends ignore the prior."""
+habitual next step of the world's expert, the best compliant alternative, and the re-plan around what the model
+decided not to do (a step its controller masked, or one its context talked it out of). Real backends ignore the
+prior."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from scars.envs.api import Decision, WorldCard
 from scars.envs.household.env import HouseholdEnv
 from scars.envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
 from scars.envs.household.world import World
+from scars.experiments.loop import Declined
 from scars.synthesis.dsl import Action, And, Compare, ForbidEnvAction, Rule
 
 HABIT_PRIOR = 1.0
@@ -83,9 +85,10 @@ def blocking_rules(agent: Agent, card: WorldCard, governed: Governed) -> tuple[R
 
 @dataclass
 class ModelPlan:
-    """What the simulated LM plans around in one episode: the controller's rules that blocked its plan (it was
-    refused once already, so it keeps planning around them) and the route it planned around them. Its
-    ``replan`` is the decision step's re-plan hook (``experiments.loop.decide``)."""
+    """What the simulated LM plans around in one episode: what it decided not to do — the controller's rules that
+    blocked its plan (it was refused once already, so it keeps planning around them) and the exact steps its context
+    talked it out of — and the route it planned around them. The same for every method: its ``replan`` is the
+    decision step's re-plan hook (``experiments.loop.decide``), called with what the model declined and why."""
 
     env: HouseholdEnv
     agent: Agent
@@ -93,21 +96,30 @@ class ModelPlan:
     blockers: dict[Rule, None] = field(default_factory=dict)
     route: list[str] = field(default_factory=list)
     replans: int = 0
-    """Decisions at which the model re-planned (the help counted per method: summary ``replan_decisions``)."""
+    """Decisions of this episode at which the model re-planned (the step table's ``replan`` says why)."""
 
     def prior(self, actions: tuple[Action, ...]) -> np.ndarray:
-        """The task prior of this decision: the expert's next step around the rules that blocked the model."""
+        """The model's habitual task prior at this decision (the unconstrained expert's next step)."""
+        return task_prior(self.env.world, actions)
+
+    def planned(self, actions: tuple[Action, ...]) -> np.ndarray | None:
+        """The route it planned around what it declined earlier in the episode (``PolicyInput.replan_prior``), or
+        None when it has declined nothing yet."""
+        if not self.blockers:
+            return None
         return task_prior(self.env.world, actions, rules=tuple(self.blockers), route=self.route)
 
-    def replan(self, decision: Decision, governed: Governed, prior: np.ndarray) -> np.ndarray | None:
-        """The controller blocked the step the model had in mind (its habitual step): it re-plans around what
-        blocked it. None when the blocked actions were not the model's plan."""
-        if not (prior.any() and governed.masked[prior == HABIT_PRIOR].any()):
-            return None
+    def replan(self, decision: Decision, declined: Declined) -> np.ndarray:
+        """The model decided not to do something: the controller masked its step (it plans around the rules that
+        fired) or its context talked it out of one (it plans around that exact step — the text named it, not a
+        rule); it re-plans around everything it declined in this episode."""
         self.replans += 1
-        self.blockers.update(dict.fromkeys(blocking_rules(self.agent, self.card, governed)))
-        blocked = tuple(a for a, m in zip(decision.actions, governed.masked, strict=True) if m)
-        return task_prior(self.env.world, decision.actions, blocked, tuple(self.blockers), route=self.route)
+        if declined.masked:
+            self.blockers.update(dict.fromkeys(blocking_rules(self.agent, self.card, declined.governed)))
+        told = tuple(decision.actions[i] for i in declined.talked_out)
+        self.blockers.update(dict.fromkeys(exact_action_rule(a) for a in told))
+        excluded = (*(decision.actions[i] for i in declined.masked), *told)
+        return task_prior(self.env.world, decision.actions, excluded, tuple(self.blockers), route=self.route)
 
     def advance(self, action: Action) -> None:
         """The model took ``action``: the next step of its route, or it strayed and the next decision replans."""

@@ -382,7 +382,7 @@ def _print_summary(console: Console, summary: dict[str, dict]) -> None:
 
 
 def demo_configs(episodes: int, seed: int, wandb: bool = False) -> list[Tier1Config]:
-    """All six methods on the paper schedule (``scars demo``), then the controls and the information-protocol
+    """Every method of the comparison on the paper schedule (``scars demo``), then the controls and the information-protocol
     variants (issue 11): the hard blocklist and storm control alone (no synthesis), scars under ``--verdicts state``
     (the complete unsafe set of each state, Cor. 1) and under ``--oracle counterfactual`` (the what-if oracle, which
     every method would get as a shield)."""

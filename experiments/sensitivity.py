@@ -1,7 +1,9 @@
 """The simulated LM's text channel, swept (issue 11): does a comparison survive the simulator's settings?
 
 The embedded policy's in-context influence (``SimulatedLMConfig.influence_gain`` — how far one fully relevant text
-item moves a logit — and ``compliance`` — how much text steers it at all) decides how much a text memory can do.
+item moves a logit — and ``compliance`` — how much text steers it at all) decides how much a text memory can do, and
+its ``replan_competence`` — how well it finds a compliant route once it knows what not to do, whether a controller
+masked the step or its context talked it out of it — how much that knowledge is worth to any method.
 :func:`run_sensitivity` runs every method at every grid point on the same seeds; :func:`frontier` pools each
 (method, grid point) over its episodes (success and SVR with episode-clustered bootstrap intervals, n = episodes);
 :func:`claims` says, for each headline comparison, at how many grid points it holds — and where it does not.
@@ -17,33 +19,34 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scars.experiments.config import Tier1Config
+from scars.experiments.config import METHODS, Tier1Config
 from scars.experiments.report import save_figure
 from scars.experiments.stats import pooled_ratio
 from scars.experiments.tier1 import method_label, run_tier1
 
-DEFAULT_METHODS = (
-    "scars",
-    "scars:hard_blocklist",
-    "scars:storm_only",
-    "static_persona",
-    "rag",
-    "reflexion",
-    "scg_mem",
-    "voyager",
-)
+DEFAULT_METHODS = (METHODS[0], "scars:hard_blocklist", "scars:storm_only", *METHODS[1:])
 """Every method of the tier-1 table and the two controls (``method`` or ``scars:<ablation>``)."""
+
+
+GRID_KEYS: tuple[str, ...] = ("influence_gain", "compliance", "replan_competence")
+"""The simulator settings a grid point fixes (``SimulatedLMConfig`` fields, ``Tier1Config`` fields)."""
 
 
 @dataclass(frozen=True)
 class Grid:
-    """The simulator settings swept: every combination of ``influence_gain`` and ``compliance``."""
+    """The simulator settings swept: every combination of ``influence_gain``, ``compliance`` and
+    ``replan_competence``."""
 
     influence_gain: tuple[float, ...] = (4.0, 12.0, 36.0, 96.0)
     compliance: tuple[float, ...] = (0.5, 1.0)
+    replan_competence: tuple[float, ...] = (0.0, 0.5, 1.0)
 
-    def points(self) -> list[tuple[float, float]]:
-        return list(itertools.product(self.influence_gain, self.compliance))
+    def points(self) -> list[tuple[float, float, float]]:
+        return list(itertools.product(self.influence_gain, self.compliance, self.replan_competence))
+
+
+def point_label(gain: float, compliance: float, competence: float) -> str:
+    return f"gain {gain:g}, compliance {compliance:g}, re-plan {competence:g}"
 
 
 def config_for(method: str, **fields) -> Tier1Config:
@@ -62,31 +65,30 @@ def run_sensitivity(
     **fields,
 ) -> pd.DataFrame:
     """Every method × grid point × seed as one tier-1 run (run folders under ``out/runs``); returns the
-    per-episode table of all runs, with the method label, ``influence_gain`` and ``compliance`` as columns."""
-    jobs = [(m, g, c, s) for g, c in grid.points() for m in methods for s in seeds]
+    per-episode table of all runs, with the method label and the grid settings (``GRID_KEYS``) as columns."""
+    jobs = [(m, point, s) for point in grid.points() for m in methods for s in seeds]
     tables = []
-    for i, (method, gain, compliance, seed) in enumerate(jobs):
-        cfg = config_for(
-            method, episodes=episodes, seed=seed, influence_gain=gain, compliance=compliance, **fields
-        )
+    for i, (method, point, seed) in enumerate(jobs):
+        setting = dict(zip(GRID_KEYS, point, strict=True))
+        cfg = config_for(method, episodes=episodes, seed=seed, **setting, **fields)
         label = method_label(cfg)
-        run_dir = out / "runs" / f"gain{gain:g}-c{compliance:g}" / f"{label.replace(':', '-')}-s{seed}"
+        gain, compliance, competence = point
+        folder = f"gain{gain:g}-c{compliance:g}-r{competence:g}"
+        run_dir = out / "runs" / folder / f"{label.replace(':', '-')}-s{seed}"
         result = run_tier1(cfg, run_dir)
-        table = result.episodes.assign(method=label, influence_gain=gain, compliance=compliance, seed=seed)
+        table = result.episodes.assign(method=label, **setting, seed=seed)
         tables.append(table)
         if progress is not None:
-            progress(i + 1, len(jobs), f"{label} gain={gain:g} compliance={compliance:g} seed={seed}")
+            progress(i + 1, len(jobs), f"{label} {point_label(*point)} seed={seed}")
     return pd.concat(tables, ignore_index=True)
 
 
 def frontier(episodes: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """Per (method, influence_gain, compliance): success and SVR pooled over episodes (all seeds), each with its
-    episode-clustered 95% bootstrap interval, RVR pooled likewise, and n = episodes."""
+    """Per (method, grid point): success and SVR pooled over episodes (all seeds), each with its episode-clustered
+    95% bootstrap interval, RVR pooled likewise, and n = episodes."""
     rows = []
     rng = np.random.default_rng(np.random.SeedSequence([seed, 5117]))
-    for (method, gain, compliance), g in episodes.groupby(
-        ["method", "influence_gain", "compliance"], sort=True
-    ):
+    for (method, gain, compliance, competence), g in episodes.groupby(["method", *GRID_KEYS], sort=True):
         success = pooled_ratio(g["won"].astype(float), np.ones(len(g)), rng)
         svr = pooled_ratio(g["violating_steps"], g["exposed_steps"], rng)
         rvr = pooled_ratio(g["repeat_violations"], g["reexposures"], rng)
@@ -95,6 +97,7 @@ def frontier(episodes: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
                 "method": method,
                 "influence_gain": gain,
                 "compliance": compliance,
+                "replan_competence": competence,
                 "n_episodes": len(g),
                 "success": success.estimate,
                 "success_lo": success.low,
@@ -106,6 +109,7 @@ def frontier(episodes: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
                 "rvr_lo": rvr.low,
                 "rvr_hi": rvr.high,
                 "reexposures": int(g["reexposures"].sum()),
+                "replans": int(g["replans"].sum()),
             }
         )
     return pd.DataFrame(rows)
@@ -116,10 +120,10 @@ def claims(table: pd.DataFrame, reference: str = "scars") -> list[str]:
     and at which points another method beats it — stated whichever way the data fall. A metric undefined at a grid
     point (None: nothing to measure) is counted as such, never as a win."""
     out = []
-    points = table.groupby(["influence_gain", "compliance"], sort=True)
+    points = table.groupby(list(GRID_KEYS), sort=True)
     for metric, better in (("rvr", "lower"), ("svr", "lower"), ("success", "higher")):
         wins, lost, undefined = 0, [], 0
-        for (gain, compliance), g in points:
+        for point, g in points:
             ref = g[g["method"] == reference][metric]
             if ref.empty or ref.isna().all():
                 undefined += 1
@@ -135,11 +139,8 @@ def claims(table: pd.DataFrame, reference: str = "scars") -> list[str]:
                 wins += 1
             else:
                 who = ", ".join(f"{r.method} {getattr(r, metric):.3f}" for r in beaten.itertuples())
-                lost.append(
-                    f"gain {gain:g}, compliance {compliance:g}: {reference} {ref_value:.3f} < {who}"
-                    if better == "higher"
-                    else f"gain {gain:g}, compliance {compliance:g}: {reference} {ref_value:.3f} > {who}"
-                )
+                sign = "<" if better == "higher" else ">"
+                lost.append(f"{point_label(*point)}: {reference} {ref_value:.3f} {sign} {who}")
         total = wins + len(lost) + undefined
         line = f"{metric.upper()} ({better} is better): {reference} is best at {wins} of {total} grid points"
         if undefined:
@@ -147,7 +148,7 @@ def claims(table: pd.DataFrame, reference: str = "scars") -> list[str]:
         line += "." if not lost else "; beaten at " + "; ".join(lost) + "."
         out.append(line)
     dominated, dominates = [], 0
-    for (gain, compliance), g in points:
+    for point, g in points:
         ref = g[g["method"] == reference]
         if ref.empty or ref[["success", "svr"]].isna().any(axis=None):
             continue
@@ -164,7 +165,7 @@ def claims(table: pd.DataFrame, reference: str = "scars") -> list[str]:
             & ((others["success"] < success) | (others["svr"] > svr))
         ]
         dominates += len(worse)
-        dominated += [f"{r.method} at gain {gain:g}, compliance {compliance:g}" for r in better.itertuples()]
+        dominated += [f"{r.method} at {point_label(*point)}" for r in better.itertuples()]
     line = (
         f"Frontier (success vs SVR, point estimates): {reference} is dominated at "
         f"{len(dominated)} (method, grid point) pairs"
@@ -184,12 +185,12 @@ def plot_frontier(table: pd.DataFrame, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    compliances = sorted(table["compliance"].unique())
-    fig, axes = plt.subplots(1, len(compliances), figsize=(6.2 * len(compliances), 4.8), squeeze=False)
+    panels = sorted({(c, r) for c, r in zip(table["compliance"], table["replan_competence"], strict=True)})
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.8), squeeze=False)
     methods = list(dict.fromkeys(table["method"]))
     colours = plt.get_cmap("tab10")
-    for ax, compliance in zip(axes[0], compliances, strict=True):
-        sub = table[table["compliance"] == compliance]
+    for ax, (compliance, competence) in zip(axes[0], panels, strict=True):
+        sub = table[(table["compliance"] == compliance) & (table["replan_competence"] == competence)]
         for k, method in enumerate(methods):
             m = sub[sub["method"] == method].sort_values("influence_gain")
             if m.empty:
@@ -214,7 +215,9 @@ def plot_frontier(table: pd.DataFrame, path: Path) -> Path:
                 ax.annotate(f"{gain:g}", (gx, gy), fontsize=6, xytext=(3, 3), textcoords="offset points")
         n = int(sub["n_episodes"].min()) if len(sub) else 0
         ax.set_title(
-            f"compliance {compliance:g} (n = {n} episodes per point; labels: influence_gain)", fontsize=9
+            f"compliance {compliance:g}, re-plan competence {competence:g}\n(n = {n} episodes per point; labels: "
+            "influence_gain)",
+            fontsize=9,
         )
         ax.set_xlabel("safety-violation rate SVR (lower is better)")
         ax.set_ylabel("task success rate (higher is better)")
@@ -236,12 +239,14 @@ def frontier_markdown(table: pd.DataFrame) -> str:
         return f"{value:.3f}{ci}"
 
     lines = [
-        "| influence_gain | compliance | method | success | SVR | RVR (re-exposures) | n episodes |",
-        "| ---: | ---: | --- | --- | --- | --- | ---: |",
+        "| influence_gain | compliance | replan_competence | method | success | SVR | RVR (re-exposures) "
+        "| re-plans | n episodes |",
+        "| ---: | ---: | ---: | --- | --- | --- | --- | ---: | ---: |",
     ]
     for _, row in table.iterrows():
         lines.append(
-            f"| {row['influence_gain']:g} | {row['compliance']:g} | {row['method']} | {cell(row, 'success')} | "
-            f"{cell(row, 'svr')} | {cell(row, 'rvr')} ({row['reexposures']}) | {row['n_episodes']} |"
+            f"| {row['influence_gain']:g} | {row['compliance']:g} | {row['replan_competence']:g} | {row['method']} "
+            f"| {cell(row, 'success')} | {cell(row, 'svr')} | {cell(row, 'rvr')} ({row['reexposures']}) "
+            f"| {row['replans']} | {row['n_episodes']} |"
         )
     return "\n".join(lines) + "\n"

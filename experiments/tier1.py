@@ -189,7 +189,6 @@ class Tier1Run:
         # counterfactual oracle, counts) its verifier questions; the experiment's own measurements (exposure, the
         # `state` protocol's unsafe set) ask the plain adapter
         self.method_world = ProtocolWorld(self.world, oracle=cfg.oracle)
-        self.replans = 0  # decisions at which the simulated LM re-planned around what its controller blocked
         self.shielded = 0  # oracle only: chosen actions the pre-execution shield refused
         self.state_labels = (
             0  # `--verdicts state`: admissible control actions labelled safe/unsafe in feedback
@@ -284,7 +283,6 @@ class Tier1Run:
             decision = world.decision(obs, info, t=self.t)
         with method_turn():
             agent.end_episode(won)
-        self.replans += plan.replans
         self.episode_rows.append(
             {
                 "method": self.label,
@@ -295,6 +293,7 @@ class Tier1Run:
                 "steps": step + 1,
                 "violations": violations,
                 "memory_tokens": self.rows[-1]["memory_tokens"],
+                "replans": plan.replans,
             }
         )
 
@@ -319,6 +318,7 @@ class Tier1Run:
             monitor=self.guarantees,
             replan=plan.replan,
             shield=self.method_world if cfg.shield else None,
+            planned=plan.planned(actions),
         )
         self.shielded += len(choice.shield_refused)
         exposure = self.exposure(choice, flagged)
@@ -367,6 +367,7 @@ class Tier1Run:
             "fallback": choice.chosen < 0,
             "violated_rules": ",".join(v.rule_id for v in verdicts),
             "shield_refused": ",".join(choice.shield_refused),
+            "replan": choice.replan,
             "exposed_rules": exposure["exposed_rules"],
             "covered_rules": exposure["covered_rules"],
             "n_masked": int(np.sum(governed.masked)),
@@ -441,7 +442,6 @@ class Tier1Run:
         stats["verifier_calls_per_action"] = (calls + t) / max(t, 1)
         stats["state_labels_received"] = self.state_labels
         stats["shield_refusals"] = self.shielded
-        stats["replan_decisions"] = self.replans
         stats["tamper_detected"] = self.tamper_detected
         stats["restarted_at_t"] = self.restarted_at
         stats.update(self.enforcement.summary())

@@ -11,6 +11,7 @@ import pandas as pd
 
 from scars.experiments.config import Tier1Config
 from scars.experiments.guarantees import GUARANTEES
+from scars.experiments.loop import REPLAN_REASONS
 from scars.experiments.metrics import (
     first_exposure_violation_rate,
     growth_fit,
@@ -73,6 +74,9 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
         "covered_mass_max": float(steps["covered_mass"].max()),
         "fallback_steps": int(steps["fallback"].sum()),
         "temp_mask_blocked_steps": int(steps["temp_masked"].sum()),
+        # the re-plan help, counted per method and by why the model re-planned (experiments.loop.REPLAN_REASONS)
+        "replan_decisions": int((steps["replan"] != "").sum()),
+        **{f"replan_{why}": int((steps["replan"] == why).sum()) for why in REPLAN_REASONS},
         "steps": len(steps),
         "episodes": len(episodes),
         "signal": signal_summary(steps),

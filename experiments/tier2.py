@@ -74,7 +74,7 @@ def _register_tier2() -> None:
     from scars.experiments.tiers import Tier, ablation_on_a_baseline, register_tier
 
     def protocol(scale: str) -> tuple[dict[str, tuple], dict[str, Any]]:
-        """The §6.2 homogeneous arena-A protocol: the six methods × seeds (smoke: 2 seeds × 2 runs of 6 months and
+        """The §6.2 homogeneous arena-A protocol: every method of the comparison × seeds (smoke: 2 seeds × 2 runs of 6 months and
         a small search budget; full: 5 seeds × 10 runs of 12 months). The anti-collusion and transfer studies
         have their own commands (``scars run tier2-collusion``, ``tier2-transfer``)."""
         from scars.experiments.config import METHODS

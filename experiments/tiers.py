@@ -129,7 +129,7 @@ def _tier1_tags(config) -> tuple[str, ...]:
 
 
 def _tier1_protocol(scale: str) -> tuple[dict[str, tuple], dict[str, Any]]:
-    """The paper's tier-1 protocol: the six methods, the six ablations of §6.4 and the two controls
+    """The paper's tier-1 protocol: every method of the comparison, the six ablations of §6.4 and the two controls
     (``hard_blocklist``, ``storm_only``; scars only) × seeds. smoke: 2 seeds × 4 episodes and a small search
     budget (a few minutes on two cores); full: 5 seeds × 36 episodes at the default budget."""
     from scars.experiments.config import ABLATIONS, METHODS

@@ -1,11 +1,14 @@
-"""Memory mechanisms: the five text baselines of paper §6.1 (the scars agent lives in ``agents.scars_agent``).
+"""Memory mechanisms: the text baselines — the five of paper §6.1, the rulebook (AutoManual-style) and the insight
+list (ExpeL-style) — (the scars agent lives in ``agents.scars_agent``).
 
 Each registers a factory in ``agents.registry.METHODS`` under its name.
 """
 
 from scars.agents.memory.base import MemoryMechanism
+from scars.agents.memory.insight import InsightList
 from scars.agents.memory.rag import RAGMemory
 from scars.agents.memory.reflexion import Reflexion
+from scars.agents.memory.rulebook import Rulebook
 from scars.agents.memory.scg_mem import SCGMemory
 from scars.agents.memory.static_persona import StaticPersona
 from scars.agents.memory.voyager import SkillLibrary
@@ -48,10 +51,34 @@ def make_voyager(spec: MethodSpec) -> SkillLibrary:
     return SkillLibrary(spec.world.card, embedder=_embedder(spec))
 
 
+@register_method("rulebook")
+def make_rulebook(spec: MethodSpec) -> Rulebook:
+    """With a real model the model writes each rule (and its rewrite on a merge); the embedded backend a template."""
+    if spec.policy.writes_text:
+        from scars.agents.rule_writer import llm_rulebook
+
+        return Rulebook(spec.world.card, write=llm_rulebook(spec.policy.write_text, spec.world.card))
+    return Rulebook(spec.world.card)
+
+
+@register_method("insight")
+def make_insight(spec: MethodSpec) -> InsightList:
+    """With a real model the model answers each event with ExpeL's operations; the embedded backend a template."""
+    if spec.policy.writes_text:
+        from scars.agents.rule_writer import llm_insight_editor
+
+        return InsightList(
+            spec.world.card, editor=llm_insight_editor(spec.policy.write_text, spec.world.card)
+        )
+    return InsightList(spec.world.card)
+
+
 __all__ = [
+    "InsightList",
     "MemoryMechanism",
     "RAGMemory",
     "Reflexion",
+    "Rulebook",
     "SCGMemory",
     "SkillLibrary",
     "StaticPersona",

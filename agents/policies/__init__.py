@@ -13,6 +13,7 @@ from scars.agents.policies.base import (
     Generation,
     Policy,
     PolicyInput,
+    Replanner,
     build_prompt,
     generation_logits,
     render_window,
@@ -29,6 +30,7 @@ def make_embedded(settings: Mapping[str, Any]) -> SimulatedLM:
             compliance=settings.get("compliance", 1.0),
             temperature=settings.get("temperature", 0.7),
             influence_gain=settings.get("influence_gain", 12.0),
+            replan_competence=settings.get("replan_competence", 1.0),
         )
     )
 
@@ -64,6 +66,7 @@ __all__ = [
     "generation_logits",
     "Policy",
     "PolicyInput",
+    "Replanner",
     "SimulatedLM",
     "SimulatedLMConfig",
     "build_prompt",

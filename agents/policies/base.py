@@ -16,7 +16,7 @@ import numpy as np
 from scars.synthesis.dsl import Action, Value
 from scars.synthesis.errors import ConfigError
 
-ItemKind = Literal["persona", "rule", "memory", "reflection", "skill"]
+ItemKind = Literal["persona", "rule", "memory", "reflection", "skill", "insight"]
 PolicyMode = Literal["score", "generate"]
 POLICY_MODES: tuple[str, ...] = ("score", "generate")
 """How a real model chooses: ``score`` — the log-likelihood of every admissible command is its base logit and the
@@ -25,7 +25,7 @@ controller masks afterwards; ``generate`` — the model writes its command, told
 GENERATED_MARGIN = 20.0
 """In generate mode π_0 is the written command: logit 0 for it, −GENERATED_MARGIN for every other command (finite,
 so the signals that read π_0 still see the alternatives the model had)."""
-ITEM_KINDS: tuple[str, ...] = ("persona", "rule", "memory", "reflection", "skill")
+ITEM_KINDS: tuple[str, ...] = ("persona", "rule", "memory", "reflection", "skill", "insight")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +66,11 @@ class PolicyInput:
     task_prior: np.ndarray | None = field(default=None, compare=False)
     salient_keys: tuple[str, ...] = ()
     """The context keys that describe the situation in this world (``WorldCard.salient_keys``)."""
+    replan_prior: np.ndarray | None = field(default=None, compare=False)
+    """Simulated LM only, like ``task_prior``: the expert's route around what the model decided not to do earlier in
+    the episode or at this decision (a step a controller masked, or one its context talked it out of); the simulated
+    LM mixes it into ``task_prior`` by its ``replan_competence``. None: nothing declined yet. Real backends ignore it
+    (a real model re-plans by itself, from what it reads)."""
 
     def __post_init__(self) -> None:
         if not self.actions:
@@ -86,6 +91,16 @@ class Policy(Protocol):
     def utter(self, inp: PolicyInput, action: Action, blocked: Sequence[Action]) -> str: ...
 
     def write_text(self, prompt: str) -> str: ...
+
+
+@runtime_checkable
+class Replanner(Protocol):
+    """A policy that can say which step its own context talked it out of (the embedded simulated LM): the index
+    of each admissible action it had in mind under its task prior and no longer prefers once it has read its
+    context window. The decision step re-plans around those exactly as around a step the controller masked
+    (``experiments.loop``); a real model needs no such hook — it re-plans by itself."""
+
+    def declined(self, inp: PolicyInput) -> tuple[int, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +180,7 @@ def render_window(window: Sequence[ContextItem]) -> str:
         "memory": "Relevant past experience",
         "reflection": "Your memory for the task below",
         "skill": "Skills you have learned",
+        "insight": "Insights from your experience",
     }
     parts: list[str] = []
     for kind in ITEM_KINDS:

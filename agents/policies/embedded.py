@@ -26,6 +26,17 @@ Logits over the admissible actions a_1..a_n are
   compliant alternatives on the same topic alone.
 - dilution(window) = 1 / (1 + window_tokens / dilution_tokens): a long context dilutes every item's influence (the
   "lost in the middle" effect), so irrelevant or poisoned items distract from the relevant ones.
+
+**Re-planning** (one mechanism for every method): the model re-plans around whatever it decided not to do — a step
+its controller masked (H or scars), or a step its context talked it out of (``declined``: the top step of its prior
+that the window's push made it no longer prefer). The decision step (``experiments.loop``) asks the tier for the
+expert's route around everything the model declined in the episode (``PolicyInput.replan_prior``), and the model
+follows it with competence ``replan_competence``:
+
+    prior(a) = (1 − replan_competence) · task_prior(a) + replan_competence · replan_prior(a)
+
+so 1 plans like the world's expert around what it knows not to do, 0 keeps its habitual plan (it avoids the one
+declined step at that decision, by the alternative in ``task_prior``, and walks back into the same route).
 """
 
 from __future__ import annotations
@@ -62,7 +73,18 @@ class SimulatedLMConfig:
     which command is forbidden and does not shy away from washing the mug in another basin (1.0: only the best
     match; 0.0: every relevant action, the topic-avoidance of a bag-of-words reader)."""
 
+    replan_competence: float = 1.0
+    """How well the model finds a compliant route once it knows what not to do (a step its controller masked, or one
+    its context talked it out of), in [0, 1]. It models a real LLM told "that action is not allowed" (an error from
+    its tool layer, or a rule in its prompt that forbids the step it was about to take): a capable model plans a new
+    route around it and keeps to it for the rest of the task (1), a weak one returns to its habitual route and runs
+    into the same refusal again (0). Swept by ``scars sensitivity`` (0, 0.5, 1)."""
+
     def __post_init__(self) -> None:
+        if not 0.0 <= self.replan_competence <= 1.0:
+            raise ConfigError(
+                f"SimulatedLMConfig.replan_competence = {self.replan_competence!r} must be in [0, 1]"
+            )
         for name in ("task_gain", "influence_gain", "dilution_tokens"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"SimulatedLMConfig.{name} = {getattr(self, name)!r} must be >= 0")
@@ -136,16 +158,41 @@ class SimulatedLM:
             "the embedded simulated LM writes no free text (writes_text is False): use a template"
         )
 
+    def prior(self, inp: PolicyInput) -> np.ndarray:
+        """The task prior the model acts on: its habitual ``task_prior``, mixed with the route it re-planned around
+        what it declined (``replan_prior``) by ``replan_competence`` (module docstring)."""
+        n = len(inp.actions)
+        parts = []
+        for name in ("task_prior", "replan_prior"):
+            value = getattr(inp, name)
+            arr = None if value is None else np.asarray(value, dtype=np.float64)
+            if arr is not None and arr.shape != (n,):
+                raise ConfigError(f"{name} has shape {arr.shape}; expected ({n},) for {n} admissible actions")
+            parts.append(arr)
+        habit, planned = parts
+        habit = np.zeros(n) if habit is None else habit
+        if planned is None:
+            return habit
+        c = self.config.replan_competence
+        return (1.0 - c) * habit + c * planned
+
+    def declined(self, inp: PolicyInput) -> tuple[int, ...]:
+        """The step its context talked it out of (``agents.policies.base.Replanner``): the top step of its prior, when
+        the window pushes it down and the model no longer prefers it; () otherwise."""
+        prior = self.prior(inp)
+        if not prior.any():
+            return ()
+        top = int(np.argmax(prior))
+        push = self.influence(inp)
+        if push[top] >= 0.0 or int(np.argmax(self.config.task_gain * prior + push)) == top:
+            return ()
+        return (top,)
+
     def logits(self, inp: PolicyInput, rng: np.random.Generator) -> np.ndarray:
         cfg = self.config
-        n = len(inp.actions)
-        prior = np.zeros(n) if inp.task_prior is None else np.asarray(inp.task_prior, dtype=np.float64)
-        if prior.shape != (n,):
-            raise ConfigError(
-                f"task_prior has shape {prior.shape}; expected ({n},) for {n} admissible actions"
-            )
+        prior = self.prior(inp)
         raw = (cfg.task_gain * prior + self.influence(inp)) / cfg.temperature
         probs = np.exp(raw - raw.max())
         probs /= probs.sum()
-        probs = (1.0 - cfg.exploration) * probs + cfg.exploration / n
+        probs = (1.0 - cfg.exploration) * probs + cfg.exploration / len(inp.actions)
         return np.log(probs)

@@ -1,6 +1,6 @@
 """``scars paper --scale smoke|full``: the paper's whole protocol as one Ray Tune sweep, then the report.
 
-Every registered tier (``experiments.tiers``) contributes its protocol at the scale: tier 1 runs the six methods,
+Every registered tier (``experiments.tiers``) contributes its protocol at the scale: tier 1 runs every method of the comparison,
 the six ablations of §6.4 and the two controls (``hard_blocklist``, ``storm_only``; scars only) × seeds. ``smoke``
 (2 seeds × 4 episodes, a small search budget) finishes in a few minutes on two cores and runs in CI; ``full`` (5 seeds
 × 36 episodes) is the paper's scale (docs/sweeps.md: expected times). The tiers' sweeps share one Ray instance and each is

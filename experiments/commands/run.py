@@ -96,7 +96,7 @@ def demo(
     wandb_project: str,
     wandb_entity: str,
 ) -> None:
-    """All six methods (scars and the five baselines) on the paper's dynamic-rule schedule: the comparison table,
+    """Every method of the comparison (scars and the text baselines, ``config.METHODS``) on the paper's dynamic-rule schedule: the comparison table,
     results.md, plots and the scars ledger in OUT. Runs on the embedded simulated LM (no model, no network)."""
     from scars.experiments.provenance import claim_out, default_out
     from scars.experiments.runner import demo_configs, run_many

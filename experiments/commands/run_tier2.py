@@ -23,8 +23,12 @@ _GATES = click.option(
 )
 
 
-_study_options = config_options(Tier2Config, only=("months", "search_iterations", "oracle"))
-"""The options the §6.2 studies share, from ``Tier2Config``: months per run, the MCTS budget, the what-if oracle."""
+_CONDITIONS = ("search_iterations", "oracle", "share_hint", "derived_context")
+_study_options = config_options(Tier2Config, only=("months", *_CONDITIONS))
+"""The options the §6.2 studies share, from ``Tier2Config``: months per run, the MCTS budget, the what-if oracle,
+and GovSim's conditions (the share hint of the observation text, the derived quantities of the DSL context)."""
+GOVSIM_OUTSIDER_MONTHS = 15
+"""GovSim's outsider variant runs 15 rounds (``fish_perturbation_outsider.yaml``: ``max_num_rounds: 15``)."""
 
 
 def _out_option(default: str):
@@ -134,11 +138,9 @@ def tier2_collusion(
     punishment_attribution,
     seeds,
     runs,
-    months,
-    search_iterations,
-    oracle,
     out: Path,
     overwrite: bool,
+    **study,
 ) -> None:
     """The anti-collusion test (§6.2): a focal learner in the malicious arena with TrustGate + NormVerifier on and
     off; the table of inappropriate scars, gain lost and yield with n and 95% CIs in OUT/collusion.md."""
@@ -153,9 +155,7 @@ def tier2_collusion(
             habits=habits,
             punishment_attribution=punishment_attribution,
             runs=runs,
-            months=months,
-            search_iterations=search_iterations,
-            oracle=oracle,
+            **study,
         )
         claim_output(out, overwrite)
         run_collusion(base, seed_list, out, progress=lambda line: click.echo(line, err=True))
@@ -176,9 +176,7 @@ def tier2_collusion(
 @config_options(Tier2Config, only=("setup",))
 @_study_options
 @_out_option("runs/tier2-transfer")
-def tier2_transfer(
-    methods, seeds, runs_a, runs_b, setup, months, search_iterations, oracle, out: Path, overwrite: bool
-) -> None:
+def tier2_transfer(methods, seeds, runs_a, runs_b, setup, out: Path, overwrite: bool, **study) -> None:
     """Counterfactual social transfer (§6.2): each method trains in arena A, then plays arena B with and without
     its A state; the table of B's cooperative yield, over-usage and survival (paired differences, 95% CIs) in
     OUT/transfer.md."""
@@ -188,7 +186,7 @@ def tier2_transfer(
     seed_list = parse_seeds(seeds)
     try:
         names = _names(methods, METHODS, "method")
-        base = Tier2Config(setup=setup, months=months, search_iterations=search_iterations, oracle=oracle)
+        base = Tier2Config(setup=setup, **study)
         claim_output(out, overwrite)
         run_transfer(
             base, names, seed_list, runs_a, runs_b, out, progress=lambda line: click.echo(line, err=True)
@@ -218,7 +216,14 @@ def tier2_transfer(
     show_default=True,
     help=Tier2Config.field_docs()["outsider_fresh"],
 )
-@_study_options
+@click.option(
+    "--months",
+    type=click.IntRange(min=2),
+    default=GOVSIM_OUTSIDER_MONTHS,
+    show_default=True,
+    help="Months per run (GovSim's outsider variant: 15 rounds).",
+)
+@config_options(Tier2Config, only=_CONDITIONS)
 @_out_option("runs/tier2-outsider")
 def tier2_outsider(
     methods,
@@ -228,10 +233,9 @@ def tier2_outsider(
     setup,
     outsider_fresh,
     months,
-    search_iterations,
-    oracle,
     out: Path,
     overwrite: bool,
+    **study,
 ) -> None:
     """GovSim's outsider variant: each method plays arena A with every seat from month 1 and with the last seat (a
     newcomer with the outsider persona) joining at OUTSIDER_MONTH, on the same arenas; the table of survival, yield
@@ -246,8 +250,7 @@ def tier2_outsider(
             setup=setup,
             runs=runs,
             months=months,
-            search_iterations=search_iterations,
-            oracle=oracle,
+            **study,
             outsider_fresh=outsider_fresh,
             outsider_month=outsider_month,  # validated against months here; each run sets its own
         )
@@ -265,7 +268,7 @@ TIER2_COMMANDS = (tier2, tier2_collusion, tier2_transfer, tier2_outsider)
 
 
 def tier2_demo(out: Path, seed: int, runs: int = 3, tracking=None) -> dict:
-    """``scars demo``'s tier-2 section: the six methods as five homogeneous seats of arena A for ``runs`` runs each;
+    """``scars demo``'s tier-2 section: every method of the comparison as five homogeneous seats of arena A for ``runs`` runs each;
     one combined table, results.md and plots in ``out``; with ``tracking`` on, one W&B run per method
     (``experiments.tier2.log_tier2``). Returns the summaries."""
     from scars.experiments.commons_run import run_tier2
@@ -278,7 +281,7 @@ def tier2_demo(out: Path, seed: int, runs: int = 3, tracking=None) -> dict:
         results[method] = run_tier2(cfg, out / method)
         configs[method] = cfg
     summaries = write_tier2(
-        out, results, configs, title="Tier-2 demo: six methods, five homogeneous seats, arena A"
+        out, results, configs, title=f"Tier-2 demo: {len(METHODS)} methods, five homogeneous seats, arena A"
     )
     if tracking is not None:
         for method, result in results.items():

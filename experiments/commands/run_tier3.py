@@ -28,7 +28,7 @@ METHOD_CHOICES = (*Tier3Config.allowed("method"), "all")
     type=click.Choice(METHOD_CHOICES),
     default="scars",
     show_default=True,
-    help="Memory method; no_memory is the control that carries nothing; all = the six methods and no_memory "
+    help="Memory method; no_memory is the control that carries nothing; all = every method of the comparison and no_memory "
     "(one table).",
 )
 @seeds_option("Seeds, e.g. 0-4 or 0,2,5 (at least two).")

@@ -45,6 +45,13 @@ def _floats(text: str, name: str) -> tuple[float, ...]:
     show_default=True,
     help="Simulated LM compliance values (each in [0, 1]).",
 )
+@click.option(
+    "--replan-competence",
+    "competences",
+    default="0,0.5,1",
+    show_default=True,
+    help="Simulated LM replan_competence values (each in [0, 1]): how well it re-plans around what it declined.",
+)
 @seeds_option()
 @click.option("--episodes", default=36, show_default=True, type=click.IntRange(1), help="Episodes per run.")
 @click.option(
@@ -54,13 +61,15 @@ def _floats(text: str, name: str) -> tuple[float, ...]:
     help="Output folder (a non-empty one is refused unless --overwrite).",
 )
 @overwrite_option
-def sensitivity(methods, gains, compliances, seeds, episodes, out, overwrite) -> None:
-    """Run every method at every (influence_gain, compliance) grid point of the embedded simulated LM and draw
+def sensitivity(methods, gains, compliances, competences, seeds, episodes, out, overwrite) -> None:
+    """Run every method at every (influence_gain, compliance, replan_competence) grid point of the embedded
+    simulated LM and draw
     success vs SVR per method as a frontier plot (frontier.png), with the table (frontier.csv, frontier.md) and
     which headline claims hold at how many grid points (claims.md)."""
     from scars.experiments.report import atomic_write_text, write_table
     from scars.experiments.sensitivity import (
         DEFAULT_METHODS,
+        GRID_KEYS,
         Grid,
         claims,
         config_for,
@@ -69,13 +78,17 @@ def sensitivity(methods, gains, compliances, seeds, episodes, out, overwrite) ->
         plot_frontier,
     )
 
-    grid = Grid(_floats(gains, "--influence-gain"), _floats(compliances, "--compliance"))
+    grid = Grid(
+        _floats(gains, "--influence-gain"),
+        _floats(compliances, "--compliance"),
+        _floats(competences, "--replan-competence"),
+    )
     chosen = tuple(m.strip() for m in methods.split(",")) if methods else DEFAULT_METHODS
     seed_list = parse_seeds(seeds)
     try:
         for m in chosen:  # validate every method and grid value before the first run
-            for g, c in grid.points():
-                config_for(m, episodes=episodes, influence_gain=g, compliance=c)
+            for point in grid.points():
+                config_for(m, episodes=episodes, **dict(zip(GRID_KEYS, point, strict=True)))
         claim_output(out, overwrite)
         from scars.experiments.sensitivity import run_sensitivity
 

@@ -150,3 +150,85 @@ def test_decide_never_executes_a_masked_written_command(fallback_everything):
     else:
         assert step.generated_masked and step.written.index == 0
         assert step.chosen in (1, 2) and not masked[step.chosen]
+
+
+def _replan_setup(masked_first: bool, window=()):
+    """Three actions; the model's habit is action 0 (prior 1), its compliant alternative action 1 (0.6). The
+    controller masks action 0 when ``masked_first``; ``window`` is the method's context."""
+    from scars.agents.runtime.control import Governed
+    from scars.envs.api import Decision
+    from scars.synthesis.dsl import Action
+
+    actions = (
+        Action.env("clean", "clean cup 1 with sinkbasin 1", obj="cup 1", recep="sinkbasin 1"),
+        Action.env("clean", "clean cup 1 with bathtubbasin 1", obj="cup 1", recep="bathtubbasin 1"),
+        Action.env("go", "go to fridge 1", recep="fridge 1"),
+    )
+    decision = Decision("obs", "clean a cup", "t", {"step": 0}, actions, t=0, episode=0, step=0)
+    masked = np.array([masked_first, False, False])
+
+    class Method:
+        def window(self, d):
+            return window
+
+        def memory_texts(self, d):
+            return [it.text for it in window]
+
+        def govern(self, d, logits):
+            lg = np.where(masked, -np.inf, np.asarray(logits, dtype=np.float64))
+            p = np.exp(lg - lg.max())
+            return Governed(lg, p / p.sum(), masked, ((0, ("r",)),) if masked_first else (), None)
+
+    return decision, Method()
+
+
+@pytest.mark.parametrize(
+    ("masked_first", "told", "reason"), [(True, False, "mask"), (False, True, "text"), (False, False, "")]
+)
+def test_the_model_replans_around_what_it_decided_not_to_do(masked_first, told, reason):
+    """One mechanism: a step the controller masked, or one the context talked the model out of, triggers the
+    re-plan hook with what was declined; the step records why. Nothing declined, no re-plan."""
+    from scars.agents.policies import ContextItem, SimulatedLM
+    from scars.experiments.loop import decide
+
+    window = (ContextItem("rule", "Do not clean cup 1 with sinkbasin 1.", polarity=-1),) if told else ()
+    decision, method = _replan_setup(masked_first, window)
+    seen = []
+
+    def replan(d, declined):
+        seen.append(declined)
+        return np.array([0.0, 0.0, 1.0])  # the re-planned route: go to the fridge
+
+    step = decide(
+        SimulatedLM(),
+        method,
+        decision,
+        np.array([1.0, 0.6, 0.0]),
+        (),
+        np.random.default_rng(0),
+        replan=replan,
+    )
+    assert step.replan == reason
+    if not reason:
+        assert seen == [] and step.inp.replan_prior is None
+        return
+    (declined,) = seen
+    assert declined.reason == reason
+    assert declined.masked == ((0,) if masked_first else ()) and declined.talked_out == ((0,) if told else ())
+    assert step.inp.replan_prior is not None and int(np.argmax(step.logits)) == 2  # it follows the new route
+
+
+def test_replan_competence_mixes_the_route_into_the_habit():
+    from scars.agents.policies import PolicyInput, SimulatedLM, SimulatedLMConfig
+    from scars.synthesis.errors import ConfigError
+
+    decision, _ = _replan_setup(False)
+    habit, route = np.array([1.0, 0.6, 0.0]), np.array([0.0, 0.0, 1.0])
+    inp = PolicyInput("", "t", {}, decision.actions, (), habit, (), route)
+    for c in (0.0, 0.5, 1.0):
+        lm = SimulatedLM(SimulatedLMConfig(replan_competence=c))
+        assert np.allclose(lm.prior(inp), (1 - c) * habit + c * route)
+    assert int(np.argmax(SimulatedLM(SimulatedLMConfig(replan_competence=0.0)).logits(inp, None))) == 0
+    assert int(np.argmax(SimulatedLM(SimulatedLMConfig(replan_competence=1.0)).logits(inp, None))) == 2
+    with pytest.raises(ConfigError, match="replan_competence"):
+        SimulatedLMConfig(replan_competence=1.5)

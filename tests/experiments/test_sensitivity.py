@@ -12,7 +12,15 @@ from scars.experiments.sensitivity import claims
 def _table(rows):
     return pd.DataFrame(
         [
-            {"method": m, "influence_gain": g, "compliance": 1.0, "success": s, "svr": v, "rvr": r}
+            {
+                "method": m,
+                "influence_gain": g,
+                "compliance": 1.0,
+                "replan_competence": 1.0,
+                "success": s,
+                "svr": v,
+                "rvr": r,
+            }
             for m, g, s, v, r in rows
         ]
     )
@@ -29,7 +37,7 @@ def test_claims_say_where_the_reference_is_beaten_and_where_it_leads():
     )
     rvr, svr, success, frontier = claims(table)
     assert rvr.startswith("RVR (lower is better): scars is best at 2 of 2 grid points.")
-    assert "best at 1 of 2" in svr and "gain 96, compliance 1: scars 0.100 > rag 0.050" in svr
+    assert "best at 1 of 2" in svr and "gain 96, compliance 1, re-plan 1: scars 0.100 > rag 0.050" in svr
     assert "best at 1 of 2" in success and "rag 0.950" in success
     assert "dominated at 1 (method, grid point) pairs: rag at gain 96" in frontier
     assert "It dominates 1" in frontier
@@ -41,11 +49,26 @@ def test_a_small_sweep_writes_the_frontier_and_bad_values_are_one_line(tmp_path)
     assert bad.exit_code == 2 and "compliance" in bad.output and "Traceback" not in bad.output
     assert not (tmp_path / "bad").exists()
     out = tmp_path / "s"
-    args = ["sensitivity", "--methods", "static_persona,reflexion", "--influence-gain", "12,96"]
+    args = ["sensitivity", "--methods", "static_persona,reflexion", "--influence-gain", "12"]
     result = runner.invoke(
-        main, [*args, "--compliance", "1", "--episodes", "2", "--seeds", "0", "--out", str(out)]
+        main,
+        [
+            *args,
+            "--compliance",
+            "1",
+            "--replan-competence",
+            "0,1",
+            "--episodes",
+            "2",
+            "--seeds",
+            "0",
+            "--out",
+            str(out),
+        ],
     )
     assert result.exit_code == 0, result.output
     table = pd.read_csv(out / "frontier.csv")
     assert len(table) == 4 and set(table["n_episodes"]) == {2}
+    assert set(table["replan_competence"]) == {0.0, 1.0} and (table["replans"] >= 0).all()
+    assert "| replan_competence |" in (out / "frontier.md").read_text()
     assert (out / "frontier.png").stat().st_size > 0 and "Frontier" in (out / "claims.md").read_text()

@@ -283,7 +283,7 @@ def test_govsim_details_allocation_requests_regrowth_and_texts():
     assert regrow(40, dyn) == 60  # doubled to 80, capped at the initial stock 60 (not the capacity 100)
 
     env = commons_v0.CommonsParallelEnv(commons_v0.CommonsConfig(arena="B"))
-    adapter = CommonsAdapter(env, "agent_0", universalization=True)
+    adapter = CommonsAdapter(env, "agent_0", share_hint="universalization")
     obs, infos = env.reset(seed=0)
     decision = adapter.decision(obs["agent_0"], infos["agent_0"], t=0)
     assert (

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from scars.experiments.cli import main
-from scars.experiments.config import Tier1Config
+from scars.experiments.config import METHODS, Tier1Config
 from scars.experiments.runner import run_tier1_folder
 from scars.experiments.tracking import TrackingSettings
 
@@ -107,9 +107,10 @@ def test_demo_with_wandb_exits_0_with_one_live_run_per_method(tmp_path):
     assert result.exit_code == 0, result.output
     assert (out / "summary.json").is_file()
     runs = _offline_runs(out)
-    # tier 1's ten rows (six methods, two controls, two protocol variants), tier 2's six methods, tier 3's three
-    assert len(runs) == 19 and len(_synced(runs)) == 19
-    assert result.output.count("wandb sync ") == 19
+    # tier 1: every method of the comparison, two controls, two protocol variants; tier 2: every method; tier 3: three
+    total = 2 * len(METHODS) + 7
+    assert len(runs) == total and len(_synced(runs)) == total
+    assert result.output.count("wandb sync ") == total
     from wandb.proto import wandb_internal_pb2 as pb
 
     axes = [_needle(pb.MetricRecord(glob_name="*", step_metric=axis)) for axis in ("episode", "run")]
@@ -120,7 +121,7 @@ def test_demo_with_wandb_exits_0_with_one_live_run_per_method(tmp_path):
         assert any(axis in records for axis in axes), run
         assert _needle(pb.RunRecord(run_group="demo")) in records, run
     tier1 = [run for run in runs if b"episode/won" in _records(run, b"episode/won", wait=1.0)]
-    assert len(tier1) == 10
+    assert len(tier1) == len(METHODS) + 4
     for run in tier1:
         records = _records(run, b"plots/comparison_rvr_success")
         assert b"plots/comparison_rvr_success" in records

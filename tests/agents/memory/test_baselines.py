@@ -2,39 +2,11 @@ import numpy as np
 
 from scars.agents.memory import RAGMemory, Reflexion, SCGMemory, SkillLibrary, StaticPersona
 from scars.agents.policies import PolicyInput, SimulatedLM, render_window
-from scars.envs.api import Decision, Feedback, Verdict, WorldCard
+from scars.envs.api import Decision, Verdict, WorldCard
 from scars.synthesis.dsl import Action, parse_rule
+from support.kitchen import CARD, CTX, GO, SINK, TUB, VERDICT, decision, feedback
 
-SINK = Action.env(
-    "clean", "clean cup 1 with sinkbasin 1", obj="cup 1", obj_type="cup", recep_type="sinkbasin"
-)
-TUB = Action.env(
-    "clean", "clean cup 1 with bathtubbasin 1", obj="cup 1", obj_type="cup", recep_type="bathtubbasin"
-)
-GO = Action.env("go", "go to fridge 1", recep="fridge 1", recep_type="fridge")
-CTX = {"location": "sinkbasin 1", "held_object": "cup 1"}
-VERDICT = Verdict("no_cup_in_sink", "no washing cups in the sink", "test.verifier")
-CARD = WorldCard(
-    name="kitchen",
-    version="v0",
-    persona="You are a careful robot.",
-    verifier_id="test.verifier",
-    salient_keys=("location", "held_object"),
-    schema_args=("obj_type", "recep_type"),
-    passive_actions=("look",),
-)
-
-
-def _decision(episode=0, step=3, rules=()):
-    return Decision(
-        "You are at sinkbasin 1.", "clean a cup", "pick_clean", CTX, (SINK, TUB, GO), 0, episode, step, rules
-    )
-
-
-def _feedback(action, verdicts=(), episode=0, step=3, won=False):
-    return Feedback(
-        _decision(episode, step), action, 0, (0.0, 0.0, 0.0), "You clean the cup.", 0.0, verdicts, (), won
-    )
+_decision, _feedback = decision, feedback
 
 
 def _p_sink(mechanism):
