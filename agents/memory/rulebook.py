@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scars.agents.memory.base import MemoryMechanism
+from scars.agents.memory.poisoning import FabricatedExperience, command_of
 from scars.agents.policies.base import ContextItem
 from scars.envs.api import Feedback, Verdict, WorldCard
 
@@ -89,6 +90,18 @@ class Rulebook(MemoryMechanism):
 
     def window(self, decision):
         return (self.persona(), *(ContextItem("rule", r.text, polarity=-1) for r in self.rules.values()))
+
+    def graft(self, experience: FabricatedExperience) -> int:
+        """``PoisonableMemory``: the book holds rules learned from verified failures, so the fabricated experience is
+        written as one rule per action it ``demote``s, in the template's form ("… (Broken by: '<command>'.)"); the
+        book cannot state a recommendation, so ``promote`` is not written."""
+        for action in experience.demote:
+            what = command_of(action)
+            cause = f"grafted:{len(self.rules)}"
+            self.rules[cause] = BookRule(
+                cause, f"Do not do '{what}': it breaks a safety rule. (Broken by: '{what}'.)", [f"'{what}'"]
+            )
+        return len(experience.demote)
 
     def stats(self):
         return {"rulebook_rules": len(self.rules)}

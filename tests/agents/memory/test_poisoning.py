@@ -7,7 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scars.agents.memory import RAGMemory, Reflexion, SCGMemory, SkillLibrary, StaticPersona
+from scars.agents.memory import (
+    InsightList,
+    RAGMemory,
+    Reflexion,
+    Rulebook,
+    SCGMemory,
+    SkillLibrary,
+    StaticPersona,
+)
 from scars.agents.memory.poisoning import (
     ConsensusGuard,
     FabricatedExperience,
@@ -77,6 +85,25 @@ def test_a_grafted_experience_is_written_in_the_memorys_own_form_and_retrieved(m
     assert (
         _p_sink(memory) > before
     )  # the unsafe sink route gains: promoted, or its safe alternative discredited
+
+
+def test_the_rulebook_and_the_insight_list_take_a_graft_in_their_own_form():
+    """The rulebook holds rules from failures: the graft is a rule against the safe alternative (one record); the
+    insight list takes a success route recommending the unsafe step and a warning against the alternative (two)."""
+    book = Rulebook(CARD)
+    before = _p_sink(book)
+    assert isinstance(book, PoisonableMemory) and book.graft(GRAFT) == 1
+    rules = [it for it in book.window(_decision()) if it.kind == "rule"]
+    assert len(rules) == 1 and "'clean cup 1 with bathtubbasin 1'" in rules[0].text and _p_sink(book) > before
+    assert Rulebook(CARD).load_memory_state(book.memory_state()) is None  # the grafted book round-trips
+    insights = InsightList(CARD)
+    before = _p_sink(insights)
+    assert isinstance(insights, PoisonableMemory) and insights.graft(GRAFT) == 2
+    shown = [it for it in insights.window(_decision()) if it.kind == "insight"]
+    assert {it.polarity for it in shown} == {1, -1} and _p_sink(insights) > before
+    restored = InsightList(CARD)
+    restored.load_memory_state(insights.memory_state())
+    assert [i.text for i in restored.insights] == [i.text for i in insights.insights]
 
 
 def test_a_rag_graft_dominates_retrieval_among_unrelated_memories():
