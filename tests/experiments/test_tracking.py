@@ -42,9 +42,9 @@ def _needle(record) -> bytes:
 
 
 def _synced(runs: list[Path]) -> list[str]:
-    """What ``wandb sync --dry-run`` says it would upload."""
+    """What ``wandb sync --dry-run`` says it would upload (``--verbose``: it lists only 20 runs otherwise)."""
     done = subprocess.run(
-        [sys.executable, "-m", "wandb", "sync", "--dry-run", *map(str, runs)],
+        [sys.executable, "-m", "wandb", "sync", "--dry-run", "--verbose", *map(str, runs)],
         capture_output=True,
         text=True,
         timeout=120,
