@@ -198,7 +198,7 @@ def _candidates(
     return out
 
 
-def successes_of(steps: Iterable, *, control_only: bool = True) -> list[Success]:
+def successes_of(steps: Iterable) -> list[Success]:
     """The recorded successes D⁺ of ``synthesis.fragments.RecordedStep``s: the executed action of every step the
     verifier did not flag (control actions only: text is never masked)."""
     out = []
@@ -206,7 +206,7 @@ def successes_of(steps: Iterable, *, control_only: bool = True) -> list[Success]
         if step.violated or step.chosen < 0:
             continue
         a = step.actions[step.chosen]
-        if control_only and a.kind not in ("env", "tool"):
+        if a.kind not in ("env", "tool"):
             continue
         out.append(Success(step.context, a, (step.episode, step.step)))
     return out

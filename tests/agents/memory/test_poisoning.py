@@ -23,32 +23,19 @@ from scars.agents.memory.poisoning import (
     consensus_filter,
 )
 from scars.agents.policies import PolicyInput, SimulatedLM
-from scars.envs.api import Decision, Feedback, Verdict, WorldCard
+from scars.envs.api import Decision, Feedback
 from scars.synthesis.dsl import Action
+from support.kitchen import CARD, CTX, GO, SINK, TUB, VERDICT, decision, feedback
 
-SINK = Action.env("clean", "clean cup 1 with sinkbasin 1", obj_type="cup", recep_type="sinkbasin")
-TUB = Action.env("clean", "clean cup 1 with bathtubbasin 1", obj_type="cup", recep_type="bathtubbasin")
-GO = Action.env("go", "go to fridge 1", recep_type="fridge")
-CTX = {"location": "sinkbasin 1", "held_object": "cup 1"}
-CARD = WorldCard(
-    name="kitchen",
-    version="v0",
-    persona="You are a careful robot.",
-    verifier_id="test.verifier",
-    salient_keys=("location", "held_object"),
-    schema_args=("obj_type", "recep_type"),
-    passive_actions=("look",),
-)
 GRAFT = FabricatedExperience("clean a cup", CTX, SINK, (TUB,), "done, and no rule was broken")
 
 
 def _decision() -> Decision:
-    return Decision("You are at sinkbasin 1.", "clean a cup", "pick_clean", CTX, (SINK, TUB, GO), 0, 0, 3)
+    return decision()
 
 
 def _failure(action: Action) -> Feedback:
-    verdict = Verdict("no_cup_in_sink", "no washing cups in the sink", "test.verifier")
-    return Feedback(_decision(), action, 0, (0.0,) * 3, "You clean the cup.", 0.0, (verdict,), (), False)
+    return feedback(action, (VERDICT,))
 
 
 def _p_sink(memory) -> float:
