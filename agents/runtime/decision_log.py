@@ -40,7 +40,7 @@ class DecisionLog:
     """
 
     def __init__(self, path: str | Path, *, interval_s: float = 0.25, batch: int = 2048) -> None:
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # the writer thread connects later, maybe after a chdir
         self.interval_s, self.batch = interval_s, batch
         self._queue: deque[tuple] = deque()
         self._requested = (

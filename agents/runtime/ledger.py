@@ -232,7 +232,7 @@ class Ledger:
         read_only: bool = False,
         anchor: tuple[int, str] | str | None = None,
     ) -> None:
-        self.path = Path(path)
+        self.path = Path(path).absolute()  # identity checks stat this path later, maybe after a chdir
         self._head = HeadFile(self.path)
         self.head_file = self._head.path
         self.read_only = bool(read_only)

@@ -64,7 +64,7 @@ class SchemaStore:
         key_file: str | Path | None = None,
         anchor: tuple[int, str] | str | None = None,
     ) -> None:
-        self.path = Path(path)
+        self.path = Path(path).absolute()
         self.ledger = Ledger(self.path, key_file=key_file, anchor=anchor)
         report = self.ledger.verify()
         if not report.ok:

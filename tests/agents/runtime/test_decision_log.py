@@ -38,3 +38,21 @@ def test_a_decision_log_removed_under_a_running_gate_fails_closed(tmp_path, faul
     finally:
         with pytest.raises(GateError):
             gate.close()
+
+
+def test_a_relative_ledger_path_keeps_its_log_where_it_was_opened(tmp_path, monkeypatch):
+    """The writer thread connects after open; a chdir in between (a notebook, a test runner) must not move the log.
+
+    This happened: the README example run in a temporary folder left an empty log in the repository root."""
+    opened, elsewhere = tmp_path / "opened", tmp_path / "elsewhere"
+    opened.mkdir(), elsewhere.mkdir()
+    monkeypatch.chdir(opened)
+    gate = open_gate("ledger.sqlite", mapping=ContextMapping([ToolSignature("lookup")]))
+    try:
+        monkeypatch.chdir(elsewhere)
+        assert gate.check("lookup", {}, {"role": "x"}).allowed
+        gate.flush()
+    finally:
+        gate.close()
+    assert (opened / "ledger.sqlite.decisions.sqlite").stat().st_size > 0
+    assert list(elsewhere.iterdir()) == []
