@@ -49,9 +49,11 @@ from scars.synthesis import (
 )
 from scars.synthesis.consolidate import consolidations, successes_of
 from scars.synthesis.dsl import Action, canonical_text, description_length
+from scars.synthesis.dsl.semantics import fires
 from scars.synthesis.errors import ConfigError, LedgerIntegrityError
 from scars.synthesis.failure import Failure, FailureSource
 from scars.synthesis.fragments import Experience, ExperienceVerifier, Verifier
+from scars.synthesis.narrowing import BlockedProposal, blocked_presumptions, with_presumptions
 from scars.synthesis.objective import ObjectiveWeights
 from scars.synthesis.retirement import VerifiedSuccess, decide_retirement, scoped
 
@@ -93,6 +95,10 @@ class ScarsAgentConfig:
     """Offer the merge one rule in place of several narrower scars with the same mask (``synthesis.consolidate``:
     their guards anti-unified, e.g. per-type sink scars → an ``in_class`` rule) when it covers all their failures,
     masks no success recorded since the first of them, and costs less; the merge decides. Off under append."""
+    narrow: bool = True
+    """Narrowing (``synthesis.narrowing``): the proposals a scar blocked in an episode the agent then lost are
+    presumed safe in the next synthesis of its told rule, which is started at once; a narrower rule that still
+    covers every failure of the rule replaces the scar. A wrong guess then costs a repeat, not every later task."""
     executor: str = "inprocess"
     """inprocess (a background thread) or ray (root-parallel workers)."""
     workers: int = 2
@@ -270,6 +276,23 @@ class ScarsAgent:
         self.labelled_failures = 0  # --verdicts state: labelled, unexecuted unsafe actions taken as failures
         self.labels_refused = 0  # labels that arrived under the executed protocol: refused as evidence
         self.punishments_rejected = 0  # punishments the TrustGate's norm check refused (z_R never saw them)
+        # narrowing: the proposals scars blocked this episode; per told rule, those of lost episodes; per narrowing
+        # synthesis in flight (its fragment's id), the scars it would replace
+        self._blocked_now: list[BlockedProposal] = []
+        self._blocked: dict[str, list[BlockedProposal]] = {}
+        self._narrowing: dict[str, frozenset[str]] = {}
+        self._narrow_wait: dict[str, set[str]] = {}  # wide scar id -> its narrowing syntheses still in flight
+        self._narrow_results: dict[str, list[tuple[Scar, int]]] = {}  # wide scar id -> (scar, ticket) arrived
+        self._governed_t = -1
+        self._verdict_texts: dict[
+            str, str
+        ] = {}  # failure id -> the verdict's text (a re-attribution reads it)
+        self.narrowings = {
+            "lost_episodes_with_blocks": 0,
+            "syntheses": 0,
+            "replaced": 0,
+            "consolidations_refused": 0,
+        }
 
     # ---------------------------------------------------------------------------------- the Agent protocol
     def begin_episode(self, decision: Decision) -> None:
@@ -297,7 +320,25 @@ class ScarsAgent:
         for i, ids in governed.fired:
             core[i] = any(x.startswith(CORE_PREFIX) for x in ids)
         self._core_forbidden = (decision.t, tuple(core))
+        if decision.t != self._governed_t:  # the first call of a decision governs the model's own proposal
+            self._governed_t = decision.t
+            self._note_blocked(decision, logits, governed)
         return governed
+
+    def _note_blocked(self, decision: Decision, logits: np.ndarray, governed: Governed) -> None:
+        """The model's proposal (its most likely action) masked by scars alone: kept for narrowing."""
+        if not self.config.narrow or not len(logits):
+            return
+        best = int(np.argmax(np.asarray(logits, dtype=np.float64)))
+        ids = next((ids for i, ids in governed.fired if i == best), ())
+        active = set(self.store.plane.active_ids)
+        scars = frozenset(x for x in ids if x in active)
+        if scars and scars == set(ids):  # H, a temporary mask or a fallback did not take part
+            self._blocked_now.append(
+                BlockedProposal(
+                    scars, decision.context, decision.actions[best], (decision.episode, decision.step)
+                )
+            )
 
     def memory_texts(self, decision: Decision) -> list[str]:
         """The active scars as printed rules; the prompt's rule texts when they are not enforced."""
@@ -415,8 +456,72 @@ class ScarsAgent:
     def end_episode(self, won: bool) -> None:
         with self.store.group():  # the episode end's revocations and admissions: one group commit
             self._revoke_refuted()
+            if not won:
+                self._narrow()
+            self._blocked_now = []
             self._poll()
         self._verify_ledger()
+
+    def _narrow(self) -> None:
+        """The episode was lost: each told rule whose scars blocked the model's proposals gets those proposals as
+        presumptions and a new synthesis now, from its newest failure (``synthesis.narrowing``)."""
+        if not self._blocked_now:
+            return
+        self.narrowings["lost_episodes_with_blocks"] += 1
+        by_id = {s.id: s for s in self.store.scars}
+        rules: dict[str, set[str]] = {}
+        for b in self._blocked_now:
+            for sid in b.scars:
+                scar = by_id.get(sid)
+                for theta in {str(e["theta"]) for e in (scar.evidence if scar else ()) if "theta" in e}:
+                    rules.setdefault(theta, set()).add(sid)
+                    self._blocked.setdefault(theta, []).append(b)
+        for theta, sids in sorted(rules.items()):
+            newest = next((f for f in reversed(self.failures) if f.theta == theta), None)
+            record = None if newest is None else self._recorded(newest)
+            if newest is None or record is None or newest.id in self._narrowing:
+                continue
+            # re-attributed with what the agent knows now (a variable constant at the failure may vary by now)
+            fragment = self._extract(record, newest, self._verdict_texts.get(newest.id, ""))
+            if fragment is None:
+                continue
+            self._owe(fragment)
+            self._narrowing[fragment.id] = frozenset(sids)
+            for sid in sids:
+                self._narrow_wait.setdefault(sid, set()).add(fragment.id)
+            self.narrowings["syntheses"] += 1
+            decision = self.storm.on_disequilibrium(self.t, fragment, context=record.context)
+            self._carry_out(decision.requests)
+
+    def _recorded(self, failure: Failure) -> RecordedStep | None:
+        """The recorded step of a failure (None once it left the history window)."""
+        at = (failure.source.episode, failure.source.step)
+        return next((s for s in reversed(self.history) if s.violated and s.step_id == at), None)
+
+    def _presumed_by_narrowing(self, theta: str, record: RecordedStep | None = None) -> tuple:
+        """The told rule's blocked proposals (lost episodes) as presumptions, from its newest recorded failure
+        (``synthesis.narrowing.blocked_presumptions``); empty when it has none or the failure left the history."""
+        blocked = self._blocked.get(theta)
+        if not blocked:
+            return ()
+        if record is None:
+            newest = next((f for f in reversed(self.failures) if f.theta == theta), None)
+            record = None if newest is None else self._recorded(newest)
+        if record is None:
+            return ()
+        own = {(f.source.episode, f.source.step) for f in self.failures if f.theta == theta}
+        failures = [(s.context, s.chosen_action) for s in self.history if s.violated and s.step_id in own]
+        return blocked_presumptions(
+            record.context, failures, blocked, ignore=frozenset(self.card.bookkeeping)
+        )
+
+    def _blocked_for(self, fragment: Failure) -> Failure:
+        """The fragment with its told rule's blocked proposals as presumptions (``synthesis.narrowing``)."""
+        if not self._blocked.get(fragment.theta):
+            return fragment
+        return with_presumptions(
+            fragment, self._presumed_by_narrowing(fragment.theta, self._recorded(fragment))
+        )
 
     def _verify_ledger(self) -> None:
         """Ledger integrity in-run (fail closed): at every episode end the whole chain is recomputed and checked
@@ -471,8 +576,19 @@ class ScarsAgent:
             )
             self._carry_out(decision.requests)
             return
+        fragment = self._extract(record, failure, verdict_text)
+        if fragment is None:
+            return
+        self._owe(fragment)
+        self.accommodations[trigger] += 1
+        decision = self.storm.on_disequilibrium(self.t, fragment, context=record.context)
+        self._carry_out(decision.requests)
+
+    def _extract(self, record: RecordedStep, failure: Failure, verdict_text: str) -> Failure | None:
+        """The failure cut to its fragment E = (q, F, θ) with what the agent knows now (None: no fragment)."""
+        self._verdict_texts[failure.id] = verdict_text
         try:
-            fragment = extract_fragment(
+            return extract_fragment(
                 record,
                 self._verifier,
                 self.card.classes,
@@ -484,11 +600,7 @@ class ScarsAgent:
                 experience=self._experience(record, failure) if self.config.oracle == "none" else None,
             )
         except FragmentError:
-            return
-        self._owe(fragment)
-        self.accommodations[trigger] += 1
-        decision = self.storm.on_disequilibrium(self.t, fragment, context=record.context)
-        self._carry_out(decision.requests)
+            return None
 
     def _experience(self, record: RecordedStep, failure: Failure) -> Experience:
         """What the agent executed and met, for attribution from experience (``synthesis.fragments.Experience``):
@@ -605,6 +717,8 @@ class ScarsAgent:
         if self.config.search == "none":  # the storm-only control: no rule is ever proposed
             return _AtStep(_Done(None), latency, lambda: self.t, seed, None)
         since = self._since(fragment)
+        if since is not None and self.config.narrow:
+            fragment = self._blocked_for(fragment)
         steps = self.history
         if since is not None:
             # from experience, one synthesis answers for one told rule: the failures of other rules (of the same
@@ -656,6 +770,7 @@ class ScarsAgent:
             )
             if result is None or not result.admitted or result.rule is None:
                 self.storm.on_synthesis_rejected(done.ticket, step=self.t)
+                self._narrowed(done.failure.id, None)
                 continue
             if not self.config.enforce:
                 self.text_rules.append(result.text)
@@ -665,13 +780,43 @@ class ScarsAgent:
                 continue
             handle = done.future if isinstance(done.future, _AtStep) else None
             scar = self._scar_from(result, done.failure, handle)
-            self._equilibrate(scar)
-            if scar.id in self.store.plane:
-                self._carry_out(
-                    self.storm.on_scar_admitted(scar.rule, step=self.t, ticket=done.ticket, scar_id=scar.id)
-                )
+            if done.failure.id in self._narrowing:
+                self._narrowed(done.failure.id, (scar, done.ticket))
             else:
-                self.storm.on_synthesis_rejected(done.ticket, step=self.t)
+                self._admit(scar, done.ticket)
+
+    def _admit(self, scar: Scar, ticket: int) -> None:
+        self._equilibrate(scar)
+        if scar.id in self.store.plane:
+            self._carry_out(
+                self.storm.on_scar_admitted(scar.rule, step=self.t, ticket=ticket, scar_id=scar.id)
+            )
+        else:
+            self.storm.on_synthesis_rejected(ticket, step=self.t)
+
+    def _narrowed(self, failure_id: str, arrived: tuple[Scar, int] | None) -> None:
+        """A narrowing synthesis came back (``arrived`` = its scar and ticket; None: nothing admissible). A wide scar
+        may hold the failures of several told rules (a consolidation), each narrowed by its own synthesis; the wide
+        scar's batch waits for all of them, then ``_retire_narrowed`` decides and the batch's scars go to the
+        merge."""
+        olds = self._narrowing.pop(failure_id, None)
+        if olds is None:
+            return
+        for sid in olds:
+            self._narrow_wait.get(sid, set()).discard(failure_id)
+            if arrived is not None:
+                self._narrow_results.setdefault(sid, []).append(arrived)
+        ready = sorted(sid for sid in olds if not self._narrow_wait.get(sid))
+        batch: dict[str, tuple[Scar, int]] = {}
+        for sid in ready:
+            self._narrow_wait.pop(sid, None)
+            for scar, ticket in self._narrow_results.pop(sid, []):
+                batch.setdefault(scar.id, (scar, ticket))
+        if arrived is not None and not ready:
+            return  # waits for the rest of its batch
+        self._retire_narrowed([scar for scar, _ in batch.values()], frozenset(ready))
+        for scar, ticket in batch.values():
+            self._admit(scar, ticket)
 
     def _scar_from(self, result: SynthesisResult, fragment: Failure, handle: _AtStep | None) -> Scar:
         search = self.config.search_config
@@ -706,8 +851,18 @@ class ScarsAgent:
         found = consolidations(
             [s.rule for s in pool], self.failures, successes_of(self.history), self.card.classes
         )
+        # what narrowing learned holds here too: a consolidation may not mask a proposal a member's scar blocked in
+        # a lost episode (presumed safe until a failure refutes it), or it would undo the narrowing
+        presumed = [
+            p
+            for theta in sorted({str(e["theta"]) for s in pool for e in s.evidence if "theta" in e})
+            for p in self._presumed_by_narrowing(theta)
+        ]
         out = []
         for c in found:
+            if any(fires(c.rule, q, a, self.card.classes) for q, a in presumed):
+                self.narrowings["consolidations_refused"] += 1
+                continue
             members = [pool[i] for i in c.members]
             scopes = {m.scope.env_version for m in members}
             if len(scopes) != 1:
@@ -766,6 +921,39 @@ class ScarsAgent:
             }
         )
 
+    def _retire_narrowed(self, news: list[Scar], old: frozenset[str]) -> None:
+        """A wide scar's narrowing syntheses are all back: it is retired *before* the merge when the new scars and
+        the other active ones mask every failed action of every failure in its evidence (a failure the new scars
+        re-attribute counts as attributed there) — the merge then chooses without it (with it, the cheaper wide
+        rule would always win). Its failures stay owed: the merge must cover them, and Prop. 1 replays them. The
+        retirement is the ledger's, with the reason; no resurrection brings the wide rule back without new
+        evidence."""
+        news = [n for n in news if n.id not in self.store.plane and self.store.may_admit(n)[0]]
+        if not old or not news:
+            return
+        classes = self.card.classes
+        mine = {
+            x.id: x for n in news for x in (Failure.from_json(e) for e in n.evidence if "q" in e and "F" in e)
+        }
+        for sid in sorted(old):
+            scar = next((s for s in self.store.scars if s.id == sid), None)
+            if scar is None:
+                continue
+            rules = [n.rule for n in news] + [s.rule for s in self.store.scars if s.id not in old]
+            owed = [Failure.from_json(e) for e in scar.evidence if "q" in e and "F" in e]
+            covered = all(
+                any(fires(r, f.q, a, classes) for r in rules)
+                for f in (mine.get(f.id, f) for f in owed)
+                for a in f.F
+            )
+            if covered:
+                ids = ", ".join(n.id for n in news)
+                self.store.retire(
+                    sid,
+                    reason=f"narrowed: it blocked the model's proposals in lost tasks; {ids} cover its failures",
+                )
+                self.narrowings["replaced"] += 1
+
     def _revoke_refuted(self) -> None:
         """Revocation by counter-evidence (§4.5): a verified success recorded *after* a scar's admission that the
         scar would have blocked refutes it (it can only happen where the mask leaked: soft mode, text rules, or a
@@ -808,6 +996,10 @@ class ScarsAgent:
             "labelled_failures": self.labelled_failures,
             "labels_refused": self.labels_refused,
             "punishments_rejected": self.punishments_rejected,
+            "narrowing_lost_episodes": self.narrowings["lost_episodes_with_blocks"],
+            "narrowing_syntheses": self.narrowings["syntheses"],
+            "narrowing_replaced": self.narrowings["replaced"],
+            "narrowing_consolidations_refused": self.narrowings["consolidations_refused"],
             "synthesis_median_seconds": float(np.median(seconds)) if seconds else None,
             "synthesis_median_nodes": float(np.median(nodes)) if nodes else None,
             "merge_median_seconds": float(np.median([m["seconds"] for m in self.merge_log]))

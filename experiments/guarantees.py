@@ -10,7 +10,9 @@ decisions of the run; it never writes to either. Four checks, each a count and a
   evidence is *owed* coverage until the scar's scope ends (scope retirement, revocation); a merge's report never
   excuses it (what a merge says it left uncovered is a violation, named as such), a scar dropped by the ILP merge
   leaves its failures owed (the merge promised to keep them covered), and a scar admitted without (q, F) evidence
-  is itself a violation (it would owe nothing).
+  is itself a violation (it would owe nothing). A failure a later scar brings again, re-attributed from the same
+  recorded step (narrowing, ``synthesis.narrowing``), is owed by that scar as attributed now instead of by a
+  retired one — still owed.
   At every change of the self-schema each owed failure is replayed against the live plane (every a ∈ F masked at
   q); at every decision, owed failures whose context matches the current one are checked against what the
   controller actually masked. Each uncovered failed action is a violation; the first one is reported.
@@ -117,6 +119,7 @@ class GuaranteeMonitor:
         )
         self._seen = 0
         self._owed: dict[tuple[str, int], _Owed] = {}
+        self._left: set[str] = set()  # scars retired by a merge or a narrowing (their failures stay owed)
         self._versions: dict[str, str | None] = {}  # scar id -> the world version its scope names (None: any)
         self._drift: dict[str, _Drift] = {}
         self._patterns: set[str] = set()
@@ -154,7 +157,15 @@ class GuaranteeMonitor:
                 scar = Scar.from_json(p)
                 for i, item in enumerate(scar.evidence):
                     if "q" in item and "F" in item:  # a failure's JSON form (evidence may carry more)
-                        self._owed[(scar.id, i)] = _Owed(scar.id, Failure.from_json(item))
+                        failure = Failure.from_json(item)
+                        # the same failure re-attributed (narrowing): the new scar owes it as attributed now, in
+                        # place of a retired scar that owed the older attribution — still owed, never dropped
+                        self._owed = {
+                            k: v
+                            for k, v in self._owed.items()
+                            if not (v.failure.id == failure.id and v.scar_id in self._left)
+                        }
+                        self._owed[(scar.id, i)] = _Owed(scar.id, failure)
                 if not any(k[0] == scar.id for k in self._owed):
                     # Prop. 1 is owed by the evidence itself: a scar admitted without a recorded failure (q, F)
                     # would owe nothing — its admission is the violation
@@ -186,6 +197,7 @@ class GuaranteeMonitor:
                     }
             elif event.type == "scar_retired":
                 self._end_drift(str(event.subject), t)  # a merge dropped it: its failures stay owed
+                self._left.add(str(event.subject))
             elif event.type == "merge_decision":
                 # a merge's own report never excuses an owed failure: what it says it left uncovered stays owed
                 # (the replay below finds it unmasked), and the report is named as the cause

@@ -324,3 +324,84 @@ def test_a_forged_verdict_is_not_learned_when_extraction_is_verifier_backed(tmp_
         assert agent.accommodations["verdict"] == (1 if oracle == "none" else 0)
         agent.close()
     assert masked == {"none": True, "counterfactual": False}
+
+
+OPEN_FRIDGE = Action.env("open", "open fridge 1", recep="fridge 1", recep_type="fridge")
+OPEN_DRAWER = Action.env("open", "open drawer 1", recep="drawer 1", recep_type="drawer")
+
+
+class Fridge(Kitchen):
+    """Open the fridge only with empty hands."""
+
+    def __init__(self) -> None:
+        self.card = WorldCard("fridge", "v0", "You are a cook.", "fridge.verifier", classes={})
+        self._norms = None
+
+    def check(self, context, action):
+        if action.name == "open" and action.arg("recep") == "fridge 1" and context["held_type"] != "none":
+            return (Verdict("fridge_empty_hands", "the fridge only with empty hands", "fridge.verifier"),)
+        return ()
+
+
+def _fridge_step(agent, episode, step, held, chosen, proposal=0):
+    """One decision: the model proposes ``proposal`` (its logits favour it), the agent executes ``chosen``."""
+    actions = (OPEN_FRIDGE, OPEN_DRAWER, LOOK)
+    q = {"location": "kitchen", "held_type": held, "step": step}
+    t = episode * 100 + step
+    d = Decision("You are in the kitchen.", "cool an apple", "cool", q, actions, t, episode, step)
+    logits = np.zeros(3)
+    logits[proposal] = 5.0
+    governed = agent.govern(d, logits)
+    action = actions[chosen]
+    feedback = Feedback(
+        d, action, chosen, tuple(logits), "ok", 0.0, agent.world.check(q, action), (), False, "I act."
+    )
+    agent.observe(feedback)
+    return governed
+
+
+def test_a_scar_that_blocked_a_lost_task_is_narrowed_and_the_wide_one_retired(tmp_path):
+    """Issue 24, "a wrong guess should cost a repeat, not the task": the first failure (opening the fridge holding a
+    tomato) with no evidence about empty hands yields a scar on the fridge alone. In an episode the agent then
+    loses, that scar blocked the model's proposal to open the fridge with empty hands; narrowing presumes that safe,
+    a new synthesis finds the rule that still covers the failure and spares empty hands, and the wide scar is
+    retired (ledger reason "narrowed"). With narrowing off, the wide scar stays (the check can fail)."""
+    for narrow in (True, False):
+        agent = ScarsAgent(
+            ScarsAgentConfig.for_ablation(search_iterations=120, narrow=narrow),
+            world=Fridge(),
+            ledger_path=tmp_path / str(narrow) / "l.sqlite",
+        )
+        _fridge_step(agent, 0, 0, "tomato", chosen=0)  # the verified failure
+        for s in range(1, 6):
+            _fridge_step(agent, 0, s, "tomato", chosen=2, proposal=2)
+        agent.end_episode(True)
+        empty = {"location": "kitchen", "held_type": "none", "step": 3}
+        full = {"location": "kitchen", "held_type": "tomato", "step": 3}
+        assert agent.store.plane.masked(full, (OPEN_FRIDGE,), 150) == [True]
+        assert agent.store.plane.masked(empty, (OPEN_FRIDGE,), 150) == [True], "the first scar is wide"
+        (wide,) = agent.store.scars
+        _fridge_step(
+            agent, 1, 0, "none", chosen=2, proposal=0
+        )  # the model wants the fridge; the scar blocks it
+        agent.end_episode(False)  # ... and the task is lost
+        for s in range(1, 6):
+            _fridge_step(agent, 2, s, "none", chosen=2, proposal=2)
+        agent.end_episode(True)
+        retired = {
+            e.subject: e.payload["reason"] for e in agent.store.ledger.events() if e.type == "scar_retired"
+        }
+        if narrow:
+            assert agent.narrowings | {"consolidations_refused": 0} == {
+                "lost_episodes_with_blocks": 1,
+                "syntheses": 1,
+                "replaced": 1,
+                "consolidations_refused": 0,
+            }
+            assert retired[wide.id].startswith("narrowed")
+            assert agent.store.plane.masked(empty, (OPEN_FRIDGE,), 250) == [False]
+            assert agent.store.plane.masked(full, (OPEN_FRIDGE,), 250) == [True]  # the failure stays covered
+        else:
+            assert wide.id not in retired and agent.narrowings["syntheses"] == 0
+            assert agent.store.plane.masked(empty, (OPEN_FRIDGE,), 250) == [True]
+        agent.close()
