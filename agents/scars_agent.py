@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from scars.agents.registry import MethodSpec, register_method
 from scars.agents.rule_writer import direct_patch
 from scars.agents.runtime.control import CORE_PREFIX, ControlPlane, Governed
 from scars.agents.runtime.equilibration import equilibrate, owed_failures, prune, scar_from_synthesis
+from scars.agents.runtime.events import verdict_evidence
 from scars.agents.runtime.ledger import Event
 from scars.agents.runtime.scar import Scar
 from scars.agents.runtime.store import SchemaStore
@@ -814,9 +815,41 @@ class ScarsAgent:
                 batch.setdefault(scar.id, (scar, ticket))
         if arrived is not None and not ready:
             return  # waits for the rest of its batch
+        batch = {sid: (self._takes_over(scar, ready), ticket) for sid, (scar, ticket) in batch.items()}
         self._retire_narrowed([scar for scar, _ in batch.values()], frozenset(ready))
         for scar, ticket in batch.values():
             self._admit(scar, ticket)
+
+    def _takes_over(self, new: Scar, old: Sequence[str]) -> Scar:
+        """The narrowed scar with the wide scars' failures of its own told rules in its evidence, each re-attributed
+        from its recorded step with what the agent knows now (kept as it was once the step left the history): it owes
+        them from now on, within its own scope (a failure the re-attribution ties to a world version is owed only
+        until the world leaves it)."""
+        thetas = {str(e["theta"]) for e in new.evidence if "theta" in e}
+        have = {Failure.from_json(e).id for e in new.evidence if "q" in e and "F" in e}
+        extra: list[dict[str, Any]] = []
+        for scar in (s for s in self.store.scars if s.id in set(old)):
+            for item in scar.evidence:
+                if "q" not in item or "F" not in item or str(item.get("theta")) not in thetas:
+                    continue
+                failure = Failure.from_json(item)
+                if failure.id in have:
+                    continue
+                have.add(failure.id)
+                record = self._recorded(failure)
+                again = (
+                    None
+                    if record is None
+                    else self._extract(record, failure, self._verdict_texts.get(failure.id, ""))
+                )
+                event = self._failure_events.get(failure.id)
+                if again is None:
+                    extra.append(dict(item))
+                elif event is not None:
+                    extra.append(verdict_evidence(event, **again.to_json()))
+                else:
+                    extra.append(again.to_json())
+        return replace(new, evidence=(*new.evidence, *extra)) if extra else new
 
     def _scar_from(self, result: SynthesisResult, fragment: Failure, handle: _AtStep | None) -> Scar:
         search = self.config.search_config
@@ -935,12 +968,21 @@ class ScarsAgent:
         mine = {
             x.id: x for n in news for x in (Failure.from_json(e) for e in n.evidence if "q" in e and "F" in e)
         }
+        ever = [
+            Failure.from_json(item)
+            for e in self.store.ledger.events()
+            if e.type == "scar_admitted"
+            for item in e.payload.get("evidence", ())
+            if "q" in item and "F" in item
+        ]
         for sid in sorted(old):
             scar = next((s for s in self.store.scars if s.id == sid), None)
             if scar is None:
                 continue
             rules = [n.rule for n in news] + [s.rule for s in self.store.scars if s.id not in old]
-            owed = [Failure.from_json(e) for e in scar.evidence if "q" in e and "F" in e]
+            # what it covers of every failure any scar ever brought as evidence (a scar a merge dropped still owes its
+            # failures, and this one may be what covers them): each must stay covered without it
+            owed = [f for f in ever if any(fires(scar.rule, f.q, a, classes) for a in f.F)]
             covered = all(
                 any(fires(r, f.q, a, classes) for r in rules)
                 for f in (mine.get(f.id, f) for f in owed)

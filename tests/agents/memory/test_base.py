@@ -73,3 +73,16 @@ def test_the_check_catches_an_inverting_template():
     prompt = "Rules you must follow:\n- Never Open drawers only with empty hands."
     start = prompt.index("Open drawers")
     assert NEGATION.search(prompt[start - 24 : start])
+
+
+def test_the_comparison_lists_every_built_in_method_whatever_was_imported_first():
+    """COMPARISON once came out as ("scars",) when the scars agent (which imports the baselines' base) was imported
+    before ``agents.builtin``: the tier-1 comparison then ran scars alone. A fresh interpreter checks both orders."""
+    import subprocess
+    import sys
+
+    for first in ("scars.agents.scars_agent", "scars.agents.memory", "scars.agents.registry"):
+        code = f"import {first}\nfrom scars.agents.builtin import COMPARISON\nprint(','.join(COMPARISON))"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        assert out.strip() == ",".join(COMPARISON), first
+    assert set(COMPARISON) >= {"scars", "static_persona", "rag", "reflexion", "scg_mem", "voyager"}
