@@ -68,6 +68,7 @@ ABLATIONS: tuple[str, ...] = (
     "text_reflection_scar",
     "llm_only_patch",
     "soft_bias_only",
+    "no_narrowing",
 )
 
 
@@ -190,6 +191,8 @@ class ScarsAgentConfig:
                 rejected_mask_ttl=forever,
                 mask_scope="action_in_context",
             )
+        elif ablation == "no_narrowing":  # a scar that blocked a lost task stays as wide as it was learned
+            settings["narrow"] = False
         elif ablation == "soft_bias_only":
             settings["mask_mode"] = "soft"
             weights = replace(weights, mask_mode="soft")

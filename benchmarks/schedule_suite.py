@@ -1,6 +1,7 @@
 """Tier 1 over several schedules, methods and seeds, pooled (issue 24: the paper schedule and the paraphrase suite).
 
     python benchmarks/schedule_suite.py --out runs/suite [--schedules paper,paraphrase_a,...] [--methods ...]
+    (a method is a name of the comparison or ``scars:<ablation>``, e.g. ``scars:no_narrowing``)
         [--seeds 0-4] [--episodes 36] [--report-only]
 
 Each (schedule, method, seed) is one ``run_tier1`` into ``OUT/<schedule>/<method>/s<seed>`` (skipped when its
@@ -38,11 +39,15 @@ def _seeds(text: str) -> list[int]:
 
 
 def run_one(schedule: str, method: str, seed: int, episodes: int, out: Path, verdicts: str) -> None:
-    folder = out / schedule / (method if verdicts == "executed" else f"{method}+{verdicts}") / f"s{seed}"
+    """``method`` is a method name or ``scars:<ablation>`` (its folder ``scars-<ablation>``)."""
+    name, _, ablation = method.partition(":")
+    label = method.replace(":", "-")
+    folder = out / schedule / (label if verdicts == "executed" else f"{label}+{verdicts}") / f"s{seed}"
     if (folder / "episodes.parquet").is_file():
         return
     cfg = Tier1Config(
-        method=method,
+        method=name,
+        ablation=ablation or "none",
         seed=seed,
         episodes=episodes,
         verdicts=verdicts,

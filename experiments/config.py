@@ -41,6 +41,7 @@ ABLATIONS: tuple[str, ...] = (
     "soft_bias_only",  # finite negative bias instead of −∞
     "storm_only",  # control: storm control's temporary masks alone, no synthesis (how much of the gain is any mask)
     "hard_blocklist",  # control: block exactly the failing action in exactly that situation, forever, no synthesis
+    "no_narrowing",  # a scar that blocked a lost task is never narrowed (issue 24's narrowing off)
 )
 """``none`` and the scars ablations and controls, in the order of the paper's table (§6.4)."""
 EXECUTORS: tuple[str, ...] = ("inprocess", "ray")
