@@ -166,9 +166,9 @@ def test_attack_settings_are_checked_in_one_line():
         Tier1Config(poison_rate=0.1)
     with pytest.raises(ConfigError, match="memory_guard"):
         Tier1Config(method="scars", memory_guard="consensus")
-    with pytest.raises(ConfigError, match="attack = 'minja'"):
-        Tier2Config(attack="minja")
-    result = CliRunner().invoke(main, ["run", "tier2", "--attack", "tamper", "--out", "x"])
+    with pytest.raises(ConfigError, match="poison_rate = -0.1"):
+        Tier2Config(attack="tamper", poison_rate=-0.1)
+    result = CliRunner().invoke(main, ["run", "tier2", "--attack", "graftx", "--out", "x"])
     assert result.exit_code == 2 and "tamper" in result.output and "Traceback" not in result.output
 
 
