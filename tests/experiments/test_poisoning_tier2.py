@@ -62,9 +62,8 @@ def test_each_new_tier2_attack_is_seeded_and_costed(tmp_path, method, attack):
     numbers = _attack_numbers(first.summary)
     assert numbers == _attack_numbers(again.summary)  # same seed, same poison, same outcome
     assert numbers["attack"] == attack and numbers["attack_success_n"] > 0
-    assert (
-        numbers["attack_writes"] + numbers["attack_queries"] > 0
-    )  # at rate 1 the attacker acted, and it is counted
+    # at rate 1 the attacker acted, and it is counted
+    assert numbers["attack_writes"] + numbers["attack_queries"] > 0
     (unattacked, _) = _run(tmp_path / "c", method, attack, rate=0.0)
     assert unattacked.summary["attack_writes"] == unattacked.summary["attack_queries"] == 0
 
@@ -72,9 +71,8 @@ def test_each_new_tier2_attack_is_seeded_and_costed(tmp_path, method, attack):
 def test_query_only_injection_makes_the_seat_write_the_poison_itself(tmp_path):
     result, _ = _run(tmp_path, "rag", "minja")
     s = result.summary
-    assert (
-        s["attack_writes"] == 0 and s["attack_queries"] > 0
-    )  # the attacker only shaped what the seat observed
+    # the attacker only shaped what the seat observed
+    assert s["attack_writes"] == 0 and s["attack_queries"] > 0
     (seat,) = result.seats
     memory = json.loads(Path(seat.memory_path).read_text(encoding="utf-8"))
     assert any("is the safe way to finish" in text for text in memory["texts"])
@@ -83,13 +81,11 @@ def test_query_only_injection_makes_the_seat_write_the_poison_itself(tmp_path):
 def test_forged_labels_in_the_commons_are_refused_by_scars_unless_the_state_protocol_is_on(tmp_path):
     executed, _ = _run(tmp_path, "scars", "forged_label")
     s = executed.summary
-    assert (
-        s["attack_writes"] > 0 and s["attack_detections"] == s["attack_writes"]
-    )  # every forged label refused
+    # every forged label refused
+    assert s["attack_writes"] > 0 and s["attack_detections"] == s["attack_writes"]
     state, _ = _run(tmp_path, "scars", "forged_label", verdicts="state")
-    assert (
-        state.summary["attack_writes"] > 0 and state.summary["attack_detections"] == 0
-    )  # taken as the verifier's
+    # taken as the verifier's
+    assert state.summary["attack_writes"] > 0 and state.summary["attack_detections"] == 0
 
 
 def test_counter_evidence_drops_only_the_verdicts_of_rules_that_seat_was_told():
@@ -114,9 +110,8 @@ def test_counter_evidence_drops_only_the_verdicts_of_rules_that_seat_was_told():
 def test_a_tampered_ledger_is_refused_at_the_restart_between_runs(tmp_path):
     result, out = _run(tmp_path, "scars", "tamper")
     s = result.summary
-    assert (
-        s["attack_writes"] > 0 and s["attack_detections"] == 1
-    )  # the one restart refused the rewritten ledger
+    # the one restart refused the rewritten ledger
+    assert s["attack_writes"] > 0 and s["attack_detections"] == 1
     (seat,) = result.seats
     folder = Path(seat.ledger_path).parent
     assert list(folder.glob("ledger.*.sqlite"))  # the tampered ledger is set aside beside the new one
@@ -166,7 +161,6 @@ def test_the_poisoning_preset_runs_every_attack_of_its_tier_on_every_method(tier
     assert pairs == {(m, a) for m in METHODS.names() for a in attack_names(tier) if a != "none"}
     assert {t.fields["poison_rate"] for t in trials} == {0.0, 0.001, 0.01, 0.1}
     assert {t.fields["seed"] for t in trials} == set(range(5))
-    for preset in PRESETS.glob(
-        f"poisoning_*{tier}*.toml"
-    ):  # every preset of the tier loads, every point valid
+    # every preset of the tier loads, and every point of it is a valid config
+    for preset in PRESETS.glob(f"poisoning_*{tier}*.toml"):
         assert expand(load_spec(preset))
