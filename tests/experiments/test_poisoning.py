@@ -210,3 +210,19 @@ def test_the_table_reports_n_and_the_lift_over_rate_zero():
     assert row["attack_success"] == pytest.approx(0.6) and row["lift"] == pytest.approx(0.4)
     assert row["seeds"] == 2 and row["opportunities"] == 20
     assert "2 / 20" in poisoning_markdown(table)
+
+
+def test_a_grid_point_two_presets_ran_is_counted_once(tmp_path):
+    from scars.experiments.poisoning_report import poisoning_runs
+
+    config = {"method": "scars", "attack": "forged_verdict", "poison_rate": 0.1, "seed": 0, "episodes": 8}
+    summary = {"attack_goal": "dos", "attack_success": 0.5, "attack_success_n": 4, "attack_writes": 2}
+    for preset in ("main", "defences", "other"):
+        folder = tmp_path / preset / "run"
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(
+            json.dumps(config if preset != "other" else {**config, "seed": 1})
+        )
+        (folder / "summary.json").write_text(json.dumps(summary))
+    runs = poisoning_runs([tmp_path])
+    assert sorted(runs["seed"]) == [0, 1]
