@@ -352,9 +352,7 @@ class Tier2Run:
         states = {s: b.initial_state() for s, b in self.scripted.items()}
         begun: set[str] = set()  # the learners in the group this run (the outsider joins late, or never)
         fresh = self.fresh
-        if (
-            self.attack.tampers and run == self.cfg.runs // 2 and run > 0
-        ):  # between two runs: the files at rest
+        if self.attack.restarts_before(run, self.cfg.runs):  # between two runs: the files at rest
             for seat, learner in learners.items():
                 if seat != fresh:  # the newcomer has no files of earlier runs to restart from
                     self.restart(learner)

@@ -170,6 +170,11 @@ class Attack:
     def tampers(self) -> bool:
         return False
 
+    def restarts_before(self, index: int, total: int) -> bool:
+        """Does the persistent agent restart from its files before unit ``index`` of ``total`` (tier 1: episodes;
+        tier 2: runs)? Only for an attack on the files, once, halfway through."""
+        return self.tampers and index == total // 2 and index > 0
+
     def summary(self) -> dict[str, Any]:
         return {
             "attack": self.name,

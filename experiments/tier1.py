@@ -232,7 +232,7 @@ class Tier1Run:
 
     def play_episode(self, episode: int, game: GameSpec) -> None:
         """Reset the world (a world-version change is a reset option), play up to ``max_steps`` decisions."""
-        if self.attack.tampers and episode == self.cfg.episodes // 2 and episode > 0:
+        if self.attack.restarts_before(episode, self.cfg.episodes):
             self.restart()
         cfg, env, world, agent = self.cfg, self.env, self.world, self.agent
         version = self.schedule.world_version(episode, cfg.episodes)
