@@ -35,7 +35,7 @@ import pandas as pd
 import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
 from scars.agents.api import Agent
 from scars.agents.memory.base import MemoryMechanism
-from scars.agents.memory.poisoning import ConsensusGuard
+from scars.agents.memory.poisoning import guarded
 from scars.agents.policies import CommandWriter
 from scars.agents.policies.embedded import SimulatedLMConfig
 from scars.agents.registry import BACKENDS, METHODS, MethodSpec
@@ -65,7 +65,7 @@ from scars.experiments.config import Tier2Config
 from scars.experiments.enforcement import EnforcementCheck, enforcement_check
 from scars.experiments.guarantees import GuaranteeMonitor
 from scars.experiments.loop import Step, decide, learn
-from scars.experiments.poisoning import AttackOutcomes, AttackView, make_attack
+from scars.experiments.poisoning import AttackOutcomes, AttackView, make_attack, restart_from_files
 from scars.experiments.report import write_json
 from scars.synthesis.errors import ConfigError
 
@@ -99,7 +99,11 @@ class _Learner:
     rng: np.random.Generator
     monitor: GuaranteeMonitor | None
     enforcement: EnforcementCheck
+    spec: MethodSpec
+    """What its agent is built from (a restart from its files builds it again)."""
     t: int = 0
+    tamper_detected: int = 0
+    """Restarts at which its files were refused (the ``tamper`` attack detected: the ledger did not verify)."""
     template: Mapping[str, Any] | None = None
     """A harvest-phase context of this seat (its first), for the ground-truth check of its scars."""
 
@@ -249,17 +253,11 @@ class Tier2Run:
             int(agent_seed.generate_state(1)[0] % (2**31 - 1)),
             self.settings | {"agent_id": seat},
         )
-        agent = METHODS.get(cfg.method)(spec)
-        if cfg.memory_guard == "consensus":
-            if not isinstance(agent, MemoryMechanism):
-                raise ConfigError(f"memory_guard 'consensus' needs a text memory; {cfg.method!r} is none")
-            agent = ConsensusGuard(agent)
+        agent = self.build_agent(spec)
         if state is not None and isinstance(agent, MemoryMechanism):
             agent.load_memory_state(state.memory)
-        schema = agent.self_schema()
-        monitor = GuaranteeMonitor(schema, adapter.card.classes) if schema is not None else None
+        monitor, enforcement = self.checks(agent, adapter)
         t = 0 if state is None else state.t_end
-        enforcement = enforcement_check(agent, adapter.card.core, adapter.card.classes, cfg.ablation)
         return _Learner(
             seat,
             seat_dir,
@@ -269,8 +267,39 @@ class Tier2Run:
             np.random.default_rng(policy_seed),
             monitor,
             enforcement,
+            spec,
             t=t,
         )
+
+    def build_agent(self, spec: MethodSpec) -> Agent:
+        """The method's agent (behind the memory guard when one is set)."""
+        return guarded(METHODS.get(self.cfg.method)(spec), self.cfg.memory_guard, self.cfg.method)
+
+    def checks(
+        self, agent: Agent, adapter: CommonsAdapter
+    ) -> tuple[GuaranteeMonitor | None, EnforcementCheck]:
+        """The independent checks on an agent: the guarantees monitor (an agent with a self-schema) and the
+        enforcement invariant."""
+        schema = agent.self_schema()
+        monitor = GuaranteeMonitor(schema, adapter.card.classes) if schema is not None else None
+        return monitor, enforcement_check(agent, adapter.card.core, adapter.card.classes, self.cfg.ablation)
+
+    def restart(self, learner: _Learner) -> None:
+        """A persistent learning seat's restart between two runs (the ``tamper`` attack's window,
+        ``restart_from_files``): its agent starts again from its folder — the scars agent from its ledger (refused
+        when it does not verify: the seat goes on from an empty ledger, counted in ``tamper_detected``), a baseline
+        from its memory file. Its policy stream, decision count and adapter carry on; the checks restart with it."""
+        learner.agent, refused = restart_from_files(
+            learner.seat_dir,
+            learner.agent,
+            self.attack,
+            lambda: self.build_agent(learner.spec),
+            lambda: METHODS.get(self.cfg.method)(learner.spec),
+            learner.t,
+            learner.label,
+        )
+        learner.tamper_detected += refused
+        learner.monitor, learner.enforcement = self.checks(learner.agent, learner.adapter)
 
     def seat_learners(self) -> None:
         """Every learning seat from an empty folder (or its carried ledger); a fresh outsider is built per run."""
@@ -310,6 +339,7 @@ class Tier2Run:
             ]
         stats = learner.agent.stats()
         stats["verifier_calls"] = learner.world.verifier_calls
+        stats["tamper_detected"] = learner.tamper_detected
         if learner.monitor is not None:
             stats.update(learner.monitor.summary())
         stats.update(learner.enforcement.summary())
@@ -322,6 +352,10 @@ class Tier2Run:
         states = {s: b.initial_state() for s, b in self.scripted.items()}
         begun: set[str] = set()  # the learners in the group this run (the outsider joins late, or never)
         fresh = self.fresh
+        if self.attack.restarts_before(run, self.cfg.runs):  # between two runs: the files at rest
+            for seat, learner in learners.items():
+                if seat != fresh:  # the newcomer has no files of earlier runs to restart from
+                    self.restart(learner)
         if fresh is not None:  # GovSim's newcomer: a new agent, with no memory of earlier runs
             if fresh in learners:
                 retired = learners.pop(fresh)
@@ -411,7 +445,7 @@ class Tier2Run:
             unsafe,
             punishments,
             decision.t,
-            self.outcomes.told_rules,
+            self.outcomes.told_rules(view.holder),
             learner.adapter.card.verifier_id,
         )
         signal = learn(
@@ -468,7 +502,7 @@ class Tier2Run:
             for a, f in zip(actions, flagged, strict=True)
             if a.name == "harvest" and not f and float(a.arg("amount", 0) or 0) > 0
         )
-        return AttackView(decision, tuple(unsafe), needed, needed, learner.seat)
+        return AttackView(decision, tuple(unsafe), needed, needed, learner.seat, learner.label)
 
     def result(self, wall: float) -> Tier2Result:
         """The tables, the summary and each learning seat's carried state (also written as the run's manifest)."""

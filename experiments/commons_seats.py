@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scars.agents.memory.base import MEMORY_FILE
 from scars.agents.runtime.ledger import Ledger, ledger_files
 from scars.envs.commons.populations import Population
 from scars.envs.commons.rollout import build_population
@@ -22,7 +23,6 @@ LEARNER = "learner"
 """The kind of a seat that holds the run's learning method (the others hold scripted kinds)."""
 STATE_FILE = "tier2_state.json"
 """The carried-state manifest a run writes into its folder (what ``transfer_from`` reads)."""
-MEMORY_FILE = "memory.json"
 
 
 @dataclass(frozen=True)

@@ -272,7 +272,8 @@ class RunConfig(ConfigFields):
     """W&B project name."""
     attack: str = "none"
     """Memory poisoning (docs/poisoning.md): graft, minja, forged_verdict, forged_label, counter_evidence, tamper
-    (tier 1), graft, forged_verdict, sybil (tier 2); none: no attack."""
+    (tiers 1 and 2), sybil (tier 2 only: the household has no peers whose punishments it could forge); none: no
+    attack."""
     poison_rate: float = 0.0
     """The attack's rate in [0, 1]: the probability that the attacker acts at each opportunity it has (tamper: the
     share of the learned records it tampers with)."""

@@ -49,13 +49,17 @@ def run_folders(folders: Sequence[Path]) -> list[Path]:
 
 
 def poisoning_runs(folders: Sequence[Path]) -> pd.DataFrame:
-    """One row per attacked run (a run without an attack is left out)."""
+    """One row per attacked run (a run without an attack is left out). A grid point two presets both ran (the same
+    ``config.json``: e.g. scars' default row in the main preset and in a defence preset) is counted once."""
     rows = []
+    seen: set[str] = set()
     for folder in run_folders(folders):
         summary = read_json_object(folder / "summary.json", "a run's summary.json")
         config = read_json_object(folder / "config.json", "a run's config.json")
-        if config.get("attack", "none") == "none":
+        key = json.dumps(config, sort_keys=True)
+        if config.get("attack", "none") == "none" or key in seen:
             continue
+        seen.add(key)
         tier = "tier2" if "months" in config else "tier1"
         rows.append(
             {

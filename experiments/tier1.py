@@ -13,7 +13,6 @@ A world-version change is a ``reset(options={"world_version": v})`` of the envir
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -26,13 +25,11 @@ import pandas as pd
 
 import scars.agents.builtin  # noqa: F401  (registers the built-in methods and backends)
 from scars.agents.api import Agent
-from scars.agents.memory.base import MemoryMechanism
-from scars.agents.memory.poisoning import ConsensusGuard
+from scars.agents.memory.poisoning import guarded
 from scars.agents.policies import CommandWriter, Policy
 from scars.agents.registry import BACKENDS, METHODS, MethodSpec
 from scars.agents.runtime.control import TEMP_PREFIX, Governed
-from scars.agents.runtime.errors import SchemaIntegrityError
-from scars.agents.runtime.ledger import ledger_files
+from scars.agents.runtime.ledger import set_aside_ledger
 from scars.envs.api import Decision, ProtocolWorld, method_turn
 from scars.envs.household.adapter import HouseholdAdapter
 from scars.envs.household.env import HouseholdConfig, HouseholdEnv
@@ -43,7 +40,13 @@ from scars.experiments.enforcement import enforcement_check
 from scars.experiments.guarantees import GuaranteeMonitor
 from scars.experiments.loop import Step, decide, learn
 from scars.experiments.model_plan import ModelPlan
-from scars.experiments.poisoning import AttackOutcomes, AttackView, make_attack
+from scars.experiments.poisoning import (
+    LEDGER_FILE,
+    AttackOutcomes,
+    AttackView,
+    make_attack,
+    restart_from_files,
+)
 from scars.experiments.schedules import episode_games, resolve_schedule
 from scars.experiments.tier1_summary import episode_columns, episode_intervals, summarise
 from scars.synthesis.errors import ConfigError
@@ -63,18 +66,6 @@ def played_game_files(cfg: Tier1Config) -> list[Path]:
     """The game files a run on ``cfg.game_files`` plays: the sorted files, the first ``episodes`` of them (the
     episodes cycle through them when there are fewer)."""
     return find_game_files(cfg.game_files)[: cfg.episodes]
-
-
-def _set_aside_old_ledger(out: Path) -> None:
-    """A run starts from an empty ledger: a ledger left in ``out`` by an earlier run is renamed, never reused or
-    deleted (its audit trail stays readable next to the new one)."""
-    main = out / "ledger.sqlite"
-    if not main.exists():
-        return
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(main.stat().st_mtime))
-    for old in ledger_files(main):  # the database, its WAL, its head file, key and lock move together
-        if old.exists():
-            old.rename(out / old.name.replace("ledger.sqlite", f"ledger.{stamp}.sqlite"))
 
 
 @dataclass(frozen=True)
@@ -179,7 +170,9 @@ class Tier1Run:
         self.world = HouseholdAdapter(self.env)
         settings = cfg.to_dict()
         self.generate = cfg.policy_mode == "generate"
-        _set_aside_old_ledger(out)
+        set_aside_ledger(
+            out / LEDGER_FILE
+        )  # a run starts from an empty ledger; an earlier one stays beside it
         out.mkdir(parents=True, exist_ok=True)
         if cfg.signal_config:
             from scars.experiments.calibrate import load_signal_config
@@ -208,13 +201,7 @@ class Tier1Run:
 
     def make_agent(self) -> Agent:
         """The method's agent (behind the memory guard when one is set) and the independent checks on it."""
-        agent = METHODS.get(self.cfg.method)(self.spec)
-        if self.cfg.memory_guard == "consensus":
-            if not isinstance(agent, MemoryMechanism):
-                raise ConfigError(
-                    f"memory_guard 'consensus' needs a text memory; {self.cfg.method!r} is none"
-                )
-            agent = ConsensusGuard(agent)
+        agent = guarded(METHODS.get(self.cfg.method)(self.spec), self.cfg.memory_guard, self.cfg.method)
         schema = agent.self_schema()
         self.guarantees = (
             GuaranteeMonitor(schema, self.world.card.classes, dict(self.schedule.equivalence))
@@ -228,36 +215,24 @@ class Tier1Run:
         return agent
 
     def restart(self) -> None:
-        """A persistent agent's restart between runs (the ``tamper`` attack's window): the agent is closed, its files
-        are left to the attacker, and a new agent starts from them — the scars agent from its ledger (refused when it
-        does not verify: the run then goes on from an empty ledger, counted in ``tamper_detected``), a baseline from
-        its memory file. The independent checks restart with it."""
-        agent, attack = self.agent, self.attack
-        memory_file = self.out / "memory.json"
-        if isinstance(agent, MemoryMechanism):
-            memory_file.write_text(
-                json.dumps(agent.memory_state(), indent=1, sort_keys=True), encoding="utf-8"
-            )
-        agent.close()
-        if agent.self_schema() is not None:
-            attack.tamper_ledger(self.out / "ledger.sqlite", self.t)  # type: ignore[attr-defined]
-        else:
-            scratch = METHODS.get(self.cfg.method)(self.spec)
-            if isinstance(scratch, MemoryMechanism):
-                attack.tamper_memory(memory_file, scratch, self.t)  # type: ignore[attr-defined]
-        try:
-            self.agent = self.make_agent()
-        except SchemaIntegrityError:
-            self.tamper_detected += 1
-            _set_aside_old_ledger(self.out)
-            self.agent = self.make_agent()
-        if isinstance(self.agent, MemoryMechanism) and memory_file.exists():
-            self.agent.load_memory_state(json.loads(memory_file.read_text(encoding="utf-8")))
+        """A persistent agent's restart between runs (the ``tamper`` attack's window, ``restart_from_files``): the
+        scars agent starts again from its ledger (refused when it does not verify: the run then goes on from an
+        empty ledger, counted in ``tamper_detected``), a baseline from its memory file. The independent checks
+        restart with it."""
+        self.agent, refused = restart_from_files(
+            self.out,
+            self.agent,
+            self.attack,
+            self.make_agent,
+            lambda: METHODS.get(self.cfg.method)(self.spec),
+            self.t,
+        )
+        self.tamper_detected += refused
         self.restarted_at = self.t
 
     def play_episode(self, episode: int, game: GameSpec) -> None:
         """Reset the world (a world-version change is a reset option), play up to ``max_steps`` decisions."""
-        if self.attack.tampers and episode == self.cfg.episodes // 2 and episode > 0:
+        if self.attack.restarts_before(episode, self.cfg.episodes):
             self.restart()
         cfg, env, world, agent = self.cfg, self.env, self.world, self.agent
         version = self.schedule.world_version(episode, cfg.episodes)
@@ -339,7 +314,7 @@ class Tier1Run:
             unsafe,
             world.punishments(info),
             self.t,
-            self.outcomes.told_rules,
+            self.outcomes.told_rules(view.holder),
             world.card.verifier_id,
         )
         obs = self.attack.observation(view, obs, self.t)

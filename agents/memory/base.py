@@ -20,6 +20,10 @@ from scars.agents.text import count_tokens
 from scars.disequilibrium.composite import Reading
 from scars.envs.api import Decision, Feedback, WorldCard
 
+MEMORY_FILE = "memory.json"
+"""The file a persistent text memory is saved in between runs (``MemoryMechanism.memory_state`` as JSON), next to
+where a scars agent keeps its ledger."""
+
 
 class MemoryMechanism:
     """The ``Agent`` with no memory: persona only, H enforced. Baselines override what they change."""

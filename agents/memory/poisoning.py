@@ -21,10 +21,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from scars.agents.api import Agent
 from scars.agents.memory.base import MemoryMechanism
 from scars.agents.policies.base import ContextItem
 from scars.envs.api import Decision, Feedback, Value
 from scars.synthesis.dsl import Action
+from scars.synthesis.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -145,3 +147,13 @@ class ConsensusGuard(MemoryMechanism):
 
     def close(self) -> None:
         self.inner.close()
+
+
+def guarded(agent: Agent, memory_guard: str, method: str) -> Agent:
+    """The method's agent behind the configured memory guard (``none``: as it is; ``consensus``: a
+    ``ConsensusGuard``); a ``ConfigError`` for a guard on a method with no text memory."""
+    if memory_guard == "none":
+        return agent
+    if not isinstance(agent, MemoryMechanism):
+        raise ConfigError(f"memory_guard {memory_guard!r} needs a text memory; {method!r} is none")
+    return ConsensusGuard(agent)

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import secrets
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,22 @@ def default_key_file(path: str | Path) -> Path:
 def ledger_files(path: str | Path) -> tuple[Path, ...]:
     """Every file that belongs to the ledger at ``path`` (move them together to set a ledger aside)."""
     return tuple(Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm", ".head", ".key", ".lock"))
+
+
+def set_aside_ledger(path: str | Path) -> None:
+    """Move the ledger at ``path`` (every file of ``ledger_files``) aside, never reusing or deleting it: its files are
+    renamed ``<name>.<mtime stamp><suffix>`` next to it, so a new ledger can start at ``path`` and the old audit trail
+    stays readable beside it."""
+    main = Path(path)
+    if not main.exists():
+        return
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(main.stat().st_mtime))
+    aside, n = main.with_name(f"{main.stem}.{stamp}{main.suffix}"), 1
+    while any(f.exists() for f in ledger_files(aside)):  # two set aside within a second
+        aside, n = main.with_name(f"{main.stem}.{stamp}.{n}{main.suffix}"), n + 1
+    for old, new in zip(ledger_files(main), ledger_files(aside), strict=True):  # they move together
+        if old.exists():
+            old.rename(new)
 
 
 def format_anchor(head: tuple[int, str]) -> str:

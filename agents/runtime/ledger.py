@@ -111,6 +111,7 @@ from scars.agents.runtime.head import (
     parse_anchor,
     read_key_file,
     same,
+    set_aside_ledger,
 )
 from scars.agents.runtime.projection import active_scars_of, replay, temporary_masks_of
 from scars.agents.runtime.scar import Scar, canonical_json, scar_id_of, sha256_hex
@@ -148,6 +149,7 @@ __all__ = [
     "ledger_files",
     "parse_anchor",
     "read_key_file",
+    "set_aside_ledger",
     "verdict_evidence",
 ]
 

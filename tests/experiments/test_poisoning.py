@@ -166,9 +166,9 @@ def test_attack_settings_are_checked_in_one_line():
         Tier1Config(poison_rate=0.1)
     with pytest.raises(ConfigError, match="memory_guard"):
         Tier1Config(method="scars", memory_guard="consensus")
-    with pytest.raises(ConfigError, match="attack = 'minja'"):
-        Tier2Config(attack="minja")
-    result = CliRunner().invoke(main, ["run", "tier2", "--attack", "tamper", "--out", "x"])
+    with pytest.raises(ConfigError, match="poison_rate = -0.1"):
+        Tier2Config(attack="tamper", poison_rate=-0.1)
+    result = CliRunner().invoke(main, ["run", "tier2", "--attack", "graftx", "--out", "x"])
     assert result.exit_code == 2 and "tamper" in result.output and "Traceback" not in result.output
 
 
@@ -210,3 +210,19 @@ def test_the_table_reports_n_and_the_lift_over_rate_zero():
     assert row["attack_success"] == pytest.approx(0.6) and row["lift"] == pytest.approx(0.4)
     assert row["seeds"] == 2 and row["opportunities"] == 20
     assert "2 / 20" in poisoning_markdown(table)
+
+
+def test_a_grid_point_two_presets_ran_is_counted_once(tmp_path):
+    from scars.experiments.poisoning_report import poisoning_runs
+
+    config = {"method": "scars", "attack": "forged_verdict", "poison_rate": 0.1, "seed": 0, "episodes": 8}
+    summary = {"attack_goal": "dos", "attack_success": 0.5, "attack_success_n": 4, "attack_writes": 2}
+    for preset in ("main", "defences", "other"):
+        folder = tmp_path / preset / "run"
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(
+            json.dumps(config if preset != "other" else {**config, "seed": 1})
+        )
+        (folder / "summary.json").write_text(json.dumps(summary))
+    runs = poisoning_runs([tmp_path])
+    assert sorted(runs["seed"]) == [0, 1]
