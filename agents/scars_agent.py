@@ -335,9 +335,10 @@ class ScarsAgent:
             return
         best = int(np.argmax(np.asarray(logits, dtype=np.float64)))
         ids = next((ids for i, ids in governed.fired if i == best), ())
-        active = set(self.store.plane.active_ids)
-        scars = frozenset(x for x in ids if x in active)
-        if scars and scars == set(ids):  # H, a temporary mask or a fallback did not take part
+        if not ids:
+            return  # the proposal was not masked (most decisions)
+        scars = frozenset(x for x in ids if x in self.store.plane)
+        if len(scars) == len(set(ids)):  # H, a temporary mask or a fallback did not take part
             self._blocked_now.append(
                 BlockedProposal(
                     scars, decision.context, decision.actions[best], (decision.episode, decision.step)
@@ -818,6 +819,11 @@ class ScarsAgent:
                 batch.setdefault(scar.id, (scar, ticket))
         if arrived is not None and not ready:
             return  # waits for the rest of its batch
+        tickets = {ticket for _, ticket in batch.values()}
+        for sid in list(
+            self._narrow_results
+        ):  # a scar answering for several wide ones goes to the merge once
+            self._narrow_results[sid] = [r for r in self._narrow_results[sid] if r[1] not in tickets]
         batch = {sid: (self._takes_over(scar, ready), ticket) for sid, (scar, ticket) in batch.items()}
         self._retire_narrowed([scar for scar, _ in batch.values()], frozenset(ready))
         for scar, ticket in batch.values():

@@ -283,3 +283,36 @@ def test_scars_widened_to_forbid_their_verb_trip_prop3_in_a_run(tmp_path, monkey
     assert s["scars_admitted"] > 0
     assert s["prop3_ok"] is False, s["prop3"]
     assert s["prop3"]["exceeds_configured_bound"] + s["prop3"]["exceeds_own_l_drift_bound"] > 0
+
+
+def _reattributed(rule: str, q: dict) -> Scar:
+    """A scar bringing the failure of ``_scar()`` (same episode and step: the same failure id) re-attributed to q."""
+    failure = Failure(q, (SINK,), "no_cup_in_sink", FailureSource(episode=0, step=3))
+    return Scar(
+        parse_rule(rule), (failure.to_json(),), Provenance(synthesiser_settings=(("drift_budget", 0.5),))
+    )
+
+
+@pytest.mark.parametrize("covers", [True, False])
+def test_a_re_attributed_failure_is_owed_by_the_scar_that_brings_it(store, covers):
+    """Narrowing retires a wide scar and admits one that brings the same failure re-attributed (a variable the first
+    attribution dropped). The failure is then owed as attributed there: it passes when the new scar covers that
+    attribution, and fires Prop. 1 when it does not — the failure is handed on, never dropped."""
+    monitor = GuaranteeMonitor(store)
+    wide = _scar(parse_rule('if action.recep == "sinkbasin 1" then forbid_env_action("clean")'))
+    equilibrate(store, [wide], [], merge_mode="append")
+    _decide(monitor, store, 0)
+    store.retire(wide.id, reason="narrowed: test")
+    held = (
+        "cup" if covers else "plate"
+    )  # the fault: the new scar does not mask the failure as it re-attributed it
+    narrow = _reattributed(
+        f'if action.recep == "sinkbasin 1" and held_type == "{held}" then forbid_env_action("clean")',
+        {"location": "sinkbasin 1", "held_type": "cup"},
+    )
+    equilibrate(store, [narrow], [], merge_mode="append")
+    _decide(monitor, store, 1)
+    s = monitor.summary()
+    assert s["prop1_ok"] is covers
+    if not covers:
+        assert s["prop1"]["first"]["scar"] == narrow.id
