@@ -60,16 +60,19 @@ from scars.synthesis.retirement import VerifiedSuccess, decide_retirement, scope
 
 ABLATIONS: tuple[str, ...] = (
     "none",
-    "storm_only",
-    "hard_blocklist",
-    "no_mdl",
-    "no_drift_loss",
-    "no_ilp_merge",
-    "text_reflection_scar",
-    "llm_only_patch",
-    "soft_bias_only",
-    "no_narrowing",
+    "no_mdl",  # drop the description-length term C from the objective
+    "no_drift_loss",  # β3 = 0
+    "no_ilp_merge",  # append admitted scars without merging or garbage collection
+    "text_reflection_scar",  # synthesised rules go to the prompt as text instead of being enforced
+    "llm_only_patch",  # the rule is generated directly (one proposal, no search) instead of by MCTS
+    "soft_bias_only",  # finite negative bias instead of −∞
+    "storm_only",  # control: storm control's temporary masks alone, no synthesis (how much of the gain is any mask)
+    "hard_blocklist",  # control: block exactly the failing action in exactly that situation, forever, no synthesis
+    "no_narrowing",  # a scar that blocked a lost task is never narrowed (issue 24's narrowing off)
+    "no_contradiction",  # γ = 0: the z_C term of d_t weighs nothing (what z_C changes, issue 24 #6)
 )
+"""``none`` and the scars ablations and controls, in the order of the paper's table (§6.4); each is one
+setting of ``ScarsAgentConfig.for_ablation``."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,13 @@ class ScarsAgentConfig:
             )
         elif ablation == "no_narrowing":  # a scar that blocked a lost task stays as wide as it was learned
             settings["narrow"] = False
+        elif (
+            ablation == "no_contradiction"
+        ):  # γ = 0: z_C is read but weighs nothing (the other weights renormalised)
+            base = overrides.pop("signal", None) or DisequilibriumConfig()
+            alpha, beta, _, delta = base.weights
+            total = alpha + beta + delta
+            settings["signal"] = replace(base, weights=(alpha / total, beta / total, 0.0, delta / total))
         elif ablation == "soft_bias_only":
             settings["mask_mode"] = "soft"
             weights = replace(weights, mask_mode="soft")
@@ -294,6 +304,7 @@ class ScarsAgent:
         self.narrowings = {
             "lost_episodes_with_blocks": 0,
             "syntheses": 0,
+            "syntheses_not_run": 0,
             "replaced": 0,
             "consolidations_refused": 0,
         }
@@ -330,20 +341,34 @@ class ScarsAgent:
         return governed
 
     def _note_blocked(self, decision: Decision, logits: np.ndarray, governed: Governed) -> None:
-        """The model's proposal (its most likely action) masked by scars alone: kept for narrowing."""
+        """The model's proposals masked by scars alone, kept for narrowing: its most likely action and its runner-up
+        (its next choice, when the model ranks it above the bulk of the actions: the alternative route it would
+        take). The habitual step is often the failure itself — the scar is right to block it — while the scar's
+        width shows on the alternative it also blocks (another basin, another microwave)."""
         if not self.config.narrow or not len(logits):
             return
-        best = int(np.argmax(np.asarray(logits, dtype=np.float64)))
-        ids = next((ids for i, ids in governed.fired if i == best), ())
-        if not ids:
-            return  # the proposal was not masked (most decisions)
-        scars = frozenset(x for x in ids if x in self.store.plane)
-        if len(scars) == len(set(ids)):  # H, a temporary mask or a fallback did not take part
-            self._blocked_now.append(
-                BlockedProposal(
-                    scars, decision.context, decision.actions[best], (decision.episode, decision.step)
+        scores = np.asarray(logits, dtype=np.float64)
+        best = int(np.argmax(scores))
+        proposals = [best]
+        if len(scores) > 2:
+            second = int(np.argsort(-scores, kind="stable")[1])
+            if scores[second] > float(np.median(scores)):
+                proposals.append(second)
+        masked = governed.masked
+        if not any(masked[i] for i in proposals):
+            return  # no proposal was masked (most decisions)
+        fired = dict(governed.fired)
+        for i in proposals:
+            ids = fired.get(i, ())
+            if not ids:
+                continue
+            scars = frozenset(x for x in ids if x in self.store.plane)
+            if len(scars) == len(set(ids)):  # H, a temporary mask or a fallback did not take part
+                self._blocked_now.append(
+                    BlockedProposal(
+                        scars, decision.context, decision.actions[i], (decision.episode, decision.step)
+                    )
                 )
-            )
 
     def memory_texts(self, decision: Decision) -> list[str]:
         """The active scars as printed rules; the prompt's rule texts when they are not enforced."""
@@ -376,7 +401,9 @@ class ScarsAgent:
             )
             self.history.append(record)
             self._meet(record)
-        base = np.asarray(feedback.logits, dtype=np.float64)
+        # z_C reads what the model first proposed, before the masks made it re-plan
+        first = feedback.logits if feedback.proposal is None else feedback.proposal
+        base = np.asarray(first, dtype=np.float64)
         probs = np.exp(base - base.max()) if len(base) else base
         proposal = tuple(zip(d.actions, (probs / probs.sum()).tolist(), strict=True)) if len(base) else ()
         reading = self.monitor.observe(
@@ -495,8 +522,13 @@ class ScarsAgent:
             for sid in sids:
                 self._narrow_wait.setdefault(sid, set()).add(fragment.id)
             self.narrowings["syntheses"] += 1
-            decision = self.storm.on_disequilibrium(self.t, fragment, context=record.context)
+            decision = self.storm.on_resynthesis(self.t, fragment, context=record.context)
             self._carry_out(decision.requests)
+            if decision.outcome != "queued":
+                # a full queue merged or dropped it: no synthesis of its own will come back, and the wide scar's
+                # batch must not wait for one forever
+                self.narrowings["syntheses_not_run"] += 1
+                self._narrowed(fragment.id, None)
 
     def _recorded(self, failure: Failure) -> RecordedStep | None:
         """The recorded step of a failure (None once it left the history window)."""
@@ -1049,6 +1081,7 @@ class ScarsAgent:
             "punishments_rejected": self.punishments_rejected,
             "narrowing_lost_episodes": self.narrowings["lost_episodes_with_blocks"],
             "narrowing_syntheses": self.narrowings["syntheses"],
+            "narrowing_syntheses_not_run": self.narrowings["syntheses_not_run"],
             "narrowing_replaced": self.narrowings["replaced"],
             "narrowing_consolidations_refused": self.narrowings["consolidations_refused"],
             "synthesis_median_seconds": float(np.median(seconds)) if seconds else None,
@@ -1073,6 +1106,7 @@ class ScarsAgent:
                         {str(x.get("theta", "")) for x in scar.evidence if isinstance(x, Mapping)}
                     ),
                     "active": scar.id in self.store.plane,
+                    "env_version": scar.scope.env_version,
                 }
                 for scar in (Scar.from_json(e.payload) for e in events if e.type == "scar_admitted")
             ],

@@ -192,6 +192,7 @@ class StormStats:
     awaiting_admission: int
     max_queue_seen: int
     triggers: int
+    resyntheses: int
     submitted: int
     deduplicated: int
     merged: int
@@ -261,12 +262,14 @@ class StormController:
         self.signature = signature
         self._tickets = itertools.count(1)
         self._mask_numbers = itertools.count(1)
+        self._resynthesis_numbers = itertools.count(1)
         self._entries: dict[int, _Entry] = {}  # live entries, in creation order
         self._by_signature: dict[Hashable, int] = {}
         self._last_submit_step: int | None = None
         self._counts = dict.fromkeys(
             (
                 "triggers",
+                "resyntheses",
                 "submitted",
                 "deduplicated",
                 "merged",
@@ -309,6 +312,23 @@ class StormController:
             requests = StormRequests(lifts=lifts) + self._dispatch(step)
             return StormDecision("deduplicated", sig, mask_id, ticket, requests)
 
+        record, mask = self._mask(step, sig, failure, context)
+        outcome, ticket = self._enqueue(record)
+        requests = StormRequests(masks=(mask,), lifts=lifts) + self._dispatch(step)
+        return StormDecision(outcome, sig, record.mask_id, ticket, requests)
+
+    def on_resynthesis(
+        self, step: int, failure: Failure, *, context: Mapping[str, Any] | None = None
+    ) -> StormDecision:
+        """A deliberate new synthesis of a failure that was handled already (narrowing: the scar learned from it blocked
+        a lost task, ``synthesis.narrowing``). It gets a queue entry of its own even while the failure's signature is
+        pending — a rejected candidate's mask lapsing, an earlier narrowing in flight — which ``on_disequilibrium``
+        would deduplicate: this request is not a repeat of the failure but a new question about it. Queue bounds,
+        cooldown and the in-flight limit apply as to any entry."""
+        self._counts["resyntheses"] += 1
+        context = dict(failure.q if context is None else context)
+        lifts = self._expire(step)
+        sig = ("resynthesis", next(self._resynthesis_numbers), self.signature(failure))
         record, mask = self._mask(step, sig, failure, context)
         outcome, ticket = self._enqueue(record)
         requests = StormRequests(masks=(mask,), lifts=lifts) + self._dispatch(step)

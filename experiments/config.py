@@ -25,25 +25,13 @@ from scars.agents.builtin import COMPARISON
 from scars.agents.policies.base import POLICY_MODES
 from scars.agents.policies.hf import DEVICES, DTYPES
 from scars.agents.policies.openai_server import CHOICE_PARAMS
+from scars.agents.scars_agent import ABLATIONS  # the agent owns its ablations
 from scars.envs.api import ORACLES, VERDICT_PROTOCOLS
 from scars.synthesis.errors import ConfigError
 
 METHODS: tuple[str, ...] = COMPARISON
 """The methods of the paper's comparison (``scars demo``, the sweeps, the paper protocol): scars and every built-in
 text baseline, from the registry (``agents.builtin.COMPARISON``); any name in ``agents.registry.METHODS`` can run."""
-ABLATIONS: tuple[str, ...] = (
-    "none",
-    "no_mdl",  # drop the description-length term C from the objective
-    "no_drift_loss",  # β3 = 0
-    "no_ilp_merge",  # append admitted scars without merging or garbage collection
-    "text_reflection_scar",  # synthesised rules go to the prompt as text instead of being enforced
-    "llm_only_patch",  # the rule is generated directly (one proposal, no search) instead of by MCTS
-    "soft_bias_only",  # finite negative bias instead of −∞
-    "storm_only",  # control: storm control's temporary masks alone, no synthesis (how much of the gain is any mask)
-    "hard_blocklist",  # control: block exactly the failing action in exactly that situation, forever, no synthesis
-    "no_narrowing",  # a scar that blocked a lost task is never narrowed (issue 24's narrowing off)
-)
-"""``none`` and the scars ablations and controls, in the order of the paper's table (§6.4)."""
 EXECUTORS: tuple[str, ...] = ("inprocess", "ray")
 from scars.agents.text import EMBEDDERS  # noqa: E402  (the text module owns the embedders)
 

@@ -333,6 +333,7 @@ def learn(
                 won,
                 step.utterance,
                 unsafe,
+                None if step.proposal is None else tuple(float(x) for x in step.proposal),
             )
         )
     if reading is None:

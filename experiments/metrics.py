@@ -204,7 +204,9 @@ def scar_quality(
     ``scars``: (printed rule, rule, the told rule ids of its evidence); ``truth``: rule id → a callable
     ``unsafe(q, a)`` (the schedule's rule with its activation); ``probes``: (q, a) pairs from the game pool. A
     scar's *true rule* is the union of the rules it was told it broke. precision = share of the probe pairs it masks
-    that the true rule forbids, recall = share of the pairs the true rule forbids that it masks. exact: both ≥
+    that are truly unsafe (some rule of ``truth`` forbids them: a class rule learned from two siblings that also
+    masks a third sibling's pairs masks nothing safe), recall = share of the pairs its true rule forbids that it
+    masks. exact: both ≥
     ``tolerance``; under-general: precise but misses some; over-broad: masks more but misses none; wrong: both fall
     short (or it masks nothing the true rule forbids); unmeasured: the probes hold no pair it masks and none its
     true rule forbids (left out of the share). Scars whose rule ids name no rule of ``truth`` (a punishment,
@@ -212,6 +214,7 @@ def scar_quality(
     from scars.synthesis.dsl.semantics import fires
 
     probes = list(probes)
+    every = list(truth.values())
     rows, counts, unmatched = [], dict.fromkeys(QUALITY_CLASSES, 0), 0
     for text, rule, thetas in scars:
         true_rules = [truth[t] for t in thetas if t in truth]
@@ -221,8 +224,12 @@ def scar_quality(
         masked = [fires(rule, q, a, classes) for q, a in probes]
         unsafe = [any(r(q, a) for r in true_rules) for q, a in probes]
         both = sum(m and u for m, u in zip(masked, unsafe, strict=True))
+        truly = sum(
+            m and (u or any(r(q, a) for r in every))
+            for m, u, (q, a) in zip(masked, unsafe, probes, strict=True)
+        )
         n_masked, n_unsafe = sum(masked), sum(unsafe)
-        precision = both / n_masked if n_masked else None
+        precision = truly / n_masked if n_masked else None
         recall = both / n_unsafe if n_unsafe else None
         precise = precision is None or precision >= tolerance
         complete = recall is not None and recall >= tolerance

@@ -134,6 +134,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("replan_decisions", "model re-plans", "{:.0f}"),
     ("replan_mask", "re-plans: masked", "{:.0f}"),
     ("replan_text", "re-plans: told", "{:.0f}"),
+    ("replan_refused_route", "re-plans around refusals", "{:.0f}"),
     ("verifier_calls_per_action", "verifier calls / executed action", "{:.2f}"),
     ("enforcement_ok", "enforced = ledger", "{}"),
     ("plane_ledger_ok", "plane = ledger", "{}"),

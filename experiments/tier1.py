@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,7 @@ from scars.experiments.poisoning import (
 )
 from scars.experiments.schedules import episode_games, resolve_schedule
 from scars.experiments.tier1_summary import episode_columns, episode_intervals, summarise
+from scars.synthesis.dsl import Action
 from scars.synthesis.errors import ConfigError
 
 
@@ -136,7 +138,15 @@ def run_tier1(
         run.agent.close()
     steps = pd.DataFrame(run.rows)
     episodes = episode_columns(steps, pd.DataFrame(run.episode_rows), run.schedule.equivalence)
-    summary = summarise(cfg, steps, episodes, run.schedule.equivalence, run.schedule.heldout, agent_stats)
+    summary = summarise(
+        cfg,
+        steps,
+        episodes,
+        run.schedule.equivalence,
+        run.schedule.heldout,
+        agent_stats,
+        tuple(run.met.values()),
+    )
     summary.update(episode_intervals(episodes, cfg.seed))
     summary.update(run.outcomes.summary(agent_stats, cfg.seed))
     if cfg.game_files:  # which of ALFWorld's games the result is about
@@ -197,6 +207,8 @@ class Tier1Run:
         self.label = method_label(cfg)
         self.rows: list[dict[str, Any]] = []
         self.episode_rows: list[dict[str, Any]] = []
+        self.met: dict[tuple, tuple[Mapping[str, Any], Action]] = {}
+        """Every (state, control action) pair the run met: probe pairs of scar quality beside the game pool's."""
         self.t = 0
 
     def make_agent(self) -> Agent:
@@ -269,6 +281,7 @@ class Tier1Run:
                 "violations": violations,
                 "memory_tokens": self.rows[-1]["memory_tokens"],
                 "replans": plan.replans,
+                "refused_routes": plan.counts.get("refused_route", 0),
             }
         )
 
@@ -280,6 +293,7 @@ class Tier1Run:
         cfg, world, agent = self.cfg, self.world, self.agent
         q, actions = decision.context, decision.actions
         flagged = [[v.rule_id for v in world.check(q, a)] for a in actions]
+        self.meet(q, actions)
         prior = plan.prior(actions)
         view = self.attack_view(decision, flagged, prior)
         choice = decide(
@@ -364,6 +378,14 @@ class Tier1Run:
             self.on_step(agent, row)
         self.t += 1
         return row, len(verdicts), obs, info, bool(terminated or truncated)
+
+    def meet(self, q: Mapping[str, Any], actions: tuple[Action, ...]) -> None:
+        """Keep the decision's control actions in their state as probe pairs (once per distinct pair)."""
+        frozen = MappingProxyType(dict(q))
+        items = tuple(sorted(frozen.items()))
+        for a in actions:
+            if a.is_control:
+                self.met.setdefault((items, a), (frozen, a))
 
     def attack_view(self, decision: Decision, flagged: list[list[str]], prior: np.ndarray) -> AttackView:
         """What the attacker knows here (the world's rules, the task's route), from the experiment's own checks:

@@ -45,8 +45,9 @@ def episode_columns(steps: pd.DataFrame, episodes: pd.DataFrame, equivalence: di
     return episodes
 
 
-def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[str, Any]:
-    """The paper's metrics for one run, from its tables (and the scars agent's own statistics)."""
+def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats, met=()) -> dict[str, Any]:
+    """The paper's metrics for one run, from its tables (and the scars agent's own statistics); ``met``: the
+    (state, control action) pairs the run met, probe pairs of scar quality beside the game pool's."""
     rvr = repeat_violation_rate(steps, dict(equivalence))
     per_rule = repeat_violation_rate(steps)
     heldout_rate, heldout_seen = first_exposure_violation_rate(steps, heldout)
@@ -77,6 +78,8 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
         # the re-plan help, counted per method and by why the model re-planned (experiments.loop.REPLAN_REASONS)
         "replan_decisions": int((steps["replan"] != "").sum()),
         **{f"replan_{why}": int((steps["replan"] == why).sum()) for why in REPLAN_REASONS},
+        # decisions at which no route avoided the controller's rules and the model planned around its refusals
+        "replan_refused_route": int(episodes["refused_routes"].sum()) if "refused_routes" in episodes else 0,
         "steps": len(steps),
         "episodes": len(episodes),
         "signal": signal_summary(steps),
@@ -130,7 +133,7 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats) -> dict[s
     summary["tv_drift_mean"] = float(np.mean(tvs)) if tvs else None
     summary["tv_drift_scars"] = len(tvs) if scars else None
     if agent_stats.get("learned_scars") is not None:
-        summary["scar_quality"] = quality = scar_quality_of(cfg, agent_stats["learned_scars"])
+        summary["scar_quality"] = quality = scar_quality_of(cfg, agent_stats["learned_scars"], met)
         summary["scars_exact_or_under_general"] = quality.get("exact_or_under_general")
     if summary.get("prop2"):  # Prop. 2's figures beside its check, for the tables
         summary["prop2_K"] = summary["prop2"]["K"]
@@ -168,9 +171,23 @@ def rule_truth(rule):
     return unsafe
 
 
-def scar_quality_of(cfg: Tier1Config, learned: list[dict[str, Any]]) -> dict[str, Any]:
-    """Every scar the run admitted, classified against the schedule's true rules on probe pairs of its game pool
-    (``experiments.metrics.scar_quality``)."""
+def scoped_rule(rule, env_version: str | None):
+    """The rule a scar applies: a scar scoped to a world version masks nothing under another one (it retires at
+    the change), so its quality is measured with that scope as one more literal of its guard."""
+    from scars.synthesis.dsl import And, Compare, Rule
+
+    if env_version is None:
+        return rule
+    version = Compare("world_version", "==", int(env_version))
+    return Rule(And((version, rule.guard)), rule.mask)
+
+
+def scar_quality_of(cfg: Tier1Config, learned: list[dict[str, Any]], met=()) -> dict[str, Any]:
+    """Every scar the run admitted, classified against the schedule's true rules (``experiments.metrics.scar_quality``)
+    on probe pairs: every control action at the states of the expert routes of pool games (the same for every
+    method) and, with ``met``, at every state the run itself met — where its scars acted (a scar keyed on a
+    held object the expert never carries to that drawer masks nothing on the expert's routes, and would be
+    counted wrong unseen)."""
     from scars.envs.household.world import OBJECT_CLASSES
     from scars.experiments.metrics import scar_quality
     from scars.experiments.schedules import probe_pairs
@@ -178,8 +195,13 @@ def scar_quality_of(cfg: Tier1Config, learned: list[dict[str, Any]]) -> dict[str
 
     key, schedule = resolve_schedule(cfg.schedule, cfg.schedule_file)
     truth = {r.id: rule_truth(r) for r in schedule.rule_schedule(cfg.episodes).rules}
-    scars = [(s["rule"], parse_rule(s["rule"]), s["told"]) for s in learned]
-    return scar_quality(scars, truth, probe_pairs(key, cfg.seed), OBJECT_CLASSES)
+    scars = [
+        (s["rule"], scoped_rule(parse_rule(s["rule"]), s.get("env_version")), s["told"]) for s in learned
+    ]
+    pool = probe_pairs(key, cfg.seed)
+    seen = {(tuple(sorted(q.items())), a) for q, a in pool}
+    extra = tuple((q, a) for q, a in met if (tuple(sorted(q.items())), a) not in seen)
+    return scar_quality(scars, truth, (*pool, *extra), OBJECT_CLASSES)
 
 
 def episode_intervals(episodes: pd.DataFrame, seed: int) -> dict[str, Any]:

@@ -6,9 +6,14 @@ object type (``cup`` in the sink, ``plate`` in the sink, …) the class rule is 
 least general generalisation over conjunctions of literals:
 
 * a literal every member has is kept;
+* every other literal of every member must survive at some level of its argument (the instance, its type, a class
+  of either): a member whose condition no kept literal generalises (``action.obj == "potato 1"`` beside an
+  appliance scar that never named the object) would be forgotten, so the group has no consolidation — the lgg of
+  "anything in microwave 1" and "potato 1 in any microwave" is "anything in any microwave", wider than either;
 * a feature some member compares with ``==`` is read off the group's failures: one value on all of them stays an
   equality, two or more members of one equivalence class become ``in_class(feature, C)`` (the smallest such class of
-  the world's), anything else is dropped (the least general generalisation: never wider than the failures need);
+  the world's), instances no class holds meet at their type (``cabinet 1`` and ``cabinet 2`` at ``recep_type ==
+  "cabinet"``);
 * any other literal only some members have is dropped.
 
 A candidate is offered only when it (1) masks every failed action of every failure the group covers, (2) masks no
@@ -93,7 +98,10 @@ def anti_unify(
     ``points``: the failed (q, a) the guards cover. With them the generalisation reads the values off the failures
     rather than the guards' syntax, so two scars that name the same thing at different levels — one an instance
     (``action.obj == "plate 1"``), one a type (``action.obj_type == "mug"``) — still meet: every action argument whose
-    values over the points are two or more members of one class becomes that class literal."""
+    values over the points are two or more members of one class becomes that class literal — when every guard
+    constrains that argument (at either level): a scar that never named the object (``action.recep ==
+    "microwave 1"``) says nothing about the object's class, and lifting its failures' objects to a class would
+    replace its receptacle with a guess no member made."""
     sets = [_literals(g) for g in guards]
     if any(s is None for s in sets) or len(sets) < 2:
         return []
@@ -106,12 +114,15 @@ def anti_unify(
                 equalities.setdefault(lit.feature, []).append(lit.value)
     kept = set(common)
     observed = _point_values(points, set(equalities))
+    named = [{_family(lit.feature) for lit in s if isinstance(lit, Compare | InClass)} for s in literal_sets]
     for feature, values in equalities.items():
         if feature in observed:  # a feature some member names: what the failures say about it
             seen = observed[feature]
             if len(seen) == 1:
                 kept.add(Compare(feature, "==", next(iter(seen))))
                 continue
+            if not all(_family(feature) in n for n in named):
+                continue  # generalised only where every member constrained it
         elif len(values) != len(literal_sets):
             continue  # not every member constrains this feature by equality
         else:
@@ -119,12 +130,44 @@ def anti_unify(
         name = _smallest_class(seen, classes)
         if name is not None:
             kept.add(InClass(feature, name))
+        else:
+            kept.update(_type_level(feature, points, classes))
     for feature, values in _argument_values(points).items():
+        if not all(_family(feature) in n for n in named):
+            continue  # a member that never constrained this argument says nothing about its class
         name = _smallest_class(values, classes) if len(values) >= 2 else None
         if name is not None and not any(isinstance(k, InClass) and k.feature == feature for k in kept):
             kept.add(InClass(feature, name))
+    levels = {_family(k.feature) for k in kept if isinstance(k, Compare | InClass)}
+    for s in literal_sets:  # generalise, never forget: every member's condition survives at some level
+        for lit in s - kept:
+            if not (isinstance(lit, Compare | InClass) and _family(lit.feature) in levels):
+                return []
     guard = _guard(kept)
     return [] if guard is None else [guard]
+
+
+def _type_level(
+    feature: str, points: Sequence[tuple[Context, Action]], classes: Classes | None
+) -> set[Guard]:
+    """Instances no class holds (``cabinet 1``, ``cabinet 2``) meet one level up, at their type: its one value
+    over the failures (``action.recep_type == "cabinet"``) or the smallest class of its values; nothing when the
+    points have no such type feature."""
+    if not feature.startswith("action.") or feature.endswith("_type"):
+        return set()
+    level = f"{feature}_type"
+    seen = _point_values(points, {level}).get(level)
+    if not seen:
+        return set()
+    if len(seen) == 1:
+        return {Compare(level, "==", next(iter(seen)))}
+    name = _smallest_class(seen, classes)
+    return {InClass(level, name)} if name is not None else set()
+
+
+def _family(feature: str) -> str:
+    """The argument a feature reads, at any level: ``action.obj`` and ``action.obj_type`` are both ``obj``."""
+    return feature.removesuffix("_type")
 
 
 def _point_values(points: Sequence[tuple[Context, Action]], features: set[str]) -> dict[str, set]:

@@ -395,19 +395,23 @@ def _contrast_exceptions(
 ) -> list[Guard]:
     """``variable != v`` for a categorical context variable where the agent's own successes of this kind of action
     (``SynthesisData.contrast``) were executed with a value v other than every failure's: the condition that spares
-    them ("open the drawer" succeeded with ``held_type == "none"``, failed with a mug and with a plate in hand).
-    The ``most`` commonest such values per variable."""
+    them ("open the drawer" succeeded with ``held_type == "none"``, failed with a mug and with a plate in hand) —
+    and where a presumption of this kind of action (``SynthesisData.presumed_safe``: a blocked proposal of a lost
+    task) had such a value. The ``most`` commonest such values per variable."""
     failing = {var: set() for var in variables}
     for case in data.D_minus:
         for var in variables:
             if var in case.q:
                 failing[var].add(_key(case.q[var]))
     counts: dict[str, dict] = {var: {} for var in variables}
-    for case, label in zip(data.D_plus, data.contrast, strict=True):
-        if label == 0:
-            continue
+    kinds = {(a.kind, a.name) for a in fragment.F}
+    spared = [case.q for case, label in zip(data.D_plus, data.contrast, strict=True) if label != 0]
+    # a presumption of the same kind of action with a context value no failure had (a blocked proposal of a lost
+    # task: "open the fridge" with empty hands) is offered the same condition — as a candidate, never a veto
+    spared += [q for q, a in data.presumed_safe if (a.kind, a.name) in kinds]
+    for q in spared:
         for var in variables:
-            v = case.q.get(var)
+            v = q.get(var)
             if isinstance(v, str | bool) and _key(v) not in failing[var]:
                 counts[var][_key(v)] = counts[var].get(_key(v), 0) + 1
     out: list[Guard] = []

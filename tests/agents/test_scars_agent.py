@@ -200,8 +200,10 @@ def test_ablations_are_one_setting_each():
     assert ScarsAgentConfig.for_ablation("storm_only").search == "none"
     blocklist = ScarsAgentConfig.for_ablation("hard_blocklist")
     assert (blocklist.search, blocklist.extract, blocklist.storm.rejected_mask_ttl) == ("none", False, 10**9)
+    no_c = ScarsAgentConfig.for_ablation("no_contradiction").signal
+    assert no_c.weights[2] == 0.0 and abs(sum(no_c.weights) - 1.0) < 1e-12
     with pytest.raises(
-        ConfigError, match="unknown ablation .no_such.; known: none, storm_only, hard_blocklist"
+        ConfigError, match="unknown ablation .no_such.; known: none, no_mdl, .*, no_contradiction"
     ):
         ScarsAgentConfig.for_ablation("no_such")
 
@@ -395,6 +397,7 @@ def test_a_scar_that_blocked_a_lost_task_is_narrowed_and_the_wide_one_retired(tm
             assert agent.narrowings | {"consolidations_refused": 0} == {
                 "lost_episodes_with_blocks": 1,
                 "syntheses": 1,
+                "syntheses_not_run": 0,
                 "replaced": 1,
                 "consolidations_refused": 0,
             }
@@ -403,5 +406,42 @@ def test_a_scar_that_blocked_a_lost_task_is_narrowed_and_the_wide_one_retired(tm
             assert agent.store.plane.masked(full, (OPEN_FRIDGE,), 250) == [True]  # the failure stays covered
         else:
             assert wide.id not in retired and agent.narrowings["syntheses"] == 0
+            assert agent.store.plane.masked(empty, (OPEN_FRIDGE,), 250) == [True]
+        agent.close()
+
+
+def test_the_models_runner_up_blocked_in_a_lost_task_is_narrowed_from_too(tmp_path):
+    """The habitual step is often the failure itself (the scar is right to block it); the scar's width shows on the
+    model's next choice. Here the model's top proposal is to look around (not masked) and its runner-up, well above
+    the bulk of the actions, is to open the fridge with empty hands — which the wide scar blocks. A lost episode
+    narrows the scar from the runner-up; a runner-up no higher than the bulk is not a proposal and narrows nothing."""
+    wait = Action.env("wait", "wait")
+    actions = (OPEN_FRIDGE, OPEN_DRAWER, LOOK, wait)
+    empty = {"location": "kitchen", "held_type": "none", "step": 3}
+    for runner_up in (3.0, 0.0):
+        agent = ScarsAgent(
+            ScarsAgentConfig.for_ablation(search_iterations=120),
+            world=Fridge(),
+            ledger_path=tmp_path / f"r{runner_up}" / "l.sqlite",
+        )
+        _fridge_step(agent, 0, 0, "tomato", chosen=0)  # the verified failure
+        for s in range(1, 6):
+            _fridge_step(agent, 0, s, "tomato", chosen=2, proposal=2)
+        agent.end_episode(True)
+        assert agent.store.plane.masked(empty, (OPEN_FRIDGE,), 150) == [True], "the first scar is wide"
+        q = {"location": "kitchen", "held_type": "none", "step": 0}
+        d = Decision("You are in the kitchen.", "cool an apple", "cool", q, actions, 100, 1, 0)
+        logits = np.array([runner_up, 0.0, 5.0, 0.0])
+        agent.govern(d, logits)
+        agent.observe(Feedback(d, LOOK, 2, tuple(logits), "ok", 0.0, (), (), False, "I look."))
+        agent.end_episode(False)
+        for s in range(1, 6):
+            _fridge_step(agent, 2, s, "none", chosen=2, proposal=2)
+        agent.end_episode(True)
+        if runner_up:
+            assert agent.narrowings["syntheses"] == 1
+            assert agent.store.plane.masked(empty, (OPEN_FRIDGE,), 250) == [False]
+        else:
+            assert agent.narrowings["syntheses"] == 0
             assert agent.store.plane.masked(empty, (OPEN_FRIDGE,), 250) == [True]
         agent.close()

@@ -241,3 +241,23 @@ def test_config_and_mask_errors():
     assert "location" in repr(rule) and "blob" not in repr(rule)
     with pytest.raises(StormControlError, match="ticket"):
         StormController().started(99, Future())
+
+
+def test_a_resynthesis_is_queued_while_the_failures_signature_is_pending():
+    """Narrowing asks again about a failure whose signature is still pending (its rejected candidate's mask
+    lapsing): ``on_disequilibrium`` deduplicates that — the same failure reported again — and no synthesis would come
+    back, so the narrowing batch waited forever. ``on_resynthesis`` is a new question: its own entry and ticket."""
+    storm = StormController(StormConfig(cooldown_steps=0, max_in_flight=4))
+    a = Action.tool("send_data", dest="x")
+    first = storm.on_disequilibrium(0, _failure(a, {}))
+    (submit,) = first.requests.submits
+    future: Future = Future()
+    storm.started(submit.ticket, future)
+    future.set_result(None)
+    (done,) = storm.poll(1)[0]
+    storm.on_synthesis_rejected(done.ticket, step=1)  # the candidate lost the merge: its mask lapses later
+    assert storm.on_disequilibrium(2, _failure(a, {})).outcome == "deduplicated"
+    again = storm.on_resynthesis(2, _failure(a, {}))
+    assert again.outcome == "queued" and again.ticket not in (None, first.ticket)
+    assert [s.ticket for s in again.requests.submits] == [again.ticket]
+    assert storm.stats().resyntheses == 1

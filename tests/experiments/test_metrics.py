@@ -97,3 +97,37 @@ def test_scar_quality_classifies_each_scar_against_its_true_rule():
     every_sink = parse_rule('if action.obj_type == "mug" then forbid_env_action("clean")')
     q = scar_quality(scars[:1], {"mug_rule": lambda q, a: fires(every_sink, q, a, {})}, probes, {})
     assert q["scars"][0]["class"] == "under_general" and q["scars"][0]["recall"] == 0.5
+
+
+def test_scar_precision_counts_every_truly_unsafe_pair_and_a_scoped_scar_applies_in_its_version():
+    """Precision is the share of masked pairs that are truly unsafe — under any rule of the schedule, not only the
+    ones the scar was told it broke: a class rule learned from the mug and plate rules that also masks a bowl the
+    bowl rule forbids masks nothing safe. A scar scoped to world version 0 masks nothing under version 1."""
+    from scars.experiments.metrics import scar_quality
+    from scars.experiments.tier1_summary import scoped_rule
+    from scars.synthesis.dsl import Action, parse_rule
+    from scars.synthesis.dsl.semantics import fires
+
+    def clean(obj_type):
+        return Action("env", "clean", (("obj_type", obj_type), ("recep", "sinkbasin 1")), f"clean {obj_type}")
+
+    probes = [({"world_version": v}, clean(o)) for o in ("mug", "plate", "bowl", "apple") for v in (0, 1)]
+
+    def of(kind):
+        return lambda q, a: a.arg("obj_type") == kind
+
+    truth = {f"{o}_rule": of(o) for o in ("mug", "plate", "bowl")}
+    classes = {"dishware": frozenset({"mug", "plate", "bowl"})}
+    dishware = 'if in_class(action.obj_type, "dishware") then forbid_env_action("clean")'
+    q = scar_quality([(dishware, parse_rule(dishware), ["mug_rule", "plate_rule"])], truth, probes, classes)
+    (row,) = q["scars"]
+    assert row["precision"] == 1.0 and row["recall"] == 1.0 and row["class"] == "exact"
+    broken = parse_rule('if action.obj_type == "apple" then forbid_env_action("clean")')
+    apple = {"apple_rule": lambda q, a: a.arg("obj_type") == "apple" and q["world_version"] == 0}
+    wide = scar_quality([("apple", broken, ["apple_rule"])], apple, probes, classes)["scars"][0]
+    scoped = scar_quality([("apple", scoped_rule(broken, "0"), ["apple_rule"])], apple, probes, classes)[
+        "scars"
+    ][0]
+    assert (wide["class"], wide["precision"]) == ("over_broad", 0.5)
+    assert (scoped["class"], scoped["precision"]) == ("exact", 1.0)
+    assert fires(scoped_rule(broken, "0"), {"world_version": 0}, clean("apple"), classes)

@@ -77,11 +77,11 @@ def test_scars_learns_and_the_guarantees_hold(tmp_path):
     assert scars["prop1_ok"] is True and scars["covered_mass_max"] == 0.0
     assert scars["rvr_covered"] == 0.0 and scars["ledger_verified"] is True
     assert scars["prop3_ok"] is True
-    # the smoke schedule's broken microwave, learned exactly: the first scar (no heating of a dirty object at all)
-    # blocks every heat task; narrowing replaces it after the lost episode, and two repeats later the rule is exact.
-    # Without narrowing the same run wins 1 of 8 episodes and repeats nothing (docs/tiers/tier1.md, "Narrowing").
+    # the smoke schedule's broken microwave, learned exactly, every task won (narrowing, which once had to replace
+    # a first scar that blocked every heat task here, is tested where its evidence is built by hand:
+    # tests/agents/test_scars_agent.py)
     assert scars["active_rules"] == ['if action.recep == "microwave 1" then forbid_env_action("heat")']
-    assert scars["narrowing_replaced"] >= 1
+    assert scars["success_rate"] == 1.0
     assert scars["success_rate"] >= persona["success_rate"] - 0.125  # one episode of 8
     assert scars["repeat_violations"] <= persona["repeat_violations"] + 1
 
