@@ -65,7 +65,7 @@ GUARANTEES: tuple[tuple[str, str], ...] = (
     ("ledger_verified", "the ledger fails verification (a chain, MAC or head-file check)"),
     ("prop1_ok", "Prop. 1 (a covered failure is not masked)"),
     ("prop2_ok", "Prop. 2 (C(S_t) > K·C_max, or C(S_t) grows as t^b with b ≥ 1)"),
-    ("prop3_ok", "Prop. 3 (off-failure drift above sqrt(ε/2))"),
+    ("prop3_ok", "Prop. 3 (off-failure drift above sqrt(ε/2) or above the scar's own sqrt(L_drift/2))"),
     ("generate_mask_ok", "generate mode wrote a masked command"),
 )
 """The checks a run must pass, every tier: summary key (False = violated, None = does not apply), what a
