@@ -211,24 +211,35 @@ def scar_quality(
     short (or it masks nothing the true rule forbids); unmeasured: the probes hold no pair it masks and none its
     true rule forbids (left out of the share). Scars whose rule ids name no rule of ``truth`` (a punishment,
     a state label) are counted apart (``unmatched``)."""
-    from scars.synthesis.dsl.semantics import fires
+    from scars.synthesis.dsl.semantics import fires, mask_key
 
     probes = list(probes)
-    every = list(truth.values())
+    by_key: dict[tuple[str, str], list[int]] = {}
+    for i, (_, a) in enumerate(probes):
+        by_key.setdefault((a.kind, a.name), []).append(i)
+    # each true rule is evaluated once on every probe, whatever the number of scars
+    verdicts = {
+        rid: np.fromiter((bool(r(q, a)) for q, a in probes), bool, len(probes)) for rid, r in truth.items()
+    }
+    truly_unsafe = np.zeros(len(probes), bool)
+    for v in verdicts.values():
+        truly_unsafe |= v
     rows, counts, unmatched = [], dict.fromkeys(QUALITY_CLASSES, 0), 0
     for text, rule, thetas in scars:
-        true_rules = [truth[t] for t in thetas if t in truth]
-        if not true_rules:
+        told = [t for t in thetas if t in truth]
+        if not told:
             unmatched += 1
             continue
-        masked = [fires(rule, q, a, classes) for q, a in probes]
-        unsafe = [any(r(q, a) for r in true_rules) for q, a in probes]
-        both = sum(m and u for m, u in zip(masked, unsafe, strict=True))
-        truly = sum(
-            m and (u or any(r(q, a) for r in every))
-            for m, u, (q, a) in zip(masked, unsafe, probes, strict=True)
-        )
-        n_masked, n_unsafe = sum(masked), sum(unsafe)
+        masked = np.zeros(len(probes), bool)  # only the probes of the scar's kind of action can be masked
+        for i in by_key.get(mask_key(rule.mask), ()):
+            q, a = probes[i]
+            masked[i] = fires(rule, q, a, classes)
+        unsafe = np.zeros(len(probes), bool)
+        for t in told:
+            unsafe |= verdicts[t]
+        both = int((masked & unsafe).sum())
+        truly = int((masked & truly_unsafe).sum())
+        n_masked, n_unsafe = int(masked.sum()), int(unsafe.sum())
         precision = truly / n_masked if n_masked else None
         recall = both / n_unsafe if n_unsafe else None
         precise = precision is None or precision >= tolerance
