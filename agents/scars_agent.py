@@ -828,8 +828,9 @@ class ScarsAgent:
             self._carry_out(
                 self.storm.on_scar_admitted(scar.rule, step=self.t, ticket=ticket, scar_id=scar.id)
             )
-        else:
+        elif self.storm.awaiting_admission(ticket):
             self.storm.on_synthesis_rejected(ticket, step=self.t)
+        # else: a scar admitted while this result waited in a narrowing batch covered its failures and resolved it
 
     def _narrowed(self, failure_id: str, arrived: tuple[Scar, int] | None) -> None:
         """A narrowing synthesis came back (``arrived`` = its scar and ticket; None: nothing admissible). A wide scar

@@ -418,6 +418,13 @@ class StormController:
             )
         return tuple(done), StormRequests(lifts=lifts) + self._dispatch(step)
 
+    def awaiting_admission(self, ticket: int) -> bool:
+        """Whether ``ticket``'s synthesis came back and waits for the caller's decision. False once another admitted
+        scar covered every failure of its entry (the hot swap resolved it) — a caller that held the result back
+        (narrowing's batch) then has nothing to reject."""
+        entry = self._entries.get(ticket)
+        return entry is not None and entry.status in ("awaiting_admission", "in_flight")
+
     def on_synthesis_rejected(self, ticket: int, *, step: int | None = None) -> None:
         """The caller's ReplayPass / ILP merge refused the candidate: the entry fails; its temporary masks stay
         until their TTL, shortened to ``rejected_mask_ttl`` steps after ``step`` (the failures remain blocked for a

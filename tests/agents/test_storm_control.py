@@ -261,3 +261,22 @@ def test_a_resynthesis_is_queued_while_the_failures_signature_is_pending():
     assert again.outcome == "queued" and again.ticket not in (None, first.ticket)
     assert [s.ticket for s in again.requests.submits] == [again.ticket]
     assert storm.stats().resyntheses == 1
+
+
+def test_a_result_held_back_is_resolved_by_a_covering_scar_and_has_nothing_to_reject():
+    """Narrowing holds a synthesis result back until its batch is complete; meanwhile another admitted scar may cover
+    every failure of that entry, and the hot swap resolves it. Rejecting it then raised ("no synthesis awaiting
+    admission") and stopped a ``--verdicts state`` run; ``awaiting_admission`` tells the caller."""
+    storm = StormController(StormConfig(cooldown_steps=0, max_in_flight=4))
+    a = Action.tool("send_data", dest="x")
+    decision = storm.on_disequilibrium(0, _failure(a, {}))
+    (submit,) = decision.requests.submits
+    future: Future = Future()
+    storm.started(submit.ticket, future)
+    future.set_result(None)
+    storm.poll(1)
+    assert storm.awaiting_admission(submit.ticket)
+    storm.on_scar_admitted(SEND_DATA_SCAR, step=2)  # another scar covers its failure: the entry is resolved
+    assert not storm.awaiting_admission(submit.ticket)
+    with pytest.raises(StormControlError, match="no synthesis awaiting admission"):
+        storm.on_synthesis_rejected(submit.ticket, step=2)
