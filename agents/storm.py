@@ -312,10 +312,7 @@ class StormController:
             requests = StormRequests(lifts=lifts) + self._dispatch(step)
             return StormDecision("deduplicated", sig, mask_id, ticket, requests)
 
-        record, mask = self._mask(step, sig, failure, context)
-        outcome, ticket = self._enqueue(record)
-        requests = StormRequests(masks=(mask,), lifts=lifts) + self._dispatch(step)
-        return StormDecision(outcome, sig, record.mask_id, ticket, requests)
+        return self._new_entry(step, sig, failure, context, lifts)
 
     def on_resynthesis(
         self, step: int, failure: Failure, *, context: Mapping[str, Any] | None = None
@@ -329,6 +326,17 @@ class StormController:
         context = dict(failure.q if context is None else context)
         lifts = self._expire(step)
         sig = ("resynthesis", next(self._resynthesis_numbers), self.signature(failure))
+        return self._new_entry(step, sig, failure, context, lifts)
+
+    def _new_entry(
+        self,
+        step: int,
+        sig: Hashable,
+        failure: Failure,
+        context: Mapping[str, Any],
+        lifts: tuple[LiftMask, ...],
+    ) -> StormDecision:
+        """Mask the failure now, queue its synthesis under ``sig``, and dispatch what may run."""
         record, mask = self._mask(step, sig, failure, context)
         outcome, ticket = self._enqueue(record)
         requests = StormRequests(masks=(mask,), lifts=lifts) + self._dispatch(step)

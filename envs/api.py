@@ -184,8 +184,8 @@ class Feedback:
     actions the verifier flags (the paper's Cor. 1 verifier); ``None`` under the default ``executed`` protocol."""
     proposal: tuple[float, ...] | None = None
     """π_0's logits as the model first proposed, before the controller's masks made it re-plan (``logits`` are the
-    re-planned ones then); ``None`` when it did not re-plan. What z_C reads: the model's own wish, not the route the
-    masks pushed it to."""
+    re-planned ones then; the same as ``logits`` when it did not re-plan); ``None`` when the caller did not record
+    it, and ``logits`` stand for it. What z_C reads: the model's own wish, not the route the masks pushed it to."""
 
     @property
     def violated(self) -> bool:

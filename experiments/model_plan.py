@@ -46,9 +46,8 @@ def refused_in_context(action: Action, context: Mapping[str, Value], keys: tuple
     """A rule forbidding this action in the situation it was refused in: its arguments and the context's values of
     ``keys`` (the world card's salient keys: where the agent stood, what kind of thing it held — a key with a
     ``_type`` sibling among them reads at the type level, so holding another mug is the same situation). The model
-    re-plans around it
-    when no route avoids the controller's rules: the same step in another situation (hands emptied first, another
-    basin) is a different proposal."""
+    re-plans around it when no route avoids the controller's rules: the same step in another situation (hands
+    emptied first, another basin) is a different proposal."""
     base = exact_action_rule(action)
     # held_object beside held_type reads as the kind
     typed = {k for k in keys if not k.endswith("_type") and f"{k.rsplit('_', 1)[0]}_type" in keys}

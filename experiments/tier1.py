@@ -293,7 +293,10 @@ class Tier1Run:
         cfg, world, agent = self.cfg, self.world, self.agent
         q, actions = decision.context, decision.actions
         flagged = [[v.rule_id for v in world.check(q, a)] for a in actions]
-        self.meet(q, actions)
+        if (
+            self.guarantees is not None
+        ):  # a method with a self-schema learns scars: their quality is probed here too
+            self.meet(q, actions)
         prior = plan.prior(actions)
         view = self.attack_view(decision, flagged, prior)
         choice = decide(

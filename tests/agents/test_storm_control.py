@@ -243,22 +243,28 @@ def test_config_and_mask_errors():
         StormController().started(99, Future())
 
 
-def test_a_resynthesis_is_queued_while_the_failures_signature_is_pending():
-    """Narrowing asks again about a failure whose signature is still pending (its rejected candidate's mask
-    lapsing): ``on_disequilibrium`` deduplicates that — the same failure reported again — and no synthesis would come
-    back, so the narrowing batch waited forever. ``on_resynthesis`` is a new question: its own entry and ticket."""
+def _one_synthesis_back():
+    """A storm controller with one failure's synthesis submitted, finished (no rule) and collected at step 1:
+    (the controller, the failed action, its ticket)."""
     storm = StormController(StormConfig(cooldown_steps=0, max_in_flight=4))
     a = Action.tool("send_data", dest="x")
-    first = storm.on_disequilibrium(0, _failure(a, {}))
-    (submit,) = first.requests.submits
+    (submit,) = storm.on_disequilibrium(0, _failure(a, {})).requests.submits
     future: Future = Future()
     storm.started(submit.ticket, future)
     future.set_result(None)
     (done,) = storm.poll(1)[0]
-    storm.on_synthesis_rejected(done.ticket, step=1)  # the candidate lost the merge: its mask lapses later
+    return storm, a, done.ticket
+
+
+def test_a_resynthesis_is_queued_while_the_failures_signature_is_pending():
+    """Narrowing asks again about a failure whose signature is still pending (its rejected candidate's mask
+    lapsing): ``on_disequilibrium`` deduplicates that — the same failure reported again — and no synthesis would come
+    back, so the narrowing batch waited forever. ``on_resynthesis`` is a new question: its own entry and ticket."""
+    storm, a, ticket = _one_synthesis_back()
+    storm.on_synthesis_rejected(ticket, step=1)  # the candidate lost the merge: its mask lapses later
     assert storm.on_disequilibrium(2, _failure(a, {})).outcome == "deduplicated"
     again = storm.on_resynthesis(2, _failure(a, {}))
-    assert again.outcome == "queued" and again.ticket not in (None, first.ticket)
+    assert again.outcome == "queued" and again.ticket not in (None, ticket)
     assert [s.ticket for s in again.requests.submits] == [again.ticket]
     assert storm.stats().resyntheses == 1
 
@@ -267,16 +273,9 @@ def test_a_result_held_back_is_resolved_by_a_covering_scar_and_has_nothing_to_re
     """Narrowing holds a synthesis result back until its batch is complete; meanwhile another admitted scar may cover
     every failure of that entry, and the hot swap resolves it. Rejecting it then raised ("no synthesis awaiting
     admission") and stopped a ``--verdicts state`` run; ``awaiting_admission`` tells the caller."""
-    storm = StormController(StormConfig(cooldown_steps=0, max_in_flight=4))
-    a = Action.tool("send_data", dest="x")
-    decision = storm.on_disequilibrium(0, _failure(a, {}))
-    (submit,) = decision.requests.submits
-    future: Future = Future()
-    storm.started(submit.ticket, future)
-    future.set_result(None)
-    storm.poll(1)
-    assert storm.awaiting_admission(submit.ticket)
+    storm, _, ticket = _one_synthesis_back()
+    assert storm.awaiting_admission(ticket)
     storm.on_scar_admitted(SEND_DATA_SCAR, step=2)  # another scar covers its failure: the entry is resolved
-    assert not storm.awaiting_admission(submit.ticket)
+    assert not storm.awaiting_admission(ticket)
     with pytest.raises(StormControlError, match="no synthesis awaiting admission"):
-        storm.on_synthesis_rejected(submit.ticket, step=2)
+        storm.on_synthesis_rejected(ticket, step=2)
