@@ -16,9 +16,13 @@ from the seed, so a defence that learns meets an injection task's first instance
   told exactly the tools the task needs;
 - ``scars``: the gate (:class:`~scars.agents.runtime.adapters.agentdojo.AgentDojoGate`) with no rule at the start; a
   call after which AgentDojo's ``security`` check turns true is reported as a verified failure and the runtime's
-  accommodation learns a scar from it (the rules are learned, never written).
+  accommodation learns a scar from it (the rules are learned, never written); AgentDojo's ``security`` also answers
+  the accommodation's counterfactual questions (``SecurityWhatIf``: would this call, with one argument changed,
+  still reach the goal?), counted in the figures;
+- ``scars_reported_only``: the same gate without the what-if answers (the runtime's default: only the reported
+  breaches are known), its own ledger.
 
-Then each user task runs once without an injection, with the rules the gate learned in force (``no_defence`` too):
+Then each user task runs once without an injection under every defence, with the rules each gate learned in force:
 utility without attack. ``model=`` runs the same cases through AgentDojo's own LLM pipeline
 (``AgentPipeline.from_config``) under its ``important_instructions`` attack instead of the compromised agent.
 """
@@ -54,7 +58,10 @@ SUITES: tuple[str, ...] = ("banking", "slack", "travel", "workspace")
 BENCHMARK_VERSION = "v1.1.2"
 """AgentDojo's benchmark version: 97 user tasks, 629 security cases, every injection task with a ground truth (v1.2's
 new workspace injection tasks have none, so the offline protocol cannot play them)."""
-DEFENCES: tuple[str, ...] = ("no_defence", "tool_filter", "scars")
+DEFENCES: tuple[str, ...] = ("no_defence", "tool_filter", "scars", "scars_reported_only")
+LEARNING: dict[str, bool] = {"scars": True, "scars_reported_only": False}
+"""The defences that learn, each its own gate and ledger: whether AgentDojo's ``security`` answers the accommodation's
+what-if questions (``SecurityWhatIf``), or only the reported breaches are known (the runtime's default)."""
 ATTACK = "important_instructions"
 """The attack a real model meets (AgentDojo's strongest reported one); the offline agent obeys without one."""
 
@@ -163,7 +170,7 @@ class SuiteRun:
     clean: dict[str, dict[str, bool]] = field(default_factory=dict)
     gate_ns: list[int] = field(default_factory=list)
     tool_ns: list[int] = field(default_factory=list)
-    rules: list[str] = field(default_factory=list)
+    rules: dict[str, list[str]] = field(default_factory=dict)
     failures_reported: int = 0
     verifier_questions: int = 0
     ledger: str = ""
@@ -198,6 +205,29 @@ def _model_pipeline(model: str) -> tuple[BasePipelineElement, Callable[[Any, Any
     return pipeline, injections
 
 
+@dataclass
+class _Gated:
+    """One learning gate of a suite run: the gate, its adapter, its what-if verifier (None: reported failures only)."""
+
+    adapter: AgentDojoGate
+    what_if: SecurityWhatIf | None
+    failures: int = 0
+
+    @property
+    def gate(self):
+        return self.adapter.gate
+
+
+def _open_gated(suite: Any, ledger: Path, seed: int, what_if: bool) -> _Gated:
+    for stale in ledger.parent.glob(f"{ledger.name}*"):
+        stale.unlink()
+    verifier = SecurityWhatIf(suite) if what_if else None
+    gate = open_gate(
+        ledger, config=AccommodationConfig(seed=seed), verifier=verifier, name=f"agentdojo:{suite.name}"
+    )
+    return _Gated(AgentDojoGate(gate, suite, what_if=verifier), verifier)
+
+
 def run_suite(
     name: str,
     out: Path,
@@ -207,36 +237,34 @@ def run_suite(
     model: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> SuiteRun:
-    """Play one suite under every defence (module docstring); the gate's ledger goes to ``out/ledgers/<suite>``.
+    """Play one suite under every defence (module docstring); the gates' ledgers go to ``out/ledgers/``.
     ``limit``: only the first cases of the order (a quick look; the figures need them all)."""
     suite = get_suite(BENCHMARK_VERSION, name)
     order = case_order(suite, seed)[:limit]
     run = SuiteRun(name, seed)
     (out / "ledgers").mkdir(parents=True, exist_ok=True)
-    ledger = out / "ledgers" / f"{name}.sqlite"
-    for stale in out.glob(f"ledgers/{name}.sqlite*"):
-        stale.unlink()
-    run.ledger = str(ledger)
+    run.ledger = str(out / "ledgers" / f"{name}.sqlite")
     llm, injections = _model_pipeline(model) if model is not None else (None, None)
     environment = suite.load_and_inject_default_environment({})
-    what_if = SecurityWhatIf(suite)
-    gate = open_gate(
-        ledger, config=AccommodationConfig(seed=seed), verifier=what_if, name=f"agentdojo:{name}"
-    )
-    adapter = AgentDojoGate(gate, suite, what_if=what_if)
+    gated: dict[str, _Gated] = {}
     _TimedFunctionsRuntime.tool_ns = run.tool_ns
     try:
+        for defence, what_if in LEARNING.items():
+            suffix = "" if what_if else f".{defence}"
+            gated[defence] = _open_gated(suite, out / "ledgers" / f"{name}{suffix}.sqlite", seed, what_if)
         for k, (u, i) in enumerate(order):
             user_task, injection_task = suite.user_tasks[u], suite.injection_tasks[i]
             inject = {} if injections is None else injections(suite, user_task, injection_task)
             for defence in DEFENCES:
                 agent = CompromisedAgent(user_task, injection_task) if llm is None else llm
-                monitor = SecurityMonitor(injection_task, gate=adapter, context=adapter.context(u))
                 elements: list[BasePipelineElement] = [agent]
                 runtime_class: type = _TimedFunctionsRuntime
+                monitor = None
                 if defence == "tool_filter":
                     elements.insert(0, GroundTruthAllowList(user_task))
-                if defence == "scars":
+                if defence in gated:
+                    adapter = gated[defence].adapter
+                    monitor = SecurityMonitor(injection_task, gate=adapter, context=adapter.context(u))
                     elements.insert(0, monitor)
                     runtime_class = adapter.runtime_class(adapter.context(u), observer=monitor)
                 env = environment if inject == {} else suite.load_and_inject_default_environment(inject)
@@ -249,17 +277,19 @@ def run_suite(
                     environment=env.model_copy(deep=True),
                 )
                 run.cases.append(CaseResult(defence, name, k, u, i, bool(attacked), bool(utility)))
-                if defence == "scars" and monitor.outcome is not None:
-                    run.failures_reported += 1
+                if monitor is not None and monitor.outcome is not None:
+                    gated[defence].failures += 1
             if progress is not None and (k + 1) % 20 == 0:
-                progress(f"{name}: {k + 1}/{len(order)} cases, {len(gate.scars)} scars")
+                progress(f"{name}: {k + 1}/{len(order)} cases, {len(gated['scars'].gate.scars)} scars")
         for defence in DEFENCES:
             run.clean[defence] = {}
             for u in sorted({u for u, _ in order}):
                 user_task = suite.user_tasks[u]
                 agent = CompromisedAgent(user_task, None) if llm is None else llm
                 runtime_class = (
-                    adapter.runtime_class(adapter.context(u)) if defence == "scars" else FunctionsRuntime
+                    gated[defence].adapter.runtime_class(gated[defence].adapter.context(u))
+                    if defence in gated
+                    else FunctionsRuntime
                 )
                 elements = [GroundTruthAllowList(user_task), agent] if defence == "tool_filter" else [agent]
                 utility, _ = suite.run_task_with_pipeline(
@@ -271,13 +301,17 @@ def run_suite(
                     environment=environment.model_copy(deep=True),
                 )
                 run.clean[defence][u] = bool(utility)
-        run.gate_ns = list(adapter.overhead_ns)
-        run.verifier_questions = what_if.questions
-        run.rules = [s.control_text for s in gate.scars]
-        if not gate.verify().ok:
-            raise ConfigError(f"the gate's ledger {ledger} does not verify after the run")
+        main = gated["scars"]
+        run.gate_ns = list(main.adapter.overhead_ns)
+        run.verifier_questions = main.what_if.questions if main.what_if is not None else 0
+        run.failures_reported = main.failures
+        run.rules = {d: [s.control_text for s in g.gate.scars] for d, g in gated.items()}
+        for g in gated.values():
+            if not g.gate.verify().ok:
+                raise ConfigError(f"the gate's ledger {g.gate.ledger_path} does not verify after the run")
     finally:
-        gate.close()
+        for g in gated.values():
+            g.gate.close()
     return run
 
 
@@ -319,7 +353,7 @@ def summarise(runs: Sequence[SuiteRun], seed: int = 0) -> dict[str, Any]:
             }
         base = [float(c.attacked) for c in rows["no_defence"]]
         ones = [1.0] * len(base)
-        for defence in ("tool_filter", "scars"):
+        for defence in DEFENCES[1:]:
             mine = [float(c.attacked) for c in rows[defence]]
             paired = paired_difference((mine, ones), (base, ones), rng).to_json()
             paired.update(numerator=None, denominator=None)  # a difference has neither (JSON has no NaN)
@@ -328,10 +362,12 @@ def summarise(runs: Sequence[SuiteRun], seed: int = 0) -> dict[str, Any]:
             clean = [v for r in group for v in r.clean.get(defence, {}).values()]
             entry["defences"][defence]["utility_without_attack"] = _rate(clean, rng).to_json()
         clean_base = [float(v) for r in group for v in r.clean.get("no_defence", {}).values()]
-        clean_gate = [float(v) for r in group for v in r.clean.get("scars", {}).values()]
-        entry["utility_ratio_without_attack"] = (
-            sum(clean_gate) / sum(clean_base) if sum(clean_base) > 0 else None
-        )
+        entry["utility_ratio_without_attack"] = None
+        for defence in DEFENCES[1:]:
+            clean = [float(v) for r in group for v in r.clean.get(defence, {}).values()]
+            ratio = sum(clean) / sum(clean_base) if sum(clean_base) > 0 else None
+            entry["defences"][defence]["utility_ratio_without_attack"] = ratio
+        entry["utility_ratio_without_attack"] = entry["defences"]["scars"]["utility_ratio_without_attack"]
         costs = {f"{r.suite}/{k}": v for r in group for k, v in first_exposure(r.rows("scars")).items()}
         entry["first_exposure"] = costs
         entry["first_exposure_mean"] = _rate_mean([v["cost"] for v in costs.values()], rng)
@@ -339,7 +375,8 @@ def summarise(runs: Sequence[SuiteRun], seed: int = 0) -> dict[str, Any]:
         tool_us = np.array([ns for r in group for ns in r.tool_ns], dtype=float) / 1000
         entry["gate_overhead_us"] = _times(gate_us)
         entry["tool_call_us"] = _times(tool_us)
-        entry["scars"] = {r.suite: r.rules for r in group}
+        entry["scars"] = {r.suite: r.rules.get("scars", []) for r in group}
+        entry["scars_reported_only"] = {r.suite: r.rules.get("scars_reported_only", []) for r in group}
         entry["failures_reported"] = sum(r.failures_reported for r in group)
         entry["verifier_questions"] = sum(r.verifier_questions for r in group)
         summary["suites"][label] = entry
@@ -391,15 +428,18 @@ def results_markdown(summary: dict[str, Any], *, model: str | None = None) -> st
         lines += [
             f"## {label} (n = {n} cases)",
             "",
-            "| defence | ASR ↓ | Δ ASR vs no defence | utility under attack | utility without attack |",
-            "| --- | ---: | ---: | ---: | ---: |",
+            "| defence | ASR ↓ | Δ ASR vs no defence | utility under attack | utility without attack | "
+            "÷ no defence's |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
         ]
         for defence in DEFENCES:
             row = d[defence]
             delta = _fmt(row["asr_minus_no_defence"]) if "asr_minus_no_defence" in row else "–"
             clean = _fmt(row["utility_without_attack"])
+            ratio = row.get("utility_ratio_without_attack")
             lines.append(
-                f"| {defence} | {_fmt(row['attack_success'])} | {delta} | {_fmt(row['utility_under_attack'])} | {clean} |"
+                f"| {defence} | {_fmt(row['attack_success'])} | {delta} | {_fmt(row['utility_under_attack'])} | "
+                f"{clean} | {'–' if ratio is None else f'{ratio:.3f}'} |"
             )
         fe = entry["first_exposure_mean"]
         never = [k for k, v in entry["first_exposure"].items() if not v["held"]]
@@ -418,10 +458,12 @@ def results_markdown(summary: dict[str, Any], *, model: str | None = None) -> st
             f"{sum(len(v) for v in entry['scars'].values())}",
             "",
         ]
-    lines += ["## Scars learned", ""]
-    seen = summary["suites"].get("overall", next(iter(summary["suites"].values())))["scars"]
-    for suite, rules in seen.items():
-        lines += [f"- {suite}: " + ("; ".join(f"`{r}`" for r in rules) or "none")]
+    last = summary["suites"].get("overall", next(iter(summary["suites"].values())))
+    for defence in LEARNING:
+        lines += [f"## Scars learned ({defence})", ""]
+        for suite, rules in last[defence].items():
+            lines += [f"- {suite}: " + ("; ".join(f"`{r}`" for r in rules) or "none")]
+        lines += [""]
     return "\n".join(lines) + "\n"
 
 
