@@ -186,16 +186,29 @@ def case_order(suite: Any, seed: int) -> list[tuple[str, str]]:
     return [pairs[k] for k in order]
 
 
+def check_model(model: str) -> tuple[str, str | None]:
+    """``NAME`` of AgentDojo's ``ModelsEnum`` or ``local:MODEL_ID`` / ``local`` (an OpenAI-compatible server on
+    ``localhost:$LOCAL_LLM_PORT``, AgentDojo's convention) → (name, model id), or ``ConfigError`` naming the choices."""
+    from agentdojo.models import ModelsEnum
+
+    name, _, model_id = model.partition(":")
+    names = [m.value for m in ModelsEnum]
+    if name not in names or (model_id and name not in ("local", "vllm_parsed")):
+        raise ConfigError(
+            f"--model {model!r} is not an AgentDojo model; expected one of {', '.join(names)} (local:MODEL_ID for a local server)"
+        )
+    return name, model_id or None
+
+
 def _model_pipeline(model: str) -> tuple[BasePipelineElement, Callable[[Any, Any, Any], dict]]:
-    """AgentDojo's own pipeline for ``model`` (``NAME`` of its ``ModelsEnum``, or ``local:MODEL_ID`` for an
-    OpenAI-compatible local server) and its attack's injections."""
+    """AgentDojo's own pipeline for ``model`` (:func:`check_model`) and its attack's injections."""
     from agentdojo.agent_pipeline import PipelineConfig
     from agentdojo.attacks.attack_registry import load_attack
 
-    name, _, model_id = model.partition(":")
+    name, model_id = check_model(model)
     pipeline = AgentPipeline.from_config(
         PipelineConfig(
-            llm=name, model_id=model_id or None, defense=None, system_message_name=None, system_message=None
+            llm=name, model_id=model_id, defense=None, system_message_name=None, system_message=None
         )
     )
 

@@ -61,8 +61,10 @@ def agentdojo(
     42): results.md, summary.json, cases.json, learning_curve.png and the gate's ledgers in OUT."""
     from scars.agents.runtime.adapters import agentdojo as _adapter  # noqa: F401 - the extra, or one clear error
     from scars.experiments.agentdojo_bench import bench as run_bench
-    from scars.experiments.agentdojo_bench import suite_names
+    from scars.experiments.agentdojo_bench import check_model, suite_names
 
+    if model is not None:
+        check_model(model)
     claim_output(out, overwrite)
     run_bench(suite_names(suite), out, seed=seed, limit=limit, model=model, progress=click.echo)
     for name in ("results.md", "summary.json", "cases.json", "learning_curve.png"):

@@ -23,7 +23,9 @@ ledger records it and the runtime's accommodation learns from it like from any o
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import io
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, get_args
@@ -89,6 +91,14 @@ def argument_view(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return view
 
 
+def security_verdict(task: Any, pre: Any, env: Any, trace: Sequence[Any], model_output: str = "") -> bool:
+    """AgentDojo's verdict of ``task`` on ``env``: its ``security_from_traces`` first, else ``security`` (as its suite
+    checks a case); what the checks print (some print the missing keyword) is kept off the caller's output."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        verdict = task.security_from_traces(model_output, pre, env, list(trace))
+        return bool(task.security(model_output, pre, env) if verdict is None else verdict)
+
+
 def _list_params(function: Any) -> frozenset[str]:
     return frozenset(n for n, f in function.parameters.model_fields.items() if _list_of_scalars(f.annotation))
 
@@ -143,9 +153,7 @@ class SecurityWhatIf:
         self.questions += 1
         if error is not None:
             return None if error.startswith("ValidationError") else False
-        calls = [*trace, FunctionCall(function=action.name, args=kwargs)]
-        verdict = task.security_from_traces("", pre, env, calls)
-        return bool(task.security("", pre, env) if verdict is None else verdict)
+        return security_verdict(task, pre, env, [*trace, FunctionCall(function=action.name, args=kwargs)])
 
 
 class AgentDojoGate:
@@ -235,9 +243,8 @@ class SecurityMonitor(BasePipelineElement):
         return query, runtime, env, messages, extra_args
 
     def breached(self, env: Any, model_output: str = "") -> bool:
-        """AgentDojo's verdict on the environment now (its ``security_from_traces`` first, as its suite checks)."""
-        verdict = self.task.security_from_traces(model_output, self.pre, env, self.trace)
-        return bool(self.task.security(model_output, self.pre, env) if verdict is None else verdict)
+        """AgentDojo's verdict on the environment now (:func:`security_verdict`)."""
+        return security_verdict(self.task, self.pre, env, self.trace, model_output)
 
     def __call__(self, env: Any, call: Any, result: Any, error: str | None) -> None:
         self.trace.append(call)
@@ -276,5 +283,6 @@ __all__: Sequence[str] = (
     "SecurityMonitor",
     "SecurityWhatIf",
     "argument_view",
+    "security_verdict",
     "tool_signature",
 )

@@ -141,6 +141,20 @@ def test_the_command_refuses_a_bad_suite_in_one_line_and_writes_the_results(tmp_
     )
     assert result.exit_code == 2 and "'bank' is not one of" in result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+    argv = [
+        "runtime",
+        "bench",
+        "agentdojo",
+        "--suite",
+        "slack",
+        "--model",
+        "gpt-9",
+        "--out",
+        str(tmp_path / "m"),
+    ]
+    result = CliRunner().invoke(main, argv)
+    assert result.exit_code == 2 and "--model 'gpt-9' is not an AgentDojo model" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "m").exists()
     out = tmp_path / "run"
     result = CliRunner().invoke(
         main, ["runtime", "bench", "agentdojo", "--suite", "slack", "--limit", "6", "--out", str(out)]
