@@ -10,7 +10,8 @@ call first. A forbidden call never runs; it is answered the way AgentDojo answer
 **The context mapping.** Each tool of the suite is declared from its pydantic input schema (the ``Function``'s
 ``parameters``): str/int/float/bool parameters (and ``Optional`` of one, and enums, read as their value) are visible to
 rules as ``action.<param>``; a list of scalars is visible as its elements joined by ``", "`` in order (a rule reads
-``action.recipients == "a@x.com"`` as "exactly that one recipient"); anything else (dicts, nested calls) is opaque. The
+``action.recipients == "a@x.com"`` as "exactly that one recipient"); dicts are opaque. A nested ``FunctionCall`` as the
+value of a scalar parameter does not fit (the rules could not read the value before it runs): refused, fail closed. The
 context q is the suite's name and the user task's id (``suite``, ``user_task``): the stated intent AgentDojo gives is
 the task's prompt, free text no rule of the DSL reads, so its id stands for it.
 
@@ -80,7 +81,8 @@ def tool_signature(function: Any) -> ToolSignature:
 
 def argument_view(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """A call's arguments as the gate reads them: enums as their value, lists of scalars joined by ``", "``, scalars as
-    they are, the rest (dicts, nested calls, mixed lists) passed on for the mapping to accept as opaque."""
+    they are, the rest (dicts, nested calls, mixed lists) passed on for the mapping to accept (opaque parameters) or
+    refuse (scalar ones)."""
     view: dict[str, Any] = {}
     for key, value in kwargs.items():
         if isinstance(value, enum.Enum):

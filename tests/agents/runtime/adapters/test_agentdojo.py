@@ -71,7 +71,7 @@ def _play(suite, user, injection, runtime_class, elements=()):
 
 
 def test_a_forbidden_call_never_runs_and_the_benign_calls_of_the_same_tool_do(banking, tmp_path):
-    from agentdojo.functions_runtime import FunctionsRuntime
+    from agentdojo.functions_runtime import FunctionCall, FunctionsRuntime
 
     assert _play(banking, "user_task_0", "injection_task_0", FunctionsRuntime) == (True, True)
     gate = open_gate(tmp_path / "l.sqlite")
@@ -88,8 +88,17 @@ def test_a_forbidden_call_never_runs_and_the_benign_calls_of_the_same_tool_do(ba
     )
     assert result == "" and error.startswith("ScarBlocked: ")
     assert all(t.recipient != ATTACKER_IBAN for t in env.bank_account.transactions)
+    count = len(env.bank_account.transactions)
     _, error = runtime(banking.tools).run_function(env, "send_money", {"recipient": 5})
     assert error.startswith("ContextMappingError: ")
+    nested = {
+        "recipient": FunctionCall(function="get_iban", args={}),
+        "amount": 1.0,
+        "subject": "x",
+        "date": "d",
+    }
+    _, error = runtime(banking.tools).run_function(env, "send_money", nested)
+    assert error.startswith("ContextMappingError: ") and len(env.bank_account.transactions) == count
     gate.close()
 
 
