@@ -206,11 +206,14 @@ def _model_pipeline(model: str) -> tuple[BasePipelineElement, Callable[[Any, Any
     from agentdojo.attacks.attack_registry import load_attack
 
     name, model_id = check_model(model)
-    pipeline = AgentPipeline.from_config(
-        PipelineConfig(
-            llm=name, model_id=model_id, defense=None, system_message_name=None, system_message=None
+    try:
+        pipeline = AgentPipeline.from_config(
+            PipelineConfig(
+                llm=name, model_id=model_id, defense=None, system_message_name=None, system_message=None
+            )
         )
-    )
+    except Exception as exc:  # a missing API key, an unreachable local server: the provider's own message
+        raise ConfigError(f"--model {model!r}: AgentDojo could not build its pipeline: {exc}") from exc
 
     def injections(suite: Any, user_task: Any, injection_task: Any) -> dict:
         return load_attack(ATTACK, suite, pipeline).attack(user_task, injection_task)

@@ -164,6 +164,10 @@ def test_the_command_refuses_a_bad_suite_in_one_line_and_writes_the_results(tmp_
     result = CliRunner().invoke(main, argv)
     assert result.exit_code == 2 and "--model 'gpt-9' is not an AgentDojo model" in result.output
     assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "m").exists()
+    argv[-3:] = ["gpt-4o-2024-05-13", "--out", str(tmp_path / "k")]
+    result = CliRunner().invoke(main, argv, env={"OPENAI_API_KEY": None, "OPENAI_ADMIN_KEY": None})
+    assert result.exit_code == 2 and "AgentDojo could not build its pipeline" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
     out = tmp_path / "run"
     result = CliRunner().invoke(
         main, ["runtime", "bench", "agentdojo", "--suite", "slack", "--limit", "6", "--out", str(out)]
