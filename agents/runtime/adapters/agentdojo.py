@@ -19,7 +19,9 @@ the task's prompt, free text no rule of the DSL reads, so its id stands for it.
 each executed call it asks the injection task's ``security_from_traces`` / ``security`` on the environment as it is
 now against the case's pre-environment; when that turns true the call that made it true is reported to the gate
 (``Gate.report_failure`` with ``Verdict("agentdojo:<suite>:<injection task>", goal, "agentdojo.security")``) — the
-ledger records it and the runtime's accommodation learns from it like from any other failure.
+ledger records it and the runtime's accommodation learns from it like from any other failure. :class:`SecurityWhatIf`,
+passed as the gate's ``verifier``, lets the accommodation's counterfactual extraction ask the same check about the
+call with an argument changed (without it only the reported call is known: the runtime's default).
 """
 
 from __future__ import annotations
