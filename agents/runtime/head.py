@@ -31,7 +31,6 @@ HEAD_FILE_FORMAT = "scars-ledger-head/1"
 KEY_FILE_ENV = "SCARS_LEDGER_KEY_FILE"
 """Environment variable naming the key file when ``key_file=`` is not given (default: ``<ledger>.key``)."""
 _KEY_BYTES = 32
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def _reject_constant(name: str) -> Any:

@@ -1048,7 +1048,7 @@ class Ledger:
             raise ConfigError(
                 f"{event_type!r} is a lifecycle event; use the matching Ledger method instead of record()"
             )
-        if not isinstance(event_type, str) or not EVENT_NAME.match(event_type):
+        if not isinstance(event_type, str) or not EVENT_NAME.fullmatch(event_type):
             raise ConfigError(f"event type must be snake_case (e.g. 'merge_decision'), got {event_type!r}")
         return self._append(event_type, payload, subject=subject, valid_from=valid_from, valid_to=valid_to)
 
@@ -1147,7 +1147,7 @@ class Ledger:
                 return bad(
                     seq, f"event {seq} does not link to event {seq - 1}: reordered or injected", n, prev_hash
                 )
-            if not isinstance(type_, str) or not EVENT_NAME.match(type_):
+            if not isinstance(type_, str) or not EVENT_NAME.fullmatch(type_):
                 return bad(seq, f"event {seq} has an invalid type {type_!r:.80}", n, prev_hash)
             if subject is not None and not isinstance(subject, str):
                 return bad(seq, f"event {seq} has a subject of type {type(subject).__name__}", n, prev_hash)
