@@ -13,9 +13,11 @@ decisions of the run; it never writes to either. Four checks, each a count and a
   is itself a violation (it would owe nothing). A failure a later scar brings again, re-attributed from the same
   recorded step (narrowing, ``synthesis.narrowing``), is owed by that scar as attributed now instead of by a
   retired one — still owed.
-  At every change of the self-schema each owed failure is replayed against the live plane (every a ∈ F masked at
-  q); at every decision, owed failures whose context matches the current one are checked against what the
-  controller actually masked. Each uncovered failed action is a violation; the first one is reported.
+  Coverage is by S_t, the scars, as the paper states it (F(q) ⊆ U_{S_t}(q)): a temporary mask (storm control), the
+  core schema H or a fallback a⊥ covers nothing here. At every change of the self-schema each owed failure is
+  replayed against the live scars (every a ∈ F fired on by some scar at q); at every decision, owed failures whose
+  context matches the current one are checked against what the controller's scars actually masked. Each uncovered
+  failed action is a violation; the first one is reported.
 * **Prop. 2.** At every change, C(S_t) ≤ K_t·C_max (K_t: distinct failure patterns seen so far — the distinct rules
   the agent was *told* it broke, the verdicts' rule ids, which is what the agent can know; C_max: the largest single
   scar cost so far). The growth exponent b of C(S_t) ≈ a·t^b (C sampled after every decision) must be < 1 where K
@@ -256,24 +258,32 @@ class GuaranteeMonitor:
             self._check_growth(t)
 
     def _check_decision(self, t: int, decision: Decision, governed: Governed) -> None:
+        """Owed failures whose context matches this decision's: each failed action must have been masked by a scar
+        of S_t (``Governed.fired``); a temporary mask, the core schema or a fallback a⊥ does not count (Prop. 1)."""
         q = decision.context
         index = {(a.kind, a.name, a.args): i for i, a in enumerate(decision.actions)}
+        scar_ids = set(self.store.plane.active_ids)
+        by_scar = {i for i, ids in governed.fired if not scar_ids.isdisjoint(ids)}
         for owed in self._owed.values():
             if all(k in q and q[k] == v for k, v in owed.failure.q.items()):
                 for a in owed.failure.F:
                     i = index.get((a.kind, a.name, a.args))
                     if i is not None:
                         self.prop1["checks"] += 1
-                        if not governed.masked[i] and governed.fallback is None:
+                        if i not in by_scar:
                             self._uncovered(t, owed, a, "at a decision")
 
     def _replay_owed(self, t: int) -> None:
+        """Every owed failure replayed against S_t: F(q) ⊆ U_{S_t}(q), the masked set of the scars alone (SPEC §4,
+        ReplayPass) — a temporary mask set for the same failure (storm control, up to its TTL) covers nothing here,
+        so a scar that masks none of its own failure is caught while that mask still lasts."""
         plane = self.store.plane
+        scar_ids = set(plane.active_ids)
         for owed in self._owed.values():
             f = owed.failure
-            for a, masked in zip(f.F, plane.masked(f.q, f.F, step=t), strict=True):
+            for a in f.F:
                 self.prop1["checks"] += 1
-                if not masked:
+                if scar_ids.isdisjoint(plane.fired_rules(f.q, a, step=t)):
                     self._uncovered(t, owed, a, "on replay")
 
     def _uncovered(self, t: int, owed: _Owed, action: Action, where: str) -> None:

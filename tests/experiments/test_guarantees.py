@@ -102,6 +102,25 @@ def test_a_merge_that_reports_an_owed_failure_uncovered_does_not_excuse_it(store
     assert s["prop1"]["first"]["where"] == "a merge reported it uncovered" and s["prop1"]["first"]["t"] == 1
 
 
+def test_a_scar_that_masks_none_of_its_failure_fails_prop1_while_a_temporary_mask_covers_it(store):
+    """Issue 41 #5: Prop. 1 is F(q) ⊆ U_{S_t}(q) — the scars. Storm control's temporary mask for the failure lasts
+    200 steps (longer than a run); checked against the whole live plane, a scar masking none of its own failure
+    passed while that mask lasted. Checked against S_t it fails at once, on replay and at the decision."""
+    monitor = GuaranteeMonitor(store)
+    store.mask_temporarily("tmp:sink", CUP_RULE, until_step=200, reason="storm control")
+    tub_only = parse_rule(
+        'if action.obj_type == "cup" and action.recep == "bathtubbasin 1" then forbid_env_action("clean")'
+    )
+    wrong = _scar(rule=tub_only)  # brings the sink failure as evidence, masks only the tub
+    equilibrate(store, [wrong], [], merge_mode="append")
+    governed = _decide(monitor, store, 0)
+    assert governed.masked[0]  # the temporary mask still masks the failed action
+    s = monitor.summary()
+    assert s["prop1_ok"] is False and s["prop1"]["first"]["scar"] == wrong.id
+    assert s["prop1"]["first"]["where"] == "on replay" and s["prop1"]["first"]["action"] == SINK.text
+    assert s["prop1"]["uncovered"] >= 2  # on replay and at the decision
+
+
 def test_a_scar_admitted_without_failure_evidence_is_a_prop1_violation(store):
     """Issue 25 #2: a scar admitted with evidence that is no recorded failure (q, F) would owe nothing."""
     monitor = GuaranteeMonitor(store)
