@@ -29,9 +29,11 @@ decisions of the run; it never writes to either. Four checks, each a count and a
   admissible action breaks the rule family σ was learned from; other rules may be in play, so a too-broad σ shows
   drift), the TV distance between π_S and π_{S∖σ}, both governed from the base policy's *proposal* (its logits
   before any re-plan around what the controller blocked: a re-plan moves the mass off the masked action and would
-  hide the drift), is measured. Mean TV per scar must stay within sqrt(ε/2) and within sqrt(L_drift/2) (the scar's
-  own estimate from its synthesis); either exceeded (beyond ``DRIFT_TOLERANCE``) fails the check. A retired or
-  revoked scar's record is kept.
+  hide the drift), is measured. ``prop3_ok`` is the paper's statement: mean TV per scar within sqrt(ε/2), the
+  configured bound (beyond ``DRIFT_TOLERANCE`` fails it). The scar's own sqrt(L_drift/2) — its synthesis' estimate on
+  the data it had, which a run can exceed out of sample — is a separate diagnostic with its own key,
+  ``prop3_own_bound_exceeded`` (how many scars drift above it); it is not Prop. 3 and never marks it violated. A
+  retired or revoked scar's record is kept.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ GUARANTEES: tuple[tuple[str, str], ...] = (
     ("ledger_verified", "the ledger fails verification (a chain, MAC or head-file check)"),
     ("prop1_ok", "Prop. 1 (a covered failure is not masked)"),
     ("prop2_ok", "Prop. 2 (C(S_t) > K·C_max, or C(S_t) grows as t^b with b ≥ 1)"),
-    ("prop3_ok", "Prop. 3 (off-failure drift above sqrt(ε/2) or above the scar's own sqrt(L_drift/2))"),
+    ("prop3_ok", "Prop. 3 (off-failure drift above the configured bound sqrt(ε/2))"),
     ("generate_mask_ok", "generate mode wrote a masked command"),
 )
 """The checks a run must pass, every tier: summary key (False = violated, None = does not apply), what a
@@ -77,6 +79,19 @@ violation means. The CLI prints GUARANTEE VIOLATED for each that is False."""
 def broken_guarantees(summary: dict) -> list[str]:
     """What each violated check of a run's summary means (empty when every check holds or does not apply)."""
     return [meaning for key, meaning in GUARANTEES if summary.get(key) is False]
+
+
+def diagnostic_notes(summary: dict) -> list[str]:
+    """What a run's diagnostics report that is not a guarantee (printed as a note, never as a violation): scars whose
+    off-failure drift exceeds their own sqrt(L_drift/2) while Prop. 3's configured bound is a separate check."""
+    own = summary.get("prop3_own_bound_exceeded")
+    if not own:
+        return []
+    measured = (summary.get("prop3") or {}).get("scars_measured")
+    return [
+        f"{own} of {measured} scars drift off-failure above their own sqrt(L_drift/2) (their synthesis' estimate; "
+        "Prop. 3's configured bound is checked apart)"
+    ]
 
 
 @dataclass
@@ -390,7 +405,8 @@ class GuaranteeMonitor:
                     "ok": self.prop2_families["violations"] == 0 if self.prop2_families["checks"] else None,
                 },
             },
-            "prop3_ok": (not exceeds and not exceeds_own) if measured else None,
+            "prop3_ok": not exceeds if measured else None,
+            "prop3_own_bound_exceeded": len(exceeds_own) if measured else None,
             "prop3": {
                 "scars_measured": len(measured),
                 "exceeds_configured_bound": len(exceeds),

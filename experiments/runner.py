@@ -32,7 +32,7 @@ from scars.agents.policies import Policy
 from scars.agents.runtime.ledger import ledger_files
 from scars.disequilibrium.composite import SIGNAL_NAMES
 from scars.experiments.config import METHODS, Tier1Config
-from scars.experiments.guarantees import broken_guarantees
+from scars.experiments.guarantees import broken_guarantees, diagnostic_notes
 from scars.experiments.provenance import write_provenance
 from scars.experiments.report import (
     atomic_write_text,
@@ -269,6 +269,8 @@ def run_many(
             console.print(
                 f"[bold red]GUARANTEE VIOLATED[/] in {label}: {', '.join(broken)} — see summary.json"
             )
+        for note in diagnostic_notes(m):
+            console.print(f"[yellow]note[/] {label}: {note} — see summary.json")
     return summary
 
 

@@ -194,6 +194,30 @@ def test_a_scar_widened_to_fire_off_failure_fires_prop3(store):
     assert s["max_mean_tv"] > 0.9 and s["per_scar"][next(iter(s["per_scar"]))]["n"] == 5
 
 
+def test_a_scar_over_only_its_own_l_drift_bound_leaves_prop3_as_stated_holding(store):
+    """Issue 41 #8: one meaning per cell. With the configured ε bound holding and only the scar's own sqrt(L_drift/2)
+    exceeded, ``prop3_ok`` said False (and results.md "✗ VIOLATED" under Prop. 3). Prop. 3 is the configured bound;
+    the own bound is a diagnostic with its own key, reported as a note, never as a violated guarantee."""
+    from scars.experiments.guarantees import broken_guarantees, diagnostic_notes
+
+    monitor = GuaranteeMonitor(store)
+    wide = parse_rule('if action_is("clean") then forbid_env_action("clean")')
+    equilibrate(
+        store, [_scar(wide, drift=(2.0, 0.0))], [], merge_mode="append"
+    )  # sqrt(ε/2) = 1: TV ≤ 1 holds
+    _decide(monitor, store, 0)
+    for t in range(1, 6):
+        _decide(monitor, store, t, actions=(TUB, GO), logits=(3.0, 0.0))
+    s = monitor.summary()
+    assert s["prop3"]["max_mean_tv"] > 0.9 and s["prop3"]["exceeds_configured_bound"] == 0
+    assert s["prop3_ok"] is True and s["prop3_own_bound_exceeded"] == 1
+    assert not any("Prop. 3" in line for line in broken_guarantees(s))
+    assert diagnostic_notes(s) == [
+        "1 of 1 scars drift off-failure above their own sqrt(L_drift/2) (their synthesis' estimate; Prop. 3's "
+        "configured bound is checked apart)"
+    ]
+
+
 def test_exposure_to_the_scars_own_rule_is_not_off_failure(store):
     monitor = GuaranteeMonitor(store)
     equilibrate(store, [_scar(drift=(0.02, 0.0))], [], merge_mode="append")
@@ -280,7 +304,7 @@ def test_scars_widened_to_forbid_their_verb_trip_prop3_in_a_run(tmp_path, monkey
     """Issue 25 #3, injected as a bug would appear: the synthesiser's rule is widened to forbid its whole verb
     (every basin, every drawer …) before admission. Measured on the re-planned logits this left Prop. 3 green
     (TV 0.0019) while success fell; on the base policy's proposal the drift on the scars' off-failure decisions is
-    seen and the check fails."""
+    seen: above every scar's own sqrt(L_drift/2) (the configured ε, 0.5, is too loose to see it)."""
     import dataclasses
 
     import scars.agents.scars_agent as scars_agent
@@ -300,8 +324,8 @@ def test_scars_widened_to_forbid_their_verb_trip_prop3_in_a_run(tmp_path, monkey
     cfg = Tier1Config(method="scars", episodes=12, seed=0, search_iterations=60)
     s = run_tier1(cfg, tmp_path / "run").summary
     assert s["scars_admitted"] > 0
-    assert s["prop3_ok"] is False, s["prop3"]
-    assert s["prop3"]["exceeds_configured_bound"] + s["prop3"]["exceeds_own_l_drift_bound"] > 0
+    # the configured ε (0.5: bound 0.5) is far above drifts of 0.01-0.05; the scars' own L_drift bounds (0) catch it
+    assert s["prop3_own_bound_exceeded"] > 0, s["prop3"]
 
 
 def _reattributed(rule: str, q: dict) -> Scar:
