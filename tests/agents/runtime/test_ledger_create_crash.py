@@ -15,6 +15,7 @@ calls too; slow).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -105,7 +106,7 @@ def _state(path: Path) -> str:
 def _files(path: Path) -> tuple[tuple[str, bool], ...]:
     """The folder's files (name, non-empty): which of the creation's states a kill left."""
     return tuple(
-        sorted((f.name.replace(str(os.getpid()), "PID"), f.stat().st_size > 0) for f in path.parent.iterdir())
+        sorted((re.sub(r"tmp-\d+", "tmp-PID", f.name), f.stat().st_size > 0) for f in path.parent.iterdir())
     )
 
 
