@@ -5,7 +5,9 @@ decisions of the run; it never writes to either. Four checks, each a count and a
 
 * **Plane = fold(ledger).** A shadow control plane is rebuilt incrementally from the ledger's new events; at every
   change of the self-schema the two must be equal in content, and at every step in their active ids (a scar
-  unloaded or a mask lifted behind the ledger's back is caught at the next decision).
+  unloaded or a mask lifted behind the ledger's back is caught at the next decision). At every decision the
+  ledger's head (one read) must also be what the agent's store last committed: an event another process wrote (a
+  scar retired behind the agent's back) is a mismatch named at once, and the run stops (``ForeignWriteError``).
 * **Prop. 1, against the ledger's evidence.** Every recorded failure (q, F) that an admitted scar brought as
   evidence is *owed* coverage until the scar's scope ends (scope retirement, revocation); a merge's report never
   excuses it (what a merge says it left uncovered is a violation, named as such), a scar dropped by the ILP merge
@@ -46,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from scars.agents.runtime.control import ControlPlane, Governed
+from scars.agents.runtime.errors import ForeignWriteError
 from scars.agents.runtime.scar import Scar
 from scars.agents.runtime.store import SchemaStore, apply, plane_state
 from scars.envs.api import Decision
@@ -252,6 +255,7 @@ class GuaranteeMonitor:
         self._c_every.append((t, self._c_now))
 
     def _sync(self, t: int) -> None:
+        self._refuse_foreign(t)
         changed = self._catch_up(t)
         live = self.store.plane
         self.consistency["checks"] += 1
@@ -271,6 +275,32 @@ class GuaranteeMonitor:
                     }
             self._replay_owed(t)
             self._check_growth(t)
+
+    def _refuse_foreign(self, t: int) -> None:
+        """Plane = ledger against other writers: the ledger's head (one read) must be what this agent's store last
+        committed. An event another process wrote (a retirement behind the agent's back) makes the plane stale:
+        it is a mismatch, named at once, and the run stops (``ForeignWriteError``; the runner writes out what was
+        recorded so far, its summary marked incomplete)."""
+        foreign = self.store.foreign_events()
+        if not foreign:
+            return
+        self.consistency["checks"] += 1
+        self.consistency["mismatches"] += 1
+        named = [{"seq": e.seq, "type": e.type, "subject": e.subject} for e in foreign]
+        if self.consistency["first"] is None:
+            self.consistency["first"] = {
+                "t": t,
+                "live": list(self.store.plane.active_ids),
+                "ledger": list(self._shadow.active_ids),
+                "foreign_events": named,
+            }
+        listed = "; ".join(f"event {e['seq']} {e['type']} {e['subject'] or '-'}" for e in named[:5])
+        more = f" and {len(named) - 5} more" if len(named) > 5 else ""
+        raise ForeignWriteError(
+            f"{self.store.path}: at decision {t} the ledger holds {len(named)} event(s) this agent did not write — "
+            f"{listed}{more} — another process wrote it, so the control plane is no longer the fold of the ledger; "
+            "the run stops (fail closed)"
+        )
 
     def _check_decision(self, t: int, decision: Decision, governed: Governed) -> None:
         """Owed failures whose context matches this decision's: each failed action must have been masked by a scar

@@ -81,7 +81,12 @@ from typing import Any
 from scars.agents.runtime import locks
 from scars.agents.runtime.admission import judge_admission
 from scars.agents.runtime.control import ControlPlane
-from scars.agents.runtime.errors import LifecycleError, MissingLedgerError, ResurrectionRefused
+from scars.agents.runtime.errors import (
+    ForeignWriteError,
+    LifecycleError,
+    MissingLedgerError,
+    ResurrectionRefused,
+)
 from scars.agents.runtime.events import (
     EVENT_NAME,
     EVENT_TYPES,
@@ -143,6 +148,7 @@ __all__ = [
     "TEMP_MASK_SET",
     "VERDICT_EVENTS",
     "Event",
+    "ForeignWriteError",
     "Ledger",
     "LifecycleError",
     "MissingLedgerError",
@@ -230,6 +236,9 @@ class Ledger:
                    rejected ("not a scars ledger: …").
         anchor:    ``(count, hash)`` or ``"count:hash"`` from an earlier ``head()``: every verification (and so
                    every projection of the control plane) also requires the chain to extend it.
+        sole_writer: the handle's owner keeps state folded from the events it writes (``SchemaStore``): events
+                   another writer appends are foreign — ``foreign_events()`` names them (one cheap read) and the
+                   next group refuses to extend them (``ForeignWriteError``, nothing appended).
     """
 
     def __init__(
@@ -241,8 +250,10 @@ class Ledger:
         keyed: bool = True,
         read_only: bool = False,
         anchor: tuple[int, str] | str | None = None,
+        sole_writer: bool = False,
     ) -> None:
         self.path = Path(path).absolute()  # identity checks stat this path later, maybe after a chdir
+        self.sole_writer = bool(sole_writer)
         self._head = HeadFile(self.path)
         self.head_file = self._head.path
         self.read_only = bool(read_only)
@@ -728,6 +739,8 @@ class Ledger:
                 if row is None:
                     raise LedgerIntegrityError(f"{self.path}: the head record is missing; refusing to append")
                 count, last_hash, last_tx, head_mac = int(row[0]), str(row[1]), int(row[2]), row[3]
+                if self.sole_writer and count != self._committed:
+                    raise ForeignWriteError(self._foreign_text(count))
                 tail = conn.execute(
                     "SELECT seq, hash, type, subject, payload, tx_time, valid_from, valid_to, prev_hash, mac "
                     "FROM events ORDER BY seq DESC LIMIT 1"
@@ -814,6 +827,46 @@ class Ledger:
         """The event count as of this writer's last commit (at opening: the ledger's count). Kept in memory, so
         any thread may read it; events appended in an open group are not counted until it commits."""
         return self._committed
+
+    def stored_count(self) -> int:
+        """The event count the database's head row commits now, as one read (no commit, no verification): what a
+        monitor compares with ``committed`` at every decision to see another writer at once."""
+        row = self._db.execute("SELECT count FROM head WHERE singleton = 1").fetchone()
+        if row is None or isinstance(row[0], bool) or not isinstance(row[0], int):
+            raise LedgerIntegrityError(f"{self.path}: the head record is missing or damaged ({row!r:.60})")
+        return row[0]
+
+    def foreign_events(self) -> tuple[Event, ...]:
+        """The events another writer committed after this handle's last commit (empty when none: one read of the
+        head row). Inside an open group nothing foreign can arrive (the group holds the write locks, and its start
+        refused foreign events for a ``sole_writer``). Fewer events than this handle committed is a truncation
+        (``LedgerIntegrityError``)."""
+        if self._open is not None:
+            return ()
+        count = self.stored_count()
+        if count < self._committed:
+            raise LedgerIntegrityError(
+                f"{self.path}: the head commits {count} events but this handle committed {self._committed}: events "
+                "were removed under a running writer (fail closed)"
+            )
+        return () if count == self._committed else self.events(after=self._committed)
+
+    def _foreign_text(self, count: int) -> str:
+        """Name the events another writer appended after this handle's last commit (up to five)."""
+        foreign = self._db.execute(
+            "SELECT seq, type, subject FROM events WHERE seq > ? ORDER BY seq LIMIT 5", (self._committed,)
+        ).fetchall()
+        named = "; ".join(f"event {seq} {type_} {subject or '-'}" for seq, type_, subject in foreign)
+        more = (
+            f" and {count - self._committed - len(foreign)} more"
+            if count - self._committed > len(foreign)
+            else ""
+        )
+        return (
+            f"{self.path}: another process wrote {count - self._committed} event(s) into this ledger after this "
+            f"writer's last commit (event {self._committed}): {named}{more}; the state folded from it is stale — "
+            "refusing to append (fail closed)"
+        )
 
     def flush(self) -> None:
         """Commit the open group's events now (no-op when none are pending); the group stays open for more."""

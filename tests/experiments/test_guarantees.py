@@ -269,6 +269,118 @@ def test_the_governed_mass_check_still_applies(tmp_path):
     )
 
 
+def _retire_from_another_process(ledger_path, scar_id: str) -> None:
+    """``scars ledger retire`` in a process of its own: a real second writer of the run's ledger."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run(
+        [sys.executable, "-m", "scars.experiments.cli", "ledger", "retire", str(ledger_path), scar_id]
+        + ["--reason", "retired by another process"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_second_process_retiring_an_active_scar_is_seen_at_the_next_decision(tmp_path):
+    """Issue 41 #4: a foreign process retired an active scar mid-run; the plane = ledger monitor saw it only when the
+    agent's own store next wrote (47 decisions later), and the run then died (exit 2) before summary.json was
+    written. Now the monitor reads the ledger's head at every decision: the foreign event is named at the very next
+    decision, the run stops there, and everything recorded so far is kept, the summary marked incomplete."""
+    from scars.agents.runtime.ledger import Ledger
+
+    retired: list[tuple[int, str]] = []
+
+    def second_writer(agent, row):
+        if not retired and agent.scar_ids():
+            scar_id = agent.scar_ids()[0]
+            _retire_from_another_process(agent.store.ledger.path, scar_id)
+            retired.append((row["t"], scar_id))
+
+    cfg = Tier1Config(method="scars", episodes=12, seed=0, search_iterations=60)
+    result = run_tier1(cfg, tmp_path / "run", on_step=second_writer)
+    assert retired, "the run admitted nothing to retire"
+    t, scar_id = retired[0]
+    s = result.summary
+    assert s["complete"] is False and f"at decision {t + 1}" in s["stopped"]
+    assert f"scar_retired {scar_id}" in s["stopped"] and "another process" in s["stopped"]
+    assert s["plane_ledger_ok"] is False and s["plane_ledger"]["first"]["t"] == t + 1
+    assert s["plane_ledger"]["first"]["foreign_events"][0]["type"] == "scar_retired"
+    # nothing lost: every decision up to the foreign write is in the tables; the agent wrote nothing after it
+    assert list(result.steps["t"]) == list(range(t + 1))
+    assert set(result.episodes["episode"]) == set(
+        result.steps["episode"]
+    )  # a partial episode has its row too
+    assert result.episodes["complete"].tolist()[:-1] == [True] * (len(result.episodes) - 1)
+    with Ledger(tmp_path / "run" / "ledger.sqlite", read_only=True) as audit:
+        assert audit.verify().ok
+        last = audit.events()[-1]
+    assert (last.type, last.subject) == ("scar_retired", scar_id)
+
+
+def test_a_stopped_run_is_written_out_marked_incomplete_and_the_cli_exits_1(tmp_path, monkeypatch):
+    """The runner writes a stopped run like any other (tables, results.md, summary.json with ``complete: false``);
+    ``scars run tier1`` then exits 1 naming why, after the files are written."""
+    import json
+
+    from click.testing import CliRunner
+
+    import scars.experiments.runner as runner
+    from scars.experiments.cli import main
+
+    real = runner.run_tier1_folder
+    stopped_at: list[int] = []
+
+    def progress_then_foreign(cfg, out, **kw):
+        inner = kw.get("progress")
+
+        def progress(done, total):
+            if inner is not None:
+                inner(done, total)
+            from scars.agents.runtime.ledger import Ledger
+
+            if not stopped_at and done >= 4:
+                with Ledger(out / "ledger.sqlite") as other:  # a second connection: another writer
+                    active = other.active_scars()
+                    if active:
+                        other.retire(active[0].id, "retired behind the agent's back")
+                        stopped_at.append(done)
+
+        return real(cfg, out, **{**kw, "progress": progress})
+
+    monkeypatch.setattr(runner, "run_tier1_folder", progress_then_foreign)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "tier1",
+            "--method",
+            "scars",
+            "--episodes",
+            "12",
+            "--search-iterations",
+            "60",
+            "--out",
+            str(out),
+        ],
+    )
+    assert stopped_at, "the run admitted nothing to retire"
+    assert result.exit_code == 1, result.output
+    assert "stopped before its end" in result.output and "scar_retired" in result.output
+    summary = json.loads((out / "summary.json").read_text())["scars"]
+    assert summary["complete"] is False and "another process" in summary["stopped"]
+    assert summary["episodes"] == stopped_at[0]  # the next episode's first decision stopped it
+    assert (out / "results.md").exists() and (out / "scars" / "steps.parquet").exists()
+
+
 def test_a_ledger_edited_during_a_run_stops_it_at_the_next_episode_end(tmp_path):
     """Issue 25 #5, from the outside: another process edits a recorded event's payload (its hash column left
     alone) while the run goes on. Before, the summary said ``ledger_verified: false`` at the end and the run went
