@@ -131,17 +131,17 @@ def run_tier1(
     policy = build_policy(cfg) if policy is None else check_policy_mode(cfg, policy)
     run = Tier1Run(cfg, out, policy, on_step)
     started = time.perf_counter()
-    stopped: str | None = None
+    stopped: ForeignWriteError | None = None
     try:
         try:
             for episode, game in enumerate(run.games):
                 run.play_episode(episode, game)
                 if progress is not None:
                     progress(episode + 1, cfg.episodes)
-        except (
-            ForeignWriteError
-        ) as exc:  # another process wrote the agent's ledger: stop, keep what was recorded
-            stopped = " ".join(str(exc).split())
+        except ForeignWriteError as exc:  # another process wrote the ledger: stop, keep what was recorded
+            if not run.rows:
+                raise  # stopped before its first decision was recorded: nothing to write out (one error line)
+            stopped = exc
         agent_stats = run.agent_stats()
     finally:
         if stopped is None:
@@ -149,19 +149,6 @@ def run_tier1(
         else:
             with suppress(ForeignWriteError):  # a stopped agent writes nothing more (its plane is stale)
                 run.agent.close()
-    if not run.rows:  # stopped before its first decision was recorded
-        return RunResult(
-            {
-                "method": run.label,
-                "complete": False,
-                "stopped": stopped,
-                "steps": 0,
-                "episodes": 0,
-                **agent_stats,
-            },
-            pd.DataFrame(),
-            pd.DataFrame(),
-        )
     steps = pd.DataFrame(run.rows)
     episodes = episode_columns(steps, pd.DataFrame(run.episode_rows), run.schedule.equivalence)
     summary = summarise(
@@ -181,7 +168,8 @@ def run_tier1(
         summary["game_files_by_task_type"] = dict(sorted(Counter(g.task.task_type for g in distinct).items()))
     summary["wall_seconds"] = time.perf_counter() - started
     # a run stopped early (fail closed) is written out all the same, marked incomplete with the reason
-    summary["complete"], summary["stopped"] = stopped is None, stopped
+    summary["complete"] = stopped is None
+    summary["stopped"] = None if stopped is None else " ".join(str(stopped).split())
     return RunResult(summary, steps, episodes)
 
 
