@@ -385,12 +385,19 @@ class Ledger:
         if not self.path.parent.is_dir():
             raise LedgerError(f"cannot create a ledger at {self.path}: {self.path.parent} is not a folder")
         try:
-            # Everything under the exclusive writer lock: a creation in progress elsewhere (its head file and key
-            # already there, its database not yet renamed into place) is waited for, never taken for a deletion.
+            # A file that is not SQLite is refused before anything is created next to it; the rest happens under the
+            # exclusive writer lock: a creation in progress elsewhere (its head file and key already there, its
+            # database not yet renamed into place) is waited for, never taken for a deletion.
+            tables = self._connect_for_writing(explicit) if self.path.exists() else None
             with self._file_lock(exclusive=True):
-                if not self.path.exists():
-                    self._create(explicit, keyed, over_empty=False)
-                tables = self._connect_for_writing(explicit)
+                if tables is None:
+                    if not self.path.exists():
+                        self._create(explicit, keyed, over_empty=False)
+                    tables = self._connect_for_writing(explicit)
+                elif not tables:  # again under the lock: another process may have created it meanwhile
+                    tables = {
+                        r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                    }
                 if not tables:  # an empty file (or an SQLite file without tables) where no ledger was
                     self.close()
                     self._create(explicit, keyed, over_empty=True)
