@@ -134,31 +134,33 @@ _TASK = {t: i for i, t in enumerate(TASK_TYPES)}
 class _Slots:
     """One admissible set of one game, encoded once and reused whenever the world hands it out again: the world
     hands out the same action dicts while the state they describe is unchanged (``World.admissible_actions``), so
-    the tuple of their identities names the set (the entry keeps the dicts alive: no identity is reused)."""
+    the tuple of their identities names the set (the entry keeps the dicts alive: no identity is reused).
 
-    __slots__ = (
-        "actions",
-        "commands",
-        "rows",
-        "mask",
-        "visited_at",
-        "seen_at",
-        "goto_receps",
-        "target_takes",
-    )
+    ``template`` is the observation vector with everything the set fixes filled in (the task, the admissible
+    fraction, every slot's static row); ``memory_at`` are the entries the episode memory fills (each ``go to``
+    slot's visited and target-seen flags) from ``memory_of`` (their indices into the view's memory array:
+    receptacle r's visited flag at r, its target-seen flag at R + r); ``target_takes`` are the receptacles an
+    admissible ``take`` of the task's object type reveals."""
+
+    __slots__ = ("actions", "commands", "template", "mask", "memory_at", "memory_of", "target_takes")
 
     def __init__(self, actions: list[dict], game: _Game, max_actions: int) -> None:
         keyed = sorted(map(game.action, actions), key=lambda e: e[1])
         self.actions = [e[0] for e in keyed]
         self.commands = tuple(d["text"] for d in self.actions)
-        self.rows = np.concatenate([e[2] for e in keyed]) if keyed else np.zeros(0, dtype=np.float32)
+        template = self.template = np.zeros(_G + _S * max_actions, dtype=np.float32)
+        template[_TASK[game.task[0]]] = 1.0
+        template[_G - 1] = len(keyed) / max_actions
+        if keyed:
+            template[_G : _G + _S * len(keyed)] = np.concatenate([e[2] for e in keyed])
         self.mask = np.zeros(max_actions, dtype=bool)
         self.mask[: len(keyed)] = True
         gotos = [(i, e[3]) for i, e in enumerate(keyed) if e[4] == _GOTO]
-        self.visited_at = np.array([_G + i * _S + _S - 2 for i, _ in gotos], dtype=np.intp)
-        self.seen_at = self.visited_at + 1
-        self.goto_receps = np.array([r for _, r in gotos], dtype=np.intp)
-        self.target_takes = np.array([e[3] for e in keyed if e[4] == _TARGET_TAKE], dtype=np.intp)
+        visited_at = [_G + i * _S + _S - 2 for i, _ in gotos]
+        self.memory_at = np.array(visited_at + [at + 1 for at in visited_at], dtype=np.intp)
+        n = len(game.receptacles)
+        self.memory_of = np.array([r for _, r in gotos] + [n + r for _, r in gotos], dtype=np.intp)
+        self.target_takes = np.array([n + e[3] for e in keyed if e[4] == _TARGET_TAKE], dtype=np.intp)
 
 
 _GOTO, _TARGET_TAKE = 1, 2
@@ -169,9 +171,10 @@ the episode memory reads of it: ``_GOTO``, ``_TARGET_TAKE`` or 0)."""
 
 class _Game:
     """One game's tables: its receptacles by index (what the episode memory is an array over), its task, every
-    action dict met so far as a slot (``_Encoded``) and every admissible set met so far, encoded (``_Slots``)."""
+    action dict met so far as a slot (``_Encoded``), every admissible set met so far, encoded (``_Slots``), and the
+    global features of every held-and-location situation met so far."""
 
-    __slots__ = ("spec", "task", "appliance", "receptacles", "actions", "states")
+    __slots__ = ("spec", "task", "appliance", "receptacles", "actions", "states", "situations")
 
     def __init__(self, spec: Any, q: Mapping[str, Any]) -> None:
         self.spec = spec  # kept alive with the table: its identity names the game
@@ -180,6 +183,7 @@ class _Game:
         self.receptacles = {r.name: i for i, r in enumerate(spec.receptacles)}
         self.actions: dict[int, _Encoded] = {}  # by the dict's identity; the entry keeps the dict alive
         self.states: dict[tuple[int, ...], _Slots] = {}
+        self.situations: dict[tuple, np.ndarray] = {}  # HouseholdRLView._situation's
 
     def action(self, d: dict) -> _Encoded:
         hit = self.actions.get(id(d))
@@ -276,8 +280,7 @@ class HouseholdRLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._slots: _Slots | None = None
         self._info: dict[str, Any] = {}
         self._text = ""
-        self._visited = np.zeros(0, dtype=np.float32)
-        self._target_seen = np.zeros(0, dtype=np.float32)
+        self._memory = np.zeros(0, dtype=np.float32)  # the episode memory (``_remember``)
         self._potential = 0.0
         self._t = 0
 
@@ -345,43 +348,56 @@ class HouseholdRLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return slots
 
     def _remember(self, q: Mapping[str, Any]) -> None:
-        """The view's memory of the episode: receptacles visited, and where an object of the task's type was seen."""
+        """The view's memory of the episode (one array: receptacle r visited at r, an object of the task's type last
+        seen there at R + r), from what the admissible commands show."""
         location = q["location"]
         if location != NOWHERE:
             assert self._game is not None and self._slots is not None
             here = self._game.receptacles[location]
-            self._visited[here] = 1.0
-            takes = self._slots.target_takes
+            memory, takes = self._memory, self._slots.target_takes
+            memory[here] = 1.0
             if not len(takes) and q["location_open"]:
-                self._target_seen[here] = 0.0
-            self._target_seen[takes] = 1.0
+                memory[len(self._game.receptacles) + here] = 0.0
+            memory[takes] = 1.0
 
-    def _encode(self) -> np.ndarray | dict[str, np.ndarray]:
-        q, slots, k = self._info["context"], self._slots, self.max_actions
-        assert slots is not None and self._game is not None
-        x = np.zeros(_G + _S * k, dtype=np.float32)
-        task_type, target_obj, target_recep = self._game.task
-        held = q["held_type"]
-        holding = held != NOWHERE
-        x[_TASK[task_type]] = 1.0
-        g = len(TASK_TYPES)
-        x[g : g + 11] = (
-            min(1.0, q["step"] / self.household.config.max_steps),
-            holding,
-            holding and held == target_obj,
+    def _situation(self, q: Mapping[str, Any]) -> np.ndarray:
+        """The global features after the step fraction (holding … location_open), cached by what they read."""
+        key = (
+            q["held_type"],
             q["held_is_clean"],
             q["held_is_hot"],
             q["held_is_cool"],
             q["held_is_wet"],
-            q["location_type"] == target_recep,
-            q["location_type"] in APPLIANCES.get(task_type, ()),
-            bool(q["location_open"]),
-            len(slots.commands) / k,
+            q["location_type"],
+            q["location_open"],
         )
-        x[_G : _G + len(slots.rows)] = slots.rows
-        if len(slots.goto_receps):
-            x[slots.visited_at] = self._visited[slots.goto_receps]
-            x[slots.seen_at] = self._target_seen[slots.goto_receps]
+        assert self._game is not None
+        values = self._game.situations.get(key)
+        if values is None:
+            _, target_obj, target_recep = self._game.task
+            held, holding = key[0], key[0] != NOWHERE
+            values = self._game.situations[key] = np.array(
+                (
+                    holding,
+                    holding and held == target_obj,
+                    *key[1:5],
+                    key[5] == target_recep,
+                    key[5] in self._game.appliance,
+                    bool(key[6]),
+                ),
+                dtype=np.float32,
+            )
+        return values
+
+    def _encode(self) -> np.ndarray | dict[str, np.ndarray]:
+        q, slots = self._info["context"], self._slots
+        assert slots is not None
+        x = slots.template.copy()
+        g = len(TASK_TYPES)
+        x[g] = min(1.0, q["step"] / self.household.config.max_steps)
+        x[g + 1 : g + 10] = self._situation(q)
+        if len(slots.memory_at):
+            x[slots.memory_at] = self._memory[slots.memory_of]
         if self.dict_obs:
             return {"observations": x, "action_mask": slots.mask.astype(np.int8)}
         return x
@@ -415,7 +431,7 @@ class HouseholdRLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
         text, info = self.env.reset(seed=seed, options=options)
         self._game = self._table(info["context"])
         n = len(self._game.receptacles)
-        self._visited, self._target_seen = np.zeros(n, dtype=np.float32), np.zeros(n, dtype=np.float32)
+        self._memory = np.zeros(2 * n, dtype=np.float32)
         self._t = 0 if seed is not None else self._t
         self._take(text, info)
         self._potential = -self.shaping * self._distance() if self.shaping else 0.0
