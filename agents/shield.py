@@ -27,13 +27,19 @@ slot is masked the learner is offered a⊥'s slot alone.
 
 ``ParallelScarShield(view)`` does the same for every seat of a shared-resource arena's RL view
 (``envs.rl.ResourceRLView``): one scars agent, one ledger, per seat.
+
+Both refuse an action outside their ``Discrete`` space with one ``WorldError`` (``envs.rl.view.slot_index``: no
+coercion; a masked slot inside the space is the only thing replaced). This module names no world: a shield reads the
+view through the protocols of ``envs.rl.view`` (``MaskedView``, ``SeatedView``) and its agent sees the world through
+the adapter the caller hands in (``adapter=`` / ``adapters=``; by default the view's own). ``ScarShield`` records its
+arguments as Gymnasium's wrappers do and finds its view inside ``gym.make``'s wrappers, so
+``check_env(ScarShield(gym.make("scars/HouseholdRL-v0")))`` passes.
 """
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -160,7 +166,7 @@ class ScarShield(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _current(self) -> Decision:
         """The decision the learner is at (built when first needed: the ``none`` shield rarely needs one)."""
         if self._decision is None:
-            self._decision = replace(self.view.decision(), t=self._decision_t)
+            self._decision = self.view.decision(t=self._decision_t)
         return self._decision
 
     def _govern(self) -> None:

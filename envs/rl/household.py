@@ -1,7 +1,10 @@
 """The household world as a learner sees it: ``Discrete(K)`` over the admissible commands, masks, numbers (issue 29).
 
 ``HouseholdRLView(env)`` wraps ``scars/Household-v0`` (a :class:`~envs.household.env.HouseholdEnv`, or
-``gym.make`` of it) as a standard Gymnasium ``Wrapper``.
+``gym.make`` of it) as a standard Gymnasium ``Wrapper`` that records its arguments (``RecordConstructorArgs``: its
+``spec`` recreates it). ``gym.make("scars/HouseholdRL-v0", **kwargs)`` (registered by ``import scars.envs.rl``) is
+``make_household_view(**kwargs)``; ``gym.make_vec("scars/HouseholdRL-v0", num_envs=n)`` is
+``make_household_vector(n)``, a ``SyncVectorEnv`` of views with ``lean_info`` on.
 
 ## Actions
 ``Discrete(K)`` (``K = max_actions``, 40 by default; the household never has more than 35 admissible commands).
@@ -41,8 +44,18 @@ policy is unchanged. Φ reads the world's true state (as the win test does); it 
 
 ## Info
 The world's info (``scars/Household-v0``'s) plus ``action_mask``, ``command`` (the command played), ``shaping``
-and ``world_reward``; with ``lean_info=True`` only those and ``violations`` and ``won`` (``LEAN_INFO``) — what a
-vectorised learner needs, at a fraction of a vector env's cost of merging infos.
+and ``world_reward``; with ``lean_info=True`` only ``action_mask``, ``violations``, ``won`` and ``shaping``
+(``LEAN_INFO``; the world's reward is the reward − ``shaping``) — what a vectorised learner reads, at a fraction of
+a vector env's cost of merging infos. ``make_household_vector`` turns it on by default; ``lean_info=False`` there
+hands out the whole info. ``last_info`` is always the whole info.
+
+## Speed
+The slot order, the slot rows and the indices the episode memory fills are computed once per admissible set of a
+game (``_Slots``, found by the identities of the world's action dicts, which the world hands out unchanged while
+the state they describe is unchanged); a step copies that set's observation template and fills the step fraction,
+the held-and-location features and the memory flags with one gather (issue 39 item 5; ``benchmarks/rl_throughput.py``
+measures it beside the per-action encoder it replaced). ``step`` checks the action with ``envs.rl.view.slot_index``
+(Gymnasium's ``Discrete.contains``; no coercion).
 """
 
 from __future__ import annotations
@@ -304,11 +317,11 @@ class HouseholdRLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
             return np.zeros(self.max_actions, dtype=bool)
         return self._slots.mask.copy()
 
-    def decision(self) -> Decision:
-        """The current decision as every method sees it (``envs.api.Decision``), its actions in slot order."""
-        return self.adapter.decision(
-            self._text, {**self._info, "admissible_actions": self._actions}, t=self._t
-        )
+    def decision(self, *, t: int | None = None) -> Decision:
+        """The current decision as every method sees it (``envs.api.Decision``), its actions in slot order; ``t``
+        the caller's decision count (a shield's, shared by a learner's envs), by default the view's steps."""
+        info = {**self._info, "admissible_actions": self._actions}
+        return self.adapter.decision(self._text, info, t=self._t if t is None else t)
 
     @property
     def last_info(self) -> Mapping[str, Any]:

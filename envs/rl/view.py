@@ -57,8 +57,9 @@ class MaskedView(Protocol):
     dict_obs: bool
     """Observations are ``Dict(observations, action_mask)`` (RLlib's convention) rather than a plain vector."""
 
-    def decision(self) -> Decision:
-        """The current decision; ``decision().actions[i]`` is the action slot ``i`` plays."""
+    def decision(self, *, t: int | None = None) -> Decision:
+        """The current decision; ``decision().actions[i]`` is the action slot ``i`` plays; ``t`` the decision count
+        to stamp it with (by default the view's own)."""
         ...
 
     def action_masks(self) -> np.ndarray:
