@@ -17,9 +17,25 @@ read, so ``envs.rl.view`` (what a shield reads) stays world-free. A PettingZoo e
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gymnasium.envs.registration import register, registry
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers
+    from scars.envs.rl.household import (
+        GLOBAL_FEATURES,
+        LEAN_INFO,
+        MAX_ACTIONS,
+        SLOT_FEATURES,
+        VERBS,
+        HouseholdRLView,
+        make_household_vector,
+        make_household_view,
+    )
+    from scars.envs.rl.household import observation_layout as household_layout
+    from scars.envs.rl.resource import ResourceRLView
+    from scars.envs.rl.resource import observation_layout as resource_layout
+    from scars.envs.rl.view import MaskedView, SeatAdapter, SeatedView, slot_index
 
 _EXPORTS: dict[str, tuple[str, str]] = {
     "GLOBAL_FEATURES": ("household", "GLOBAL_FEATURES"),
@@ -39,7 +55,23 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "slot_index": ("view", "slot_index"),
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "GLOBAL_FEATURES",
+    "LEAN_INFO",
+    "MAX_ACTIONS",
+    "SLOT_FEATURES",
+    "VERBS",
+    "HouseholdRLView",
+    "MaskedView",
+    "ResourceRLView",
+    "SeatAdapter",
+    "SeatedView",
+    "household_layout",
+    "make_household_vector",
+    "make_household_view",
+    "resource_layout",
+    "slot_index",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -138,3 +138,14 @@ def test_a_vector_env_of_views_hands_out_the_lean_info_unless_told():
     full.close()
     with pytest.raises(WorldError, match="num_envs must be a positive integer, got 0"):
         gym.make_vec("scars/HouseholdRL-v0", num_envs=0)
+
+
+def test_every_name_envs_rl_exports_resolves():
+    """The package loads its modules when a name is first read (so that ``envs.rl.view`` stays world-free): every
+    exported name must resolve, and nothing else."""
+    rl = scars.envs.rl
+    assert sorted(rl.__all__) == sorted(rl._EXPORTS)
+    for name in rl.__all__:
+        assert getattr(rl, name) is not None
+    with pytest.raises(AttributeError, match="has no attribute 'HouseholdView'"):
+        rl.HouseholdView  # noqa: B018
