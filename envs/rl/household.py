@@ -164,22 +164,26 @@ class _Slots:
         template = self.template = np.zeros(_G + _S * max_actions, dtype=np.float32)
         template[_TASK[game.task[0]]] = 1.0
         template[_G - 1] = len(keyed) / max_actions
-        if keyed:
-            template[_G : _G + _S * len(keyed)] = np.concatenate([e[2] for e in keyed])
+        if keyed:  # the slot rows, all at once: valid, the verb's one-hot, the eight action features
+            rows = template[_G : _G + _S * len(keyed)].reshape(len(keyed), _S)
+            rows[:, 0] = 1.0
+            rows[np.arange(len(keyed)), 1 + np.array([e[2] for e in keyed])] = 1.0
+            rows[:, _FLAGS : _FLAGS + 8] = [e[3] for e in keyed]
         self.mask = np.zeros(max_actions, dtype=bool)
         self.mask[: len(keyed)] = True
-        gotos = [(i, e[3]) for i, e in enumerate(keyed) if e[4] == _GOTO]
+        gotos = [(i, e[4]) for i, e in enumerate(keyed) if e[5] == _GOTO]
         visited_at = [_G + i * _S + _S - 2 for i, _ in gotos]
         self.memory_at = np.array(visited_at + [at + 1 for at in visited_at], dtype=np.intp)
         n = len(game.receptacles)
         self.memory_of = np.array([r for _, r in gotos] + [n + r for _, r in gotos], dtype=np.intp)
-        self.target_takes = np.array([n + e[3] for e in keyed if e[4] == _TARGET_TAKE], dtype=np.intp)
+        self.target_takes = np.array([n + e[4] for e in keyed if e[5] == _TARGET_TAKE], dtype=np.intp)
 
 
 _GOTO, _TARGET_TAKE = 1, 2
-_Encoded = tuple[dict, tuple, np.ndarray, int, int]
-"""One action dict as a slot: (the dict, its slot-order key, its static slot row, its receptacle's index or −1, what
-the episode memory reads of it: ``_GOTO``, ``_TARGET_TAKE`` or 0)."""
+_Encoded = tuple[dict, tuple, int, tuple[bool, ...], int, int]
+"""One action dict as a slot: (the dict, its slot-order key, its verb's index, its eight action features
+(``SLOT_FEATURES`` from ``obj_is_target_type`` to ``obj_is_wet``), its receptacle's index or −1, what the episode
+memory reads of it: ``_GOTO``, ``_TARGET_TAKE`` or 0)."""
 
 
 class _Game:
@@ -206,10 +210,7 @@ class _Game:
         args = d["args"]
         otype, rtype = args.get("obj_type"), args.get("recep_type")
         verb = _VERB.get(d["name"], 0)
-        row = np.zeros(_S, dtype=np.float32)
-        row[0] = 1.0
-        row[1 + verb] = 1.0
-        row[_FLAGS : _FLAGS + 8] = (
+        features = (
             otype == target_obj,
             rtype == target_recep,
             rtype in self.appliance,
@@ -219,7 +220,7 @@ class _Game:
             bool(args.get("is_cool")),
             bool(args.get("is_wet")),
         )
-        relevance = int(row[_FLAGS] + row[_FLAGS + 1] + row[_FLAGS + 2])
+        relevance = features[0] + features[1] + features[2]
         recep = self.receptacles.get(args.get("recep"), -1)  # type: ignore[arg-type]
         memory = (
             _GOTO
@@ -228,7 +229,7 @@ class _Game:
             if d["name"] == "take" and otype == target_obj
             else 0
         )
-        hit = self.actions[id(d)] = (d, (-relevance, verb, d["text"]), row, recep, memory)
+        hit = self.actions[id(d)] = (d, (-relevance, verb, d["text"]), verb, features, recep, memory)
         return hit
 
 
