@@ -137,9 +137,8 @@ class ScarShield(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._core = ControlPlane(core=world.card.core, classes=world.card.classes)
         self.ledger_path = None if ledger_path is None else Path(ledger_path)
         self._decision: Decision | None = None
-        self._decision_t = (
-            -1
-        )  # the decision clock's reading at the current decision (−1: before the first reset)
+        # the decision clock's reading at the current decision (−1: before the first reset)
+        self._decision_t = -1
         self._mask = np.zeros(0, dtype=bool)
         self.masked_total = 0
         """Admissible slots the shield has removed from the learner's choice, summed over decisions."""
@@ -225,9 +224,10 @@ class ScarShield(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self.replaced += 1
             fallback = self._fallback_slot(self._current())
             slot = fallback if fallback is not None else slot
-        decision = self._current() if self.agent is not None else None
+        agent = self.agent
+        decision = self._current() if agent is not None else None  # taken before the step changes the view
         obs, reward, terminated, truncated, info = self.env.step(slot)
-        if decision is not None and self.agent is not None and slot < len(decision.actions):
+        if agent is not None and decision is not None and slot < len(decision.actions):
             feedback = Feedback(
                 decision=decision,
                 action=decision.actions[slot],
@@ -239,9 +239,9 @@ class ScarShield(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 won=bool(info.get("won", False)),
             )
             with method_turn():
-                self.agent.observe(feedback)
+                agent.observe(feedback)
                 if terminated or truncated:
-                    self.agent.end_episode(bool(info.get("won", False)))
+                    agent.end_episode(bool(info.get("won", False)))
         self._govern()
         info["action_mask"] = self._mask.copy()
         info["shield_replaced"] = replaced
