@@ -136,8 +136,9 @@ LEAN_INFO: tuple[str, ...] = ("action_mask", "violations", "won", "shaping")
 """The info keys a ``lean_info`` view hands out: what a vectorised learner reads (the mask, the verifier's events,
 the win, and F, so that the world's reward is the step's reward − ``shaping``). A vector env merges every key of
 every env's info at every step, at about a microsecond a key and env."""
-_MAX_CACHED_STATES = 8192
-"""Admissible sets a view keeps encoded (each a few hundred bytes); past this the cache starts again."""
+_MAX_CACHED_STATES = 4096
+"""Admissible sets a view keeps encoded (each ~4 KB at K = 40, its observation template: 16 MB at most; a random
+walk meets about a hundred per game); past this the cache starts again."""
 _VERB = {v: i for i, v in enumerate(VERBS)}
 _G, _S = len(GLOBAL_FEATURES), len(SLOT_FEATURES)
 _FLAGS = 1 + len(VERBS)  # where a slot row's per-action features start
