@@ -75,3 +75,14 @@ if __name__ == "__main__" and "--record" in sys.argv:
         **{f"{seed}:{k}": v for seed in SEEDS for k, v in trajectory(seed, dict_obs=False).items()},
     )
     print(f"wrote {RECORDING}")
+
+
+def test_the_trajectory_is_the_same_when_the_view_keeps_almost_nothing_encoded(monkeypatch):
+    """The encoded admissible sets are a cache: starting it again every few steps changes no number."""
+    import scars.envs.rl.household as household
+
+    monkeypatch.setattr(household, "_MAX_CACHED_STATES", 3)
+    recorded = np.load(RECORDING)
+    run = trajectory(SEEDS[0], dict_obs=False)
+    for name, values in run.items():
+        assert np.array_equal(values, recorded[f"{SEEDS[0]}:{name}"]), name
