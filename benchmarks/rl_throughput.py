@@ -25,7 +25,7 @@ pre-generated games (so game generation, a per-reset cost of the default env, is
 Wall clock and CPU time (``*_cpu``) are both reported: the machine may be shared.
 
 Usage:  python benchmarks/rl_throughput.py [--seconds 2.0] [--num-envs 8] [--scars 1000] [--games 64] [--seed 0]
-        [--baseline COMMIT] [--repeat 1]
+        [--baseline COMMIT] [--repeat 1] [--warmup 2.0]
 Prints readable lines (one per measurement), then, last, one JSON line (the medians over ``--repeat``).
 """
 
@@ -114,6 +114,7 @@ def main() -> None:
     parser.add_argument("--scars", type=int, default=1000)
     parser.add_argument("--games", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds each view runs untimed first")
     parser.add_argument(
         "--baseline", default=BASELINE, help="commit of the per-action view to measure beside"
     )
@@ -174,36 +175,41 @@ def main() -> None:
 
         return step
 
+    def vector_stepper(view: type, lean: bool):
+        # each env replays one game of the pool (its game_seed): game generation is timed on its own below
+        vector = gym.vector.SyncVectorEnv(
+            [
+                lambda i=i: view(HouseholdEnv(max_steps=30, game_seed=args.seed + i), lean_info=lean)
+                for i in range(args.num_envs)
+            ],
+            autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+        )
+        _, infos = vector.reset(seed=args.seed)
+        holder = {"masks": infos["action_mask"]}
+
+        def step() -> int:
+            *_, infos = vector.step(pick_slots(rng, holder["masks"]))
+            holder["masks"] = infos["action_mask"]
+            return args.num_envs
+
+        return step
+
+    # Every walker lives for the whole run, as a learner's envs do, and is warmed up (untimed) before its first
+    # window: what is measured is the steady state, both views' caches filled; the windows are interleaved.
     baseline = per_action_view(args.baseline)
     views = [("", HouseholdRLView)] + ([("_per_action", baseline)] if baseline is not None else [])
-    for _ in range(args.repeat):
+    walkers = {}
+    for suffix, view in views:
+        walkers[f"view{suffix}"] = walker(view(HouseholdEnv(max_steps=30)))
+    for lean in (False, True):
         for suffix, view in views:
-            record(f"view{suffix}", timed(walker(view(HouseholdEnv(max_steps=30))), args.seconds))
-        for lean in (False, True):
-            for suffix, view in views:
-                # each env replays one game of the pool (its game_seed): game generation is timed on its own below
-                vector = gym.vector.SyncVectorEnv(
-                    [
-                        lambda i=i, lean=lean, view=view: view(
-                            HouseholdEnv(max_steps=30, game_seed=args.seed + i), lean_info=lean
-                        )
-                        for i in range(args.num_envs)
-                    ],
-                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
-                )
-                _, infos = vector.reset(seed=args.seed)
-                holder = {"masks": infos["action_mask"]}
+            walkers[f"vector{args.num_envs}{'_lean' if lean else ''}{suffix}"] = vector_stepper(view, lean)
+    for step in walkers.values():
+        timed(step, args.warmup)
+    for _ in range(args.repeat):
+        for name, step in walkers.items():
+            record(name, timed(step, args.seconds))
 
-                def vector_step(vector=vector, holder=holder) -> int:
-                    *_, infos = vector.step(pick_slots(rng, holder["masks"]))
-                    holder["masks"] = infos["action_mask"]
-                    return args.num_envs
-
-                record(
-                    f"vector{args.num_envs}{'_lean' if lean else ''}{suffix}",
-                    timed(vector_step, args.seconds),
-                )
-                vector.close()
     for name in ("view", f"vector{args.num_envs}", f"vector{args.num_envs}_lean"):
         if f"{name}_per_action_steps_per_s_cpu" in result:
             ratio = result[f"{name}_steps_per_s_cpu"] / result[f"{name}_per_action_steps_per_s_cpu"]

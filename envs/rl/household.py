@@ -52,7 +52,7 @@ hands out the whole info. ``last_info`` is always the whole info.
 ## Speed
 The slot order, the slot rows and the indices the episode memory fills are computed once per admissible set of a
 game (``_Slots``, found by the identities of the world's action dicts, which the world hands out unchanged while
-the state they describe is unchanged); a step copies that set's observation template and fills the step fraction,
+the state they describe is unchanged); a step copies that set's observation head and fills the step fraction,
 the held-and-location features and the memory flags with one gather (issue 39 item 5; ``benchmarks/rl_throughput.py``
 measures it beside the per-action encoder it replaced). ``step`` checks the action with ``envs.rl.view.slot_index``
 (Gymnasium's ``Discrete.contains``; no coercion).
@@ -136,9 +136,9 @@ LEAN_INFO: tuple[str, ...] = ("action_mask", "violations", "won", "shaping")
 """The info keys a ``lean_info`` view hands out: what a vectorised learner reads (the mask, the verifier's events,
 the win, and F, so that the world's reward is the step's reward − ``shaping``). A vector env merges every key of
 every env's info at every step, at about a microsecond a key and env."""
-_MAX_CACHED_STATES = 4096
-"""Admissible sets a view keeps encoded (each ~4 KB at K = 40, its observation template: 16 MB at most; a random
-walk meets about a hundred per game); past this the cache starts again."""
+_MAX_CACHED_STATES = 8192
+"""Admissible sets a view keeps encoded (each ~2.5 KB, its observation's head: 20 MB at most; a random walk meets
+about a hundred per game, so a pool of 64 games fits); past this the cache starts again."""
 _VERB = {v: i for i, v in enumerate(VERBS)}
 _G, _S = len(GLOBAL_FEATURES), len(SLOT_FEATURES)
 _FLAGS = 1 + len(VERBS)  # where a slot row's per-action features start
@@ -150,23 +150,23 @@ class _Slots:
     hands out the same action dicts while the state they describe is unchanged (``World.admissible_actions``), so
     the tuple of their identities names the set (the entry keeps the dicts alive: no identity is reused).
 
-    ``template`` is the observation vector with everything the set fixes filled in (the task, the admissible
-    fraction, every slot's static row); ``memory_at`` are the entries the episode memory fills (each ``go to``
+    ``head`` is the observation vector up to the last filled slot with everything the set fixes filled in (the
+    task, the admissible fraction, every slot's static row; the empty slots after it are zeros); ``memory_at`` are the entries the episode memory fills (each ``go to``
     slot's visited and target-seen flags) from ``memory_of`` (their indices into the view's memory array:
     receptacle r's visited flag at r, its target-seen flag at R + r); ``target_takes`` are the receptacles an
     admissible ``take`` of the task's object type reveals."""
 
-    __slots__ = ("actions", "commands", "template", "mask", "memory_at", "memory_of", "target_takes")
+    __slots__ = ("actions", "commands", "head", "mask", "memory_at", "memory_of", "target_takes")
 
     def __init__(self, actions: list[dict], game: _Game, max_actions: int) -> None:
         keyed = sorted(map(game.action, actions), key=lambda e: e[1])
         self.actions = [e[0] for e in keyed]
         self.commands = tuple(d["text"] for d in self.actions)
-        template = self.template = np.zeros(_G + _S * max_actions, dtype=np.float32)
-        template[_TASK[game.task[0]]] = 1.0
-        template[_G - 1] = len(keyed) / max_actions
+        head = self.head = np.zeros(_G + _S * len(keyed), dtype=np.float32)
+        head[_TASK[game.task[0]]] = 1.0
+        head[_G - 1] = len(keyed) / max_actions
         if keyed:  # the slot rows, all at once: valid, the verb's one-hot, the eight action features
-            rows = template[_G : _G + _S * len(keyed)].reshape(len(keyed), _S)
+            rows = head[_G:].reshape(len(keyed), _S)
             rows[:, 0] = 1.0
             rows[np.arange(len(keyed)), 1 + np.array([e[2] for e in keyed])] = 1.0
             rows[:, _FLAGS : _FLAGS + 8] = [e[3] for e in keyed]
@@ -407,7 +407,8 @@ class HouseholdRLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _encode(self) -> np.ndarray | dict[str, np.ndarray]:
         q, slots = self._info["context"], self._slots
         assert slots is not None
-        x = slots.template.copy()
+        x = np.zeros(_G + _S * self.max_actions, dtype=np.float32)
+        x[: len(slots.head)] = slots.head
         g = len(TASK_TYPES)
         x[g] = min(1.0, q["step"] / self.household.config.max_steps)
         x[g + 1 : g + 10] = self._situation(q)
