@@ -8,7 +8,8 @@ commons and aquifer arenas as PettingZoo parallel envs with ``Discrete`` masked 
 
 Importing this package registers ``scars/HouseholdRL-v0`` with Gymnasium (``gym.make("scars/HouseholdRL-v0",
 **kwargs)`` is ``make_household_view(**kwargs)``; ``gym.make_vec("scars/HouseholdRL-v0", num_envs=n)`` is
-``make_household_vector(n)``, lean info by default) and loads no world: the names below load their module when first
+``make_household_vector(n)``, lean info by default; with ``vectorization_mode="sync"`` or ``"async"`` Gymnasium
+builds each env with ``gym.make`` instead, so pass ``lean_info=True`` there) and loads no world: the names below load their module when first
 read, so ``envs.rl.view`` (what a shield reads) stays world-free. A PettingZoo env cannot be registered with Gymnasium
 (``gym.make`` accepts ``gymnasium.Env`` s only): ``ResourceRLView`` is built as PettingZoo's envs are,
 ``ResourceRLView(commons_v0.parallel_env(...))``.
