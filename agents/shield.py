@@ -88,16 +88,11 @@ class ScarShield(gym.Wrapper, gym.utils.RecordConstructorArgs):
         its ledger, its decision clock — this one uses too: a learner has one S_t, learned from all its envs.
         ``adapter``: the world as the shield's agent sees it (``envs.api.WorldAdapter``); by default the view's own
         (``MaskedView.adapter``) — the shield names no world."""
+        # The spec records the settings only: a shield it recreates has its own scars agent, a temporary ledger (a
+        # ledger has one writer) and the view's adapter; wrappers above deep-copy the spec, and an adapter or a
+        # shared shield (with its open ledger) is not data.
         gym.utils.RecordConstructorArgs.__init__(
-            self,
-            _disable_deepcopy=True,  # a shared shield and an adapter are handed over as they are, not copied
-            shield=shield,
-            ledger_path=ledger_path,
-            seed=seed,
-            config=config,
-            search_iterations=search_iterations,
-            share_with=share_with,
-            adapter=adapter,
+            self, shield=shield, seed=seed, config=config, search_iterations=search_iterations
         )
         gym.Wrapper.__init__(self, env)
         if shield not in SHIELDS:

@@ -228,7 +228,7 @@ def test_the_arena_shield_refuses_an_action_outside_its_space(action):
     arena.close()
 
 
-def test_check_env_passes_on_the_shield_as_a_user_builds_it():
+def test_check_env_passes_on_the_shield_as_a_user_builds_it(tmp_path):
     """Issue 41 item 7: over ``gym.make``'s view, and over the view of a made household; the shield records its
     arguments (``RecordConstructorArgs``), so its spec recreates it."""
     import warnings
@@ -249,6 +249,21 @@ def test_check_env_passes_on_the_shield_as_a_user_builds_it():
             made.close()
         wrapped = ScarShield(HouseholdRLView(gym.make("scars/Household-v0")), shield="oracle")
         check_env(wrapped, skip_render_check=True)
+        # a wrapper above a shield deep-copies its spec (RLlib's env runners do): the spec holds settings only
+        first = ScarShield(make_household_view(), shield="scars", ledger_path=tmp_path / "l.jsonl", seed=3)
+        second = ScarShield(make_household_view(), shield="scars", share_with=first, adapter=first.adapter)
+        for shield in (first, second):
+            shield.unwrapped.spec = gym.envs.registration.EnvSpec("scars/Household-v0")
+            above = gym.wrappers.RecordEpisodeStatistics(shield)
+            assert above.spec is not None
+            assert above.spec.additional_wrappers[-2].kwargs == {
+                "shield": "scars",
+                "seed": 3 if shield is first else 0,
+                "config": None,
+                "search_iterations": 120,
+            }
+        second.close()
+        first.close()
 
 
 def test_the_shield_module_names_no_world():
