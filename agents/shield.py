@@ -32,7 +32,8 @@ Both refuse an action outside their ``Discrete`` space with one ``WorldError`` (
 coercion; a masked slot inside the space is the only thing replaced). This module names no world: a shield reads the
 view through the protocols of ``envs.rl.view`` (``MaskedView``, ``SeatedView``) and its agent sees the world through
 the adapter the caller hands in (``adapter=`` / ``adapters=``; by default the view's own). ``ScarShield`` records its
-arguments as Gymnasium's wrappers do and finds its view inside ``gym.make``'s wrappers, so
+settings as Gymnasium's wrappers do (``RecordConstructorArgs``; a shield its spec recreates has its own agent and a
+temporary ledger) and finds its view inside ``gym.make``'s wrappers, so
 ``check_env(ScarShield(gym.make("scars/HouseholdRL-v0")))`` passes.
 """
 
