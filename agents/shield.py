@@ -27,12 +27,20 @@ slot is masked the learner is offered a⊥'s slot alone.
 
 ``ParallelScarShield(view)`` does the same for every seat of a shared-resource arena's RL view
 (``envs.rl.ResourceRLView``): one scars agent, one ledger, per seat.
+
+Both refuse an action outside their ``Discrete`` space with one ``WorldError`` (``envs.rl.view.slot_index``: no
+coercion; a masked slot inside the space is the only thing replaced). This module names no world: a shield reads the
+view through the protocols of ``envs.rl.view`` (``MaskedView``, ``SeatedView``) and its agent sees the world through
+the adapter the caller hands in (``adapter=`` / ``adapters=``; by default the view's own). ``ScarShield`` records its
+settings as Gymnasium's wrappers do (``RecordConstructorArgs``; a shield its spec recreates has its own agent and a
+temporary ledger) and finds its view inside ``gym.make``'s wrappers, so
+``check_env(ScarShield(gym.make("scars/HouseholdRL-v0")))`` passes.
 """
 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import replace
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,16 +50,27 @@ from pettingzoo.utils.wrappers import BaseParallelWrapper
 
 from scars.agents.runtime.control import ControlPlane
 from scars.agents.scars_agent import ScarsAgent, ScarsAgentConfig
-from scars.envs.api import Decision, Feedback, ProtocolWorld, method_turn
-from scars.envs.rl.view import MaskedView
+from scars.envs.api import Decision, Feedback, ProtocolWorld, WorldAdapter, method_turn
+from scars.envs.rl.view import MaskedView, SeatAdapter, SeatedView, slot_index
 from scars.synthesis.dsl import Action, canonical_text
-from scars.synthesis.errors import ConfigError
+from scars.synthesis.errors import ConfigError, WorldError
 
 SHIELDS: tuple[str, ...] = ("none", "scars", "oracle", "blocklist")
 FALLBACK = Action("fallback", "no_op")
 
 
-class ScarShield(gym.Wrapper):
+def _masked_view(env: gym.Env) -> MaskedView | None:
+    """The ``MaskedView`` ``env`` is or wraps (``gym.make("scars/HouseholdRL-v0")`` puts Gymnasium's checkers
+    around the view), None if there is none."""
+    while True:
+        if isinstance(env, MaskedView):
+            return env
+        if not isinstance(env, gym.Wrapper):
+            return None
+        env = env.env
+
+
+class ScarShield(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """A learner's shield over a ``MaskedView`` (module docstring)."""
 
     def __init__(
@@ -64,20 +83,32 @@ class ScarShield(gym.Wrapper):
         config: ScarsAgentConfig | None = None,
         search_iterations: int = 120,
         share_with: ScarShield | None = None,
+        adapter: WorldAdapter | None = None,
     ) -> None:
         """``share_with``: another shield of the same learner (one of its vectorised envs) whose scars agent — S_t,
-        its ledger, its decision clock — this one uses too: a learner has one S_t, learned from all its envs."""
-        super().__init__(env)
+        its ledger, its decision clock — this one uses too: a learner has one S_t, learned from all its envs.
+        ``adapter``: the world as the shield's agent sees it (``envs.api.WorldAdapter``); by default the view's own
+        (``MaskedView.adapter``) — the shield names no world."""
+        # The spec records the settings only: a shield it recreates has its own scars agent, a temporary ledger (a
+        # ledger has one writer) and the view's adapter; wrappers above deep-copy the spec, and an adapter or a
+        # shared shield (with its open ledger) is not data.
+        gym.utils.RecordConstructorArgs.__init__(
+            self, shield=shield, seed=seed, config=config, search_iterations=search_iterations
+        )
+        gym.Wrapper.__init__(self, env)
         if shield not in SHIELDS:
             raise ConfigError(f"shield = {shield!r} is not one of {SHIELDS}")
-        if not isinstance(env, MaskedView):
+        view = _masked_view(env)
+        if view is None:
             raise ConfigError(
                 f"ScarShield wraps an RL view whose slots are a decision's actions (envs.rl.MaskedView), got "
                 f"{type(env).__name__}"
             )
-        self.view: MaskedView = env
+        if adapter is not None and not isinstance(adapter, WorldAdapter):
+            raise ConfigError(f"adapter must be an envs.api.WorldAdapter, got {type(adapter).__name__}")
+        self.view: MaskedView = view
         self.shield = shield
-        world = env.adapter
+        world = self.adapter = adapter if adapter is not None else view.adapter
         self.agent: ScarsAgent | None = None
         self.oracle: ProtocolWorld | None = None
         self._tmp: tempfile.TemporaryDirectory | None = None
@@ -102,6 +133,8 @@ class ScarShield(gym.Wrapper):
             self._core = ControlPlane(core=world.card.core, classes=world.card.classes)
         self.ledger_path = None if ledger_path is None else Path(ledger_path)
         self._decision: Decision | None = None
+        # the decision clock's reading at the current decision (−1: before the first reset)
+        self._decision_t = -1
         self._mask = np.zeros(0, dtype=bool)
         self.masked_total = 0
         """Admissible slots the shield has removed from the learner's choice, summed over decisions."""
@@ -119,33 +152,42 @@ class ScarShield(gym.Wrapper):
         return self._mask.copy()
 
     def _fallback_slot(self, decision: Decision) -> int | None:
-        command = self.view.adapter.command(decision, FALLBACK)
+        command = self.adapter.command(decision, FALLBACK)
         for i, a in enumerate(decision.actions):
             if a.text == command:
                 return i
         return None
 
+    def _current(self) -> Decision:
+        """The decision the learner is at (built when first needed: the ``none`` shield rarely needs one)."""
+        if self._decision is None:
+            self._decision = self.view.decision(t=self._decision_t)
+        return self._decision
+
     def _govern(self) -> None:
         base = np.asarray(self.view.action_masks(), dtype=bool)
-        decision = self._decision = replace(self.view.decision(), t=self._clock[0])
+        self._decision, self._decision_t = None, self._clock[0]
         self._clock[0] += 1
-        n = len(decision.actions)
-        blocked = np.zeros(n, dtype=bool)
-        if self.agent is not None:
-            with method_turn():
-                governed = self.agent.govern(decision, np.zeros(n))
-            blocked = np.asarray(governed.masked, dtype=bool)
-        elif self.oracle is not None:
-            with method_turn():
-                core = self._core.govern(decision.context, decision.actions, np.zeros(n), decision.t)
-                blocked = np.asarray(core.masked, dtype=bool) | np.array(
-                    [a.is_control and bool(self.oracle.check(decision.context, a)) for a in decision.actions],
-                    dtype=bool,
-                )
         mask = base.copy()
-        mask[:n] &= ~blocked
+        if self.agent is not None or self.oracle is not None:
+            decision = self._current()
+            n = len(decision.actions)
+            with method_turn():
+                if self.agent is not None:
+                    blocked = np.asarray(self.agent.govern(decision, np.zeros(n)).masked, dtype=bool)
+                else:
+                    assert self.oracle is not None
+                    core = self._core.govern(decision.context, decision.actions, np.zeros(n), decision.t)
+                    blocked = np.asarray(core.masked, dtype=bool) | np.array(
+                        [
+                            a.is_control and bool(self.oracle.check(decision.context, a))
+                            for a in decision.actions
+                        ],
+                        dtype=bool,
+                    )
+            mask[:n] &= ~blocked
         if not mask.any():
-            slot = self._fallback_slot(decision)
+            slot = self._fallback_slot(self._current())
             if slot is not None:
                 mask[slot] = True
             else:
@@ -170,30 +212,32 @@ class ScarShield(gym.Wrapper):
         return self._observation(obs), info
 
     def step(self, action: Any):
-        decision = self._decision
-        assert decision is not None, "call reset() first"
-        slot = int(action)
-        replaced = slot < len(self._mask) and not self._mask[slot]
+        if self._decision_t < 0:
+            raise WorldError("step() called before reset()")
+        slot = slot_index(action, self.action_space)
+        replaced = not self._mask[slot]
         if replaced:
             self.replaced += 1
-            fallback = self._fallback_slot(decision)
+            fallback = self._fallback_slot(self._current())
             slot = fallback if fallback is not None else slot
+        agent = self.agent
+        decision = self._current() if agent is not None else None  # taken before the step changes the view
         obs, reward, terminated, truncated, info = self.env.step(slot)
-        if self.agent is not None and slot < len(decision.actions):
+        if agent is not None and decision is not None and slot < len(decision.actions):
             feedback = Feedback(
                 decision=decision,
                 action=decision.actions[slot],
                 chosen=slot,
-                logits=tuple(0.0 for _ in decision.actions),
+                logits=(0.0,) * len(decision.actions),
                 observation=str(obs) if not isinstance(obs, dict | np.ndarray) else "",
                 reward=float(reward),
-                verdicts=self.view.adapter.verdicts(info),
+                verdicts=self.adapter.verdicts(self.view.last_info),
                 won=bool(info.get("won", False)),
             )
             with method_turn():
-                self.agent.observe(feedback)
+                agent.observe(feedback)
                 if terminated or truncated:
-                    self.agent.end_episode(bool(info.get("won", False)))
+                    agent.end_episode(bool(info.get("won", False)))
         self._govern()
         info["action_mask"] = self._mask.copy()
         info["shield_replaced"] = replaced
@@ -238,22 +282,28 @@ class ParallelScarShield(BaseParallelWrapper):
         ledger_dir: str | Path | None = None,
         seed: int = 0,
         search_iterations: int = 120,
+        adapters: Mapping[str, SeatAdapter] | None = None,
     ) -> None:
+        """``adapters``: each seat's world adapter (``envs.rl.view.SeatAdapter``), handed in by the caller; by default
+        the view's own with over-use verdicts (``SeatedView.seat_adapters()``) — the shield names no world."""
         super().__init__(env)
-        from scars.envs.aquifer.adapter import AquiferAdapter
-        from scars.envs.aquifer.aquifer_v0 import AquiferParallelEnv
-        from scars.envs.commons.adapter import CommonsAdapter
-        from scars.envs.rl.resource import ResourceRLView
-
         if shield not in SHIELDS:
             raise ConfigError(f"shield = {shield!r} is not one of {SHIELDS}")
-        if not isinstance(env, ResourceRLView):
-            raise ConfigError(f"ParallelScarShield wraps an envs.rl.ResourceRLView, got {type(env).__name__}")
-        self.view = env
+        if not isinstance(env, SeatedView):
+            raise ConfigError(
+                f"ParallelScarShield wraps a seated RL view (envs.rl.view.SeatedView: envs.rl.ResourceRLView), got "
+                f"{type(env).__name__}"
+            )
+        self.view: SeatedView = env
         self.shield = shield
-        arena = env.unwrapped
-        make = AquiferAdapter if isinstance(arena, AquiferParallelEnv) else CommonsAdapter
-        self.adapters = {a: make(arena, a, overuse_verdicts=True) for a in env.possible_agents}
+        seats = dict(env.seat_adapters(overuse_verdicts=True) if adapters is None else adapters)
+        for seat in env.possible_agents:
+            if not isinstance(seats.get(seat), SeatAdapter):
+                raise ConfigError(
+                    f"adapters[{seat!r}] must be an envs.rl.view.SeatAdapter (a WorldAdapter with reset(episode)), "
+                    f"got {type(seats.get(seat)).__name__}; the seats are {env.possible_agents}"
+                )
+        self.adapters = seats
         self._tmp: tempfile.TemporaryDirectory | None = None
         if ledger_dir is None and shield in ("scars", "blocklist"):
             self._tmp = tempfile.TemporaryDirectory(prefix="scar-shield-")
@@ -337,9 +387,9 @@ class ParallelScarShield(BaseParallelWrapper):
 
     def step(self, actions: dict):
         chosen: dict[str, int] = {}
-        for seat, slot in actions.items():
-            slot = int(slot)
-            if seat in self._masks and slot < len(self._masks[seat]) and not self._masks[seat][slot]:
+        for seat, action in actions.items():
+            slot = slot_index(action, self.view.action_space(seat), who=seat)
+            if seat in self._masks and not self._masks[seat][slot]:
                 self.replaced += 1
                 slot = 0
             chosen[seat] = slot

@@ -3,14 +3,19 @@
 Goals (issue 29): a vectorised household (Gymnasium's ``SyncVectorEnv`` of the RL view) ≥ 20,000 env steps/s on one
 core; the scars shield's added cost per step ≤ 2× the unshielded step at 1,000 scars.
 
-In one run, on one core, uniformly random admissible (masked) actions, games drawn from a pool of ``--games``
+In one run, on one core, uniformly random admissible (masked) actions — drawn for all envs at once from the masks,
+as a learner's batched policy does (``argmax`` of uniform noise on the admissible slots) — games drawn from a pool of ``--games``
 pre-generated games (so game generation, a per-reset cost of the default env, is timed on its own):
 
 - ``world``: the engine alone (``World.step`` + reading the admissible commands and won) — the floor;
 - ``env``: ``HouseholdEnv`` (text actions, the info dict: structured actions, context, verifier);
 - ``view``: ``HouseholdRLView`` (slot order, encoding, masks) over it;
-- ``vector``: ``gymnasium.vector.SyncVectorEnv`` of ``--num-envs`` views (masks read with ``call``), steps counted
-  per env (``num_envs`` per vector step), with the world's whole info and with ``lean_info`` (``vector_lean``);
+- ``vector``: ``gymnasium.vector.SyncVectorEnv`` of ``--num-envs`` views, steps counted per env (``num_envs`` per
+  vector step), with the world's whole info and with ``lean_info`` (``vector_lean``; what
+  ``gym.make_vec("scars/HouseholdRL-v0")`` builds);
+- ``*_per_action``: the same for the view as it was before it was vectorised (issue 39 item 5: per-action slot
+  features in Python), read from git at ``--baseline`` (skipped with a note where git or the commit is missing), in
+  the same run, so that the ratio is measured under one load;
 - ``generation``: resets per second that generate a new game from a seed (the default env's reset);
 - ``shield_none`` / ``shield_scars_N``: ``agents.shield.ScarShield`` over the view with no shield and with the scars
   shield holding ``--scars`` admitted scars (synthetic household rules, distinct, most of which never fire on the
@@ -20,15 +25,19 @@ pre-generated games (so game generation, a per-reset cost of the default env, is
 Wall clock and CPU time (``*_cpu``) are both reported: the machine may be shared.
 
 Usage:  python benchmarks/rl_throughput.py [--seconds 2.0] [--num-envs 8] [--scars 1000] [--games 64] [--seed 0]
-Prints readable lines, then, last, one JSON line.
+        [--baseline COMMIT] [--repeat 1] [--warmup 2.0]
+Prints readable lines (one per measurement), then, last, one JSON line (the medians over ``--repeat``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 import gymnasium as gym
@@ -42,6 +51,9 @@ from scars.envs.household.world import World
 from scars.envs.rl import HouseholdRLView
 from scars.synthesis.dsl import parse_rule
 
+BASELINE = "10ce257"
+"""The last commit with the per-action view (main before issue 39 item 5)."""
+ROOT = Path(__file__).resolve().parents[1]
 RECEPTACLE_TYPES = ("cabinet", "drawer", "shelf", "countertop", "fridge", "sinkbasin", "microwave", "desk")
 VERBS = ("move", "take", "open", "goto")
 
@@ -64,6 +76,29 @@ def synthetic_rules(n: int) -> list:
     return rules[:n]
 
 
+def per_action_view(commit: str) -> type | None:
+    """The ``HouseholdRLView`` class of ``envs/rl/household.py`` at ``commit`` (None, with a note, if git cannot
+    show it): the baseline the vectorised view is measured beside."""
+    try:
+        source = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{commit}:envs/rl/household.py"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as err:
+        print(f"(no baseline: git cannot show envs/rl/household.py at {commit}: {err})", file=sys.stderr)
+        return None
+    module = types.ModuleType("household_view_per_action")
+    exec(compile(source, f"{commit}:envs/rl/household.py", "exec"), module.__dict__)
+    return module.HouseholdRLView
+
+
+def pick_slots(rng: np.random.Generator, masks: np.ndarray) -> np.ndarray:
+    """A uniformly random admissible slot per row of ``masks`` (batched: one draw for every env)."""
+    return (rng.random(masks.shape) * masks).argmax(axis=-1)
+
+
 def timed(step, seconds: float) -> tuple[float, float, int]:
     """(steps per wall second, steps per CPU second, steps) of ``step()`` (returns steps taken) for ``seconds``."""
     wall, cpu, steps = time.perf_counter(), time.process_time(), 0
@@ -79,15 +114,27 @@ def main() -> None:
     parser.add_argument("--scars", type=int, default=1000)
     parser.add_argument("--games", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds each view runs untimed first")
+    parser.add_argument(
+        "--baseline", default=BASELINE, help="commit of the per-action view to measure beside"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="measure the views this many times, interleaved (medians kept)"
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     games = [generate_game(args.seed + i) for i in range(args.games)]
     pick = lambda: games[int(rng.integers(len(games)))]  # noqa: E731
     result: dict[str, float] = {}
 
+    runs: dict[str, list[tuple[float, float, int]]] = {}
+
     def record(name: str, rates: tuple[float, float, int]) -> None:
-        result[f"{name}_steps_per_s"], result[f"{name}_steps_per_s_cpu"] = round(rates[0]), round(rates[1])
-        print(f"{name:<22} {rates[0]:>9.0f} steps/s wall  {rates[1]:>9.0f} steps/s CPU  ({rates[2]} steps)")
+        """Keep the median (over ``--repeat`` measurements, interleaved with the others) of the wall and CPU rates."""
+        runs.setdefault(name, []).append(rates)
+        wall, cpu = (float(np.median([r[k] for r in runs[name]])) for k in (0, 1))
+        result[f"{name}_steps_per_s"], result[f"{name}_steps_per_s_cpu"] = round(wall), round(cpu)
+        print(f"{name:<24} {rates[0]:>9.0f} steps/s wall  {rates[1]:>9.0f} steps/s CPU  ({rates[2]} steps)")
 
     # the engine alone
     world = World(pick())
@@ -121,36 +168,53 @@ def main() -> None:
         e.reset(seed=args.seed, options={"game": pick()})
 
         def step() -> int:
-            mask = e.action_masks()
-            _, _, terminated, truncated, _ = e.step(int(rng.choice(np.flatnonzero(mask))))
+            _, _, terminated, truncated, _ = e.step(int(pick_slots(rng, e.action_masks())))
             if terminated or truncated:
                 e.reset(options={"game": pick()})
             return 1
 
         return step
 
-    record("view", timed(walker(HouseholdRLView(HouseholdEnv(max_steps=30))), args.seconds))
-
-    for lean in (False, True):
+    def vector_stepper(view: type, lean: bool):
         # each env replays one game of the pool (its game_seed): game generation is timed on its own below
         vector = gym.vector.SyncVectorEnv(
             [
-                lambda i=i, lean=lean: HouseholdRLView(
-                    HouseholdEnv(max_steps=30, game_seed=args.seed + i), lean_info=lean
-                )
+                lambda i=i: view(HouseholdEnv(max_steps=30, game_seed=args.seed + i), lean_info=lean)
                 for i in range(args.num_envs)
             ],
             autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
         )
-        vector.reset(seed=args.seed)
+        _, infos = vector.reset(seed=args.seed)
+        holder = {"masks": infos["action_mask"]}
 
-        def vector_step(vector=vector) -> int:
-            masks = vector.call("action_masks")
-            vector.step(np.array([int(rng.choice(np.flatnonzero(m))) for m in masks]))
+        def step() -> int:
+            *_, infos = vector.step(pick_slots(rng, holder["masks"]))
+            holder["masks"] = infos["action_mask"]
             return args.num_envs
 
-        record(f"vector{args.num_envs}{'_lean' if lean else ''}", timed(vector_step, args.seconds))
-        vector.close()
+        return step
+
+    # Every walker lives for the whole run, as a learner's envs do, and is warmed up (untimed) before its first
+    # window: what is measured is the steady state, both views' caches filled; the windows are interleaved.
+    baseline = per_action_view(args.baseline)
+    views = [("", HouseholdRLView)] + ([("_per_action", baseline)] if baseline is not None else [])
+    walkers = {}
+    for suffix, view in views:
+        walkers[f"view{suffix}"] = walker(view(HouseholdEnv(max_steps=30)))
+    for lean in (False, True):
+        for suffix, view in views:
+            walkers[f"vector{args.num_envs}{'_lean' if lean else ''}{suffix}"] = vector_stepper(view, lean)
+    for step in walkers.values():
+        timed(step, args.warmup)
+    for _ in range(args.repeat):
+        for name, step in walkers.items():
+            record(name, timed(step, args.seconds))
+
+    for name in ("view", f"vector{args.num_envs}", f"vector{args.num_envs}_lean"):
+        if f"{name}_per_action_steps_per_s_cpu" in result:
+            ratio = result[f"{name}_steps_per_s_cpu"] / result[f"{name}_per_action_steps_per_s_cpu"]
+            result[f"{name}_speedup_cpu"] = round(ratio, 2)
+            print(f"{name}: {ratio:.2f}x the per-action view (CPU, medians of {args.repeat})")
 
     generating = HouseholdEnv(max_steps=30)
     counter = {"seed": args.seed}

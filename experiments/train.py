@@ -96,6 +96,7 @@ def shielded(cfg: TrainConfig, view, out: Path | None, share_with=None):
         seed=cfg.seed,
         search_iterations=cfg.search_iterations,
         share_with=share_with,
+        adapter=view.adapter,  # the world as the shield's agent sees it: the shield names none
     )
 
 
@@ -470,6 +471,7 @@ def _recorded_commons(cfg: TrainConfig, log: EpisodeLog, counter: _Counter, shie
             ledger_dir=log.path.parent,
             seed=cfg.seed,
             search_iterations=cfg.search_iterations,
+            adapters=view.seat_adapters(overuse_verdicts=True),  # each seat's world: the shield names none
         )
         shields.append(view)
     return ParallelPettingZooEnv(Recorded(view))

@@ -1,7 +1,10 @@
 """The household world as a learner sees it: ``Discrete(K)`` over the admissible commands, masks, numbers (issue 29).
 
 ``HouseholdRLView(env)`` wraps ``scars/Household-v0`` (a :class:`~envs.household.env.HouseholdEnv`, or
-``gym.make`` of it) as a standard Gymnasium ``Wrapper``.
+``gym.make`` of it) as a standard Gymnasium ``Wrapper`` that records its arguments (``RecordConstructorArgs``: its
+``spec`` recreates it). ``gym.make("scars/HouseholdRL-v0", **kwargs)`` (registered by ``import scars.envs.rl``) is
+``make_household_view(**kwargs)``; ``gym.make_vec("scars/HouseholdRL-v0", num_envs=n)`` is
+``make_household_vector(n)``, a ``SyncVectorEnv`` of views with ``lean_info`` on.
 
 ## Actions
 ``Discrete(K)`` (``K = max_actions``, 40 by default; the household never has more than 35 admissible commands).
@@ -41,12 +44,23 @@ policy is unchanged. Φ reads the world's true state (as the win test does); it 
 
 ## Info
 The world's info (``scars/Household-v0``'s) plus ``action_mask``, ``command`` (the command played), ``shaping``
-and ``world_reward``; with ``lean_info=True`` only those and ``violations`` and ``won`` (``LEAN_INFO``) — what a
-vectorised learner needs, at a fraction of a vector env's cost of merging infos.
+and ``world_reward``; with ``lean_info=True`` only ``action_mask``, ``violations``, ``won`` and ``shaping``
+(``LEAN_INFO``; the world's reward is the reward − ``shaping``) — what a vectorised learner reads, at a fraction of
+a vector env's cost of merging infos. ``make_household_vector`` turns it on by default; ``lean_info=False`` there
+hands out the whole info. ``last_info`` is always the whole info.
+
+## Speed
+The slot order, the slot rows and the indices the episode memory fills are computed once per admissible set of a
+game (``_Slots``, found by the identities of the world's action dicts, which the world hands out unchanged while
+the state they describe is unchanged); a step copies that set's observation head and fills the step fraction,
+the held-and-location features and the memory flags with one gather (issue 39 item 5; ``benchmarks/rl_throughput.py``
+measures it beside the per-action encoder it replaced). ``step`` checks the action with ``envs.rl.view.slot_index``
+(Gymnasium's ``Discrete.contains``; no coercion).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -59,6 +73,7 @@ from scars.envs.household.adapter import HouseholdAdapter
 from scars.envs.household.env import HouseholdEnv
 from scars.envs.household.expert import NoCompliantPlan, expert_plan
 from scars.envs.household.spec import COOLING_TYPES, HEATING_TYPES, NOWHERE, TASK_TYPES
+from scars.envs.rl.view import slot_index
 from scars.synthesis.dsl import Action
 from scars.synthesis.errors import WorldError
 
@@ -117,17 +132,106 @@ SLOT_FEATURES: tuple[str, ...] = (
     "goto_target_seen",
 )
 MAX_ACTIONS = 40
-LEAN_INFO: tuple[str, ...] = ("violations", "won", "world_reward", "shaping", "command", "action_mask")
-"""The info keys a ``lean_info`` view hands out."""
-_MAX_CACHED_SLOTS = 50_000
+LEAN_INFO: tuple[str, ...] = ("action_mask", "violations", "won", "shaping")
+"""The info keys a ``lean_info`` view hands out: what a vectorised learner reads (the mask, the verifier's events,
+the win, and F, so that the world's reward is the step's reward − ``shaping``). A vector env merges every key of
+every env's info at every step, at about a microsecond a key and env."""
+_MAX_CACHED_STATES = 8192
+"""Admissible sets a view keeps encoded (each ~2.5 KB, its observation's head: 20 MB at most; a random walk meets
+about a hundred per game, so a pool of 64 games fits); past this the cache starts again."""
 _VERB = {v: i for i, v in enumerate(VERBS)}
 _G, _S = len(GLOBAL_FEATURES), len(SLOT_FEATURES)
-_VERB_ROWS = [
-    np.eye(1, _S, 1 + v, dtype=np.float32)[0] + np.eye(1, _S, 0, dtype=np.float32)[0]
-    for v in range(len(VERBS))
-]
-"""Per verb: a slot row with ``valid`` and the verb's one-hot set (the rest filled per action)."""
+_FLAGS = 1 + len(VERBS)  # where a slot row's per-action features start
 _TASK = {t: i for i, t in enumerate(TASK_TYPES)}
+
+
+class _Slots:
+    """One admissible set of one game, encoded once and reused whenever the world hands it out again: the world
+    hands out the same action dicts while the state they describe is unchanged (``World.admissible_actions``), so
+    the tuple of their identities names the set (the entry keeps the dicts alive: no identity is reused).
+
+    ``head`` is the observation vector up to the last filled slot with everything the set fixes filled in (the
+    task, the admissible fraction, every slot's static row; the empty slots after it are zeros); ``memory_at`` are the entries the episode memory fills (each ``go to``
+    slot's visited and target-seen flags) from ``memory_of`` (their indices into the view's memory array:
+    receptacle r's visited flag at r, its target-seen flag at R + r); ``target_takes`` are the receptacles an
+    admissible ``take`` of the task's object type reveals."""
+
+    __slots__ = ("actions", "commands", "head", "mask", "memory_at", "memory_of", "target_takes")
+
+    def __init__(self, actions: list[dict], game: _Game, max_actions: int) -> None:
+        keyed = sorted(map(game.action, actions), key=lambda e: e[1])
+        self.actions = [e[0] for e in keyed]
+        self.commands = tuple(d["text"] for d in self.actions)
+        head = self.head = np.zeros(_G + _S * len(keyed), dtype=np.float32)
+        head[_TASK[game.task[0]]] = 1.0
+        head[_G - 1] = len(keyed) / max_actions
+        if keyed:  # the slot rows, all at once: valid, the verb's one-hot, the eight action features
+            rows = head[_G:].reshape(len(keyed), _S)
+            rows[:, 0] = 1.0
+            rows[np.arange(len(keyed)), 1 + np.array([e[2] for e in keyed])] = 1.0
+            rows[:, _FLAGS : _FLAGS + 8] = [e[3] for e in keyed]
+        self.mask = np.zeros(max_actions, dtype=bool)
+        self.mask[: len(keyed)] = True
+        gotos = [(i, e[4]) for i, e in enumerate(keyed) if e[5] == _GOTO]
+        visited_at = [_G + i * _S + _S - 2 for i, _ in gotos]
+        self.memory_at = np.array(visited_at + [at + 1 for at in visited_at], dtype=np.intp)
+        n = len(game.receptacles)
+        self.memory_of = np.array([r for _, r in gotos] + [n + r for _, r in gotos], dtype=np.intp)
+        self.target_takes = np.array([n + e[4] for e in keyed if e[5] == _TARGET_TAKE], dtype=np.intp)
+
+
+_GOTO, _TARGET_TAKE = 1, 2
+_Encoded = tuple[dict, tuple, int, tuple[bool, ...], int, int]
+"""One action dict as a slot: (the dict, its slot-order key, its verb's index, its eight action features
+(``SLOT_FEATURES`` from ``obj_is_target_type`` to ``obj_is_wet``), its receptacle's index or −1, what the episode
+memory reads of it: ``_GOTO``, ``_TARGET_TAKE`` or 0)."""
+
+
+class _Game:
+    """One game's tables: its receptacles by index (what the episode memory is an array over), its task, every
+    action dict met so far as a slot (``_Encoded``), every admissible set met so far, encoded (``_Slots``), and the
+    global features of every held-and-location situation met so far."""
+
+    __slots__ = ("spec", "task", "appliance", "receptacles", "actions", "states", "situations")
+
+    def __init__(self, spec: Any, q: Mapping[str, Any]) -> None:
+        self.spec = spec  # kept alive with the table: its identity names the game
+        self.task = (str(q["task_type"]), q["target_obj_type"], q["target_recep_type"])
+        self.appliance = APPLIANCES.get(self.task[0], frozenset())
+        self.receptacles = {r.name: i for i, r in enumerate(spec.receptacles)}
+        self.actions: dict[int, _Encoded] = {}  # by the dict's identity; the entry keeps the dict alive
+        self.states: dict[tuple[int, ...], _Slots] = {}
+        self.situations: dict[tuple, np.ndarray] = {}  # HouseholdRLView._situation's
+
+    def action(self, d: dict) -> _Encoded:
+        hit = self.actions.get(id(d))
+        if hit is not None:
+            return hit
+        _, target_obj, target_recep = self.task
+        args = d["args"]
+        otype, rtype = args.get("obj_type"), args.get("recep_type")
+        verb = _VERB.get(d["name"], 0)
+        features = (
+            otype == target_obj,
+            rtype == target_recep,
+            rtype in self.appliance,
+            otype in LIGHT_TYPES,
+            bool(args.get("is_clean")),
+            bool(args.get("is_hot")),
+            bool(args.get("is_cool")),
+            bool(args.get("is_wet")),
+        )
+        relevance = features[0] + features[1] + features[2]
+        recep = self.receptacles.get(args.get("recep"), -1)  # type: ignore[arg-type]
+        memory = (
+            _GOTO
+            if d["name"] == "goto"
+            else _TARGET_TAKE
+            if d["name"] == "take" and otype == target_obj
+            else 0
+        )
+        hit = self.actions[id(d)] = (d, (-relevance, verb, d["text"]), verb, features, recep, memory)
+        return hit
 
 
 def observation_layout(max_actions: int = MAX_ACTIONS) -> tuple[str, ...]:
@@ -135,7 +239,7 @@ def observation_layout(max_actions: int = MAX_ACTIONS) -> tuple[str, ...]:
     return (*GLOBAL_FEATURES, *(f"slot{i}:{f}" for i in range(max_actions) for f in SLOT_FEATURES))
 
 
-class HouseholdRLView(gym.Wrapper):
+class HouseholdRLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """``scars/Household-v0`` with a ``Discrete(K)`` action, masks and a numeric observation (module docstring)."""
 
     def __init__(
@@ -148,7 +252,15 @@ class HouseholdRLView(gym.Wrapper):
         dict_obs: bool = False,
         lean_info: bool = False,
     ) -> None:
-        super().__init__(env)
+        gym.utils.RecordConstructorArgs.__init__(
+            self,
+            max_actions=max_actions,
+            shaping=shaping,
+            gamma=gamma,
+            dict_obs=dict_obs,
+            lean_info=lean_info,
+        )
+        gym.Wrapper.__init__(self, env)
         if not isinstance(env.unwrapped, HouseholdEnv):
             raise WorldError(f"HouseholdRLView wraps scars/Household-v0, got {type(env.unwrapped).__name__}")
         if isinstance(max_actions, bool) or not isinstance(max_actions, int) or max_actions < 1:
@@ -157,6 +269,9 @@ class HouseholdRLView(gym.Wrapper):
             raise WorldError(f"shaping must be a finite number >= 0, got {shaping!r}")
         if not 0.0 <= gamma <= 1.0:
             raise WorldError(f"gamma must be in [0, 1], got {gamma!r}")
+        for name, flag in (("dict_obs", dict_obs), ("lean_info", lean_info)):
+            if not isinstance(flag, bool):
+                raise WorldError(f"{name} must be True or False, got {flag!r}")
         self.household: HouseholdEnv = env.unwrapped
         self.max_actions, self.shaping, self.gamma, self.dict_obs = (
             max_actions,
@@ -174,21 +289,25 @@ class HouseholdRLView(gym.Wrapper):
             if dict_obs
             else vector
         )
-        self._actions: list[dict] = []
+        self._games: dict[int, _Game] = {}
+        self._game: _Game | None = None
+        self._cached_states = 0
+        self._slots: _Slots | None = None
         self._info: dict[str, Any] = {}
         self._text = ""
-        self._visited: set[str] = set()
-        self._target_seen: set[str] = set()
+        self._memory = np.zeros(0, dtype=np.float32)  # the episode memory (``_remember``)
         self._potential = 0.0
         self._t = 0
-        self._slots: dict[int, tuple[dict, tuple, tuple, np.ndarray]] = {}
-        self._rows: list[np.ndarray] = []
 
     # ------------------------------------------------------------------ what a shield reads
 
+    @property
+    def _actions(self) -> list[dict]:
+        return self._slots.actions if self._slots is not None else []
+
     def commands(self) -> list[str]:
         """The command in each filled slot, in slot order."""
-        return [d["text"] for d in self._actions]
+        return list(self._slots.commands) if self._slots is not None else []
 
     def slot_actions(self) -> tuple[Action, ...]:
         """The structured action in each filled slot, in slot order."""
@@ -196,14 +315,15 @@ class HouseholdRLView(gym.Wrapper):
 
     def action_masks(self) -> np.ndarray:
         """sb3-contrib's mask: True on the slots that hold an admissible command."""
-        mask = np.zeros(self.max_actions, dtype=bool)
-        mask[: len(self._actions)] = True
-        return mask
+        if self._slots is None:
+            return np.zeros(self.max_actions, dtype=bool)
+        return self._slots.mask.copy()
 
-    def decision(self) -> Decision:
-        """The current decision as every method sees it (``envs.api.Decision``), its actions in slot order."""
-        d = self.adapter.decision(self._text, {**self._info, "admissible_actions": self._actions}, t=self._t)
-        return d
+    def decision(self, *, t: int | None = None) -> Decision:
+        """The current decision as every method sees it (``envs.api.Decision``), its actions in slot order; ``t``
+        the caller's decision count (a shield's, shared by a learner's envs), by default the view's steps."""
+        info = {**self._info, "admissible_actions": self._actions}
+        return self.adapter.decision(self._text, info, t=self._t if t is None else t)
 
     @property
     def last_info(self) -> Mapping[str, Any]:
@@ -212,98 +332,90 @@ class HouseholdRLView(gym.Wrapper):
 
     # ------------------------------------------------------------------ encoding
 
-    def _slot(self, d: dict, q: Mapping[str, Any]) -> tuple[tuple, np.ndarray]:
-        """(slot-order key, static slot features) of one admissible action, cached: the world hands out the same
-        dict objects while an object's state flags are unchanged, and the features depend only on the dict and the
-        task (checked on every hit)."""
-        task = (q["task_type"], q["target_obj_type"], q["target_recep_type"])
-        hit = self._slots.get(id(d))
-        if hit is not None and hit[0] is d and hit[1] == task:
-            return hit[2], hit[3]
-        args = d["args"]
-        target_obj, target_recep = task[1], task[2]
-        appliance = APPLIANCES.get(str(task[0]), frozenset())
-        otype, rtype = args.get("obj_type"), args.get("recep_type")
-        verb = _VERB.get(d["name"], 0)
-        features = (
-            otype == target_obj,
-            rtype == target_recep,
-            rtype in appliance,
-            otype in LIGHT_TYPES,
-            bool(args.get("is_clean")),
-            bool(args.get("is_hot")),
-            bool(args.get("is_cool")),
-            bool(args.get("is_wet")),
-        )
-        row = _VERB_ROWS[verb].copy()
-        row[1 + len(VERBS) : 1 + len(VERBS) + 8] = features
-        key = (-(features[0] + features[1] + features[2]), verb, d["text"])
-        if len(self._slots) > _MAX_CACHED_SLOTS:
-            self._slots.clear()
-        self._slots[id(d)] = (
-            d,
-            task,
-            key,
-            row,
-        )  # the dict is kept alive with its entry: its id is not reused
-        return key, row
+    def _table(self, q: Mapping[str, Any]) -> _Game:
+        """The current game's tables (built at its first episode)."""
+        spec = self.household.game
+        game = self._games.get(id(spec))
+        if game is None or game.spec is not spec:
+            if len(self._games) >= 64:
+                self._games.clear()
+                self._cached_states = 0
+            game = self._games[id(spec)] = _Game(spec, q)
+        return game
 
-    def _order(self, actions: list[dict], q: Mapping[str, Any]) -> None:
-        """Sort the admissible actions into slot order; keep their static feature rows beside them."""
-        if len(actions) > self.max_actions:
-            raise WorldError(
-                f"{len(actions)} admissible commands exceed max_actions={self.max_actions}; raise max_actions"
-            )
-        entries = sorted(((*self._slot(d, q), d) for d in actions), key=lambda e: e[0])
-        self._actions = [e[2] for e in entries]
-        self._rows = [e[1] for e in entries]
+    def _order(self, actions: list[dict]) -> _Slots:
+        """The admissible set in slot order with its encoded rows: a lookup when the set was met before."""
+        game = self._game
+        assert game is not None
+        key = tuple(map(id, actions))
+        slots = game.states.get(key)
+        if slots is None:
+            if len(actions) > self.max_actions:
+                raise WorldError(
+                    f"{len(actions)} admissible commands exceed max_actions={self.max_actions}; raise max_actions"
+                )
+            if self._cached_states >= _MAX_CACHED_STATES:
+                for table in self._games.values():
+                    table.states.clear()
+                self._cached_states = 0
+            slots = game.states[key] = _Slots(actions, game, self.max_actions)
+            self._cached_states += 1
+        return slots
 
     def _remember(self, q: Mapping[str, Any]) -> None:
-        """The view's memory of the episode: receptacles visited, and where an object of the task's type was seen."""
+        """The view's memory of the episode (one array: receptacle r visited at r, an object of the task's type last
+        seen there at R + r), from what the admissible commands show."""
         location = q["location"]
         if location != NOWHERE:
-            self._visited.add(str(location))
-            target = q["target_obj_type"]
-            here = {
-                d["args"]["recep"]
-                for d in self._actions
-                if d["name"] == "take" and d["args"].get("obj_type") == target
-            }
-            if not here and q["location_open"]:
-                self._target_seen.discard(str(location))
-            self._target_seen |= here
+            assert self._game is not None and self._slots is not None
+            here = self._game.receptacles[location]
+            memory, takes = self._memory, self._slots.target_takes
+            memory[here] = 1.0
+            if not len(takes) and q["location_open"]:
+                memory[len(self._game.receptacles) + here] = 0.0
+            memory[takes] = 1.0
+
+    def _situation(self, q: Mapping[str, Any]) -> np.ndarray:
+        """The global features after the step fraction (holding … location_open), cached by what they read."""
+        key = (
+            q["held_type"],
+            q["held_is_clean"],
+            q["held_is_hot"],
+            q["held_is_cool"],
+            q["held_is_wet"],
+            q["location_type"],
+            q["location_open"],
+        )
+        assert self._game is not None
+        values = self._game.situations.get(key)
+        if values is None:
+            _, target_obj, target_recep = self._game.task
+            held, holding = key[0], key[0] != NOWHERE
+            values = self._game.situations[key] = np.array(
+                (
+                    holding,
+                    holding and held == target_obj,
+                    *key[1:5],
+                    key[5] == target_recep,
+                    key[5] in self._game.appliance,
+                    bool(key[6]),
+                ),
+                dtype=np.float32,
+            )
+        return values
 
     def _encode(self) -> np.ndarray | dict[str, np.ndarray]:
-        q = self._info["context"]
-        k = self.max_actions
-        x = np.zeros(_G + _S * k, dtype=np.float32)
-        task = str(q["task_type"])
-        target_obj, target_recep = q["target_obj_type"], q["target_recep_type"]
-        appliance = APPLIANCES.get(task, frozenset())
-        x[_TASK[task]] = 1.0
+        q, slots = self._info["context"], self._slots
+        assert slots is not None
+        x = np.zeros(_G + _S * self.max_actions, dtype=np.float32)
+        x[: len(slots.head)] = slots.head
         g = len(TASK_TYPES)
-        x[g] = min(1.0, float(q["step"]) / self.household.config.max_steps)
-        holding = q["held_type"] != NOWHERE
-        x[g + 1] = holding
-        x[g + 2] = holding and q["held_type"] == target_obj
-        x[g + 3 : g + 7] = (q["held_is_clean"], q["held_is_hot"], q["held_is_cool"], q["held_is_wet"])
-        x[g + 7] = q["location_type"] == target_recep
-        x[g + 8] = q["location_type"] in appliance
-        x[g + 9] = bool(q["location_open"])
-        x[g + 10] = len(self._actions) / k
-        actions = self._actions
-        if actions:
-            rows = x[_G : _G + _S * len(actions)].reshape(len(actions), _S)
-            rows[:] = self._rows
-            visited, seen = self._visited, self._target_seen
-            if visited or seen:
-                for i, d in enumerate(actions):
-                    if d["name"] == "goto":
-                        recep = d["args"]["recep"]
-                        rows[i, _S - 2] = recep in visited
-                        rows[i, _S - 1] = recep in seen
+        x[g] = min(1.0, q["step"] / self.household.config.max_steps)
+        x[g + 1 : g + 10] = self._situation(q)
+        if len(slots.memory_at):
+            x[slots.memory_at] = self._memory[slots.memory_of]
         if self.dict_obs:
-            return {"observations": x, "action_mask": self.action_masks().astype(np.int8)}
+            return {"observations": x, "action_mask": slots.mask.astype(np.int8)}
         return x
 
     def _distance(self) -> float:
@@ -317,31 +429,36 @@ class HouseholdRLView(gym.Wrapper):
 
     def _take(self, text: str, info: dict[str, Any]) -> None:
         self._text = text
-        self._order(info["admissible_actions"], info["context"])
+        self._slots = self._order(info["admissible_actions"])
         self._info = info
         self._remember(info["context"])
-        info["action_mask"] = self.action_masks()
+        info["action_mask"] = self._slots.mask.copy()
 
     def _public(self, info: dict[str, Any]) -> dict[str, Any]:
         """The info handed out: the world's whole info, or with ``lean_info`` only ``LEAN_INFO`` (a vector env merges
         every key of every env's info each step: the structured actions and the context cost more than the step)."""
-        return {k: info[k] for k in LEAN_INFO if k in info} if self.lean_info else info
+        if not self.lean_info:
+            return info
+        return {k: info[k] for k in LEAN_INFO if k in info}  # a reset's info has no shaping
 
     # ------------------------------------------------------------------ gymnasium API
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         text, info = self.env.reset(seed=seed, options=options)
-        self._visited, self._target_seen = set(), set()
+        self._game = self._table(info["context"])
+        n = len(self._game.receptacles)
+        self._memory = np.zeros(2 * n, dtype=np.float32)
         self._t = 0 if seed is not None else self._t
         self._take(text, info)
         self._potential = -self.shaping * self._distance() if self.shaping else 0.0
         return self._encode(), self._public(info)
 
     def step(self, action: Any):
-        index = int(action)
-        if not 0 <= index < self.max_actions:
-            raise WorldError(f"action {action!r} is outside Discrete({self.max_actions})")
-        command = self._actions[index]["text"] if index < len(self._actions) else ""
+        if self._slots is None:
+            raise WorldError("step() called before reset()")
+        index = slot_index(action, self.action_space)
+        actions = self._slots.actions
+        command = actions[index]["text"] if index < len(actions) else ""
         text, reward, terminated, truncated, info = self.env.step(command)
         self._t += 1
         info["world_reward"] = reward
@@ -356,9 +473,29 @@ class HouseholdRLView(gym.Wrapper):
         return self._encode(), float(reward + shaped), terminated, truncated, self._public(info)
 
 
+_VIEW_KEYS = ("max_actions", "shaping", "gamma", "dict_obs", "lean_info")
+
+
 def make_household_view(**kwargs: Any) -> HouseholdRLView:
-    """A fresh ``scars/Household-v0`` in a ``HouseholdRLView``: ``kwargs`` are the view's (``max_actions``,
-    ``shaping``, ``gamma``, ``dict_obs``) and the world's (``HouseholdConfig`` fields)."""
-    view_keys = ("max_actions", "shaping", "gamma", "dict_obs", "lean_info")
-    view = {k: kwargs.pop(k) for k in view_keys if k in kwargs}
+    """A fresh ``scars/Household-v0`` in a ``HouseholdRLView`` (``gym.make("scars/HouseholdRL-v0", **kwargs)``):
+    ``kwargs`` are the view's (``max_actions``, ``shaping``, ``gamma``, ``dict_obs``, ``lean_info``) and the
+    world's (``HouseholdConfig`` fields)."""
+    view = {k: kwargs.pop(k) for k in _VIEW_KEYS if k in kwargs}
     return HouseholdRLView(HouseholdEnv(**kwargs), **view)
+
+
+def make_household_vector(
+    num_envs: int = 1,
+    *,
+    lean_info: bool = True,
+    autoreset_mode: str | gym.vector.AutoresetMode = gym.vector.AutoresetMode.NEXT_STEP,
+    **kwargs: Any,
+) -> gym.vector.SyncVectorEnv:
+    """``num_envs`` household views in Gymnasium's ``SyncVectorEnv`` (``gym.make_vec("scars/HouseholdRL-v0",
+    num_envs)``), with ``lean_info`` on by default: the vector env merges every info key of every env each step,
+    and the world's whole info (structured actions, context) costs more than the step. ``lean_info=False`` hands out
+    the whole info; ``kwargs`` as :func:`make_household_view`'s."""
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise WorldError(f"num_envs must be a positive integer, got {num_envs!r}")
+    factory = functools.partial(make_household_view, lean_info=lean_info, **kwargs)
+    return gym.vector.SyncVectorEnv([factory] * num_envs, autoreset_mode=autoreset_mode)

@@ -34,8 +34,11 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 from pettingzoo.utils.wrappers import BaseParallelWrapper
 
+from scars.envs.aquifer.adapter import AquiferAdapter
 from scars.envs.aquifer.aquifer_v0 import AquiferParallelEnv, engine_observation
+from scars.envs.commons.adapter import CommonsAdapter
 from scars.envs.commons.commons_v0 import MESSAGE_KINDS, PHASES, CommonsParallelEnv
+from scars.envs.rl.view import SeatAdapter, slot_index
 from scars.synthesis.dsl import Action
 from scars.synthesis.errors import WorldError
 
@@ -153,14 +156,20 @@ class ResourceRLView(BaseParallelWrapper):
         self.agents = list(self.env.agents)
         return self._take(observations, infos), infos
 
-    def command(self, agent: str, slot: int) -> dict[str, Any]:
-        """The arena action slot ``slot`` plays for ``agent`` (a⊥ beyond the filled slots)."""
-        slot = int(slot)
-        if not 0 <= slot < self.num_slots:
-            raise WorldError(f"action {slot!r} of {agent!r} is outside Discrete({self.num_slots})")
+    def command(self, agent: str, slot: Any) -> dict[str, Any]:
+        """The arena action slot ``slot`` plays for ``agent`` (a⊥ beyond the filled slots); a slot outside
+        ``Discrete(N)`` is refused (``envs.rl.view.slot_index``)."""
+        slot = slot_index(slot, self._action_space, who=agent)
         admissible = self._admissible.get(agent, ())
         choice = admissible[slot] if slot < len(admissible) else FALLBACK
         return self.env.to_env_action(choice)
+
+    def seat_adapters(self, *, overuse_verdicts: bool = True) -> dict[str, SeatAdapter]:
+        """Each seat's world adapter (``envs.api.WorldAdapter``: its card, decisions, verdicts), what a shield builds
+        its decisions with; ``overuse_verdicts``: the verifier also reports a request above the sustainable share."""
+        arena = self.env.unwrapped
+        make = AquiferAdapter if isinstance(arena, AquiferParallelEnv) else CommonsAdapter
+        return {a: make(arena, a, overuse_verdicts=overuse_verdicts) for a in self.possible_agents}
 
     def step(self, actions: Mapping[str, Any]):
         arena = {a: self.command(a, slot) for a, slot in actions.items()}

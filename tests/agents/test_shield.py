@@ -12,7 +12,7 @@ from scars.envs.household import RuleSchedule, SafetyRule
 from scars.envs.household.adapter import HouseholdAdapter
 from scars.envs.rl import make_household_view
 from scars.synthesis.dsl import parse_rule
-from scars.synthesis.errors import ConfigError
+from scars.synthesis.errors import ConfigError, WorldError
 
 SEED = 0
 
@@ -201,3 +201,100 @@ def test_the_arena_shield_passes_the_parallel_api_test():
         arena = _arena("blocklist")
         parallel_api_test(arena, num_cycles=40)
         arena.close()
+
+
+@pytest.mark.parametrize(
+    "action", [None, "x", "3", float("nan"), float("inf"), 2.7, np.array([1, 2]), -1, 40, True]
+)
+def test_the_shield_refuses_an_action_outside_its_space(action):
+    """Issue 41 item 1: ``-1`` used to be replaced by a⊥ in silence, ``2.7`` and ``"3"`` played as slots 2 and 3."""
+    shield = ScarShield(make_household_view(), shield="none")
+    shield.reset(seed=SEED)
+    with pytest.raises(WorldError, match=r"action .* is outside Discrete\(40\)"):
+        shield.step(action)
+    assert shield.replaced == 0 and shield.view.household.world.steps == 0
+    shield.close()
+
+
+@pytest.mark.parametrize("action", [None, 2.7, "3", np.array([1, 2]), -1, 10**6], ids=repr)
+def test_the_arena_shield_refuses_an_action_outside_its_space(action):
+    arena = _arena("none")
+    arena.reset(seed=0)
+    actions = dict.fromkeys(arena.agents, 0)
+    actions["agent_0"] = action
+    with pytest.raises(WorldError, match=r"action .* of 'agent_0' is outside Discrete"):
+        arena.step(actions)
+    assert arena.replaced == 0
+    arena.close()
+
+
+def test_check_env_passes_on_the_shield_as_a_user_builds_it(tmp_path):
+    """Issue 41 item 7: over ``gym.make``'s view, and over the view of a made household; the shield records its
+    arguments (``RecordConstructorArgs``), so its spec recreates it."""
+    import warnings
+
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    from scars.envs.rl import HouseholdRLView
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*different from the unwrapped")
+        for shield in ("none", "blocklist"):
+            made = ScarShield(gym.make("scars.envs.rl:scars/HouseholdRL-v0"), shield=shield)
+            check_env(made, skip_render_check=True)
+            remade = made.spec.make()
+            assert isinstance(remade, ScarShield) and remade.shield == shield
+            remade.close()
+            made.close()
+        wrapped = ScarShield(HouseholdRLView(gym.make("scars/Household-v0")), shield="oracle")
+        check_env(wrapped, skip_render_check=True)
+        # a wrapper above a shield deep-copies its spec (RLlib's env runners do): the spec holds settings only
+        first = ScarShield(make_household_view(), shield="scars", ledger_path=tmp_path / "l.jsonl", seed=3)
+        second = ScarShield(make_household_view(), shield="scars", share_with=first, adapter=first.adapter)
+        for shield in (first, second):
+            shield.unwrapped.spec = gym.envs.registration.EnvSpec("scars/Household-v0")
+            above = gym.wrappers.RecordEpisodeStatistics(shield)
+            assert above.spec is not None
+            assert above.spec.additional_wrappers[-2].kwargs == {
+                "shield": "scars",
+                "seed": 3 if shield is first else 0,
+                "config": None,
+                "search_iterations": 120,
+            }
+        second.close()
+        first.close()
+
+
+def test_the_shield_module_names_no_world():
+    """Issue 41 item 9: importing ``agents.shield`` loads no world; the caller hands the adapters in."""
+    import subprocess
+    import sys
+
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, scars.agents.shield; print(sorted(m for m in sys.modules if m.startswith('scars.envs')))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert loaded.strip() == "['scars.envs', 'scars.envs.api', 'scars.envs.rl', 'scars.envs.rl.view']"
+
+
+def test_the_arena_shield_uses_the_adapters_it_is_handed():
+    from scars.agents.shield import ParallelScarShield
+    from scars.envs.commons import commons_v0
+    from scars.envs.rl import ResourceRLView
+
+    view = ResourceRLView(commons_v0.parallel_env(arena="A"))
+    adapters = view.seat_adapters(overuse_verdicts=True)
+    arena = ParallelScarShield(view, shield="none", adapters=adapters)
+    assert all(arena.adapters[s] is adapters[s] for s in view.possible_agents)
+    arena.close()
+    with pytest.raises(ConfigError, match=r"adapters\['agent_1'\] must be an envs.rl.view.SeatAdapter"):
+        ParallelScarShield(view, shield="none", adapters={"agent_0": adapters["agent_0"]})
+    with pytest.raises(ConfigError, match="adapter must be an envs.api.WorldAdapter, got str"):
+        ScarShield(make_household_view(), shield="none", adapter="household")  # type: ignore[arg-type]
