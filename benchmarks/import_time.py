@@ -6,7 +6,11 @@ import Gate, open_gate``) are timed around the statement alone with two clocks: 
 and the process's CPU time (``time.process_time``; a loaded shared machine inflates wall clock with other jobs'
 time). Commands (``scars --help``, ``scars dsl parse RULE``) are timed as a user waits for them: the whole process,
 interpreter start-up included, wall clock (and the child's CPU time). Runs alternate between the trees (``--repeats``
-each); the best and the median are reported, with the third-party top-level packages an import loaded.
+each); the best and the median are reported, with the third-party top-level packages an import loaded. Python's
+bytecode caches are on, as for an installed package (``PYTHONDONTWRITEBYTECODE`` is dropped from the measured
+interpreters' environment, and one unmeasured run per tree and measurement writes the ``__pycache__`` files first);
+``--no-pyc`` measures without them (every module compiled from source, as in a sandbox that sets
+``PYTHONDONTWRITEBYTECODE=1``).
 
 ``--before DIR`` is a checkout of an older tree (``git worktree add /tmp/before REV`` or ``git archive REV | tar -x
 -C DIR``): this venv's editable install is re-pointed at DIR inside each measured interpreter (its import finder's
@@ -27,6 +31,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -68,9 +73,14 @@ def _prelude(tree: Path | None, path: list[str]) -> str:
     return REPOINT.format(root=str(ROOT), tree=str(tree) if tree else str(ROOT), path=path)
 
 
+ENV = dict(os.environ)
+
+
 def measure(statement: str, tree: Path | None, path: list[str]) -> dict:
     code = _prelude(tree, path) + PROBE.format(statement=statement)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/", env=ENV
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -84,7 +94,7 @@ def measure_command(args: list[str], tree: Path | None) -> dict:
         text=True,
         check=True,
         cwd="/",
-        env=dict(os.environ),
+        env=ENV,
     )
     wall = time.perf_counter() - wall
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -113,7 +123,15 @@ def main() -> None:
     parser.add_argument(
         "--before-import", default=None, help="its import statement, for a tree from before the scars.* root"
     )
+    parser.add_argument("--no-pyc", action="store_true", help="measure without bytecode caches")
     args = parser.parse_args()
+    if args.no_pyc:
+        ENV["PYTHONDONTWRITEBYTECODE"] = "1"
+        ENV["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(
+            prefix="no-pyc-"
+        )  # an empty cache: nothing read, nothing kept
+    else:
+        ENV.pop("PYTHONDONTWRITEBYTECODE", None)
     if args.repeats < 1:
         parser.error(f"--repeats {args.repeats}: give a whole number >= 1")
     if args.before is not None and not (args.before / "agents" / "runtime").is_dir():
@@ -133,6 +151,10 @@ def main() -> None:
         if tree == "now" or not args.before_import:
             for name, argv in COMMANDS.items():
                 jobs[(tree, name)] = lambda a=argv, f=folder: measure_command(a, f)
+    for (
+        job
+    ) in jobs.values():  # unmeasured: writes the bytecode caches (or, with --no-pyc, warms the disk cache)
+        job()
     runs: dict[tuple[str, str], list[dict]] = {key: [] for key in jobs}
     for _ in range(args.repeats):
         for key, job in jobs.items():
@@ -141,6 +163,7 @@ def main() -> None:
     for (tree, name), r in runs.items():
         result.setdefault(tree, {})[name] = summarise(r)
     result["load_average"] = list(os.getloadavg())
+    result["bytecode_cache"] = not args.no_pyc
     for tree in trees:
         for name, r in result[tree].items():
             extra = (
