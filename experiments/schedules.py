@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from types import MappingProxyType
 
@@ -167,14 +167,20 @@ def game_pool(schedule_name: str, seed: int, per_task_type: int = 150) -> Pool:
     (:mod:`scars.experiments.cache`), so every later process, sweep cell and Tune trial reads it."""
     schedule = get_schedule(schedule_name)
     rules = schedule.rule_schedule(1).rules
-    key = {
+    build = partial(_build_pool, schedule, rules, seed, per_task_type)
+    return cached("game_pool", pool_key(schedule_name, seed, per_task_type), build, _is_pool)
+
+
+def pool_key(schedule_name: str, seed: int, per_task_type: int = 150) -> dict:
+    """The cache key of :func:`game_pool`: everything the pool depends on, as JSON."""
+    schedule = get_schedule(schedule_name)
+    return {
         "task_types": list(schedule.task_types),
-        "rules": [_rule_content(r) for r in rules],
+        "rules": [_rule_content(r) for r in schedule.rule_schedule(1).rules],
         "seed": seed,
         "per_task_type": per_task_type,
         "generator": GENERATOR_VERSION,
     }
-    return cached("game_pool", key, lambda: _build_pool(schedule, rules, seed, per_task_type), _is_pool)
 
 
 def _rule_content(rule: SafetyRule) -> list:
