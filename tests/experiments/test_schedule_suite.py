@@ -54,9 +54,15 @@ def test_a_manifest_of_another_cell_does_not_verify(in_process, tmp_path):
     assert not suite.is_done(other, tmp_path)
 
 
-def test_cells_on_ray_give_the_results_of_one_process(in_process, tmp_path, ray_session):
-    ray_session.cloudpickle.register_pickle_by_value(suite)  # a script, not a module Ray's workers can import
-    assert suite.run_suite(CELLS, tmp_path) == CELLS
+def test_cells_on_ray_give_the_results_of_one_process(in_process, tmp_path):
+    """On the suite's own local cluster when none is up (``run_suite`` starts and shuts it down, as the script runs
+    it; left up, it would change what later tests of an unreachable ``--address`` see)."""
+    import ray
+
+    was_up = ray.is_initialized()
+    ray.cloudpickle.register_pickle_by_value(suite)  # a script, not a module Ray's workers can import
+    assert suite.run_suite(CELLS, tmp_path, workers=2) == CELLS
+    assert ray.is_initialized() == was_up
     for cell in CELLS:
         pd.testing.assert_frame_equal(_episodes(tmp_path, cell), _episodes(in_process, cell))
     assert (
