@@ -227,6 +227,9 @@ def _no_cache(ctx: click.Context, param: click.Parameter, value: bool) -> None:
 )
 def main() -> None:
     """Scars testbed: worlds, scar runtime, accommodation engine, baselines and experiments."""
+    from scars.experiments.cache import cache_dir
+
+    cache_dir()  # a bad SCARS_CACHE is one line before any command writes anything
 
 
 if __name__ == "__main__":

@@ -106,6 +106,9 @@ def test_the_cache_can_be_turned_off_and_a_bad_switch_is_one_line(generated, tmp
     monkeypatch.setenv(CACHE_ENV, "maybe")
     with pytest.raises(ConfigError, match="SCARS_CACHE='maybe': must be 'on' or 'off'"):
         cache_dir()
+    refused = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "b")])
+    assert refused.exit_code == 2 and not (tmp_path / "b").exists()
+    assert refused.output.strip() == "error: SCARS_CACHE='maybe': must be 'on' or 'off'"
 
 
 def test_an_unwritable_cache_folder_costs_a_rebuild_and_one_warning(generated, tmp_path, monkeypatch):
