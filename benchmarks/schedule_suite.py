@@ -1,34 +1,50 @@
-"""Tier 1 over several schedules, methods and seeds, pooled (issue 24: the paper schedule and the paraphrase suite).
+"""Tier 1 over several schedules, methods and seeds, pooled (issue 24: the paper schedule and the paraphrase suite),
+each (schedule, method, seed) cell a Ray task (issue 39, item 6).
 
     python benchmarks/schedule_suite.py --out runs/suite [--schedules paper,paraphrase_a,...] [--methods ...]
     (a method is a name of the comparison or ``scars:<ablation>``, e.g. ``scars:no_narrowing``)
-        [--seeds 0-4] [--episodes 36] [--report-only]
+        [--seeds 0-4] [--episodes 36] [--workers N] [--in-process] [--report-only]
 
-Each (schedule, method, seed) is one ``run_tier1`` into ``OUT/<schedule>/<method>/s<seed>`` (skipped when its
-``episodes.parquet`` exists, so an interrupted run resumes). ``suite.md`` pools every method's episodes over the seeds
-(clusters = (seed, episode)): success, RVR with its n (re-exposures), SVR, each with a 95% episode-clustered bootstrap
-interval, and the paired difference of every baseline against scars on the same episodes (same seed, same games).
+Each cell is one ``run_tier1`` into ``OUT/<schedule>/<method>/s<seed>``: ``episodes.parquet``, ``summary.json`` and,
+written last, ``cell.json`` (the cell and the SHA-256 of both files). A cell whose ``cell.json`` names the same cell and
+whose files still hash to it is skipped, so an interrupted suite resumes; anything else is run again. The cells run
+as Ray tasks (``num_cpus=1`` each, a local cluster of ``--workers`` CPUs, default every core) behind a progress bar;
+``--in-process`` runs them one after another in this process (the tests; the same results, cell for cell). Each
+(schedule, seed) game pool is built once, by one task every cell of it waits for, into the user cache
+(``scars.experiments.cache``), which every worker then reads.
+
+``suite.md`` pools every method's episodes over the seeds (clusters = (seed, episode)): success, RVR with its n
+(re-exposures), SVR, each with a 95% episode-clustered bootstrap interval, and the paired difference of every
+baseline against scars on the same episodes (same seed, same games).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from scars.experiments.config import METHODS, Tier1Config
 from scars.experiments.stats import paired_difference, pooled_ratio
-from scars.experiments.tier1 import run_tier1
 
 RATES = (
     ("success", "won", None),
     ("rvr", "repeat_violations", "reexposures"),
     ("svr", "violating_steps", "exposed_steps"),
 )
+RESULT_FILES = ("episodes.parquet", "summary.json")
+MANIFEST = "cell.json"
 
 
 def _seeds(text: str) -> list[int]:
@@ -38,26 +54,142 @@ def _seeds(text: str) -> list[int]:
     return [int(x) for x in text.split(",")]
 
 
-def run_one(schedule: str, method: str, seed: int, episodes: int, out: Path, verdicts: str) -> None:
-    """``method`` is a method name or ``scars:<ablation>`` (its folder ``scars-<ablation>``)."""
-    name, _, ablation = method.partition(":")
-    label = method.replace(":", "-")
-    folder = out / schedule / (label if verdicts == "executed" else f"{label}+{verdicts}") / f"s{seed}"
-    if (folder / "episodes.parquet").is_file():
-        return
-    cfg = Tier1Config(
-        method=name,
-        ablation=ablation or "none",
-        seed=seed,
-        episodes=episodes,
-        verdicts=verdicts,
-        **({"schedule": schedule} if schedule == "paper" else {"schedule_file": schedule}),
-    )
-    result = run_tier1(cfg, folder)
-    result.episodes.to_parquet(folder / "episodes.parquet")
+def _named(schedule: str) -> bool:
+    """A schedule of the registry (``paper``, ``smoke``); any other name is a schedule file (shipped or a path)."""
+    from scars.experiments.schedules import SCHEDULES
+
+    return schedule in SCHEDULES
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the suite. ``method`` is a method name or ``scars:<ablation>`` (its folder ``scars-<ablation>``)."""
+
+    schedule: str
+    method: str
+    seed: int
+    episodes: int
+    verdicts: str = "executed"
+
+    def folder(self, out: Path) -> Path:
+        label = self.method.replace(":", "-")
+        return (
+            out
+            / self.schedule
+            / (label if self.verdicts == "executed" else f"{label}+{self.verdicts}")
+            / f"s{self.seed}"
+        )
+
+    def config(self) -> Tier1Config:
+        name, _, ablation = self.method.partition(":")
+        where = {"schedule": self.schedule} if _named(self.schedule) else {"schedule_file": self.schedule}
+        return Tier1Config(
+            method=name,
+            ablation=ablation or "none",
+            seed=self.seed,
+            episodes=self.episodes,
+            verdicts=self.verdicts,
+            **where,
+        )
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _atomic(path: Path, write: Callable[[Path], None]) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def is_done(cell: Cell, out: Path) -> bool:
+    """The cell's results exist and verify: its manifest names this cell and every result file hashes to it."""
+    folder = cell.folder(out)
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+        return manifest.get("cell") == asdict(cell) and all(
+            manifest.get("sha256", {}).get(name) == _sha256(folder / name) for name in RESULT_FILES
+        )
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def run_cell(cell: Cell, out: Path) -> Cell:
+    """Run one cell into its folder; the manifest is written last, so a cell stopped halfway is run again."""
+    from scars.experiments.tier1 import run_tier1
+
+    folder = cell.folder(out)
+    (folder / MANIFEST).unlink(missing_ok=True)
+    result = run_tier1(cell.config(), folder)
+    _atomic(folder / "episodes.parquet", lambda p: result.episodes.to_parquet(p))
     keep = {k: v for k, v in result.summary.items() if not isinstance(v, dict | list) or k == "active_rules"}
     keep["scar_quality"] = result.summary.get("scar_quality")
-    (folder / "summary.json").write_text(json.dumps(keep, indent=1, default=str))
+    _atomic(folder / "summary.json", lambda p: p.write_text(json.dumps(keep, indent=1, default=str)))
+    manifest = {"cell": asdict(cell), "sha256": {name: _sha256(folder / name) for name in RESULT_FILES}}
+    _atomic(folder / MANIFEST, lambda p: p.write_text(json.dumps(manifest, indent=1)))
+    return cell
+
+
+def build_pool(schedule: str, seed: int) -> None:
+    """The (schedule, seed) game pool, built into the user cache (a no-op when it is there)."""
+    from scars.experiments.schedules import game_pool, resolve_schedule
+
+    key, _ = resolve_schedule(schedule) if _named(schedule) else resolve_schedule("paper", schedule)
+    game_pool(key, seed)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("cells"),
+        TimeElapsedColumn(),
+    )
+
+
+def run_suite(
+    cells: Sequence[Cell], out: Path, *, workers: int | None = None, in_process: bool = False
+) -> list[Cell]:
+    """Run every cell that is not done (:func:`is_done`); returns the cells run. On Ray (``in_process`` False) the
+    longest cells (the scars variants) are submitted first and each waits only for its own game pool."""
+    todo = [c for c in cells if not is_done(c, out)]
+    with _progress() as progress:
+        bar = progress.add_task("schedule suite", total=len(cells), completed=len(cells) - len(todo))
+        if in_process:
+            for cell in todo:
+                build_pool(cell.schedule, cell.seed)
+                run_cell(cell, out)
+                progress.advance(bar)
+            return todo
+        import ray
+
+        started = not ray.is_initialized()
+        if started:
+            ray.init(num_cpus=workers or os.cpu_count(), include_dashboard=False, log_to_driver=False)
+        try:
+            pool_task = ray.remote(num_cpus=1)(build_pool)
+            cell_task = ray.remote(num_cpus=1)(lambda cell, out, _pool: run_cell(cell, out))
+            pools = {(c.schedule, c.seed): None for c in todo}
+            pool_refs = {k: pool_task.remote(*k) for k in pools}
+            order = sorted(
+                todo, key=lambda c: (not c.method.startswith("scars"), c.schedule, c.seed, c.method)
+            )
+            pending = [cell_task.remote(c, out, pool_refs[(c.schedule, c.seed)]) for c in order]
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1)
+                ray.get(ready)  # a failed cell raises here, with its traceback
+                progress.advance(bar)
+        finally:
+            if started:
+                ray.shutdown()
+    return todo
 
 
 def _num_den(e: pd.DataFrame, num: str, den: str | None) -> tuple[np.ndarray, np.ndarray]:
@@ -134,15 +266,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", default="0-4")
     p.add_argument("--episodes", type=int, default=36)
     p.add_argument("--verdicts", default="executed", choices=("executed", "state"))
+    p.add_argument("--workers", type=int, default=None, help="Ray CPUs (default: every core)")
+    p.add_argument(
+        "--in-process", action="store_true", help="run the cells one after another in this process"
+    )
     p.add_argument("--report-only", action="store_true")
     a = p.parse_args(argv)
+    if a.workers is not None and a.workers < 1:
+        p.error(f"--workers {a.workers}: give a whole number >= 1")
     schedules, methods, seeds = a.schedules.split(","), a.methods.split(","), _seeds(a.seeds)
     if not a.report_only:
-        for schedule in schedules:
-            for method in methods:
-                for seed in seeds:
-                    run_one(schedule, method, seed, a.episodes, a.out, a.verdicts)
-                    print(f"done {schedule} {method} s{seed}", flush=True)
+        cells = [
+            Cell(s, m, seed, a.episodes, a.verdicts) for s in schedules for m in methods for seed in seeds
+        ]
+        t0 = time.perf_counter()
+        ran = run_suite(cells, a.out, workers=a.workers, in_process=a.in_process)
+        print(
+            f"{len(ran)} cells run, {len(cells) - len(ran)} already done, {time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
     labels = sorted(
         {d.name for s in schedules for d in (a.out / s).glob("*") if d.is_dir()},
         key=lambda x: (x != "scars", x),

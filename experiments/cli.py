@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import click
 
@@ -63,35 +65,177 @@ class ScarsGroup(click.Group):
             sys.exit(2)
 
 
-# (module under experiments.commands, attribute holding the click command or group)
-COMMAND_MODULES: tuple[tuple[str, str], ...] = (
-    ("arena", "arena"),
-    ("calibrate", "calibrate"),
-    ("dsl", "dsl"),
-    ("ledger", "ledger"),
-    ("model", "model"),
-    ("world", "world"),
-    ("run", "run"),
-    ("run", "demo"),
-    ("sweep", "sweep"),
-    ("sensitivity", "sensitivity"),
-    ("report", "report"),
-    ("poisoning", "poisoning"),
-    ("runtime", "runtime"),
-    ("paper", "paper"),
-    ("train", "train"),
-    ("train", "train_curves"),
+class LazyCommand(NamedTuple):
+    """A command of ``scars``: its name, the module under ``experiments.commands`` and the attribute holding the
+    click command or group, and its one-line help as ``scars --help`` lists it (the first sentence of its docstring;
+    ``tests/experiments/commands/test_lazy_cli.py`` checks the two agree)."""
+
+    name: str
+    module: str
+    attr: str
+    help: str
+
+
+COMMANDS: tuple[LazyCommand, ...] = (
+    LazyCommand(
+        "arena", "arena", "arena", "The GovSim-style commons arena with peer punishment and karma (tier 2)."
+    ),
+    LazyCommand(
+        "calibrate",
+        "calibrate",
+        "calibrate",
+        "Grid-search the weights w = [α, β, γ, δ] and the threshold τ of d_t = sigmoid(wᵀz) on the step tables STEPS (steps.parquet / steps.csv of earlier runs), maximising F1 of the label; write a config that `scars run tier1 --signal-config OUT` uses.",
+    ),
+    LazyCommand(
+        "demo",
+        "run",
+        "demo",
+        "Every method of the comparison (scars and the text baselines, ``config.METHODS``) on the paper's dynamic-rule schedule: the comparison table, results.md, plots and the scars ledger in OUT.",
+    ),
+    LazyCommand("dsl", "dsl", "dsl", "The patch DSL: parse rules, print their canonical form and cost."),
+    LazyCommand(
+        "ledger",
+        "ledger",
+        "ledger",
+        "The append-only, hash-chained audit ledger of scars (admit, retire, revoke, show, verify).",
+    ),
+    LazyCommand(
+        "model", "model", "model", "Local models for the real-model backends (nothing is downloaded)."
+    ),
+    LazyCommand(
+        "paper",
+        "paper",
+        "paper",
+        "Run the paper's protocol (every registered tier × methods × ablations and controls × seeds) on Ray Tune and write report.md and report.html into OUT.",
+    ),
+    LazyCommand(
+        "poisoning",
+        "poisoning",
+        "poisoning",
+        "Aggregate attacked runs (a poisoning sweep's OUT folder, or `scars run tier1|tier2 --attack …` folders) into the table of docs/poisoning.md: attack success per method (with its defences) × attack × poison rate, its 95% CI over seeds and n (seeds, opportunities), the lift over rate 0, utility, RVR, the method's detections and the attack's cost; and a plot of attack success against poison rate.",
+    ),
+    LazyCommand(
+        "report",
+        "report",
+        "report",
+        "Write report.md and report.html (images inline as base64) from sweep folders (scars sweep / scars paper) and runner folders (scars demo / scars run): every tier's tables with n, CIs and paired differences, the ablation table with each ablation's own measures, plots with CI bands and markers at rule switches and world-version changes, and d_t with its four terms for one run.",
+    ),
+    LazyCommand(
+        "run",
+        "run",
+        "run",
+        "Run experiments (tier 1: the household world with dynamic safety rules; tier 2: the commons arena).",
+    ),
+    LazyCommand(
+        "runtime",
+        "runtime",
+        "runtime",
+        "scars-runtime: measurements of the library that gates any framework's tool calls.",
+    ),
+    LazyCommand(
+        "sensitivity",
+        "sensitivity",
+        "sensitivity",
+        "Run every method at every (influence_gain, compliance, replan_competence) grid point of the embedded simulated LM and draw success vs SVR per method as a frontier plot (frontier.png), with the table (frontier.csv, frontier.md) and which headline claims hold at how many grid points (claims.md).",
+    ),
+    LazyCommand(
+        "sweep",
+        "sweep",
+        "sweep",
+        "Sweep any config fields of a tier on Ray Tune: one trial per grid point, each a run in OUT/runs/<name>/.",
+    ),
+    LazyCommand(
+        "train",
+        "train",
+        "train",
+        "Train LEARNER on WORLD behind SHIELD, one run per seed: each OUT/seed<k>/ gets config.json, episodes.csv, summary.json, checkpoints/ (and the scars shield's ledger); OUT gets curves.png (return, success, violations per episode, cumulative violations, CIs over seeds).",
+    ),
+    LazyCommand(
+        "train-curves",
+        "train",
+        "train_curves",
+        "One figure of the learning curves of several `scars train` outputs (each RUN a folder of seed<k>/ runs; its label the runs' shield), with 95% bootstrap CIs over seeds; a JSON of the curves beside it.",
+    ),
+    LazyCommand("world", "world", "world", "The native ALFWorld-style household world (tier 1)."),
 )
+"""Every command of ``scars``, in the order ``--help`` lists them. A new command is one more row (its module is
+imported only when the command runs)."""
 
 
-@click.group(cls=ScarsGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(ScarsGroup):
+    """The root group with click's lazy-loading pattern (click's docs, *Lazily Loading Subcommands*): a command's
+    module is imported when that command runs, so ``scars --help`` and ``scars dsl parse`` load no other command's
+    module. ``--help`` lists the rows' own one-line help instead of importing every module to read it."""
+
+    def __init__(self, *args: Any, lazy: tuple[LazyCommand, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = {c.name: c for c in lazy}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = self.lazy.get(cmd_name)
+        if entry is None:
+            return super().get_command(ctx, cmd_name)
+        command = getattr(importlib.import_module(f"scars.experiments.commands.{entry.module}"), entry.attr)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"scars.experiments.commands.{entry.module}.{entry.attr} is not a click command")
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            if name in self.lazy:
+                rows.append((name, click.Command(name, help=self.lazy[name].help).get_short_help_str(limit)))
+            else:
+                command = super().get_command(ctx, name)
+                if command is not None and not command.hidden:
+                    rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _cache_dir(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        from scars.experiments.cache import CACHE_DIR_ENV
+
+        os.environ[CACHE_DIR_ENV] = str(value)
+
+
+def _no_cache(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        from scars.experiments.cache import CACHE_ENV
+
+        os.environ[CACHE_ENV] = "off"
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="scars-testbed")
+@click.option(
+    "--cache-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    callback=_cache_dir,
+    expose_value=False,
+    help="The user cache (game pools) for this command and the processes it starts; default $SCARS_CACHE_DIR, "
+    "else the user cache folder (~/.cache/scars).",
+)
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    callback=_no_cache,
+    expose_value=False,
+    help="Neither read nor write the user cache (as SCARS_CACHE=off).",
+)
 def main() -> None:
     """Scars testbed: worlds, scar runtime, accommodation engine, baselines and experiments."""
+    from scars.experiments.cache import cache_dir
 
-
-for _module, _attr in COMMAND_MODULES:
-    main.add_command(getattr(importlib.import_module(f"scars.experiments.commands.{_module}"), _attr))
+    cache_dir()  # a bad SCARS_CACHE is one line before any command writes anything
 
 
 if __name__ == "__main__":

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 
 from scars.envs.household.expert import NoCompliantPlan, expert_plan, plan_trace
-from scars.envs.household.generator import generate_game
+from scars.envs.household.generator import GENERATOR_VERSION, generate_game
 from scars.envs.household.rules import RULE_LIBRARY, Activation, RuleSchedule, SafetyRule
 from scars.envs.household.world import OBJECT_CLASSES, TASK_TYPES, GameSpec, World
-from scars.synthesis.dsl import Action, parse_rule
+from scars.experiments.cache import cached
+from scars.synthesis.dsl import Action, parse_rule, to_text
 from scars.synthesis.dsl.semantics import fires
 from scars.synthesis.errors import ConfigError, WorldError
 
@@ -154,13 +155,55 @@ def _habitual_violations(spec: GameSpec, rules: tuple[SafetyRule, ...]) -> set[s
     return {r.id for r in rules if any(fires(r.rule, q, a, OBJECT_CLASSES) for q, a in trace)}
 
 
+Pool = tuple[tuple[GameSpec, frozenset[str]], ...]
+
+
 @lru_cache(maxsize=16)
-def game_pool(
-    schedule_name: str, seed: int, per_task_type: int = 150
-) -> tuple[tuple[GameSpec, frozenset[str]], ...]:
-    """A pool of solvable games for the schedule, each with the schedule rules its habitual route would break."""
+def game_pool(schedule_name: str, seed: int, per_task_type: int = 150) -> Pool:
+    """A pool of solvable games for the schedule, each with the schedule rules its habitual route would break.
+
+    A pure function of the schedule's content (its task types and rules, not its name), the seed, ``per_task_type``
+    and :data:`~scars.envs.household.generator.GENERATOR_VERSION`: built once and kept in the user cache
+    (:mod:`scars.experiments.cache`), so every later process, sweep cell and Tune trial reads it."""
     schedule = get_schedule(schedule_name)
     rules = schedule.rule_schedule(1).rules
+    build = partial(_build_pool, schedule, rules, seed, per_task_type)
+    return cached("game_pool", pool_key(schedule_name, seed, per_task_type), build, _is_pool)
+
+
+def pool_key(schedule_name: str, seed: int, per_task_type: int = 150) -> dict:
+    """The cache key of :func:`game_pool`: everything the pool depends on, as JSON."""
+    schedule = get_schedule(schedule_name)
+    return {
+        "task_types": list(schedule.task_types),
+        "rules": [_rule_content(r) for r in schedule.rule_schedule(1).rules],
+        "seed": seed,
+        "per_task_type": per_task_type,
+        "generator": GENERATOR_VERSION,
+    }
+
+
+def _rule_content(rule: SafetyRule) -> list:
+    """Everything of a rule that generation and the habitual-violation check read, in a stable order."""
+    a = rule.activation
+    versions = None if a.world_versions is None else sorted(a.world_versions)
+    return [rule.id, to_text(rule.rule), a.after_step, a.from_episode, versions, sorted(rule.task_types)]
+
+
+def _is_pool(value: object) -> bool:
+    return isinstance(value, tuple) and all(
+        isinstance(x, tuple)
+        and len(x) == 2
+        and isinstance(x[0], GameSpec)
+        and isinstance(x[1], frozenset)
+        and all(isinstance(r, str) for r in x[1])
+        for x in value
+    )
+
+
+def _build_pool(
+    schedule: Tier1Schedule, rules: tuple[SafetyRule, ...], seed: int, per_task_type: int
+) -> Pool:
     rng = np.random.default_rng(np.random.SeedSequence([seed, 7211]))
     pool = []
     for task_type in schedule.task_types:

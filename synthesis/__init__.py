@@ -4,81 +4,55 @@ Pure functions over frozen results; imports only ``synthesis.*``, numpy and (laz
 The OR-Tools merge lives in ``synthesis.merge``.
 """
 
-from scars.synthesis.executors import (
-    InProcessExecutor,
-    RayExecutor,
-    SynthesisHandle,
-    SynthesisRequest,
-    SynthesisTimeout,
-    tree_seeds,
-)
-from scars.synthesis.failure import Failure, FailureSource
-from scars.synthesis.fragments import (
-    FailureCase,
-    FragmentError,
-    RecordedStep,
-    SuccessCase,
-    SynthesisData,
-    Verifier,
-    build_dataset,
-    extract_fragment,
-)
-from scars.synthesis.mcts import (
-    Candidate,
-    CandidateSpace,
-    SearchConfig,
-    SynthesisResult,
-    candidate_space,
-    exhaustive_search,
-    merge_results,
-    synthesize,
-)
-from scars.synthesis.objective import (
-    LOG_CAP,
-    ObjectiveEvaluator,
-    ObjectiveWeights,
-    ReplayReport,
-    Score,
-    drift_measures,
-    policy_distribution,
-    replay_pass,
-    score_rule,
-    tv_drift,
-)
+from scars.synthesis.lazy import lazy_exports
 
-__all__ = [
-    "LOG_CAP",
-    "Candidate",
-    "CandidateSpace",
-    "FailureCase",
-    "Failure",
-    "FailureSource",
-    "FragmentError",
-    "InProcessExecutor",
-    "ObjectiveEvaluator",
-    "ObjectiveWeights",
-    "RayExecutor",
-    "RecordedStep",
-    "ReplayReport",
-    "Score",
-    "SearchConfig",
-    "SuccessCase",
-    "SynthesisData",
-    "SynthesisHandle",
-    "SynthesisRequest",
-    "SynthesisResult",
-    "SynthesisTimeout",
-    "Verifier",
-    "build_dataset",
-    "drift_measures",
-    "candidate_space",
-    "exhaustive_search",
-    "extract_fragment",
-    "merge_results",
-    "policy_distribution",
-    "replay_pass",
-    "score_rule",
-    "synthesize",
-    "tree_seeds",
-    "tv_drift",
-]
+_EXPORTS = {
+    "scars.synthesis.executors": (
+        "InProcessExecutor",
+        "RayExecutor",
+        "SynthesisHandle",
+        "SynthesisRequest",
+        "SynthesisTimeout",
+        "tree_seeds",
+    ),
+    "scars.synthesis.failure": (
+        "Failure",
+        "FailureSource",
+    ),
+    "scars.synthesis.fragments": (
+        "FailureCase",
+        "FragmentError",
+        "RecordedStep",
+        "SuccessCase",
+        "SynthesisData",
+        "Verifier",
+        "build_dataset",
+        "extract_fragment",
+    ),
+    "scars.synthesis.mcts": (
+        "Candidate",
+        "CandidateSpace",
+        "SearchConfig",
+        "SynthesisResult",
+        "candidate_space",
+        "exhaustive_search",
+        "merge_results",
+        "synthesize",
+    ),
+    "scars.synthesis.objective": (
+        "LOG_CAP",
+        "ObjectiveEvaluator",
+        "ObjectiveWeights",
+        "ReplayReport",
+        "Score",
+        "drift_measures",
+        "policy_distribution",
+        "replay_pass",
+        "score_rule",
+        "tv_drift",
+    ),
+}
+"""Each module's public names; a name's module is imported when the name is first read (``synthesis.lazy``)."""
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)

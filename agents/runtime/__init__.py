@@ -9,47 +9,39 @@ batched audit of decisions; ``Gate.scars`` lists the active ``Scar`` objects (co
 ``Provenance``, ``Scope``). Adapters live in ``scars.agents.runtime.adapters`` (OpenAI tool calling, HuggingFace and
 vLLM logits processors, an MCP gate).
 
-Importing it loads the project's rules, control plane, ledger and schema store with the standard library, numpy and
-lark only — no simulator, no solver (OR-Tools loads when a merge runs), no data-frame library — and registers no
-environment (``tests/agents/runtime/test_light_import.py``). The machinery behind it keeps its own modules:
-``scar`` (dual-plane scars), ``control`` (``ControlPlane``: H ∪ S_t ∪ temporary masks), ``ledger`` (the hash-chained
-SQLite ledger; its parts ``events``, ``head``, ``locks``, ``admission``, ``projection``, ``errors``), ``store`` (``SchemaStore``, the one writer of both), ``equilibration`` (merge and retirement
-decisions handed to the store), ``accommodation`` (the background loop), ``gate`` (with ``context_mapping`` and ``decision_log``).
+Importing the package loads only the table below; a name loads its module when first read (``synthesis.lazy``).
+``from scars.agents.runtime import Gate, open_gate`` loads the project's rules, control plane, ledger and schema
+store with the standard library and lark only — no numpy (it loads when logits are governed), no simulator, no
+solver, no data-frame library — and registers no environment (``tests/agents/runtime/test_light_import.py``); the
+learner (the disequilibrium monitor, MCTS, fragments' search, the merge) loads with the first failure the gate
+accommodates. The machinery behind it keeps its own modules: ``scar`` (dual-plane scars), ``control``
+(``ControlPlane``: H ∪ S_t ∪ temporary masks), ``ledger`` (the hash-chained SQLite ledger; its parts ``events``,
+``head``, ``locks``, ``admission``, ``projection``, ``errors``), ``store`` (``SchemaStore``, the one writer of both),
+``equilibration`` (merge and retirement decisions handed to the store), ``accommodation`` (the background loop),
+``gate`` (with ``context_mapping`` and ``decision_log``).
 """
 
-from scars.agents.runtime.accommodation import AccommodationConfig, Outcome
-from scars.agents.runtime.gate import (
-    ContextMapping,
-    ContextMappingError,
-    DecisionLog,
-    Gate,
-    GateDecision,
-    GateError,
-    MissingLedgerError,
-    ScarBlocked,
-    ToolSignature,
-    open_gate,
-    read_core_schema,
-)
-from scars.agents.runtime.scar import Provenance, Scar, Scope
-from scars.envs.api import Verdict
+from scars.synthesis.lazy import lazy_exports
 
-__all__ = [
-    "AccommodationConfig",
-    "ContextMapping",
-    "ContextMappingError",
-    "DecisionLog",
-    "Gate",
-    "GateDecision",
-    "GateError",
-    "MissingLedgerError",
-    "Outcome",
-    "Provenance",
-    "Scar",
-    "ScarBlocked",
-    "Scope",
-    "ToolSignature",
-    "Verdict",
-    "open_gate",
-    "read_core_schema",
-]
+_EXPORTS = {
+    "scars.agents.runtime.accommodation": ("AccommodationConfig", "Outcome"),
+    "scars.agents.runtime.gate": (
+        "ContextMapping",
+        "ContextMappingError",
+        "DecisionLog",
+        "Gate",
+        "GateDecision",
+        "GateError",
+        "MissingLedgerError",
+        "ScarBlocked",
+        "ToolSignature",
+        "open_gate",
+        "read_core_schema",
+    ),
+    "scars.agents.runtime.scar": ("Provenance", "Scar", "Scope"),
+    "scars.envs.api": ("Verdict",),
+}
+"""The public names by module; each module loads when one of its names is first read (``synthesis.lazy``)."""
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+__all__ = sorted(name for names in _EXPORTS.values() for name in names)

@@ -26,45 +26,41 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from scars.agents.runtime.control import ControlPlane
-from scars.agents.runtime.equilibration import equilibrate, owed_failures, scar_from_synthesis
 from scars.agents.runtime.ledger import Event, VerifyReport
 from scars.agents.runtime.scar import Scar
 from scars.agents.runtime.store import SchemaStore
-from scars.disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor, StepRecord
-from scars.disequilibrium.verifier import HybridVerifier
 from scars.envs.api import Verdict
-from scars.synthesis import (
-    FragmentError,
-    InProcessExecutor,
-    RecordedStep,
-    SearchConfig,
-    build_dataset,
-    extract_fragment,
-)
 from scars.synthesis.dsl import Action, Rule
 from scars.synthesis.dsl.semantics import Classes
 from scars.synthesis.errors import ConfigError
 from scars.synthesis.failure import Failure, FailureSource
-from scars.synthesis.fragments import Verifier
+from scars.synthesis.fragments import FragmentError, RecordedStep, Verifier, build_dataset, extract_fragment
+
+if TYPE_CHECKING:  # the learner: loaded by the first failure that is accommodated, not by opening a gate
+    import numpy as np
+
+    from scars.disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor
+    from scars.synthesis.executors import InProcessExecutor
+    from scars.synthesis.mcts import SearchConfig
 
 
 @dataclass(frozen=True)
 class AccommodationConfig:
     """Settings of the accommodation loop.
 
-    signal:  w and τ of d_t (``scars calibrate`` fits them); search: the MCTS settings; trees: root-parallel trees;
-    history: allowed calls kept for D_t; merge_mode: ilp (OR-Tools) or append; seed: the synthesis seeds' root.
+    signal:  w and τ of d_t (``scars calibrate`` fits them; None: ``DisequilibriumConfig()``); search: the MCTS
+    settings (None: ``SearchConfig(num_simulations=200)``); trees: root-parallel trees; history: allowed calls kept
+    for D_t; merge_mode: ilp (OR-Tools) or append; seed: the synthesis seeds' root. The defaults are None rather
+    than the objects so that making a config (or opening a gate) does not load the learner.
     """
 
-    signal: DisequilibriumConfig = field(default_factory=DisequilibriumConfig)
-    search: SearchConfig = field(default_factory=lambda: SearchConfig(num_simulations=200))
+    signal: DisequilibriumConfig | None = None
+    search: SearchConfig | None = None
     trees: int = 1
     history: int = 500
     merge_mode: str = "ilp"
@@ -109,6 +105,29 @@ class _Reported:
         return _key(q, a) in self.failed
 
 
+class _Learner:
+    """What accommodating a failure needs beyond the store: d_t's monitor, the synthesis executor and settings, the
+    seeds (spawned one per synthesis, in order, as when they were made with the gate)."""
+
+    def __init__(self, config: AccommodationConfig, core: tuple[Rule, ...], classes: Classes) -> None:
+        import numpy as np
+
+        from scars.disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor
+        from scars.disequilibrium.verifier import HybridVerifier
+        from scars.synthesis.executors import InProcessExecutor
+        from scars.synthesis.mcts import SearchConfig
+
+        signal = config.signal if config.signal is not None else DisequilibriumConfig()
+        self.monitor: DisequilibriumMonitor = DisequilibriumMonitor(
+            signal, verifier=HybridVerifier(), core=core, classes=classes
+        )
+        self.search: SearchConfig = (
+            config.search if config.search is not None else SearchConfig(num_simulations=200)
+        )
+        self.executor: InProcessExecutor = InProcessExecutor(num_trees=config.trees)
+        self.seeds: np.random.SeedSequence = np.random.SeedSequence(config.seed)
+
+
 class Accommodator:
     """Owner of the gate's schema store and its accommodation worker (module docstring)."""
 
@@ -147,11 +166,7 @@ class Accommodator:
         self.session = self.store.version  # failures of this session are numbered after the ledger's events
         self._reported = _Reported()
         self.verifier: Verifier = verifier if verifier is not None else self._reported
-        self.monitor = DisequilibriumMonitor(
-            config.signal, verifier=HybridVerifier(), core=core, classes=classes
-        )
-        self.executor = InProcessExecutor(num_trees=config.trees)
-        self.seeds = np.random.SeedSequence(config.seed)
+        self._learner: _Learner | None = None
         self._calls: deque[tuple[Mapping[str, Any], Action]] = deque(maxlen=config.history)
         self.history: deque[RecordedStep] = deque(maxlen=config.history)
         self.failures: list[Failure] = []
@@ -163,6 +178,14 @@ class Accommodator:
     @property
     def version(self) -> int:
         return self.store.version
+
+    @property
+    def learner(self) -> _Learner:
+        """The signal, the search and their seeds: built on the worker by the first failure (the learner's modules
+        — the disequilibrium monitor, MCTS, the merge — load then, not when the gate opens)."""
+        if self._learner is None:
+            self._learner = _Learner(self.config, self.core, self.classes)
+        return self._learner
 
     # ---------------------------------------------------------------------------------- the decision path
     def observe_call(self, q: Mapping[str, Any], action: Action) -> None:
@@ -203,7 +226,8 @@ class Accommodator:
         with contextlib.suppress(RuntimeError):
             self._worker.submit(self.store.close)
         self._worker.shutdown(wait=True)
-        self.executor.shutdown()
+        if self._learner is not None:
+            self._learner.executor.shutdown()
 
     # ---------------------------------------------------------------------------------- the loop
     def _drain(self) -> None:
@@ -223,10 +247,14 @@ class Accommodator:
                 self._met.setdefault(k, {})[(type(v).__name__, v)] = v
 
     def _accommodate(self, q: Mapping[str, Any], action: Action, verdict: Verdict) -> Outcome:
+        from scars.agents.runtime.equilibration import equilibrate, owed_failures, scar_from_synthesis
+        from scars.disequilibrium.composite import StepRecord
+
+        learner = self.learner
         self._drain()
         self._n += 1
         self._reported.failed.add(_key(q, action))
-        reading = self.monitor.observe(
+        reading = learner.monitor.observe(
             StepRecord(
                 step=self._n,
                 context=q,
@@ -265,10 +293,10 @@ class Accommodator:
             except FragmentError as exc:
                 return Outcome(event.seq, reading.d, True, note=f"no fragment: {exc}")
         data = build_dataset(self.history, self.verifier, fragment)
-        seed = self.seeds.spawn(1)[0]
-        search = self.config.search
+        seed = learner.seeds.spawn(1)[0]
+        search = learner.search
         current = tuple(s.rule for s in self.store.scars)
-        result = self.executor.submit(
+        result = learner.executor.submit(
             data, fragment, current, self.core, self.classes, search, seed=seed
         ).result()
         if not result.admitted or result.rule is None:

@@ -28,9 +28,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal
 
 from scars.agents.runtime.scar import Scar, scar_id_of
 from scars.synthesis.dsl import (
@@ -48,6 +46,9 @@ from scars.synthesis.dsl import (
 )
 from scars.synthesis.dsl.semantics import Classes, Context, compare, mask_key
 from scars.synthesis.errors import ConfigError, ScarsError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Mode = Literal["hard", "soft"]
 CORE_PREFIX = "H:"
@@ -552,7 +553,7 @@ class ControlPlane:
     ) -> None:
         if mode not in ("hard", "soft"):
             raise ConfigError(f"mode must be 'hard' or 'soft', got {mode!r}")
-        if not (isinstance(soft_bias, int | float) and np.isfinite(soft_bias) and soft_bias < 0):
+        if not (isinstance(soft_bias, int | float) and math.isfinite(soft_bias) and soft_bias < 0):
             raise ConfigError(f"soft_bias must be a finite negative number, got {soft_bias!r}")
         if fallback not in FALLBACK_ACTIONS:
             raise ConfigError(f"fallback must be one of {FALLBACK_ACTIONS}, got {fallback!r}")
@@ -755,6 +756,8 @@ class ControlPlane:
         step: int | None = None,
     ) -> Governed:
         """Turn base logits of π_0 into the governed distribution π_S (SPEC §1)."""
+        import numpy as np  # here, not at import: a gate that only checks calls never loads numpy
+
         base = np.asarray(logits, dtype=np.float64)
         n = len(actions)
         if base.shape != (n,):

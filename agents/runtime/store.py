@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scars.agents.runtime.control import ControlPlane, Mode
 from scars.agents.runtime.errors import SchemaIntegrityError
@@ -35,8 +35,10 @@ from scars.agents.runtime.scar import Scar
 from scars.synthesis.dsl import Rule
 from scars.synthesis.dsl.semantics import Classes
 from scars.synthesis.failure import Failure
-from scars.synthesis.merge import MergeResult
-from scars.synthesis.retirement import RetirementDecision
+
+if TYPE_CHECKING:  # annotations only: the merge model loads when a merge runs, not with the gate
+    from scars.synthesis.merge import MergeResult
+    from scars.synthesis.retirement import RetirementDecision
 
 __all__ = ["SchemaIntegrityError", "SchemaStore", "apply", "plane_state", "replay"]
 

@@ -50,6 +50,12 @@ from scars.envs.household.world import World
 from scars.synthesis.dsl.semantics import fires
 from scars.synthesis.errors import WorldError
 
+GENERATOR_VERSION = 1
+"""The version of what a generated game is: bump it with any change to this generator, the expert
+(``envs.household.expert``), the world (``envs.household.world``, ``spec``) or ALFWorld's tables that can change the
+game a seed draws, or the route the expert takes in it. Cached game pools (``experiments.schedules.game_pool``) are
+keyed by it, so a bump rebuilds them instead of reading pools of the old games."""
+
 _TABLES = load_tables()
 
 SCENES: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType(

@@ -274,15 +274,23 @@ class _DSLLexer(Lexer):
 
 _REGEX_TERMINALS = ("STRING", "FLOAT", "INT", "FEATURE", "OP")
 
-_PARSER = Lark(
-    GRAMMAR_PATH.read_text(encoding="utf-8"),
-    parser="lalr",
-    lexer=_DSLLexer,
-    start=["start_rule", "start_guard"],
-    transformer=_BuildAst(),
-    maybe_placeholders=False,
-)
-_LEXER = _DSLLexer(_PARSER.lexer_conf)
+
+@lru_cache(maxsize=1)
+def _parser() -> Lark:
+    """The LALR parser, compiled from the grammar on the first parse (not at import: the gate's import stays light)."""
+    return Lark(
+        GRAMMAR_PATH.read_text(encoding="utf-8"),
+        parser="lalr",
+        lexer=_DSLLexer,
+        start=["start_rule", "start_guard"],
+        transformer=_BuildAst(),
+        maybe_placeholders=False,
+    )
+
+
+@lru_cache(maxsize=1)
+def _lexer() -> _DSLLexer:
+    return _DSLLexer(_parser().lexer_conf)
 
 
 def _words(terminals) -> tuple[str, ...]:
@@ -292,7 +300,7 @@ def _words(terminals) -> tuple[str, ...]:
             words.add(_TERMINAL_WORDS[name])
             continue
         try:
-            pattern = _PARSER.get_terminal(name).pattern
+            pattern = _parser().get_terminal(name).pattern
         except KeyError:
             words.add(name)
             continue
@@ -326,7 +334,7 @@ def _acceptable(interactive, fallback, start: str) -> tuple[str, ...]:
 def _expected_before(text: str, pos: int, start: str) -> tuple[str, ...]:
     """What the parser would accept after the well-formed prefix ``text[:pos]`` (for lexer errors)."""
     try:
-        interactive = _PARSER.parse_interactive(text[:pos], start=start)
+        interactive = _parser().parse_interactive(text[:pos], start=start)
         interactive.exhaust_lexer()
     except (LarkError, _BadToken):
         return ()
@@ -380,7 +388,7 @@ def _parse(text: str, start: str):
     if too_deep is not None:
         raise too_deep
     try:
-        return _PARSER.parse(text, start=start)
+        return _parser().parse(text, start=start)
     except _BadToken as bad:
         line, column = _line_column(text, bad.token.start_pos + bad.offset)
         raise DSLSyntaxError(
@@ -453,7 +461,7 @@ def parse_guard(text: str) -> Guard:
 def lex(text: str) -> list[Token]:
     """The lexer's tokens of ``text`` (whitespace dropped): the unit of the token count (``cost.token_count``)."""
     try:
-        return list(_LEXER.lex(text))
+        return list(_lexer().lex(text))
     except UnexpectedCharacters as err:
         line, column = _line_column(text, err.pos_in_stream)
         raise DSLSyntaxError(

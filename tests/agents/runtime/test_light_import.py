@@ -74,3 +74,45 @@ def test_the_public_names_are_a_short_explicit_list():
     assert not {"ControlPlane", "Ledger", "SchemaStore"} & set(runtime.__all__)
     for name in runtime.__all__:
         assert getattr(runtime, name) is not None
+
+
+LEARNER = (
+    "scars.synthesis.mcts",
+    "scars.synthesis.merge",
+    "scars.synthesis.objective",
+    "scars.disequilibrium",
+)
+
+
+def _modules_after(code: str) -> set[str]:
+    probe = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_the_package_loads_its_names_lazily_and_the_gate_loads_no_learner_nor_numpy():
+    assert not {
+        m for m in _modules_after("import scars.agents.runtime") if m.startswith("scars.agents.runtime.")
+    }
+    loaded = _modules_after(
+        "from scars.agents.runtime import Gate, open_gate, AccommodationConfig\nAccommodationConfig()"
+    )
+    assert "scars.agents.runtime.gate" in loaded
+    assert not {m for m in loaded for p in LEARNER if m == p or m.startswith(p + ".")}
+    assert "numpy" not in loaded
+
+
+def test_the_first_accommodated_failure_loads_the_learner(tmp_path):
+    opened = (
+        "from scars.agents.runtime import open_gate, Verdict\n"
+        f"gate = open_gate({str(tmp_path / 'ledger.sqlite')!r}, core=[])\n"
+        "@gate.tool\ndef refund(amount: int) -> str:\n    return 'ok'\n"
+        "refund(20)\n"
+    )
+    assert "scars.synthesis.mcts" not in _modules_after(opened + "gate.close()")
+    loaded = _modules_after(
+        opened
+        + "print(gate.report_failure({}, ('refund', {'amount': 5000}), Verdict('limit', '', 'f')).result())\n"
+        "gate.close()"
+    )
+    assert {"scars.synthesis.mcts", "scars.disequilibrium.composite"} <= loaded
