@@ -1043,21 +1043,31 @@ class ScarsAgent:
         scar would have blocked refutes it (it can only happen where the mask leaked: soft mode, text rules, or a
         success the agent reached another way). Earlier successes are history from before the rule changed, not
         counter-evidence. A revoked id never returns without new evidence (the ledger's no-resurrection check),
-        which is what keeps admission and revocation from oscillating."""
+        which is what keeps admission and revocation from oscillating.
+
+        Each success is checked once (the list is cleared here), and only against the scars that fire on it: the
+        control plane's index answers that (the same ``fires``, by mask key and the guards' indexed values), so the
+        cost follows the successes, not the number of scars."""
         if not self.successes:
             return
-        for scar in self.store.scars:
-            since = self.admitted_at.get(scar.id, -1)
+        plane = self.store.plane
+        newest: dict[str, int] = {}  # scar id -> t of the newest success it fires on
+        for t, success in self.successes:
+            for sid in plane.fired_rules(success.context, success.action):
+                newest[sid] = t
+        for sid, scar in zip(plane.active_ids, plane.scars, strict=True):
+            since = self.admitted_at.get(sid, -1)
+            if newest.get(sid, since) <= since:
+                continue  # no success recorded after its admission fires on it: nothing refutes it
             newer = [s for t, s in self.successes if t > since]
-            if newer:
-                decision = decide_retirement(
-                    [scoped(scar)],
-                    successes=newer,
-                    classes=self.card.classes,
-                    min_counter_evidence=self.config.min_counter_evidence,
-                )
-                if decision.revoke:
-                    self.store.apply_retirement(decision)
+            decision = decide_retirement(
+                [scoped(scar)],
+                successes=newer,
+                classes=self.card.classes,
+                min_counter_evidence=self.config.min_counter_evidence,
+            )
+            if decision.revoke:
+                self.store.apply_retirement(decision)
         self.successes.clear()
 
     # ---------------------------------------------------------------------------------- statistics

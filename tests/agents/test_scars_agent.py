@@ -143,6 +143,32 @@ def test_a_verified_success_after_admission_revokes_the_scar_but_an_earlier_one_
     agent.close()
 
 
+def test_revocation_checks_a_success_only_against_the_scars_that_fire_on_it(tmp_path, monkeypatch):
+    import scars.agents.scars_agent as scars_agent
+
+    agent = _agent(tmp_path, ablation="soft_bias_only")
+    wrong = Scar(parse_rule('if action.recep == "microwave 2" then forbid_env_action("heat")'), ({"e": 1},))
+    others = [  # never fire on the run's heats: other receptacles, another verb
+        Scar(parse_rule(f'if action.recep == "oven {i}" then forbid_env_action("heat")'), ({"e": i},))
+        for i in range(40)
+    ] + [Scar(parse_rule('if action.recep == "microwave 2" then forbid_env_action("cool")'), ({"e": 99},))]
+    equilibrate(agent.store, [*others, wrong], [], merge_mode="append")
+    for scar in (*others, wrong):
+        agent.admitted_at[scar.id] = 0
+    decided = []
+    real = scars_agent.decide_retirement
+    monkeypatch.setattr(
+        scars_agent, "decide_retirement", lambda scars, **kw: decided.append(scars) or real(scars, **kw)
+    )
+    _step(agent, 1, chosen=1, verdicts=())  # the safe heat with microwave 2 leaks through the soft mask
+    _step(agent, 2, chosen=2, verdicts=())  # a look: no scar's mask covers it
+    agent.end_episode(False)
+    assert [s.scar_id for (s,) in decided] == [wrong.id]  # 42 scars, one decision: the one that fires
+    assert wrong.id not in agent.scar_ids() and len(agent.scar_ids()) == len(others)
+    assert agent.successes == []  # each success is checked once
+    agent.close()
+
+
 def test_punishment_alone_triggers_accommodation_when_the_trustgate_counts_it(tmp_path):
     world = Kitchen(punish=True)
     config = dict(trust=TrustGateConfig(saturating_drop=1.0))
