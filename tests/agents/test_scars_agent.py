@@ -108,6 +108,21 @@ def test_a_verified_failure_masks_at_once_then_a_scar_replaces_the_mask(tmp_path
     agent.close()
 
 
+def test_the_stats_say_how_long_the_loop_waited_for_syntheses_and_each_kind_of_search_took(tmp_path):
+    agent = _agent(tmp_path, search_iterations=60)
+    _step(agent, 0)
+    for t in range(1, 6):
+        _step(agent, t, chosen=1)
+    stats = agent.stats()
+    (entry,) = agent.synthesis_log
+    assert entry["kind"] == "failure" and agent.merge_log[0]["consolidation_seconds"] >= 0
+    by_kind = stats["synthesis_median_seconds_by_kind"]
+    assert set(by_kind) == {"failure", "narrowing", "consolidation"} and by_kind["narrowing"] is None
+    assert by_kind["failure"] == entry["seconds"] > 0 and by_kind["consolidation"] is not None
+    assert 0.0 <= stats["synthesis_wait_seconds"] and 0.0 <= stats["synthesis_wait_share"] < 1.0
+    agent.close()
+
+
 def test_world_version_change_retires_exactly_the_version_scoped_scars(tmp_path):
     agent = _agent(tmp_path)
     scoped = Scar(
