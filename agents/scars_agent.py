@@ -351,16 +351,18 @@ class ScarsAgent:
         width shows on the alternative it also blocks (another basin, another microwave)."""
         if not self.config.narrow or not len(logits):
             return
+        masked = governed.masked
+        if not any(masked):
+            return  # nothing was masked (most decisions)
         scores = np.asarray(logits, dtype=np.float64)
         best = int(np.argmax(scores))
         proposals = [best]
         if len(scores) > 2:
             second = int(np.argsort(-scores, kind="stable")[1])
-            if scores[second] > float(np.median(scores)):
+            if (masked[best] or masked[second]) and scores[second] > float(np.median(scores)):
                 proposals.append(second)
-        masked = governed.masked
         if not any(masked[i] for i in proposals):
-            return  # no proposal was masked (most decisions)
+            return  # no proposal was masked
         fired = dict(governed.fired)
         for i in proposals:
             ids = fired.get(i, ())
