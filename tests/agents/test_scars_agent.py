@@ -119,7 +119,7 @@ def test_the_stats_say_how_long_the_loop_waited_for_syntheses_and_each_kind_of_s
     by_kind = stats["synthesis_median_seconds_by_kind"]
     assert set(by_kind) == {"failure", "narrowing", "consolidation"} and by_kind["narrowing"] is None
     assert by_kind["failure"] == entry["seconds"] > 0 and by_kind["consolidation"] is not None
-    assert 0.0 <= stats["synthesis_wait_seconds"] and 0.0 <= stats["synthesis_wait_share"] < 1.0
+    assert stats["synthesis_wait_seconds"] >= 0.0 and 0.0 <= stats["synthesis_wait_share"] < 1.0
     agent.close()
 
 
