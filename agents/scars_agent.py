@@ -583,10 +583,12 @@ class ScarsAgent:
         for _, future in self.storm.in_flight():
             with contextlib.suppress(Exception):  # a crashed search is reported through poll below
                 future.result(timeout=120)
-        with self.store.group():
-            self._poll()
-        self.executor.shutdown()
-        self.store.close()
+        try:
+            with self.store.group():
+                self._poll()
+        finally:  # also when the last results cannot be written (a ledger another process wrote: fail closed)
+            self.executor.shutdown()
+            self.store.close()
 
     # ---------------------------------------------------------------------------------- accommodation
     def _ask_world(self, context: Mapping[str, Any], action) -> bool:

@@ -13,6 +13,11 @@
    with the whole run's seconds. Each tree runs in its own process (``--seeds`` fresh runs after one warm-up), the
    two trees alternating ``--rounds`` times so a change of machine load hits both; medians over rounds.
 
+3. The foreign-write check a run's monitor makes at every decision (issue 41 #4): microseconds per
+   ``SchemaStore.foreign_events()`` (one read of the head row) against ``Ledger.head()`` (commit any open group,
+   stat the file, read the head row: what the check would cost written with the public head), interleaved in one
+   process on a 50-event ledger, median of ``--repeats`` rounds of 20,000 calls each.
+
 Wall-clock time throughout: the cost being measured is mostly fsync latency, which the machine's I/O load changes.
 
 Usage:  python benchmarks/ledger.py [--events 240] [--repeats 5] [--before DIR [--rounds 2] [--seeds 5]]
@@ -86,6 +91,32 @@ def commits_part(events: int, repeats: int) -> dict:
         result[f"{place}_group3_speedup"] = round(
             result[f"{place}_group3_events_per_s"] / result[f"{place}_group1_events_per_s"], 2
         )
+    return result
+
+
+def foreign_check_part(repeats: int, calls: int = 20_000) -> dict:
+    """Part 3: µs per call of the per-decision foreign-write check against ``Ledger.head()``."""
+    from scars.agents.runtime.store import SchemaStore
+    from scars.synthesis.dsl import Action
+    from scars.synthesis.failure import Failure
+
+    failure = Failure({"step": 0}, (Action.env("move", obj="cup 1"),), "no_cup_in_sink")
+    timings: dict[str, list[float]] = {"foreign_events": [], "head": []}
+    with tempfile.TemporaryDirectory(dir=ROOT) as tmp, SchemaStore(Path(tmp) / "bench.sqlite") as store:
+        with store.group():
+            for i in range(50):
+                store.record_failure(failure, i=i)
+        for _ in range(repeats):
+            for name, call in (("foreign_events", store.foreign_events), ("head", store.ledger.head)):
+                start = time.perf_counter()
+                for _ in range(calls):
+                    call()
+                timings[name].append((time.perf_counter() - start) / calls * 1e6)
+    result = {f"{name}_us": round(statistics.median(v), 2) for name, v in timings.items()}
+    print(
+        f"foreign-write check: {result['foreign_events_us']:.2f} µs per decision's read, Ledger.head() "
+        f"{result['head_us']:.2f} µs (median of {repeats} × {calls} calls)"
+    )
     return result
 
 
@@ -251,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_1min_start": round(os.getloadavg()[0], 2),
     }
     result.update(commits_part(args.events, args.repeats))
+    result.update(foreign_check_part(args.repeats))
     if args.before is not None:
         result.update(share_part(args.before, args.rounds, args.seeds))
     result["load_1min_end"] = round(os.getloadavg()[0], 2)

@@ -77,6 +77,7 @@ COMMAND_MODULES: tuple[tuple[str, str], ...] = (
     ("sensitivity", "sensitivity"),
     ("report", "report"),
     ("poisoning", "poisoning"),
+    ("runtime", "runtime"),
     ("paper", "paper"),
     ("train", "train"),
     ("train", "train_curves"),

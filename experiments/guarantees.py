@@ -5,7 +5,9 @@ decisions of the run; it never writes to either. Four checks, each a count and a
 
 * **Plane = fold(ledger).** A shadow control plane is rebuilt incrementally from the ledger's new events; at every
   change of the self-schema the two must be equal in content, and at every step in their active ids (a scar
-  unloaded or a mask lifted behind the ledger's back is caught at the next decision).
+  unloaded or a mask lifted behind the ledger's back is caught at the next decision). At every decision the
+  ledger's head (one read) must also be what the agent's store last committed: an event another process wrote (a
+  scar retired behind the agent's back) is a mismatch named at once, and the run stops (``ForeignWriteError``).
 * **Prop. 1, against the ledger's evidence.** Every recorded failure (q, F) that an admitted scar brought as
   evidence is *owed* coverage until the scar's scope ends (scope retirement, revocation); a merge's report never
   excuses it (what a merge says it left uncovered is a violation, named as such), a scar dropped by the ILP merge
@@ -13,9 +15,11 @@ decisions of the run; it never writes to either. Four checks, each a count and a
   is itself a violation (it would owe nothing). A failure a later scar brings again, re-attributed from the same
   recorded step (narrowing, ``synthesis.narrowing``), is owed by that scar as attributed now instead of by a
   retired one — still owed.
-  At every change of the self-schema each owed failure is replayed against the live plane (every a ∈ F masked at
-  q); at every decision, owed failures whose context matches the current one are checked against what the
-  controller actually masked. Each uncovered failed action is a violation; the first one is reported.
+  Coverage is by S_t, the scars, as the paper states it (F(q) ⊆ U_{S_t}(q)): a temporary mask (storm control), the
+  core schema H or a fallback a⊥ covers nothing here. At every change of the self-schema each owed failure is
+  replayed against the live scars (every a ∈ F fired on by some scar at q); at every decision, owed failures whose
+  context matches the current one are checked against what the controller's scars actually masked. Each uncovered
+  failed action is a violation; the first one is reported.
 * **Prop. 2.** At every change, C(S_t) ≤ K_t·C_max (K_t: distinct failure patterns seen so far — the distinct rules
   the agent was *told* it broke, the verdicts' rule ids, which is what the agent can know; C_max: the largest single
   scar cost so far). The growth exponent b of C(S_t) ≈ a·t^b (C sampled after every decision) must be < 1 where K
@@ -27,9 +31,11 @@ decisions of the run; it never writes to either. Four checks, each a count and a
   admissible action breaks the rule family σ was learned from; other rules may be in play, so a too-broad σ shows
   drift), the TV distance between π_S and π_{S∖σ}, both governed from the base policy's *proposal* (its logits
   before any re-plan around what the controller blocked: a re-plan moves the mass off the masked action and would
-  hide the drift), is measured. Mean TV per scar must stay within sqrt(ε/2) and within sqrt(L_drift/2) (the scar's
-  own estimate from its synthesis); either exceeded (beyond ``DRIFT_TOLERANCE``) fails the check. A retired or
-  revoked scar's record is kept.
+  hide the drift), is measured. ``prop3_ok`` is the paper's statement: mean TV per scar within sqrt(ε/2), the
+  configured bound (beyond ``DRIFT_TOLERANCE`` fails it). The scar's own sqrt(L_drift/2) — its synthesis' estimate on
+  the data it had, which a run can exceed out of sample — is a separate diagnostic with its own key,
+  ``prop3_own_bound_exceeded`` (how many scars drift above it); it is not Prop. 3 and never marks it violated. A
+  retired or revoked scar's record is kept.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from scars.agents.runtime.control import ControlPlane, Governed
+from scars.agents.runtime.errors import ForeignWriteError
 from scars.agents.runtime.scar import Scar
 from scars.agents.runtime.store import SchemaStore, apply, plane_state
 from scars.envs.api import Decision
@@ -65,7 +72,7 @@ GUARANTEES: tuple[tuple[str, str], ...] = (
     ("ledger_verified", "the ledger fails verification (a chain, MAC or head-file check)"),
     ("prop1_ok", "Prop. 1 (a covered failure is not masked)"),
     ("prop2_ok", "Prop. 2 (C(S_t) > K·C_max, or C(S_t) grows as t^b with b ≥ 1)"),
-    ("prop3_ok", "Prop. 3 (off-failure drift above sqrt(ε/2) or above the scar's own sqrt(L_drift/2))"),
+    ("prop3_ok", "Prop. 3 (off-failure drift above the configured bound sqrt(ε/2))"),
     ("generate_mask_ok", "generate mode wrote a masked command"),
 )
 """The checks a run must pass, every tier: summary key (False = violated, None = does not apply), what a
@@ -75,6 +82,19 @@ violation means. The CLI prints GUARANTEE VIOLATED for each that is False."""
 def broken_guarantees(summary: dict) -> list[str]:
     """What each violated check of a run's summary means (empty when every check holds or does not apply)."""
     return [meaning for key, meaning in GUARANTEES if summary.get(key) is False]
+
+
+def diagnostic_notes(summary: dict) -> list[str]:
+    """What a run's diagnostics report that is not a guarantee (printed as a note, never as a violation): scars whose
+    off-failure drift exceeds their own sqrt(L_drift/2) while Prop. 3's configured bound is a separate check."""
+    own = summary.get("prop3_own_bound_exceeded")
+    if not own:
+        return []
+    measured = (summary.get("prop3") or {}).get("scars_measured")
+    return [
+        f"{own} of {measured} scars drift off-failure above their own sqrt(L_drift/2) (their synthesis' estimate; "
+        "Prop. 3's configured bound is checked apart)"
+    ]
 
 
 @dataclass
@@ -235,6 +255,7 @@ class GuaranteeMonitor:
         self._c_every.append((t, self._c_now))
 
     def _sync(self, t: int) -> None:
+        self._refuse_foreign(t)
         changed = self._catch_up(t)
         live = self.store.plane
         self.consistency["checks"] += 1
@@ -255,25 +276,59 @@ class GuaranteeMonitor:
             self._replay_owed(t)
             self._check_growth(t)
 
+    def _refuse_foreign(self, t: int) -> None:
+        """Plane = ledger against other writers: the ledger's head (one read) must be what this agent's store last
+        committed. An event another process wrote (a retirement behind the agent's back) makes the plane stale:
+        it is a mismatch, named at once, and the run stops (``ForeignWriteError``; the runner writes out what was
+        recorded so far, its summary marked incomplete)."""
+        foreign = self.store.foreign_events()
+        if not foreign:
+            return
+        self.consistency["checks"] += 1
+        self.consistency["mismatches"] += 1
+        named = [{"seq": e.seq, "type": e.type, "subject": e.subject} for e in foreign]
+        if self.consistency["first"] is None:
+            self.consistency["first"] = {
+                "t": t,
+                "live": list(self.store.plane.active_ids),
+                "ledger": list(self._shadow.active_ids),
+                "foreign_events": named,
+            }
+        listed = "; ".join(f"event {e['seq']} {e['type']} {e['subject'] or '-'}" for e in named[:5])
+        more = f" and {len(named) - 5} more" if len(named) > 5 else ""
+        raise ForeignWriteError(
+            f"{self.store.path}: at decision {t} the ledger holds {len(named)} event(s) this agent did not write — "
+            f"{listed}{more} — another process wrote it, so the control plane is no longer the fold of the ledger; "
+            "the run stops (fail closed)"
+        )
+
     def _check_decision(self, t: int, decision: Decision, governed: Governed) -> None:
+        """Owed failures whose context matches this decision's: each failed action must have been masked by a scar
+        of S_t (``Governed.fired``); a temporary mask, the core schema or a fallback a⊥ does not count (Prop. 1)."""
         q = decision.context
         index = {(a.kind, a.name, a.args): i for i, a in enumerate(decision.actions)}
+        scar_ids = set(self.store.plane.active_ids)
+        by_scar = {i for i, ids in governed.fired if not scar_ids.isdisjoint(ids)}
         for owed in self._owed.values():
             if all(k in q and q[k] == v for k, v in owed.failure.q.items()):
                 for a in owed.failure.F:
                     i = index.get((a.kind, a.name, a.args))
                     if i is not None:
                         self.prop1["checks"] += 1
-                        if not governed.masked[i] and governed.fallback is None:
+                        if i not in by_scar:
                             self._uncovered(t, owed, a, "at a decision")
 
     def _replay_owed(self, t: int) -> None:
+        """Every owed failure replayed against S_t: F(q) ⊆ U_{S_t}(q), the masked set of the scars alone (SPEC §4,
+        ReplayPass) — a temporary mask set for the same failure (storm control, up to its TTL) covers nothing here,
+        so a scar that masks none of its own failure is caught while that mask still lasts."""
         plane = self.store.plane
+        scar_ids = set(plane.active_ids)
         for owed in self._owed.values():
             f = owed.failure
-            for a, masked in zip(f.F, plane.masked(f.q, f.F, step=t), strict=True):
+            for a in f.F:
                 self.prop1["checks"] += 1
-                if not masked:
+                if scar_ids.isdisjoint(plane.fired_rules(f.q, a, step=t)):
                     self._uncovered(t, owed, a, "on replay")
 
     def _uncovered(self, t: int, owed: _Owed, action: Action, where: str) -> None:
@@ -380,7 +435,8 @@ class GuaranteeMonitor:
                     "ok": self.prop2_families["violations"] == 0 if self.prop2_families["checks"] else None,
                 },
             },
-            "prop3_ok": (not exceeds and not exceeds_own) if measured else None,
+            "prop3_ok": not exceeds if measured else None,
+            "prop3_own_bound_exceeded": len(exceeds_own) if measured else None,
             "prop3": {
                 "scars_measured": len(measured),
                 "exceeds_configured_bound": len(exceeds),

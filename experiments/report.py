@@ -144,6 +144,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("prop2_K", "K (failure patterns)", "{:.0f}"),
     ("prop2_growth_exponent", "C(S_t) growth exponent", "{:.2f}"),
     ("prop3_ok", "Prop.3", "{}"),
+    ("prop3_own_bound_exceeded", "scars above own L_drift bound", "{:.0f}"),
 )
 
 

@@ -32,7 +32,7 @@ from scars.agents.policies import Policy
 from scars.agents.runtime.ledger import ledger_files
 from scars.disequilibrium.composite import SIGNAL_NAMES
 from scars.experiments.config import METHODS, Tier1Config
-from scars.experiments.guarantees import broken_guarantees
+from scars.experiments.guarantees import broken_guarantees, diagnostic_notes
 from scars.experiments.provenance import write_provenance
 from scars.experiments.report import (
     atomic_write_text,
@@ -129,7 +129,8 @@ def run_tier1_folder(
 ) -> tuple[RunResult, Tracker]:
     """One tier-1 run into its own folder ``out``: provenance.json (written at the start, completed at the end),
     steps and episodes (Parquet + CSV), config.json, the per-run plots, summary.json last (its presence marks a
-    finished run), and (scars) the ledger. With tracking on, the run is logged to W&B live (:class:`LiveLog`) and
+    run that ended; ``complete`` says whether it finished or was stopped — e.g. another process wrote its ledger —
+    with ``stopped`` the reason), and (scars) the ledger. With tracking on, the run is logged to W&B live (:class:`LiveLog`) and
     at the end gets its d_t table, scar events, summary, plots and files as artifacts; ``finish=False`` leaves the
     W&B run open for the caller (the demo adds the comparison plots). ``report(metrics)`` is called after every
     episode with the run's metrics so far (:class:`LiveLog`; a sweep's trial reports them to Tune)."""
@@ -268,6 +269,13 @@ def run_many(
         if broken:
             console.print(
                 f"[bold red]GUARANTEE VIOLATED[/] in {label}: {', '.join(broken)} — see summary.json"
+            )
+        for note in diagnostic_notes(m):
+            console.print(f"[yellow]note[/] {label}: {note} — see summary.json")
+        if m.get("complete") is False:
+            console.print(
+                f"[bold red]RUN STOPPED[/] {label}: {m.get('stopped')} — what it recorded until then is written "
+                f"(summary.json: complete false)"
             )
     return summary
 

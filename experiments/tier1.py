@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -30,7 +31,9 @@ from scars.agents.memory.poisoning import guarded
 from scars.agents.policies import CommandWriter, Policy
 from scars.agents.registry import BACKENDS, METHODS, MethodSpec
 from scars.agents.runtime.control import TEMP_PREFIX, Governed
+from scars.agents.runtime.errors import ForeignWriteError
 from scars.agents.runtime.ledger import set_aside_ledger
+from scars.disequilibrium.composite import SIGNAL_NAMES
 from scars.envs.api import Decision, ProtocolWorld, method_turn
 from scars.envs.household.adapter import HouseholdAdapter
 from scars.envs.household.env import HouseholdConfig, HouseholdEnv
@@ -128,14 +131,24 @@ def run_tier1(
     policy = build_policy(cfg) if policy is None else check_policy_mode(cfg, policy)
     run = Tier1Run(cfg, out, policy, on_step)
     started = time.perf_counter()
+    stopped: ForeignWriteError | None = None
     try:
-        for episode, game in enumerate(run.games):
-            run.play_episode(episode, game)
-            if progress is not None:
-                progress(episode + 1, cfg.episodes)
+        try:
+            for episode, game in enumerate(run.games):
+                run.play_episode(episode, game)
+                if progress is not None:
+                    progress(episode + 1, cfg.episodes)
+        except ForeignWriteError as exc:  # another process wrote the ledger: stop, keep what was recorded
+            if not run.rows:
+                raise  # stopped before its first decision was recorded: nothing to write out (one error line)
+            stopped = exc
         agent_stats = run.agent_stats()
     finally:
-        run.agent.close()
+        if stopped is None:
+            run.agent.close()
+        else:
+            with suppress(ForeignWriteError):  # a stopped agent writes nothing more (its plane is stale)
+                run.agent.close()
     steps = pd.DataFrame(run.rows)
     episodes = episode_columns(steps, pd.DataFrame(run.episode_rows), run.schedule.equivalence)
     summary = summarise(
@@ -154,6 +167,9 @@ def run_tier1(
         summary["game_files_played"] = len(distinct)
         summary["game_files_by_task_type"] = dict(sorted(Counter(g.task.task_type for g in distinct).items()))
     summary["wall_seconds"] = time.perf_counter() - started
+    # a run stopped early (fail closed) is written out all the same, marked incomplete with the reason
+    summary["complete"] = stopped is None
+    summary["stopped"] = None if stopped is None else " ".join(str(stopped).split())
     return RunResult(summary, steps, episodes)
 
 
@@ -259,31 +275,42 @@ class Tier1Run:
         decision = world.decision(obs, info, t=self.t)
         with method_turn():
             agent.begin_episode(decision)
-        won, violations, step = False, 0, 0
+        won, violations, played = False, 0, 0
         plan = ModelPlan(env, agent, world.card)
-        for step in range(cfg.max_steps):
-            row, verdicts, obs, info, done = self.play_step(episode, step, version, decision, plan)
-            violations += verdicts
-            won = row["won"]
-            if done:
-                break
-            decision = world.decision(obs, info, t=self.t)
-        with method_turn():
-            agent.end_episode(won)
-        self.episode_rows.append(
-            {
-                "method": self.label,
-                "seed": cfg.seed,
-                "episode": episode,
-                "task_type": decision.task_type,
-                "won": won,
-                "steps": step + 1,
-                "violations": violations,
-                "memory_tokens": self.rows[-1]["memory_tokens"],
-                "replans": plan.replans,
-                "refused_routes": plan.counts.get("refused_route", 0),
-            }
-        )
+        stopped: ForeignWriteError | None = None
+        try:
+            for step in range(cfg.max_steps):
+                row, verdicts, obs, info, done = self.play_step(episode, step, version, decision, plan)
+                violations += verdicts
+                won = row["won"]
+                played = step + 1
+                if done:
+                    break
+                decision = world.decision(obs, info, t=self.t)
+        except ForeignWriteError as exc:  # the run stops (run_tier1); the steps recorded so far are kept
+            stopped = exc
+            played = sum(1 for r in self.rows if r["episode"] == episode)
+        if stopped is None:
+            with method_turn():
+                agent.end_episode(won)
+        if played:
+            self.episode_rows.append(
+                {
+                    "method": self.label,
+                    "seed": cfg.seed,
+                    "episode": episode,
+                    "task_type": decision.task_type,
+                    "won": won,
+                    "steps": played,
+                    "violations": violations,
+                    "memory_tokens": self.rows[-1]["memory_tokens"],
+                    "replans": plan.replans,
+                    "refused_routes": plan.counts.get("refused_route", 0),
+                    "complete": stopped is None,
+                }
+            )
+        if stopped is not None:
+            raise stopped
 
     def play_step(
         self, episode: int, step: int, version: int, decision: Decision, plan: ModelPlan
@@ -335,8 +362,15 @@ class Tier1Run:
             world.card.verifier_id,
         )
         obs = self.attack.observation(view, obs, self.t)
-        signal = learn(agent, choice, obs, reward, delivered, punishments, won, unsafe)
-        self.attack.after_step(view, agent, self.t)
+        stopped: ForeignWriteError | None = None
+        try:
+            signal = learn(agent, choice, obs, reward, delivered, punishments, won, unsafe)
+        except (
+            ForeignWriteError
+        ) as exc:  # another process wrote the ledger during this step: record it, then stop
+            stopped, signal = exc, {**dict.fromkeys(SIGNAL_NAMES), "d_t": None, "crossed": None}
+        if stopped is None:
+            self.attack.after_step(view, agent, self.t)
         self.outcomes.step(
             episode,
             self.t,
@@ -375,6 +409,8 @@ class Tier1Run:
             **signal,
         }
         self.rows.append(row)
+        if stopped is not None:
+            raise stopped
         if self.guarantees is not None:
             self.guarantees.after_step(self.t, decision, choice.proposal, governed, flagged)
         if self.on_step is not None:

@@ -1,7 +1,8 @@
 """The runtime's errors, all under the one hierarchy of ``synthesis.errors`` (``ScarsError``).
 
 Ledger: ``ResurrectionRefused`` and ``LifecycleError`` (an admission policy's or lifecycle's refusal),
-``MissingLedgerError`` (a deleted, emptied or replaced database), ``SchemaIntegrityError`` (a self-schema whose
+``MissingLedgerError`` (a deleted, emptied or replaced database), ``ForeignWriteError`` (another process wrote
+a ledger its owner folds), ``SchemaIntegrityError`` (a self-schema whose
 ledger does not verify). Gate: ``GateError`` and its two kinds,
 ``ContextMappingError`` (a call that does not fit the mapping) and ``ScarBlocked`` (a call a rule forbids).
 """
@@ -27,6 +28,12 @@ class LifecycleError(LedgerError):
 class MissingLedgerError(LedgerIntegrityError):
     """The ledger's database is missing, emptied or replaced although its head file (or its key next to it) says
     events existed, or it was deleted or replaced under an open handle: a tamper, never a fresh start."""
+
+
+class ForeignWriteError(LedgerIntegrityError):
+    """Another writer appended events to a ledger whose owner keeps state folded from it (a ``SchemaStore``: its
+    control plane is the fold of the events it wrote): that state is no longer the fold, so the owner stops (fail
+    closed). The message names the foreign events."""
 
 
 class SchemaIntegrityError(LedgerError):

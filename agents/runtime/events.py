@@ -19,7 +19,7 @@ from scars.synthesis.dsl import Rule
 from scars.synthesis.errors import ConfigError
 
 GENESIS_HASH = "0" * 64
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX64 = re.compile(r"[0-9a-f]{64}")  # matched whole (fullmatch): no trailing newline
 
 SCAR_ADMITTED = "scar_admitted"
 SCAR_RETIRED = "scar_retired"  # validity scope expired (SPEC §5)
@@ -38,7 +38,8 @@ LIFECYCLE_EVENTS: tuple[str, ...] = (
 EVENT_TYPES: tuple[str, ...] = (*LIFECYCLE_EVENTS, FAILURE_OBSERVED, MERGE_DECISION)
 VERDICT_EVENTS: tuple[str, ...] = (FAILURE_OBSERVED,)
 """Event types that record a verifier's verdict: the only evidence that can bring a retired scar back."""
-EVENT_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+EVENT_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+"""An event type: snake_case, matched whole (``EVENT_NAME.fullmatch``; ``$`` would let ``"scar_admitted\n"`` through)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +161,6 @@ def verdict_ref(item: Mapping[str, Any]) -> tuple[int, str] | None:
     seq, digest = ref.get("seq"), ref.get("hash")
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
         return None
-    if not isinstance(digest, str) or not _HEX64.match(digest):
+    if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
         return None
     return seq, digest

@@ -31,7 +31,6 @@ HEAD_FILE_FORMAT = "scars-ledger-head/1"
 KEY_FILE_ENV = "SCARS_LEDGER_KEY_FILE"
 """Environment variable naming the key file when ``key_file=`` is not given (default: ``<ledger>.key``)."""
 _KEY_BYTES = 32
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def _reject_constant(name: str) -> Any:
@@ -46,6 +45,11 @@ def head_file_of(path: str | Path) -> Path:
 def default_key_file(path: str | Path) -> Path:
     """Where the key of the ledger at ``path`` lives unless ``key_file=`` or ``SCARS_LEDGER_KEY_FILE`` say where."""
     return Path(f"{path}.key")
+
+
+def creation_file_of(path: str | Path) -> Path:
+    """Where a new ledger at ``path`` is built before it is renamed into place: ``<path>.creating``."""
+    return Path(f"{path}.creating")
 
 
 def ledger_files(path: str | Path) -> tuple[Path, ...]:
@@ -87,14 +91,31 @@ def parse_anchor(text: str) -> tuple[int, str]:
 
 
 def create_key_file(path: str | Path) -> Path:
-    """Create a new random ledger key (256 bits, hex) at ``path``, readable by its owner only. Never overwrites."""
+    """Create a new random ledger key (256 bits, hex) at ``path``, readable by its owner only. Never overwrites
+    (``FileExistsError``), and never leaves a partial key: the key is written and fsynced under a temporary name
+    (``<path>.tmp-<pid>``), then hard-linked into place, which fails rather than replace an existing file."""
     path = Path(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secrets.token_hex(_KEY_BYTES) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_hex(_KEY_BYTES) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.link(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
     return path
+
+
+def remove_stale_key_temporaries(path: str | Path) -> None:
+    """Remove the ``<key>.tmp-<pid>`` files a process killed inside ``create_key_file`` left (call only where no
+    other process may be creating that key: under the ledger's exclusive lock, for its own default key)."""
+    path = Path(path)
+    for stale in path.parent.glob(f"{path.name}.tmp-*"):
+        with contextlib.suppress(FileNotFoundError):
+            stale.unlink()
 
 
 def read_key_file(path: str | Path) -> bytes:

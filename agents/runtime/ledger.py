@@ -34,6 +34,11 @@ The model is seed ``000`` (Governed Persistent Memory) §3.1–3.4:
   anchor handed out never names an event that is not on disk. An event returned inside a group is durable once the
   group commits; a commit that fails (disk full, I/O error) loses that group, and the handle refuses further
   appends. ``SchemaStore`` makes each command one group and the scars agent each step one group.
+- **Creation is atomic**: a new ledger's database (schema, head row, format) is built as ``<path>.creating``, its
+  key (written under a temporary name and linked into place) and head file are written beside it, and the database
+  is renamed to ``path`` last, all under the exclusive writer lock. After a kill at any instant the folder holds no
+  ledger (``path`` absent: the next writer completes the creation, reusing the key; an audit says "no ledger …
+  creation interrupted") or the complete empty ledger, which verifies — never a database without its head file.
 - ``Ledger(path, read_only=True)`` (what ``scars ledger verify``/``show`` use) never writes: it opens the database
   immutable when no ``-wal`` file exists, and a private copy of the database and its ``-wal`` otherwise (so no
   ``-shm`` is created or changed beside them); it creates nothing and rejects a file that is not a scars ledger.
@@ -76,7 +81,12 @@ from typing import Any
 from scars.agents.runtime import locks
 from scars.agents.runtime.admission import judge_admission
 from scars.agents.runtime.control import ControlPlane
-from scars.agents.runtime.errors import LifecycleError, MissingLedgerError, ResurrectionRefused
+from scars.agents.runtime.errors import (
+    ForeignWriteError,
+    LifecycleError,
+    MissingLedgerError,
+    ResurrectionRefused,
+)
 from scars.agents.runtime.events import (
     EVENT_NAME,
     EVENT_TYPES,
@@ -103,13 +113,16 @@ from scars.agents.runtime.head import (
     KEY_FILE_ENV,
     HeadFile,
     create_key_file,
+    creation_file_of,
     default_key_file,
     format_anchor,
+    fsync_dir,
     head_file_of,
     ledger_files,
     ledger_mac,
     parse_anchor,
     read_key_file,
+    remove_stale_key_temporaries,
     same,
     set_aside_ledger,
 )
@@ -135,6 +148,7 @@ __all__ = [
     "TEMP_MASK_SET",
     "VERDICT_EVENTS",
     "Event",
+    "ForeignWriteError",
     "Ledger",
     "LifecycleError",
     "MissingLedgerError",
@@ -222,6 +236,9 @@ class Ledger:
                    rejected ("not a scars ledger: …").
         anchor:    ``(count, hash)`` or ``"count:hash"`` from an earlier ``head()``: every verification (and so
                    every projection of the control plane) also requires the chain to extend it.
+        sole_writer: the handle's owner keeps state folded from the events it writes (``SchemaStore``): events
+                   another writer appends are foreign — ``foreign_events()`` names them (one cheap read) and the
+                   next group refuses to extend them (``ForeignWriteError``, nothing appended).
     """
 
     def __init__(
@@ -233,8 +250,10 @@ class Ledger:
         keyed: bool = True,
         read_only: bool = False,
         anchor: tuple[int, str] | str | None = None,
+        sole_writer: bool = False,
     ) -> None:
         self.path = Path(path).absolute()  # identity checks stat this path later, maybe after a chdir
+        self.sole_writer = bool(sole_writer)
         self._head = HeadFile(self.path)
         self.head_file = self._head.path
         self.read_only = bool(read_only)
@@ -305,6 +324,14 @@ class Ledger:
             )
 
     def _open_read_only(self, explicit: bool) -> None:
+        if not self.path.exists() and self.creation_file.exists():
+            with self._file_lock(exclusive=False):  # a creation in progress finishes first
+                pass
+            if not self.path.exists():
+                raise LedgerError(
+                    f"no ledger at {self.path}: its creation was interrupted before the database was in place "
+                    f"({self.creation_file} is left; nothing was recorded) — the next writer completes it"
+                )
         if not self.path.exists():
             missing = self._missing_database_evidence(explicit)
             if missing is not None:
@@ -357,14 +384,60 @@ class Ledger:
             raise LedgerError(f"{self.path} is not a regular file; a ledger is one SQLite file")
         if not self.path.parent.is_dir():
             raise LedgerError(f"cannot create a ledger at {self.path}: {self.path.parent} is not a folder")
-        if not self.path.exists():
-            missing = self._missing_database_evidence(explicit)
-            if missing is not None:
-                raise MissingLedgerError(
-                    f"no ledger at {self.path} but {missing}: the database was deleted or moved; refusing to start "
-                    "a new ledger over it (fail closed) — restore the database, or move every file of "
-                    "ledger_files() away to start a new ledger here"
-                )
+        try:
+            # A file that is not SQLite is refused before anything is created next to it; the rest happens under the
+            # exclusive writer lock: a creation in progress elsewhere (its head file and key already there, its
+            # database not yet renamed into place) is waited for, never taken for a deletion.
+            tables = self._connect_for_writing(explicit) if self.path.exists() else None
+            with self._file_lock(exclusive=True):
+                if tables is None:
+                    if not self.path.exists():
+                        self._create(explicit, keyed, over_empty=False)
+                    tables = self._connect_for_writing(explicit)
+                elif not tables:  # again under the lock: another process may have created it meanwhile
+                    tables = {
+                        r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+                    }
+                if not tables:  # an empty file (or an SQLite file without tables) where no ledger was
+                    self.close()
+                    self._create(explicit, keyed, over_empty=True)
+                    tables = self._connect_for_writing(explicit)
+                problem = self._schema_problem()
+                if problem is not None:
+                    self._refuse_replaced(f"it is not a scars ledger ({problem})", explicit)
+                    raise self._not_a_ledger(problem + "; refusing to write into it")
+                if self._format != FORMAT_VERSION:
+                    raise LedgerError(
+                        f"{self.path} is a format-{self._format} ledger (no MACs, no head file): audit it with "
+                        "read_only=True (scars ledger verify/show) and start a new ledger for new events"
+                    )
+                self._load_key(explicit)
+                if self._claims_keyed and self._key is None:
+                    raise LedgerError(
+                        f"{self.path} is a keyed ledger and its key file {self.key_file} is missing; pass "
+                        f"key_file= (or set ${KEY_FILE_ENV}) to write to it"
+                    )
+                self._conn.execute("PRAGMA journal_mode=WAL")  # type: ignore[union-attr]
+                self._conn.execute("PRAGMA synchronous=FULL")  # type: ignore[union-attr]
+                self._head.remove_stale_temporaries()  # a killed writer's half-written head file
+                self._settle_head_file()
+                row = self._db.execute("SELECT count FROM head WHERE singleton = 1").fetchone()
+                if row is None or isinstance(row[0], bool) or not isinstance(row[0], int):
+                    raise LedgerIntegrityError(
+                        f"{self.path}: the head record is missing or damaged ({row!r:.60}); refusing to write "
+                        "(fail closed) — run `scars ledger verify`"
+                    )
+                self._committed = row[0]
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise LedgerError(f"{self.path} is not a usable ledger file: {exc}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    def _connect_for_writing(self, explicit: bool) -> set[str]:
+        """Connect to the database at ``path`` (it exists); its table names. A file that is not SQLite where a
+        head file says a ledger was is ``MissingLedgerError`` (replaced), otherwise "not a scars ledger"."""
         try:
             self._conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0)
             self._conn.text_factory = _decode_text
@@ -374,48 +447,7 @@ class Ledger:
             self._refuse_replaced(f"it is not an SQLite database ({exc})", explicit)
             raise self._not_a_ledger(f"{exc} (not an SQLite database)") from None
         self._identity = self._file_identity()
-        try:
-            with self._file_lock(exclusive=True):
-                if not tables:  # again under the lock: another process may have created it meanwhile
-                    tables = {
-                        r[0]
-                        for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-                    }
-                if tables:
-                    problem = self._schema_problem()
-                    if problem is not None:
-                        self._refuse_replaced(f"it is not a scars ledger ({problem})", explicit)
-                        raise self._not_a_ledger(problem + "; refusing to write into it")
-                    if self._format != FORMAT_VERSION:
-                        raise LedgerError(
-                            f"{self.path} is a format-{self._format} ledger (no MACs, no head file): audit it with "
-                            "read_only=True (scars ledger verify/show) and start a new ledger for new events"
-                        )
-                    self._load_key(explicit)
-                    if self._claims_keyed and self._key is None:
-                        raise LedgerError(
-                            f"{self.path} is a keyed ledger and its key file {self.key_file} is missing; pass "
-                            f"key_file= (or set ${KEY_FILE_ENV}) to write to it"
-                        )
-                    self._conn.execute("PRAGMA journal_mode=WAL")
-                    self._conn.execute("PRAGMA synchronous=FULL")
-                    self._head.remove_stale_temporaries()  # a killed writer's half-written head file
-                    self._settle_head_file()
-                    row = self._conn.execute("SELECT count FROM head WHERE singleton = 1").fetchone()
-                    if row is None or isinstance(row[0], bool) or not isinstance(row[0], int):
-                        raise LedgerIntegrityError(
-                            f"{self.path}: the head record is missing or damaged ({row!r:.60}); refusing to write "
-                            "(fail closed) — run `scars ledger verify`"
-                        )
-                    self._committed = row[0]
-                else:
-                    self._create(explicit, keyed)
-        except sqlite3.DatabaseError as exc:
-            self.close()
-            raise LedgerError(f"{self.path} is not a usable ledger file: {exc}") from None
-        except BaseException:
-            self.close()
-            raise
+        return tables
 
     def _settle_head_file(self) -> None:
         """A writer killed between its COMMIT and the head-file update left the head file naming its group as
@@ -488,50 +520,77 @@ class Ledger:
                 "refusing to go on (fail closed)"
             )
 
-    def _create(self, explicit: bool, keyed: bool) -> None:
-        """Initialise an empty database file as a new ledger (under the exclusive file lock)."""
+    @property
+    def creation_file(self) -> Path:
+        """Where a new ledger's database is built before it is renamed to ``path`` (``<path>.creating``): while it
+        exists without ``path``, a creation was interrupted and no ledger exists yet."""
+        return creation_file_of(self.path)
+
+    def _create(self, explicit: bool, keyed: bool, *, over_empty: bool) -> None:
+        """Make a new, empty ledger at ``path`` atomically (under the exclusive writer lock): the database is built
+        in ``creation_file`` (schema, head row, format), the key and the head file are written beside it, and the
+        database is renamed into place last. A kill at any instant leaves either no ledger at ``path`` (only the
+        creation file and maybe its key and empty head file: the next writer completes the creation, an audit says
+        "no ledger … creation interrupted") or the complete, verifying empty ledger. ``over_empty``: ``path`` is an
+        empty file (or an SQLite file without tables), replaced by the new ledger."""
+        building = self.creation_file
+        resuming = building.exists()
         side, side_error = self._read_head_file()
         if side_error is not None or (side is not None and (side["count"] != 0 or side.get("pending"))):
             what = side_error or f"commits {side['count']} events"  # type: ignore[index]
             raise MissingLedgerError(
-                f"{self.path} holds no ledger but its head file {self.head_file} {what}: the database was emptied "
-                "or lost its -wal file; refusing to start a new ledger over it (move the head file away to do so)"
+                f"{self.path} holds no ledger but its head file {self.head_file} {what}: the database was deleted, "
+                "emptied or lost its -wal file; refusing to start a new ledger over it (fail closed) — restore the "
+                "database, or move every file of ledger_files() away to start a new ledger here"
             )
-        if side is None and not explicit and self.key_file.exists():
-            raise MissingLedgerError(
-                f"{self.path} holds no ledger but its key file {self.key_file} exists and its head file is gone: the "
-                "database was emptied or replaced; refusing to start a new ledger over it (fail closed) — move every "
-                "file of ledger_files() away to start a new ledger here"
-            )
-        if self.key_file.exists():
-            self._key = read_key_file(self.key_file)
-        elif explicit or keyed:
-            try:
-                create_key_file(self.key_file)
-            except FileExistsError:  # another process created it first
-                pass
-            except OSError as exc:
-                raise LedgerError(f"cannot create the key file {self.key_file}: {exc.strerror}") from None
-            self._key = read_key_file(self.key_file)
-        assert self._conn is not None
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=FULL")
-        with self._transaction():
+        if (
+            not resuming
+        ):  # what a creation leaves before its database is in place is no evidence of a deletion
+            if side is not None and not over_empty:
+                raise MissingLedgerError(
+                    f"no ledger at {self.path} but its head file {self.head_file} commits 0 events: the database "
+                    "was deleted or moved; refusing to start a new ledger over it (fail closed) — move every file of "
+                    "ledger_files() away to start a new ledger here"
+                )
+            if side is None and not explicit and self.key_file.exists():
+                raise MissingLedgerError(
+                    f"{self.path} holds no ledger but its key file {self.key_file} exists and its head file is "
+                    "gone: the database was deleted, emptied or replaced; refusing to start a new ledger over it "
+                    "(fail closed) — move every file of ledger_files() away to start a new ledger here"
+                )
+        for leftover in (building, *(Path(f"{building}{s}") for s in ("-journal", "-wal", "-shm"))):
+            leftover.unlink(missing_ok=True)  # an interrupted creation's database: nothing was ever in it
+        if not explicit:  # a key of this ledger's own a kill left half-made (a shared key is never touched)
+            remove_stale_key_temporaries(self.key_file)
+        conn = sqlite3.connect(str(building), isolation_level=None, timeout=30.0)  # the creation marker
+        try:
+            if self.key_file.exists():
+                self._key = read_key_file(self.key_file)
+            elif explicit or keyed:
+                try:
+                    create_key_file(self.key_file)
+                except FileExistsError:  # pragma: no cover - another process created it first
+                    pass
+                except OSError as exc:
+                    raise LedgerError(f"cannot create the key file {self.key_file}: {exc.strerror}") from None
+                self._key = read_key_file(self.key_file)
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("BEGIN IMMEDIATE")
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
-                    self._conn.execute(statement)
-            self._conn.execute(
-                "INSERT OR IGNORE INTO head (singleton, count, last_hash, last_tx_time, mac) VALUES (1, 0, ?, 0, ?)",
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT INTO head (singleton, count, last_hash, last_tx_time, mac) VALUES (1, 0, ?, 0, ?)",
                 (GENESIS_HASH, self._head_mac(0, GENESIS_HASH)),
             )
-            self._conn.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('format_version', ?)", (FORMAT_VERSION,)
-            )
-            self._conn.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('keyed', ?)", ("1" if self._key else "0",)
-            )
-            self._write_head_file((0, GENESIS_HASH), None)
-        self._format, self._claims_keyed = FORMAT_VERSION, self._key is not None
+            conn.execute("INSERT INTO meta (key, value) VALUES ('format_version', ?)", (FORMAT_VERSION,))
+            conn.execute("INSERT INTO meta (key, value) VALUES ('keyed', ?)", ("1" if self._key else "0",))
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        self._write_head_file((0, GENESIS_HASH), None)
+        os.replace(building, self.path)  # the ledger exists from here on, whole
+        fsync_dir(self.path.parent)
 
     # -------------------------------------------------------------------------------------- plumbing
     @property
@@ -687,6 +746,8 @@ class Ledger:
                 if row is None:
                     raise LedgerIntegrityError(f"{self.path}: the head record is missing; refusing to append")
                 count, last_hash, last_tx, head_mac = int(row[0]), str(row[1]), int(row[2]), row[3]
+                if self.sole_writer and count != self._committed:
+                    raise ForeignWriteError(self._foreign_text(count))
                 tail = conn.execute(
                     "SELECT seq, hash, type, subject, payload, tx_time, valid_from, valid_to, prev_hash, mac "
                     "FROM events ORDER BY seq DESC LIMIT 1"
@@ -773,6 +834,46 @@ class Ledger:
         """The event count as of this writer's last commit (at opening: the ledger's count). Kept in memory, so
         any thread may read it; events appended in an open group are not counted until it commits."""
         return self._committed
+
+    def stored_count(self) -> int:
+        """The event count the database's head row commits now, as one read (no commit, no verification): what a
+        monitor compares with ``committed`` at every decision to see another writer at once."""
+        row = self._db.execute("SELECT count FROM head WHERE singleton = 1").fetchone()
+        if row is None or isinstance(row[0], bool) or not isinstance(row[0], int):
+            raise LedgerIntegrityError(f"{self.path}: the head record is missing or damaged ({row!r:.60})")
+        return row[0]
+
+    def foreign_events(self) -> tuple[Event, ...]:
+        """The events another writer committed after this handle's last commit (empty when none: one read of the
+        head row). Inside an open group nothing foreign can arrive (the group holds the write locks, and its start
+        refused foreign events for a ``sole_writer``). Fewer events than this handle committed is a truncation
+        (``LedgerIntegrityError``)."""
+        if self._open is not None:
+            return ()
+        count = self.stored_count()
+        if count < self._committed:
+            raise LedgerIntegrityError(
+                f"{self.path}: the head commits {count} events but this handle committed {self._committed}: events "
+                "were removed under a running writer (fail closed)"
+            )
+        return () if count == self._committed else self.events(after=self._committed)
+
+    def _foreign_text(self, count: int) -> str:
+        """Name the events another writer appended after this handle's last commit (up to five)."""
+        foreign = self._db.execute(
+            "SELECT seq, type, subject FROM events WHERE seq > ? ORDER BY seq LIMIT 5", (self._committed,)
+        ).fetchall()
+        named = "; ".join(f"event {seq} {type_} {subject or '-'}" for seq, type_, subject in foreign)
+        more = (
+            f" and {count - self._committed - len(foreign)} more"
+            if count - self._committed > len(foreign)
+            else ""
+        )
+        return (
+            f"{self.path}: another process wrote {count - self._committed} event(s) into this ledger after this "
+            f"writer's last commit (event {self._committed}): {named}{more}; the state folded from it is stale — "
+            "refusing to append (fail closed)"
+        )
 
     def flush(self) -> None:
         """Commit the open group's events now (no-op when none are pending); the group stays open for more."""
@@ -1048,7 +1149,7 @@ class Ledger:
             raise ConfigError(
                 f"{event_type!r} is a lifecycle event; use the matching Ledger method instead of record()"
             )
-        if not isinstance(event_type, str) or not EVENT_NAME.match(event_type):
+        if not isinstance(event_type, str) or not EVENT_NAME.fullmatch(event_type):
             raise ConfigError(f"event type must be snake_case (e.g. 'merge_decision'), got {event_type!r}")
         return self._append(event_type, payload, subject=subject, valid_from=valid_from, valid_to=valid_to)
 
@@ -1147,7 +1248,7 @@ class Ledger:
                 return bad(
                     seq, f"event {seq} does not link to event {seq - 1}: reordered or injected", n, prev_hash
                 )
-            if not isinstance(type_, str) or not EVENT_NAME.match(type_):
+            if not isinstance(type_, str) or not EVENT_NAME.fullmatch(type_):
                 return bad(seq, f"event {seq} has an invalid type {type_!r:.80}", n, prev_hash)
             if subject is not None and not isinstance(subject, str):
                 return bad(seq, f"event {seq} has a subject of type {type(subject).__name__}", n, prev_hash)

@@ -7,7 +7,9 @@ is always the fold of the ledger's events: ``replay(ledger.events()) == store.pl
 them; a test checks it after every step of a run). No other module writes to either (a lint test checks that too).
 
 Opening verifies the whole hash chain once and fails closed (``SchemaIntegrityError``) when it does not verify —
-no silent repair. After that the chain is extended incrementally: every group of appends checks the stored tail
+no silent repair. The store is its ledger's sole writer (``Ledger(sole_writer=True)``): events another process
+appends are named by ``foreign_events()`` (one read of the head row) and refused at the next command
+(``ForeignWriteError``), since the plane would no longer be their fold. After that the chain is extended incrementally: every group of appends checks the stored tail
 against the head inside its transaction (``Ledger.group``); nothing re-reads or re-verifies the chain per
 accommodation.
 
@@ -65,7 +67,7 @@ class SchemaStore:
         anchor: tuple[int, str] | str | None = None,
     ) -> None:
         self.path = Path(path).absolute()
-        self.ledger = Ledger(self.path, key_file=key_file, anchor=anchor)
+        self.ledger = Ledger(self.path, key_file=key_file, anchor=anchor, sole_writer=True)
         report = self.ledger.verify()
         if not report.ok:
             self.ledger.close()
@@ -96,6 +98,12 @@ class SchemaStore:
         record does, once the group that changed it is durable): readers poll it instead of querying the ledger.
         A decision logged with this version names events that are on disk."""
         return min(self._appended, self.ledger.committed)
+
+    def foreign_events(self) -> tuple[Event, ...]:
+        """Events another process wrote into this store's ledger since its last commit — the plane is then no longer
+        their fold. One read of the head row when there are none (a monitor calls it at every decision); the next
+        command refuses to extend them (``ForeignWriteError``)."""
+        return self.ledger.foreign_events()
 
     def may_admit(self, scar: Scar) -> tuple[bool, str]:
         """The ledger's no-resurrection check for a candidate (``Ledger.may_admit``)."""

@@ -183,7 +183,7 @@ def pddl_ids(names_and_types: list[tuple[str, str]]) -> dict[str, str]:
     """
     counts: dict[str, int] = {}
     for name, typ in names_and_types:
-        m = _NAME.match(name)
+        m = _NAME.fullmatch(name)
         if m is None or m.group(1) != typ:
             raise WorldError(f"entity name {name!r} is not '<type> <number>' with type {typ!r}")
         counts[typ] = counts.get(typ, 0) + 1
@@ -200,7 +200,7 @@ def pddl_ids(names_and_types: list[tuple[str, str]]) -> dict[str, str]:
     return ids
 
 
-_NAME = re.compile(r"^([a-z]+) ([1-9][0-9]*)$")
+_NAME = re.compile(r"([a-z]+) ([1-9][0-9]*)")  # matched whole: "pan 3\n" is not a name
 
 
 @dataclass(frozen=True, slots=True)

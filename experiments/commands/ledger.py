@@ -176,10 +176,11 @@ def admit(
     fresh verifier-backed evidence: --verdict SEQ naming a failure_observed event
     that the agent's verifier recorded in this ledger AFTER the retirement, not
     cited before for this id, not part of the counter-evidence that revoked it,
-    and (when the failure names its action) a failure of an action the rule masks.
-    Free JSON given with --evidence is recorded as evidence but never unlocks a
-    re-admission. An active scar admitted again must bring evidence never recorded
-    for it (it then only grows its audit plane).
+    and a failure (q, F) with an action in F that the rule's mask covers; an
+    event whose payload is not a failure (q, F) backs nothing. Free JSON given
+    with --evidence is recorded as evidence but never unlocks a re-admission.
+    An active scar admitted again must bring evidence never recorded for it (it
+    then only grows its audit plane).
     """
     try:
         parsed = parse_rule(rule)

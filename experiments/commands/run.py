@@ -60,11 +60,21 @@ def tier1(ctx: click.Context, config_file: Path | None, out: Path | None, overwr
         check_output_dir(out)
         policy = build_policy(cfg)  # a model or server that cannot serve the run fails before OUT is claimed
         claim_out(out, overwrite)
-        run_many([cfg], out, policies=[policy])
+        summary = run_many([cfg], out, policies=[policy])
     except ScarsError as exc:
         click.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)
     click.echo(f"results: {out / 'results.md'}")
+    _exit_if_stopped(summary)
+
+
+def _exit_if_stopped(summary: dict[str, dict]) -> None:
+    """A run stopped early (fail closed) exits 1 after everything it recorded is written (summary.json marked)."""
+    stopped = [(label, m.get("stopped")) for label, m in summary.items() if m.get("complete") is False]
+    for label, why in stopped:
+        click.echo(f"error: {label} stopped before its end: {why}", err=True)
+    if stopped:
+        sys.exit(1)
 
 
 @click.command("demo")
@@ -113,11 +123,12 @@ def demo(
             group=out.resolve().name,
             directory=str(out),
         )
-        run_many(demo_configs(episodes, seed, wandb), out, tracking=tracking)
+        tier1_summary = run_many(demo_configs(episodes, seed, wandb), out, tracking=tracking)
     except ScarsError as exc:
         click.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)
     click.echo(f"results: {out / 'results.md'}")
+    _exit_if_stopped(tier1_summary)
 
     summaries = tier2_demo(out / "tier2", seed, tracking=tracking if wandb else None)
     for label, s in summaries.items():

@@ -102,6 +102,25 @@ def test_a_merge_that_reports_an_owed_failure_uncovered_does_not_excuse_it(store
     assert s["prop1"]["first"]["where"] == "a merge reported it uncovered" and s["prop1"]["first"]["t"] == 1
 
 
+def test_a_scar_that_masks_none_of_its_failure_fails_prop1_while_a_temporary_mask_covers_it(store):
+    """Issue 41 #5: Prop. 1 is F(q) ⊆ U_{S_t}(q) — the scars. Storm control's temporary mask for the failure lasts
+    200 steps (longer than a run); checked against the whole live plane, a scar masking none of its own failure
+    passed while that mask lasted. Checked against S_t it fails at once, on replay and at the decision."""
+    monitor = GuaranteeMonitor(store)
+    store.mask_temporarily("tmp:sink", CUP_RULE, until_step=200, reason="storm control")
+    tub_only = parse_rule(
+        'if action.obj_type == "cup" and action.recep == "bathtubbasin 1" then forbid_env_action("clean")'
+    )
+    wrong = _scar(rule=tub_only)  # brings the sink failure as evidence, masks only the tub
+    equilibrate(store, [wrong], [], merge_mode="append")
+    governed = _decide(monitor, store, 0)
+    assert governed.masked[0]  # the temporary mask still masks the failed action
+    s = monitor.summary()
+    assert s["prop1_ok"] is False and s["prop1"]["first"]["scar"] == wrong.id
+    assert s["prop1"]["first"]["where"] == "on replay" and s["prop1"]["first"]["action"] == SINK.text
+    assert s["prop1"]["uncovered"] >= 2  # on replay and at the decision
+
+
 def test_a_scar_admitted_without_failure_evidence_is_a_prop1_violation(store):
     """Issue 25 #2: a scar admitted with evidence that is no recorded failure (q, F) would owe nothing."""
     monitor = GuaranteeMonitor(store)
@@ -175,6 +194,30 @@ def test_a_scar_widened_to_fire_off_failure_fires_prop3(store):
     assert s["max_mean_tv"] > 0.9 and s["per_scar"][next(iter(s["per_scar"]))]["n"] == 5
 
 
+def test_a_scar_over_only_its_own_l_drift_bound_leaves_prop3_as_stated_holding(store):
+    """Issue 41 #8: one meaning per cell. With the configured ε bound holding and only the scar's own sqrt(L_drift/2)
+    exceeded, ``prop3_ok`` said False (and results.md "✗ VIOLATED" under Prop. 3). Prop. 3 is the configured bound;
+    the own bound is a diagnostic with its own key, reported as a note, never as a violated guarantee."""
+    from scars.experiments.guarantees import broken_guarantees, diagnostic_notes
+
+    monitor = GuaranteeMonitor(store)
+    wide = parse_rule('if action_is("clean") then forbid_env_action("clean")')
+    equilibrate(
+        store, [_scar(wide, drift=(2.0, 0.0))], [], merge_mode="append"
+    )  # sqrt(ε/2) = 1: TV ≤ 1 holds
+    _decide(monitor, store, 0)
+    for t in range(1, 6):
+        _decide(monitor, store, t, actions=(TUB, GO), logits=(3.0, 0.0))
+    s = monitor.summary()
+    assert s["prop3"]["max_mean_tv"] > 0.9 and s["prop3"]["exceeds_configured_bound"] == 0
+    assert s["prop3_ok"] is True and s["prop3_own_bound_exceeded"] == 1
+    assert not any("Prop. 3" in line for line in broken_guarantees(s))
+    assert diagnostic_notes(s) == [
+        "1 of 1 scars drift off-failure above their own sqrt(L_drift/2) (their synthesis' estimate; Prop. 3's "
+        "configured bound is checked apart)"
+    ]
+
+
 def test_exposure_to_the_scars_own_rule_is_not_off_failure(store):
     monitor = GuaranteeMonitor(store)
     equilibrate(store, [_scar(drift=(0.02, 0.0))], [], merge_mode="append")
@@ -226,6 +269,118 @@ def test_the_governed_mass_check_still_applies(tmp_path):
     )
 
 
+def _retire_from_another_process(ledger_path, scar_id: str) -> None:
+    """``scars ledger retire`` in a process of its own: a real second writer of the run's ledger."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run(
+        [sys.executable, "-m", "scars.experiments.cli", "ledger", "retire", str(ledger_path), scar_id]
+        + ["--reason", "retired by another process"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_second_process_retiring_an_active_scar_is_seen_at_the_next_decision(tmp_path):
+    """Issue 41 #4: a foreign process retired an active scar mid-run; the plane = ledger monitor saw it only when the
+    agent's own store next wrote (47 decisions later), and the run then died (exit 2) before summary.json was
+    written. Now the monitor reads the ledger's head at every decision: the foreign event is named at the very next
+    decision, the run stops there, and everything recorded so far is kept, the summary marked incomplete."""
+    from scars.agents.runtime.ledger import Ledger
+
+    retired: list[tuple[int, str]] = []
+
+    def second_writer(agent, row):
+        if not retired and agent.scar_ids():
+            scar_id = agent.scar_ids()[0]
+            _retire_from_another_process(agent.store.ledger.path, scar_id)
+            retired.append((row["t"], scar_id))
+
+    cfg = Tier1Config(method="scars", episodes=12, seed=0, search_iterations=60)
+    result = run_tier1(cfg, tmp_path / "run", on_step=second_writer)
+    assert retired, "the run admitted nothing to retire"
+    t, scar_id = retired[0]
+    s = result.summary
+    assert s["complete"] is False and f"at decision {t + 1}" in s["stopped"]
+    assert f"scar_retired {scar_id}" in s["stopped"] and "another process" in s["stopped"]
+    assert s["plane_ledger_ok"] is False and s["plane_ledger"]["first"]["t"] == t + 1
+    assert s["plane_ledger"]["first"]["foreign_events"][0]["type"] == "scar_retired"
+    # nothing lost: every decision up to the foreign write is in the tables; the agent wrote nothing after it
+    assert list(result.steps["t"]) == list(range(t + 1))
+    assert set(result.episodes["episode"]) == set(
+        result.steps["episode"]
+    )  # a partial episode has its row too
+    assert result.episodes["complete"].tolist()[:-1] == [True] * (len(result.episodes) - 1)
+    with Ledger(tmp_path / "run" / "ledger.sqlite", read_only=True) as audit:
+        assert audit.verify().ok
+        last = audit.events()[-1]
+    assert (last.type, last.subject) == ("scar_retired", scar_id)
+
+
+def test_a_stopped_run_is_written_out_marked_incomplete_and_the_cli_exits_1(tmp_path, monkeypatch):
+    """The runner writes a stopped run like any other (tables, results.md, summary.json with ``complete: false``);
+    ``scars run tier1`` then exits 1 naming why, after the files are written."""
+    import json
+
+    from click.testing import CliRunner
+
+    import scars.experiments.runner as runner
+    from scars.experiments.cli import main
+
+    real = runner.run_tier1_folder
+    stopped_at: list[int] = []
+
+    def progress_then_foreign(cfg, out, **kw):
+        inner = kw.get("progress")
+
+        def progress(done, total):
+            if inner is not None:
+                inner(done, total)
+            from scars.agents.runtime.ledger import Ledger
+
+            if not stopped_at and done >= 4:
+                with Ledger(out / "ledger.sqlite") as other:  # a second connection: another writer
+                    active = other.active_scars()
+                    if active:
+                        other.retire(active[0].id, "retired behind the agent's back")
+                        stopped_at.append(done)
+
+        return real(cfg, out, **{**kw, "progress": progress})
+
+    monkeypatch.setattr(runner, "run_tier1_folder", progress_then_foreign)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        main,
+        [
+            "run",
+            "tier1",
+            "--method",
+            "scars",
+            "--episodes",
+            "12",
+            "--search-iterations",
+            "60",
+            "--out",
+            str(out),
+        ],
+    )
+    assert stopped_at, "the run admitted nothing to retire"
+    assert result.exit_code == 1, result.output
+    assert "stopped before its end" in result.output and "scar_retired" in result.output
+    summary = json.loads((out / "summary.json").read_text())["scars"]
+    assert summary["complete"] is False and "another process" in summary["stopped"]
+    assert summary["episodes"] == stopped_at[0]  # the next episode's first decision stopped it
+    assert (out / "results.md").exists() and (out / "scars" / "steps.parquet").exists()
+
+
 def test_a_ledger_edited_during_a_run_stops_it_at_the_next_episode_end(tmp_path):
     """Issue 25 #5, from the outside: another process edits a recorded event's payload (its hash column left
     alone) while the run goes on. Before, the summary said ``ledger_verified: false`` at the end and the run went
@@ -261,7 +416,7 @@ def test_scars_widened_to_forbid_their_verb_trip_prop3_in_a_run(tmp_path, monkey
     """Issue 25 #3, injected as a bug would appear: the synthesiser's rule is widened to forbid its whole verb
     (every basin, every drawer …) before admission. Measured on the re-planned logits this left Prop. 3 green
     (TV 0.0019) while success fell; on the base policy's proposal the drift on the scars' off-failure decisions is
-    seen and the check fails."""
+    seen: above every scar's own sqrt(L_drift/2) (the configured ε, 0.5, is too loose to see it)."""
     import dataclasses
 
     import scars.agents.scars_agent as scars_agent
@@ -281,8 +436,8 @@ def test_scars_widened_to_forbid_their_verb_trip_prop3_in_a_run(tmp_path, monkey
     cfg = Tier1Config(method="scars", episodes=12, seed=0, search_iterations=60)
     s = run_tier1(cfg, tmp_path / "run").summary
     assert s["scars_admitted"] > 0
-    assert s["prop3_ok"] is False, s["prop3"]
-    assert s["prop3"]["exceeds_configured_bound"] + s["prop3"]["exceeds_own_l_drift_bound"] > 0
+    # the configured ε (0.5: bound 0.5) is far above drifts of 0.01-0.05; the scars' own L_drift bounds (0) catch it
+    assert s["prop3_own_bound_exceeded"] > 0, s["prop3"]
 
 
 def _reattributed(rule: str, q: dict) -> Scar:

@@ -237,3 +237,21 @@ def test_a_damaged_result_file_is_one_line_naming_it(tmp_path, kind, name, conte
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "damaged result file" in lines[0] and name in lines[0], result.stderr
+
+
+def test_a_results_table_cell_states_one_check():
+    """Issue 41 #8: the demo's results.md printed "✗ VIOLATED" under Prop. 3 when the configured ε bound held and only
+    scars' own L_drift bounds were exceeded. The Prop. 3 column is the paper's check; the own bound has its column."""
+    from scars.experiments.report import markdown_table
+
+    table = markdown_table({"scars": {"prop3_ok": True, "prop3_own_bound_exceeded": 2}})
+    header, _, row = table.splitlines()
+    cells = dict(
+        zip(
+            [h.strip() for h in header.strip("|").split("|")],
+            [c.strip() for c in row.strip("|").split("|")],
+            strict=True,
+        )
+    )
+    assert cells["Prop.3"] == "✓" and cells["scars above own L_drift bound"] == "2"
+    assert "VIOLATED" not in row

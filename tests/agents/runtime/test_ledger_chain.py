@@ -158,6 +158,41 @@ def test_lifecycle_preconditions(ledger):
     assert [e.type for e in ledger.events()] == ["scar_admitted", "scar_revoked"]
 
 
+@pytest.mark.parametrize("event_type", ["scar_admitted\n", "merge_decision\n", "failure_observed\n", "ok\n"])
+def test_event_types_are_matched_whole(ledger, event_type):
+    """Issue 41 #3: the snake_case check's ``$`` matched before a trailing newline, so ``"scar_admitted\\n"`` was
+    recorded (and ``scars ledger show`` listed it as ``scar_admitted``). The name is matched whole."""
+    with pytest.raises(ConfigError, match="snake_case"):
+        ledger.record(event_type, {"id": "forged"})
+    assert ledger.events() == ()
+
+
+def test_a_stored_type_with_a_trailing_newline_fails_verification(tmp_path):
+    path = tmp_path / "agent.db"
+    with Ledger(path, keyed=False) as led:
+        led.record("merge_decision", {"x": 1})
+    with sqlite3.connect(path) as db:  # the type edited in place, its hash recomputed: only the name is wrong
+        row = db.execute(
+            "SELECT seq, subject, payload, tx_time, valid_from, valid_to, prev_hash FROM events"
+        ).fetchone()
+        seq, subject, payload, tx, vf, vt, prev = row
+        digest = event_hash(prev, _body(seq, "scar_admitted\n", subject, payload, tx, vf, vt, prev))
+        db.execute("UPDATE events SET type = ?, hash = ? WHERE seq = 1", ("scar_admitted\n", digest))
+        db.execute("UPDATE head SET last_hash = ?", (digest,))
+    (tmp_path / "agent.db.head").unlink()
+    with Ledger(path, read_only=True) as led:
+        report = led.verify()
+    assert not report.ok and report.first_bad_seq == 1 and "invalid type" in report.reason, report
+
+
+def test_a_verdict_reference_is_a_whole_hash():
+    from scars.agents.runtime.events import verdict_ref
+
+    digest = "a" * 64
+    assert verdict_ref({"verdict_event": {"seq": 1, "hash": digest}}) == (1, digest)
+    assert verdict_ref({"verdict_event": {"seq": 1, "hash": digest + "\n"}}) is None
+
+
 def test_bitemporal_queries(ledger):
     cup, harvest = scar(), scar(HARVEST_RULE, "h1")
     ledger.admit(cup, valid_from=100)  # tx 1000

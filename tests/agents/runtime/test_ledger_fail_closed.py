@@ -435,6 +435,15 @@ def test_admit_cli_verdict_option_and_help_document_the_rule(tmp_path):
     no_traceback(nan)
 
 
+def test_admit_help_describes_the_mask_check_the_code_makes():
+    """Issue 41 #8: the help said the mask check applies "when the failure names its action"; the code reads every
+    verdict as a failure (q, F) and requires an action of F the rule's mask covers (any other payload backs nothing)."""
+    help_text = " ".join(cli("admit", "--help").output.split())
+    assert "when the failure names its action" not in help_text
+    assert "with an action in F that the rule's mask covers" in help_text
+    assert "whose payload is not a failure (q, F) backs nothing" in help_text
+
+
 def test_writing_through_a_read_only_handle_is_refused(tmp_path):
     path = tmp_path / "ro.db"
     history(path)

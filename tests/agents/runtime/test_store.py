@@ -103,3 +103,23 @@ def test_opening_a_tampered_ledger_fails_closed(tmp_path):
         conn.execute("DELETE FROM events WHERE seq = 1")
     with pytest.raises(SchemaIntegrityError, match="refusing to load"):
         SchemaStore(tmp_path / "l.sqlite")
+
+
+def test_a_second_writer_is_named_at_once_and_the_store_refuses_to_extend_its_events(tmp_path):
+    """Issue 41 #4: another writer's events made the store's plane stale without a word until its next write, which
+    then extended them. Now ``foreign_events`` names them (one read of the head row) and the next command refuses
+    to append (``ForeignWriteError``, nothing written)."""
+    from scars.agents.runtime.errors import ForeignWriteError
+    from scars.agents.runtime.ledger import Ledger
+
+    rule = parse_rule('if action.obj_type == "cup" then forbid_env_action("clean")')
+    with SchemaStore(tmp_path / "l.sqlite") as store:
+        store.admit(Scar(rule, evidence=({"note": "by hand"},)), reason="test")
+        assert store.foreign_events() == ()
+        with Ledger(tmp_path / "l.sqlite") as other:  # a second connection: another writer
+            other.retire(store.scars[0].id, "behind the store's back")
+        foreign = store.foreign_events()
+        assert [(e.seq, e.type) for e in foreign] == [(2, "scar_retired")]
+        with pytest.raises(ForeignWriteError, match=r"another process wrote 1 event.*event 2 scar_retired"):
+            store.mask_temporarily("tmp:x", rule, until_step=5, reason="storm")
+        assert store.ledger.stored_count() == 2 and store.ledger.verify().ok  # nothing appended

@@ -37,6 +37,13 @@ def test_pddl_ids_are_numbered_in_reverse_for_the_demangler():
     assert ids["sinkbasin 1"] == "sink_bar_001_bar_sinkbasin"
 
 
+@pytest.mark.parametrize(("name", "typ"), [("pan 3\n", "pan"), ("cabinet 12\n", "cabinet")])
+def test_an_entity_name_is_matched_whole(name, typ):
+    """Issue 41 #3: ``$`` matched before a trailing newline, so ``"pan 3\\n"`` passed as a name."""
+    with pytest.raises(WorldError, match="is not '<type> <number>'"):
+        _pddl_ids([(name, typ)])
+
+
 def test_pddl_ids_reproduce_alfworld_demangler_names():
     demangler_mod = pytest.importorskip("alfworld.agents.utils.misc")
     names = [(f"cabinet {k}", "cabinet") for k in range(1, 13)] + [
