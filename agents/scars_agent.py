@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -284,6 +285,9 @@ class ScarsAgent:
         ] = {}  # scar id -> t of its admission (counter-evidence must be newer)
         self.synthesis_log: list[dict[str, Any]] = []
         self.merge_log: list[dict[str, Any]] = []
+        # wall time the loop spent blocked on a synthesis result at its collection step, and since when it runs
+        self.waited = _Waited()
+        self._started = time.perf_counter()
         self.failure_rules: set[str] = set()
         self._failure_events: dict[str, Event] = {}  # failure id -> its failure_observed event (the verdict)
         self.accommodations = {"verdict": 0, "punishment": 0, "label": 0}
@@ -347,16 +351,18 @@ class ScarsAgent:
         width shows on the alternative it also blocks (another basin, another microwave)."""
         if not self.config.narrow or not len(logits):
             return
+        masked = governed.masked
+        if not any(masked):
+            return  # nothing was masked (most decisions)
         scores = np.asarray(logits, dtype=np.float64)
         best = int(np.argmax(scores))
         proposals = [best]
         if len(scores) > 2:
             second = int(np.argsort(-scores, kind="stable")[1])
-            if scores[second] > float(np.median(scores)):
+            if (masked[best] or masked[second]) and scores[second] > float(np.median(scores)):
                 proposals.append(second)
-        masked = governed.masked
         if not any(masked[i] for i in proposals):
-            return  # no proposal was masked (most decisions)
+            return  # no proposal was masked
         fired = dict(governed.fired)
         for i in proposals:
             ids = fired.get(i, ())
@@ -754,7 +760,7 @@ class ScarsAgent:
         seed = self.seeds.spawn(1)[0]
         latency = self.t + self.config.synthesis_latency_steps
         if self.config.search == "none":  # the storm-only control: no rule is ever proposed
-            return _AtStep(_Done(None), latency, lambda: self.t, seed, None)
+            return _AtStep(_Done(None), latency, lambda: self.t, seed, None, self.waited)
         since = self._since(fragment)
         if since is not None and self.config.narrow:
             fragment = self._blocked_for(fragment)
@@ -786,7 +792,7 @@ class ScarsAgent:
             handle = _Done(self.direct_synthesiser(data, fragment, current, core, classes, search))
         else:
             handle = self.executor.submit(data, fragment, current, core, classes, search, seed=seed)
-        return _AtStep(handle, latency, lambda: self.t, seed, data)
+        return _AtStep(handle, latency, lambda: self.t, seed, data, self.waited)
 
     def _poll(self) -> None:
         completed, requests = self.storm.poll(self.t)
@@ -805,6 +811,7 @@ class ScarsAgent:
                     "rule": result.text if result else None,
                     "nodes": result.nodes_expanded if result else 0,
                     "seconds": result.wall_seconds if result else 0.0,
+                    "kind": "narrowing" if done.failure.id in self._narrowing else "failure",
                 }
             )
             if result is None or not result.admitted or result.rule is None:
@@ -969,7 +976,9 @@ class ScarsAgent:
         # Coverage is owed to every recorded failure some in-scope candidate resolves — the whole run's failures,
         # not just the recent window: retiring a rule must not forget a failure (§4.5). Failures only resolved by
         # scars retired for scope have no candidate left and drop out with them.
+        started = time.perf_counter()
         merged = [new, *self._consolidations(new)]
+        consolidation_seconds = time.perf_counter() - started
         candidates = [*self.store.scars, *merged]
         failures = owed_failures(self.failures, candidates, self.card.classes)
         before = tuple(s.rule for s in self.store.scars)
@@ -995,6 +1004,7 @@ class ScarsAgent:
                 "optimal": result.optimal,
                 "seconds": result.wall_seconds,
                 "uncovered": len(result.uncovered),
+                "consolidation_seconds": consolidation_seconds,
             }
         )
 
@@ -1045,21 +1055,31 @@ class ScarsAgent:
         scar would have blocked refutes it (it can only happen where the mask leaked: soft mode, text rules, or a
         success the agent reached another way). Earlier successes are history from before the rule changed, not
         counter-evidence. A revoked id never returns without new evidence (the ledger's no-resurrection check),
-        which is what keeps admission and revocation from oscillating."""
+        which is what keeps admission and revocation from oscillating.
+
+        Each success is checked once (the list is cleared here), and only against the scars that fire on it: the
+        control plane's index answers that (the same ``fires``, by mask key and the guards' indexed values), so the
+        cost follows the successes, not the number of scars."""
         if not self.successes:
             return
-        for scar in self.store.scars:
-            since = self.admitted_at.get(scar.id, -1)
+        plane = self.store.plane
+        newest: dict[str, int] = {}  # scar id -> t of the newest success it fires on
+        for t, success in self.successes:
+            for sid in plane.fired_rules(success.context, success.action):
+                newest[sid] = t
+        for sid, scar in zip(plane.active_ids, plane.scars, strict=True):
+            since = self.admitted_at.get(sid, -1)
+            if newest.get(sid, since) <= since:
+                continue  # no success recorded after its admission fires on it: nothing refutes it
             newer = [s for t, s in self.successes if t > since]
-            if newer:
-                decision = decide_retirement(
-                    [scoped(scar)],
-                    successes=newer,
-                    classes=self.card.classes,
-                    min_counter_evidence=self.config.min_counter_evidence,
-                )
-                if decision.revoke:
-                    self.store.apply_retirement(decision)
+            decision = decide_retirement(
+                [scoped(scar)],
+                successes=newer,
+                classes=self.card.classes,
+                min_counter_evidence=self.config.min_counter_evidence,
+            )
+            if decision.revoke:
+                self.store.apply_retirement(decision)
         self.successes.clear()
 
     # ---------------------------------------------------------------------------------- statistics
@@ -1089,6 +1109,11 @@ class ScarsAgent:
             "narrowing_consolidations_refused": self.narrowings["consolidations_refused"],
             "synthesis_median_seconds": float(np.median(seconds)) if seconds else None,
             "synthesis_median_nodes": float(np.median(nodes)) if nodes else None,
+            # the searches by kind (a new failure's, narrowing's re-synthesis) and the consolidation search of each
+            # merge; and the share of the agent's wall time the loop waited for a result at its collection step
+            "synthesis_median_seconds_by_kind": _medians_by_kind(synth, self.merge_log),
+            "synthesis_wait_seconds": self.waited.seconds,
+            "synthesis_wait_share": self.waited.seconds / max(time.perf_counter() - self._started, 1e-9),
             "merge_median_seconds": float(np.median([m["seconds"] for m in self.merge_log]))
             if self.merge_log
             else None,
@@ -1120,15 +1145,39 @@ class _AtStep:
     """A background synthesis whose result is collected at a fixed step (reproducible asynchrony); it keeps its
     seed and data set for the scar's provenance and confidence."""
 
-    def __init__(self, handle, ready_at: int, clock: Callable[[], int], seed, data):
+    def __init__(self, handle, ready_at: int, clock: Callable[[], int], seed, data, waited: _Waited):
         self.handle, self.ready_at, self.clock = handle, ready_at, clock
-        self.seed, self.data = seed, data
+        self.seed, self.data, self.waited = seed, data, waited
 
     def done(self) -> bool:
         return self.clock() >= self.ready_at
 
     def result(self, timeout=None):
-        return self.handle.result(None)  # collected at its step: wait for the search however long it takes
+        if self.handle.done():
+            return self.handle.result(None)
+        started = time.perf_counter()
+        try:
+            return self.handle.result(
+                None
+            )  # collected at its step: wait for the search however long it takes
+        finally:
+            self.waited.seconds += time.perf_counter() - started
+
+
+class _Waited:
+    """Seconds the decision loop spent blocked on synthesis results (the searches' share of the critical path)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+
+def _medians_by_kind(synth: list[dict[str, Any]], merges: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Median wall seconds of the new-failure and narrowing searches, and of the merges' consolidation searches."""
+    by_kind: dict[str, list[float]] = {"failure": [], "narrowing": [], "consolidation": []}
+    for e in synth:
+        by_kind[e["kind"]].append(e["seconds"])
+    by_kind["consolidation"] = [m["consolidation_seconds"] for m in merges]
+    return {k: float(np.median(v)) if v else None for k, v in by_kind.items()}
 
 
 class _Done:

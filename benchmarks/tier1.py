@@ -10,8 +10,13 @@ run ``--repeats`` times in turn (so a change of machine load hits them alike) an
 (issue 9, "Speed"): the scars agent's decisions/s at least half of static persona's — ``scars_vs_static`` is the
 median over repeats of the ratio within one repeat.
 
+For the scars agent it also reports the share of its run the loop spent waiting for a synthesis result at the
+result's collection step (``scars_synthesis_wait_share``, issue 39's target ≤ 0.10) and the median wall seconds of a
+search per kind: a new failure's, narrowing's re-synthesis, and the merge's consolidation search
+(``scars_<kind>_synthesis_median_s``), medians over the repeats.
+
 Prints one JSON line last: ``{"episodes": …, "<method>_steps_per_s": …, "<method>_episodes_per_s": …,
-"scars_vs_static": …, …}``.
+"scars_vs_static": …, "scars_synthesis_wait_share": …, …}``.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ def measure(cfg: Tier1Config) -> dict:
         "episodes_per_s": s["episodes"] / seconds,
         "syntheses": s.get("syntheses"),
         "synthesis_median_seconds": s.get("synthesis_median_seconds"),
+        "synthesis_median_seconds_by_kind": s.get("synthesis_median_seconds_by_kind"),
+        "synthesis_wait_share": s.get("synthesis_wait_share"),
         "rvr": s["rvr"],
         "success_rate": s["success_rate"],
     }
@@ -71,6 +78,14 @@ def main() -> None:
     for method, m in rows:
         out[f"{method}_steps_per_s"] = round(m["steps_per_s"], 1)
         out[f"{method}_episodes_per_s"] = round(m["episodes_per_s"], 2)
+    scars_runs = runs["scars"]
+    out["scars_synthesis_wait_share"] = round(
+        statistics.median(m["synthesis_wait_share"] for m in scars_runs), 3
+    )
+    for kind in ("failure", "narrowing", "consolidation"):
+        medians = [m["synthesis_median_seconds_by_kind"][kind] for m in scars_runs]
+        medians = [x for x in medians if x is not None]
+        out[f"scars_{kind}_synthesis_median_s"] = round(statistics.median(medians), 4) if medians else None
     ratios = [
         a["steps_per_s"] / b["steps_per_s"]
         for a, b in zip(runs["scars"], runs["static_persona"], strict=True)
@@ -91,13 +106,16 @@ def main() -> None:
         out["scars_ray_steps_per_s"] = round(ray_m["steps_per_s"], 1)
         out["scars_ray_episodes_per_s"] = round(ray_m["episodes_per_s"], 2)
     out["load_average_1min"] = round(os.getloadavg()[0], 2)
-    print("| method | decisions/s | episodes/s | syntheses | synthesis median s | RVR | success |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| method | decisions/s | episodes/s | syntheses | synthesis median s | wait share | RVR | success |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, m in rows:
-        med = m["synthesis_median_seconds"]
+        med, wait = m["synthesis_median_seconds"], m["synthesis_wait_share"]
         print(
             f"| {name} | {m['steps_per_s']:.0f} | {m['episodes_per_s']:.2f} | {m['syntheses'] or '–'} | "
-            f"{'–' if med is None else f'{med:.3f}'} | {m['rvr']:.3f} | {m['success_rate']:.2f} |"
+            f"{'–' if med is None else f'{med:.3f}'} | {'–' if wait is None else f'{wait:.2f}'} | "
+            f"{m['rvr']:.3f} | {m['success_rate']:.2f} |"
         )
     print(json.dumps(out))
 

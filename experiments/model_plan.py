@@ -15,7 +15,7 @@ from scars.agents.api import Agent
 from scars.agents.runtime.control import Governed, core_rule_id
 from scars.envs.api import Decision, WorldCard
 from scars.envs.household.env import HouseholdEnv
-from scars.envs.household.expert import NoCompliantPlan, expert_next_command, expert_plan
+from scars.envs.household.expert import NoCompliantPlan, PlanCache, expert_next_command, expert_plan
 from scars.envs.household.world import World
 from scars.experiments.loop import Declined
 from scars.synthesis.dsl import Action, And, Compare, ForbidEnvAction, Rule, Value
@@ -70,6 +70,7 @@ def task_prior(
     route: list[str] | None = None,
     refused: tuple[Rule, ...] = (),
     counts: dict[str, int] | None = None,
+    cache: PlanCache | None = None,
 ) -> np.ndarray:
     """The simulated LM's competence: HABIT_PRIOR on the expert's next step, ALTERNATIVE_PRIOR on the next step of
     the best route avoiding it (and ``excluded``: actions the controller blocked, and ``rules``: the controller's
@@ -85,7 +86,10 @@ def task_prior(
     refusals only (and ``excluded``), as a model told "not that, here" rather than shown the rule would — its next
     proposal may be refused too, and tells the controller where its rule is wider than the task allows (the
     blocked proposals narrowing learns from, ``synthesis.narrowing``). ``counts["refused_route"]`` counts the
-    decisions it did so."""
+    decisions it did so.
+
+    ``cache``: the expert's plans of this world as it goes (``envs.household.expert.PlanCache``): a re-plan with
+    nothing changed is a lookup."""
     prior = np.zeros(len(actions))
     index = {a.text: i for i, a in enumerate(actions)}
     forbidden = [exact_action_rule(a) for a in excluded] + list(rules)
@@ -93,7 +97,7 @@ def task_prior(
         habit = route[0]
     else:
         try:
-            plan = expert_plan(world, forbidden)
+            plan = expert_plan(world, forbidden, cache)
         except NoCompliantPlan:
             if not rules:
                 return prior
@@ -103,7 +107,7 @@ def task_prior(
                 *(exact_action_rule(a) for a in excluded if not any(fires(r, here, a) for r in refused)),
             ]
             try:
-                plan = expert_plan(world, forbidden)
+                plan = expert_plan(world, forbidden, cache)
             except NoCompliantPlan:
                 return prior
             if counts is not None:
@@ -115,7 +119,9 @@ def task_prior(
         return prior
     prior[index[habit]] = HABIT_PRIOR
     try:
-        alternative = expert_next_command(world, [*forbidden, exact_action_rule(actions[index[habit]])])
+        alternative = expert_next_command(
+            world, [*forbidden, exact_action_rule(actions[index[habit]])], cache
+        )
     except NoCompliantPlan:
         alternative = None
     if alternative is not None and alternative in index:
@@ -157,6 +163,8 @@ class ModelPlan:
 
     tidy: bool = False
     """Whether the tidying habit (``TIDY_HABIT``) is still to fire in this episode."""
+    cache: PlanCache = field(default_factory=PlanCache)
+    """The expert's plans of this episode's world (a plan is a function of the state and the rules it avoids)."""
 
     def __post_init__(self) -> None:
         spec = self.env.world.spec
@@ -170,7 +178,7 @@ class ModelPlan:
             habit = self.tidy_prior(actions)
             if habit is not None:
                 return habit
-        return task_prior(self.env.world, actions)
+        return task_prior(self.env.world, actions, cache=self.cache)
 
     def tidy_prior(self, actions: tuple[Action, ...]) -> np.ndarray | None:
         """HABIT_PRIOR on the tidying habit's next step (to the garbage can, then throwing the held object in) and
@@ -193,7 +201,7 @@ class ModelPlan:
         prior = np.zeros(len(actions))
         prior[index[step]] = HABIT_PRIOR
         try:
-            task_step = expert_next_command(world)
+            task_step = expert_next_command(world, cache=self.cache)
         except NoCompliantPlan:
             task_step = None
         if task_step is not None and task_step in index and task_step != step:
@@ -212,6 +220,7 @@ class ModelPlan:
             route=self.route,
             refused=tuple(self.refused),
             counts=self.counts,
+            cache=self.cache,
         )
 
     def replan(self, decision: Decision, declined: Declined) -> np.ndarray:
@@ -238,6 +247,7 @@ class ModelPlan:
             route=self.route,
             refused=tuple(self.refused),
             counts=self.counts,
+            cache=self.cache,
         )
 
     def advance(self, action: Action) -> None:

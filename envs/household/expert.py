@@ -39,35 +39,89 @@ _PROCESS = {
 _MAX_DRYING_SURFACES = 3  # enough alternatives; more only slows down the rare all-fail search
 
 
+class _Node:
+    """One simulated state: a world copy never stepped again, its goal test, and the states one command away
+    (built on first use). A search's skeletons replay shared prefixes (the same walk, the same take) through the
+    nodes instead of copying and stepping the world anew; the rules never change a transition, only whether a
+    command may be issued, so the nodes serve every rule set."""
+
+    __slots__ = ("w", "won", "children", "_q", "_acts")
+
+    def __init__(self, world: World) -> None:
+        self.w = world
+        self.won = world.won()
+        self.children: dict[str, _Node | None] = {}  # None: not admissible here
+        self._q: dict | None = None
+        self._acts: dict[str, tuple[tuple[str, str], Action]] = {}
+
+    def child(self, cmd: str) -> _Node | None:
+        """The state after ``cmd``, None when it is not admissible here."""
+        try:
+            return self.children[cmd]
+        except KeyError:
+            pass
+        node = None
+        if self.w.is_admissible(cmd):
+            w = self.w.copy()
+            w.step(cmd)
+            node = _Node(w)
+        self.children[cmd] = node
+        return node
+
+    def context(self) -> dict:
+        if self._q is None:
+            self._q = self.w.context()
+        return self._q
+
+    def action(self, cmd: str) -> tuple[tuple[str, str], Action]:
+        """(mask key, structured action) of an admissible command here."""
+        hit = self._acts.get(cmd)
+        if hit is None:
+            d = self.w.action_dict(cmd)
+            hit = self._acts[cmd] = ((d["kind"], d["name"]), Action.from_dict(d))  # type: ignore[index,arg-type]
+        return hit
+
+
 class _Sim:
     def __init__(
         self,
-        world: World,
+        node: _Node,
         rules: tuple[Rule, ...],
         by_key: dict[tuple[str, str], tuple[Rule, ...]] | None = None,
+        checked: dict[tuple[_Node, str], bool] | None = None,
     ) -> None:
-        self.w = world.copy()
+        self.node = node
         self.rules = rules
         # rules by the (kind, verb) their mask covers: a command only meets the rules that could forbid it
         self.by_key = _rules_by_key(rules) if by_key is None else by_key
+        # (state, command) -> whether a rule forbids it: one search's skeletons share prefixes, and its rules
+        self.checked: dict[tuple[_Node, str], bool] = {} if checked is None else checked
         self.cmds: list[str] = []
         self.won_at: int | None = None  # commands up to the first state where the goal holds
 
+    @property
+    def w(self) -> World:
+        """The simulated world here (read it, never step it: the node's transitions do)."""
+        return self.node.w
+
     def do(self, cmd: str) -> None:
-        w = self.w
-        if not w.is_admissible(cmd):
+        node = self.node
+        if not node.w.is_admissible(cmd):
             raise _Blocked
         if self.rules:
-            d = w.action_dict(cmd)
-            rules = self.by_key.get((d["kind"], d["name"])) if d is not None else None  # type: ignore[index]
-            if rules:
-                act = Action.from_dict(d)  # type: ignore[arg-type]
-                q = w.context()
-                if any(fires(r, q, act, OBJECT_CLASSES) for r in rules):
-                    raise _Blocked
-        w.step(cmd)
+            blocked = self.checked.get((node, cmd))
+            if blocked is None:
+                key, act = node.action(cmd)
+                rules = self.by_key.get(key)
+                blocked = bool(rules) and any(fires(r, node.context(), act, OBJECT_CLASSES) for r in rules)
+                self.checked[(node, cmd)] = blocked
+            if blocked:
+                raise _Blocked
+        child = node.child(cmd)
+        assert child is not None
+        self.node = child
         self.cmds.append(cmd)
-        if self.won_at is None and w.won():
+        if self.won_at is None and child.won:
             self.won_at = len(self.cmds)
 
     def goto(self, recep: str) -> None:
@@ -103,14 +157,14 @@ class _Sim:
         here = self.w.current_location()
         spots.sort(key=lambda r: (r != here, self.w.is_openable(r)))
         for r in spots:
-            trial = _Sim(self.w, self.rules, self.by_key)
+            trial = _Sim(self.node, self.rules, self.by_key, self.checked)
             try:
                 trial.place(held, r)
             except _Blocked:
                 continue
             if self.won_at is None and trial.won_at is not None:
                 self.won_at = len(self.cmds) + trial.won_at
-            self.w, self.cmds = trial.w, self.cmds + trial.cmds
+            self.node, self.cmds = trial.node, self.cmds + trial.cmds
             return
         raise _Blocked
 
@@ -235,19 +289,84 @@ def _skeletons(world: World) -> Iterator:
         yield run
 
 
-def expert_plan(world: World, forbidden: Iterable[Rule | SafetyRule] = ()) -> list[str]:
+class PlanCache:
+    """The expert's plans from one world as it goes (an episode's): the simulated states from its current state on,
+    shared by every search from there, and each rule set's plan. When the world has moved on by a command the
+    searches simulated (the agent took a step of some plan), the simulated states beyond it are kept. A plan is a
+    pure function of the state and the rules, so a re-plan with nothing changed is a lookup; the cache never
+    changes a plan."""
+
+    def __init__(self) -> None:
+        self._root: _Node | None = None
+        self._key: tuple | None = None
+        self._plans: dict[tuple, list[str] | str] = {}  # forbidden rules -> the plan, or why there is none
+        self.lookups = 0
+        self.hits = 0
+
+    def root(self, world: World) -> _Node:
+        key = _state_key(world)
+        if key != self._key:
+            node = None
+            if self._root is not None:
+                node = next(
+                    (c for c in self._root.children.values() if c is not None and _state_key(c.w) == key),
+                    None,
+                )
+            self._root, self._key, self._plans = node or _Node(world.copy()), key, {}
+        return self._root  # type: ignore[return-value]
+
+
+def _state_key(world: World) -> tuple:
+    """Everything of a world's state a plan reads (its game, where everything is, every flag, the step counter)."""
+    return (
+        id(world.spec),
+        world.steps,
+        world.loc,
+        world.held,
+        tuple(world.where),
+        tuple(map(tuple, world.contents)),
+        tuple(world.at),
+        frozenset(world.taken),
+        *(tuple(getattr(world, name)) for name in World._FLAGS),
+    )
+
+
+def expert_plan(
+    world: World, forbidden: Iterable[Rule | SafetyRule] = (), cache: PlanCache | None = None
+) -> list[str]:
     """A command list that reaches the goal from the world's current state without firing a forbidden rule.
 
     Returns ``[]`` when the goal already holds; raises :class:`NoCompliantPlan` when no skeleton works.
-    The world itself is not changed.
+    The world itself is not changed. ``cache``: the plans of this world as it goes (``PlanCache``).
     """
     forbidden = tuple(forbidden)
     if world.won():
         return []
+    if cache is None:
+        return _search(world, _Node(world.copy()), forbidden)
+    root = cache.root(world)
+    cache.lookups += 1
+    found = cache._plans.get(forbidden)
+    if found is None:
+        try:
+            found = _search(world, root, forbidden)
+        except NoCompliantPlan as e:
+            found = str(e)
+        cache._plans[forbidden] = found
+    else:
+        cache.hits += 1
+    if isinstance(found, str):
+        raise NoCompliantPlan(found)
+    return list(found)
+
+
+def _search(world: World, root: _Node, forbidden: tuple) -> list[str]:
+    """The first skeleton that reaches the goal from ``root`` (``world``'s state) without firing a rule."""
     rules = _rules_of(forbidden)
     by_key = _rules_by_key(rules)
+    checked: dict[tuple[_Node, str], bool] = {}
     for run in _skeletons(world):
-        sim = _Sim(world, rules, by_key)
+        sim = _Sim(root, rules, by_key, checked)
         try:
             run(sim)
         except _Blocked:
@@ -260,9 +379,11 @@ def expert_plan(world: World, forbidden: Iterable[Rule | SafetyRule] = ()) -> li
     )
 
 
-def expert_next_command(world: World, forbidden: Iterable[Rule | SafetyRule] = ()) -> str | None:
+def expert_next_command(
+    world: World, forbidden: Iterable[Rule | SafetyRule] = (), cache: PlanCache | None = None
+) -> str | None:
     """The expert's next command from the current state, or None when the goal already holds."""
-    plan = expert_plan(world, forbidden)
+    plan = expert_plan(world, forbidden, cache)
     return plan[0] if plan else None
 
 

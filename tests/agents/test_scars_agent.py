@@ -108,6 +108,21 @@ def test_a_verified_failure_masks_at_once_then_a_scar_replaces_the_mask(tmp_path
     agent.close()
 
 
+def test_the_stats_say_how_long_the_loop_waited_for_syntheses_and_each_kind_of_search_took(tmp_path):
+    agent = _agent(tmp_path, search_iterations=60)
+    _step(agent, 0)
+    for t in range(1, 6):
+        _step(agent, t, chosen=1)
+    stats = agent.stats()
+    (entry,) = agent.synthesis_log
+    assert entry["kind"] == "failure" and agent.merge_log[0]["consolidation_seconds"] >= 0
+    by_kind = stats["synthesis_median_seconds_by_kind"]
+    assert set(by_kind) == {"failure", "narrowing", "consolidation"} and by_kind["narrowing"] is None
+    assert by_kind["failure"] == entry["seconds"] > 0 and by_kind["consolidation"] is not None
+    assert stats["synthesis_wait_seconds"] >= 0.0 and 0.0 <= stats["synthesis_wait_share"] < 1.0
+    agent.close()
+
+
 def test_world_version_change_retires_exactly_the_version_scoped_scars(tmp_path):
     agent = _agent(tmp_path)
     scoped = Scar(
@@ -140,6 +155,32 @@ def test_a_verified_success_after_admission_revokes_the_scar_but_an_earlier_one_
     (revoked,) = [e for e in agent.store.ledger.events() if e.type == "scar_revoked"]
     assert revoked.payload["counter_evidence"][0]["evidence_id"] == "0:1"
     assert agent.stats()["scars_revoked"] == 1 and agent.store.consistent()
+    agent.close()
+
+
+def test_revocation_checks_a_success_only_against_the_scars_that_fire_on_it(tmp_path, monkeypatch):
+    import scars.agents.scars_agent as scars_agent
+
+    agent = _agent(tmp_path, ablation="soft_bias_only")
+    wrong = Scar(parse_rule('if action.recep == "microwave 2" then forbid_env_action("heat")'), ({"e": 1},))
+    others = [  # never fire on the run's heats: other receptacles, another verb
+        Scar(parse_rule(f'if action.recep == "oven {i}" then forbid_env_action("heat")'), ({"e": i},))
+        for i in range(40)
+    ] + [Scar(parse_rule('if action.recep == "microwave 2" then forbid_env_action("cool")'), ({"e": 99},))]
+    equilibrate(agent.store, [*others, wrong], [], merge_mode="append")
+    for scar in (*others, wrong):
+        agent.admitted_at[scar.id] = 0
+    decided = []
+    real = scars_agent.decide_retirement
+    monkeypatch.setattr(
+        scars_agent, "decide_retirement", lambda scars, **kw: decided.append(scars) or real(scars, **kw)
+    )
+    _step(agent, 1, chosen=1, verdicts=())  # the safe heat with microwave 2 leaks through the soft mask
+    _step(agent, 2, chosen=2, verdicts=())  # a look: no scar's mask covers it
+    agent.end_episode(False)
+    assert [s.scar_id for (s,) in decided] == [wrong.id]  # 42 scars, one decision: the one that fires
+    assert wrong.id not in agent.scar_ids() and len(agent.scar_ids()) == len(others)
+    assert agent.successes == []  # each success is checked once
     agent.close()
 
 

@@ -16,6 +16,9 @@ TIMING = {
     "wall_seconds",
     "synthesis_median_seconds",
     "merge_median_seconds",
+    "synthesis_median_seconds_by_kind",
+    "synthesis_wait_seconds",
+    "synthesis_wait_share",
     "enforcement_ms_per_decision",
     "ledger_head",
 }  # the head hash covers transaction times

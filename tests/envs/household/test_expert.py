@@ -139,3 +139,37 @@ def test_expert_puts_the_goal_object_down_to_open_the_target_with_empty_hands():
         "move apple 1 to fridge 1",
     ]
     assert _play(world, plan)
+
+
+def test_a_plan_cache_gives_the_same_plans_and_a_replan_with_nothing_changed_is_a_lookup(monkeypatch):
+    """``PlanCache`` (the simulated LM's planner, issue 39): along a walk that follows its plans, with and without
+    rules, every plan equals the uncached expert's; asking again in the same state with the same rules simulates
+    nothing; the states a plan simulated are reused once the world takes its first step."""
+    from scars.envs.household.expert import PlanCache
+
+    copies = []
+    real_copy = World.copy
+    monkeypatch.setattr(World, "copy", lambda self: copies.append(1) or real_copy(self))
+    for seed in range(12):
+        spec = generate_game(seed)
+        rules = rules_for_task(spec.task.task_type)[:2]
+        world, cache = World(spec), PlanCache()
+        for _ in range(40):
+            if world.won():
+                break
+            for forbidden in ((), rules):
+                try:
+                    expected = expert_plan(world, forbidden)
+                except NoCompliantPlan:
+                    with pytest.raises(NoCompliantPlan):
+                        expert_plan(world, forbidden, cache)
+                    continue
+                assert expert_plan(world, forbidden, cache) == expected, (seed, forbidden)
+            hits, before = cache.hits, len(copies)
+            plan = expert_plan(world, (), cache)
+            assert cache.hits == hits + 1 and len(copies) == before  # a lookup: no world simulated
+            world.step(plan[0])
+            if plan[1:]:
+                before = len(copies)
+                cache.root(world)
+                assert len(copies) == before  # the world moved by a simulated command: its state is kept
