@@ -263,6 +263,9 @@ class Ledger:
         explicit = key_file is not None or bool(os.environ.get(KEY_FILE_ENV))
         self.key_file = Path(key_file or os.environ.get(KEY_FILE_ENV) or default_key_file(self.path))
         self._key: bytes | None = None
+        # the rows of the last snapshot that verified, with the chain state after them and the key they were
+        # checked with: a later verification recomputes only the rows after an identical prefix
+        self._verified_prefix: tuple[list, str, int | None, bytes | None] | None = None
         self._immutable = False
         self._format = FORMAT_VERSION
         self._claims_keyed = False
@@ -1238,7 +1241,23 @@ class Ledger:
             return VerifyReport(False, seq, reason, count, head_hash, **flags)
 
         prev_hash, prev_tx, expected = GENESIS_HASH, None, 1
-        for seq, type_, subject, payload, tx_time, valid_from, valid_to, stored_prev, digest, mac in rows:
+        start = 0
+        cached = self._verified_prefix
+        if cached is not None and cached[3] == key and len(rows) >= len(cached[0]):
+            k = len(cached[0])
+            # an identical prefix gets the verdict it got: every check below reads only its row and the state
+            # the rows before it left (the anchors are checked against the prefix's hashes here)
+            if rows[:k] == cached[0]:
+                for count_, digest_ in anchors:
+                    if 1 <= count_ <= k and hashes.get(count_) != digest_:
+                        before = hashes.get(count_ - 1, GENESIS_HASH)
+                        return bad(
+                            count_, f"event {count_} differs from the external anchor", count_ - 1, before
+                        )
+                start, prev_hash, prev_tx, expected = k, cached[1], cached[2], k + 1
+        for seq, type_, subject, payload, tx_time, valid_from, valid_to, stored_prev, digest, mac in rows[
+            start:
+        ]:
             n = expected - 1
             if seq != expected:
                 return bad(
@@ -1311,6 +1330,7 @@ class Ledger:
         for count_, _ in anchors:
             if count_ > n:
                 return bad(n + 1, f"truncated below the external anchor ({count_} events)", n, prev_hash)
+        self._verified_prefix = (list(rows), prev_hash, prev_tx, key)
         checks = ["hash chain"]
         if flags["keyed"]:
             checks.append("MACs")

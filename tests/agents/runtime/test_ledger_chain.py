@@ -351,3 +351,29 @@ def test_external_anchor_detects_a_consistent_rewrite(tmp_path):
         fill(led)
         assert led.verify().ok
         assert not led.verify(anchor=anchor).ok
+
+
+def test_a_verified_prefix_is_not_recomputed_but_any_change_to_it_is_still_caught(ledger, monkeypatch):
+    """Verification recomputes only the events after the prefix the last verification passed, when that prefix is
+    byte for byte what it judged (issue 39: the in-run check at every episode end grew with the whole history);
+    a prefix that changed in any column is judged again from the genesis."""
+    import scars.agents.runtime.ledger as ledger_module
+
+    fill(ledger)
+    assert ledger.verify().ok
+    hashed: list[int] = []
+    real = ledger_module.event_hash
+    monkeypatch.setattr(ledger_module, "event_hash", lambda prev, body: hashed.append(1) or real(prev, body))
+    ledger.record("merge_decision", {"active": [], "objective": 1.0})
+    ledger.flush()
+    hashed.clear()
+    report = ledger.verify()
+    assert report.ok and report.count == 8
+    assert len(hashed) == 1  # the new event only
+    ledger.flush()
+    with sqlite3.connect(ledger.path) as db:  # a payload edited in place, its stored hash left as it was
+        db.execute("UPDATE events SET payload = ? WHERE seq = 2", ('{"x":1}',))
+    hashed.clear()
+    report = ledger.verify()
+    assert not report.ok and report.first_bad_seq == 2
+    assert len(hashed) >= 1
