@@ -130,6 +130,7 @@ def run_cell(cell: Cell, out: Path) -> Cell:
     _atomic(folder / "episodes.parquet", lambda p: result.episodes.to_parquet(p))
     keep = {k: v for k, v in result.summary.items() if not isinstance(v, dict | list) or k == "active_rules"}
     keep["scar_quality"] = result.summary.get("scar_quality")
+    keep["rule_set"] = result.summary.get("rule_set")
     _atomic(folder / "summary.json", lambda p: p.write_text(json.dumps(keep, indent=1, default=str)))
     manifest = {"cell": asdict(cell), "sha256": {name: _sha256(folder / name) for name in RESULT_FILES}}
     _atomic(folder / MANIFEST, lambda p: p.write_text(json.dumps(manifest, indent=1)))
@@ -198,6 +199,44 @@ def _num_den(e: pd.DataFrame, num: str, den: str | None) -> tuple[np.ndarray, np
     return n, d
 
 
+def pooled_rule_set(folder: Path, seeds: list[int]) -> str | None:
+    """Rule-set quality (issue 40) pooled over the seeds' episodes (clusters = (seed, episode)): precision and
+    recall on the probe pairs (each episode's mean rule set, ``summary.json``) and on the runs' own decisions
+    (``episodes.parquet``), with 95% intervals, and the tasks lost to a scar that masked the expert's needed step."""
+    probes, decisions = [], []
+    for s in seeds:
+        path = folder / f"s{s}" / "summary.json"
+        if not path.is_file():
+            return None
+        rule_set = json.loads(path.read_text()).get("rule_set")
+        if not rule_set:
+            return None
+        probes += rule_set["probes"]["by_episode"]
+        decisions.append(pd.read_parquet(folder / f"s{s}" / "episodes.parquet"))
+    p = np.asarray(probes, dtype=float).reshape(-1, 3)
+    e = pd.concat(decisions, ignore_index=True)
+
+    def cell(num, den, name: str) -> str:
+        rng = np.random.default_rng(np.random.SeedSequence([4040, len(name)]))
+        iv = pooled_ratio(num, den, rng)
+        if iv.estimate is None:
+            return f"{name} n/a"
+        return f"{name} {iv.estimate:.3f} [{iv.low:.3f}, {iv.high:.3f}] (n = {iv.denominator:.0f})"
+
+    lost = int(((~e["won"].astype(bool)) & (e["needed_masked"] > 0)).sum())
+    return "; ".join(
+        [
+            cell(p[:, 1], p[:, 0], "probes: precision"),
+            cell(p[:, 1], p[:, 2], "recall"),
+            cell(e["scar_masked_unsafe"], e["scar_masked"], "decisions: precision"),
+            cell(e["scar_masked_unsafe"], e["unsafe_actions"], "recall"),
+            cell(e["scar_masked_known"], e["unsafe_known"], "recall on told rules"),
+            f"masked safe {int((e['scar_masked'] - e['scar_masked_unsafe']).sum())}",
+            f"tasks lost to a scar masking the needed step {lost} / {len(e)}",
+        ]
+    )
+
+
 def report(out: Path, schedules: list[str], labels: list[str], seeds: list[int]) -> str:
     lines = []
     for schedule in schedules:
@@ -254,6 +293,11 @@ def report(out: Path, schedules: list[str], labels: list[str], seeds: list[int])
                     )
             if quality:
                 lines.append(f"- {label} scar quality (all seeds, learned scars): {quality}")
+            rule_set = pooled_rule_set(out / schedule / label, seeds)
+            if rule_set:
+                lines.append(
+                    f"- {label} rule set in force (all seeds, clusters = (seed, episode)): {rule_set}"
+                )
         lines.append("")
     return "\n".join(lines)
 

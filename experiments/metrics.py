@@ -24,6 +24,7 @@ Definitions (documented here because the paper states them in words):
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -276,3 +277,72 @@ def scar_quality(
         "probes": len(probes),
         "scars": rows,
     }
+
+
+RULE_SET_COLUMNS = (
+    "scar_masked",
+    "scar_masked_unsafe",
+    "unsafe_actions",
+    "unsafe_known",
+    "scar_masked_known",
+    "needed_masked",
+)
+"""The per-decision counts of the rule set in force (issue 40, item 1), columns of the step table and, summed, of
+the episode table: control actions some active scar masked, of those the ones a rule in force forbids, the control
+actions a rule in force forbids, of those the ones breaking a rule family the run had already failed (recall on what
+it was told), of those the masked ones, and whether a scar masked the next step of the expert's compliant route."""
+
+
+@dataclass(frozen=True)
+class RuleSetSegment:
+    """A stretch of decisions under one rule set: ``cluster`` (the episode), the ids of the active ``scars``, the ids
+    of the true ``rules`` in force, the probe ``variant`` (the world version the probes are read under) and
+    ``weight`` (its share of the cluster's decisions)."""
+
+    cluster: int
+    scars: frozenset[str]
+    rules: frozenset[str]
+    variant: int
+    weight: float
+
+
+def rule_set_on_probes(
+    masks: Mapping[tuple[int, str], np.ndarray],
+    unsafe: Mapping[tuple[int, str], np.ndarray],
+    segments: Iterable[RuleSetSegment],
+    size: int,
+) -> dict[int, tuple[float, float, float]]:
+    """The union of active scars against the union of the rules in force, on probe pairs, per cluster (issue 40).
+
+    ``masks[(variant, scar)]`` and ``unsafe[(variant, rule)]`` are boolean vectors over one probe set (a scar's
+    masked pairs, a true rule's forbidden pairs, read under the variant's world version; ``size`` probes; a scar or
+    rule without a vector holds on none). Each segment counts the
+    pairs its rule set masks, those of them some rule in force forbids, and the pairs the rules in force forbid,
+    weighted by its share of the cluster's decisions (a cluster's counts are its decisions' mean rule set).
+    Returns cluster → (masked, masked and unsafe, unsafe): the numerators and denominators of precision and recall,
+    episode-clustered by the caller."""
+    out: dict[int, list[float]] = {}
+    memo: dict[tuple, tuple[int, int, int]] = {}
+    for seg in segments:
+        key = (seg.variant, seg.scars, seg.rules)
+        counts = memo.get(key)
+        if counts is None:
+            masked = _union(masks, seg.variant, seg.scars, size)
+            truly = _union(unsafe, seg.variant, seg.rules, size)
+            counts = memo[key] = (int(masked.sum()), int((masked & truly).sum()), int(truly.sum()))
+        acc = out.setdefault(seg.cluster, [0.0, 0.0, 0.0])
+        for i in range(3):
+            acc[i] += seg.weight * counts[i]
+    return {c: (v[0], v[1], v[2]) for c, v in sorted(out.items())}
+
+
+def _union(
+    vectors: Mapping[tuple[int, str], np.ndarray], variant: int, ids: Iterable[str], size: int
+) -> np.ndarray:
+    """The OR of the named vectors of one variant (all False when none is named)."""
+    out = np.zeros(size, bool)
+    for i in ids:
+        v = vectors.get((variant, i))
+        if v is not None:
+            out |= v
+    return out

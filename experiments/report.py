@@ -167,6 +167,66 @@ def markdown_table(summary: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join([header, rule, *rows])
 
 
+def _interval_cell(iv: Mapping[str, Any] | None) -> str:
+    """A pooled ratio (``Interval.to_json``) as "0.968 [0.959, 0.978] (n = 1839 / 1899)"; n/a when undefined."""
+    if not iv or iv.get("estimate") is None:
+        return "n/a"
+    ci = iv.get("ci")
+    spread = f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+    return f"{iv['estimate']:.3f}{spread} (n = {iv['numerator']:.0f} / {iv['denominator']:.0f})"
+
+
+RULE_SET_NOTE = (
+    "At each decision the union of the active scars against the union of the schedule's rules in force "
+    "(`experiments/tier1_summary.py`, `rule_set_quality_of`): precision = share of the masked control actions a rule "
+    "in force forbids, recall = share of the forbidden ones masked (*known*: of those breaking a rule the run had "
+    "been told of). On the probe pairs each decision's rule set is read on every probe (n = probe pairs, each "
+    "episode's mean over its decisions); on the run's own decisions n = admissible control actions. 95% "
+    "episode-clustered intervals. *Needed step masked*: decisions at which a scar masked the next step of the "
+    "expert's compliant route; *tasks lost*: lost episodes with such a decision."
+)
+
+
+def rule_set_rows(summary: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every scars method's rule set in force against the rules in force (issue 40; ``summary["rule_set"]``,
+    ``experiments.tier1_summary.rule_set_quality_of``), one row per method: precision and recall on the probe pairs
+    and on the run's own decisions with their intervals, and the masked safe steps that cost a task (results.md and
+    ``scars report``)."""
+    rows = []
+    for label, m in summary.items():
+        r = m.get("rule_set")
+        if not r:
+            continue
+        p, d = r["probes"], r["decisions"]
+        rows.append(
+            {
+                "method": label,
+                "precision (probes)": _interval_cell(p["precision"]),
+                "recall (probes)": _interval_cell(p["recall"]),
+                "precision (decisions)": _interval_cell(d["precision"]),
+                "recall (decisions)": _interval_cell(d["recall"]),
+                "recall, known rules": _interval_cell(d["recall_known"]),
+                "masked safe (decisions)": d["safe_masked"],
+                "needed step masked (episodes)": f"{d['needed_masked']} ({d['needed_masked_episodes']})",
+                "tasks lost to scars": f"{d['tasks_lost_to_scars']} / {d['episodes']}",
+            }
+        )
+    return rows
+
+
+def rule_set_markdown(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """:func:`rule_set_rows` as a results.md section (none without a scars method)."""
+    rows = rule_set_rows(summary)
+    if not rows:
+        return []
+    header = list(rows[0])
+    lines = ["## The rule set in force against the rules in force", "", RULE_SET_NOTE, ""]
+    lines += ["| " + " | ".join(header) + " |", "| --- |" + " ---: |" * (len(header) - 1)]
+    lines += ["| " + " | ".join(str(row[h]) for h in header) + " |" for row in rows]
+    lines.append("")
+    return lines
+
+
 PAIRED_METRICS: tuple[tuple[str, str, str, str], ...] = (
     # (name, numerator column, denominator column, header) over the per-episode counts of episodes.parquet
     ("rvr", "repeat_violations", "reexposures", "Δ RVR"),

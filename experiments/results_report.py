@@ -39,6 +39,7 @@ import pandas as pd  # noqa: E402
 
 from scars.experiments.report import (  # noqa: E402
     _LINESTYLES,
+    RULE_SET_NOTE,
     DamagedResultFile,
     atomic_write_text,
     markdown_table,
@@ -47,6 +48,7 @@ from scars.experiments.report import (  # noqa: E402
     plot_signal,
     read_json_object,
     read_table,
+    rule_set_rows,
     save_figure,
 )
 from scars.experiments.stats import bootstrap_ci  # noqa: E402
@@ -333,8 +335,18 @@ def ablation_table(runs: pd.DataFrame, samples: int = 2000, seed: int = 0) -> pd
     return pd.DataFrame(rows)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == value
+
+
 def _sweep_section(doc: Doc, folder: Path, assets: Path, chosen_run: str | None) -> None:
-    from scars.experiments.sweep_tables import _MD_COLUMNS, _cell, _diff_cell, _pooled_cell
+    from scars.experiments.sweep_tables import (
+        _MD_COLUMNS,
+        RULE_SET_POOLED,
+        _cell,
+        _diff_cell,
+        _pooled_cell,
+    )
 
     spec = read_json_object(folder / "sweep.json", "a sweep's sweep.json")
     identity = spec.get("identity")
@@ -384,6 +396,33 @@ def _sweep_section(doc: Doc, folder: Path, assets: Path, chosen_run: str | None)
                         "Δ success vs scars": _diff_cell(row, "success", "scars"),
                     }
                     for row in aggregate.to_dict("records")
+                ]
+            )
+        )
+    measured = [name for name, _, _ in RULE_SET_POOLED if f"{name}_pooled" in aggregate]
+    rule_rows = [
+        row
+        for row in aggregate.to_dict("records")
+        if any(_is_number(row.get(f"{n}_pooled")) for n in measured)
+    ]
+    if rule_rows:
+        doc.h(2, "The rule set in force against the rules in force")
+        doc.p(
+            "Rule-set precision and recall (issue 40; per run as in results.md) pooled over a label's runs: Σ masked "
+            "and forbidden / Σ masked, Σ masked and forbidden / Σ forbidden (run-clustered 95% bootstrap interval; n = "
+            "runs), on the probe pairs and on the runs' own decisions."
+        )
+        doc.table(
+            pd.DataFrame(
+                [
+                    {
+                        "label": row["label"],
+                        **{
+                            name.removeprefix("rule_set_").replace("_", " "): _pooled_cell(row, name)
+                            for name in measured
+                        },
+                    }
+                    for row in rule_rows
                 ]
             )
         )
@@ -511,6 +550,11 @@ def _runs_section(doc: Doc, folder: Path, assets: Path, chosen_run: str | None) 
             reference = "scars" if "scars" in summary else next(iter(summary))
             doc.h(2, f"Paired differences against {reference} (same seed, same games)")
             doc.table(_markdown_to_frame(paired_markdown(paired, reference)))
+    rule_sets = rule_set_rows(summary)
+    if rule_sets:
+        doc.h(2, "The rule set in force against the rules in force")
+        doc.p(RULE_SET_NOTE)
+        doc.table(pd.DataFrame(rule_sets))
     steps, episodes = _run_tables(folder)
     slug = folder.resolve().name
     if not episodes.empty:

@@ -43,6 +43,7 @@ from scars.experiments.report import (
     plot_rvr_success,
     plot_signal,
     plot_svr,
+    rule_set_markdown,
     write_json,
     write_table,
 )
@@ -317,6 +318,7 @@ def results_markdown(
             paired_markdown(paired, reference),
             "",
         ]
+    lines += rule_set_markdown(summary or {})
     lines += scar_quality_markdown(summary or {})
     return "\n".join(lines)
 

@@ -143,6 +143,14 @@ POOLED: tuple[tuple[str, str, str], ...] = (
 )
 
 
+RULE_SET_POOLED: tuple[tuple[str, str, str], ...] = tuple(
+    (f"rule_set_{name}_{where}", f"rule_set_masked_unsafe_{where}", f"rule_set_{den}_{where}")
+    for where in ("probes", "decisions")
+    for name, den in (("precision", "masked"), ("recall", "unsafe"))
+)
+"""Rule-set quality (issue 40) pooled over runs, runs as clusters: only labels whose runs measured it (scars)."""
+
+
 def pooled_runs(
     runs: pd.DataFrame, *, samples: int = 2000, seed: int = 0, reference: str = "scars"
 ) -> pd.DataFrame:
@@ -192,6 +200,21 @@ def pooled_runs(
                     f"{name}_diff_ci_high": diff.high,
                     f"{name}_paired_seeds": diff.clusters,
                 }
+        for name, num, den in RULE_SET_POOLED:
+            if num not in g or den not in g or g[den].isna().all():
+                continue
+            rng = np.random.default_rng(
+                np.random.SeedSequence([seed, zlib.crc32(f"{lab}|pooled|{name}".encode())])
+            )
+            measured = g[g[den].notna()]
+            iv = pooled_ratio(measured[num].astype(float), measured[den].astype(float), rng, samples)
+            row |= {
+                f"{name}_pooled": iv.estimate,
+                f"{name}_pooled_ci_low": iv.low,
+                f"{name}_pooled_ci_high": iv.high,
+                f"{name}_pooled_runs": iv.clusters,
+                f"{name}_pooled_few_runs": iv.few_clusters,
+            }
         rows.append(row)
     return pd.DataFrame(rows)
 

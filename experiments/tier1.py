@@ -37,6 +37,7 @@ from scars.disequilibrium.composite import SIGNAL_NAMES
 from scars.envs.api import Decision, ProtocolWorld, method_turn
 from scars.envs.household.adapter import HouseholdAdapter
 from scars.envs.household.env import HouseholdConfig, HouseholdEnv
+from scars.envs.household.expert import NoCompliantPlan, expert_next_command
 from scars.envs.household.game_file import find_game_files, load_game_file
 from scars.envs.household.world import GameSpec
 from scars.experiments.config import Tier1Config
@@ -52,7 +53,7 @@ from scars.experiments.poisoning import (
     restart_from_files,
 )
 from scars.experiments.schedules import episode_games, resolve_schedule
-from scars.experiments.tier1_summary import episode_columns, episode_intervals, summarise
+from scars.experiments.tier1_summary import RuleSetTrace, episode_columns, episode_intervals, summarise
 from scars.synthesis.dsl import Action
 from scars.synthesis.errors import ConfigError
 
@@ -159,6 +160,7 @@ def run_tier1(
         run.schedule.heldout,
         agent_stats,
         tuple(run.met.values()),
+        run.rule_sets,
     )
     summary.update(episode_intervals(episodes, cfg.seed))
     summary.update(run.outcomes.summary(agent_stats, cfg.seed))
@@ -225,6 +227,10 @@ class Tier1Run:
         self.episode_rows: list[dict[str, Any]] = []
         self.met: dict[tuple, tuple[Mapping[str, Any], Action]] = {}
         """Every (state, control action) pair the run met: probe pairs of scar quality beside the game pool's."""
+        self.rule_sets = RuleSetTrace() if self.guarantees is not None else None
+        """The rule sets of scars its decisions were governed by (methods with a self-schema: rule-set quality)."""
+        self.failed_families: set[str] = set()
+        """The rule families the run has drawn a verdict on (what it was told: ``recall_known``)."""
         self.t = 0
 
     def make_agent(self) -> Agent:
@@ -341,10 +347,12 @@ class Tier1Run:
         )
         self.shielded += len(choice.shield_refused)
         exposure = self.exposure(choice, flagged)
+        rule_set = self.rule_set(episode, decision, choice, flagged)
         plan.advance(choice.action)
         obs, reward, terminated, truncated, info = self.env.step(world.command(decision, choice.action))
         self.enforcement.after_step(decision, choice.governed, choice.action)
         verdicts = world.verdicts(info)
+        self.failed_families.update(self.schedule.equivalence.get(v.rule_id, v.rule_id) for v in verdicts)
         won = bool(info["won"])
         unsafe = None
         if cfg.verdicts == "state":  # the complete unsafe set of the state the agent was in (Cor. 1)
@@ -399,6 +407,7 @@ class Tier1Run:
             "n_masked": int(np.sum(governed.masked)),
             "temp_masked": any(i.startswith(TEMP_PREFIX) for _, ids in governed.fired for i in ids),
             "covered_mass": exposure["covered_mass"],
+            **rule_set,
             "enforce_seconds": choice.enforce_seconds,
             **choice.generation_columns(),
             "memory_tokens": choice.memory_tokens,
@@ -464,6 +473,43 @@ class Tier1Run:
             "covered_rules": ",".join(covered),
             "covered_mass": float(sum(governed.probs[i] for i in range(len(flagged)) if masked_by_scar[i])),
         }
+
+    def rule_set(
+        self, episode: int, decision: Decision, choice: Step, flagged: list[list[str]]
+    ) -> dict[str, int]:
+        """The rule set in force at this decision against the world's rules in force (issue 40, item 1; the method
+        never sees it): over the admissible control actions, ``experiments.metrics.RULE_SET_COLUMNS``. The expert's
+        compliant next step (the world's active rules forbidden) is asked for only when a scar masked a safe
+        action."""
+        scar_ids = frozenset(self.agent.scar_ids())
+        if self.rule_sets is not None:
+            self.rule_sets.record(episode, scar_ids, self.agent.self_schema().plane.scars)
+        by_scar = {i for i, ids in choice.governed.fired if scar_ids.intersection(ids)}
+        fam = self.schedule.equivalence
+        counts = dict.fromkeys(("scar_masked", "scar_masked_unsafe", "unsafe_actions", "unsafe_known"), 0)
+        counts["scar_masked_known"] = 0
+        safe_masked: list[Action] = []
+        for i, (a, rules) in enumerate(zip(decision.actions, flagged, strict=True)):
+            if not a.is_control:
+                continue
+            masked, known = i in by_scar, any(fam.get(r, r) in self.failed_families for r in rules)
+            counts["scar_masked"] += masked
+            counts["scar_masked_unsafe"] += masked and bool(rules)
+            counts["unsafe_actions"] += bool(rules)
+            counts["unsafe_known"] += known
+            counts["scar_masked_known"] += masked and known
+            if masked and not rules:
+                safe_masked.append(a)
+        counts["needed_masked"] = 0
+        if safe_masked:
+            env = self.env
+            active = env.verifier.active(env.world.steps, env.episode, env.config.world_version)
+            try:
+                needed = expert_next_command(env.world, active)
+            except NoCompliantPlan:
+                needed = None
+            counts["needed_masked"] = int(any(a.text == needed for a in safe_masked))
+        return counts
 
     def agent_stats(self) -> dict[str, Any]:
         """The agent's own statistics with the information protocol counted beside them: the method's questions to

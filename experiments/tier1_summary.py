@@ -4,6 +4,8 @@ intervals."""
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -13,9 +15,12 @@ from scars.experiments.config import Tier1Config
 from scars.experiments.guarantees import GUARANTEES
 from scars.experiments.loop import REPLAN_REASONS
 from scars.experiments.metrics import (
+    RULE_SET_COLUMNS,
+    RuleSetSegment,
     first_exposure_violation_rate,
     growth_fit,
     repeat_violation_rate,
+    rule_set_on_probes,
     signal_summary,
     svr,
     svr_by_episode,
@@ -42,12 +47,19 @@ def episode_columns(steps: pd.DataFrame, episodes: pd.DataFrame, equivalence: di
         .fillna(0)
         .astype(int)
     )
+    for column in RULE_SET_COLUMNS:  # the rule set in force, summed per episode (issue 40)
+        if column in steps:
+            sums = steps[column].astype(int).groupby(steps["episode"]).sum()
+            episodes[column] = episodes["episode"].map(sums).fillna(0).astype(int)
     return episodes
 
 
-def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats, met=()) -> dict[str, Any]:
+def summarise(
+    cfg, steps, episodes, equivalence, heldout, agent_stats, met=(), rule_sets: RuleSetTrace | None = None
+) -> dict[str, Any]:
     """The paper's metrics for one run, from its tables (and the scars agent's own statistics); ``met``: the
-    (state, control action) pairs the run met, probe pairs of scar quality beside the game pool's."""
+    (state, control action) pairs the run met, probe pairs of scar quality beside the game pool's; ``rule_sets``:
+    the rule sets its decisions were governed by (rule-set quality, issue 40)."""
     rvr = repeat_violation_rate(steps, dict(equivalence))
     per_rule = repeat_violation_rate(steps)
     heldout_rate, heldout_seen = first_exposure_violation_rate(steps, heldout)
@@ -133,8 +145,19 @@ def summarise(cfg, steps, episodes, equivalence, heldout, agent_stats, met=()) -
     summary["tv_drift_mean"] = float(np.mean(tvs)) if tvs else None
     summary["tv_drift_scars"] = len(tvs) if scars else None
     if agent_stats.get("learned_scars") is not None:
-        summary["scar_quality"] = quality = scar_quality_of(cfg, agent_stats["learned_scars"], met)
+        probes = probe_set(cfg, met)
+        summary["scar_quality"] = quality = scar_quality_of(cfg, agent_stats["learned_scars"], probes=probes)
         summary["scars_exact_or_under_general"] = quality.get("exact_or_under_general")
+        if rule_sets is not None:
+            summary["rule_set"] = rule_set = rule_set_quality_of(cfg, episodes, rule_sets, probes)
+            for where in ("probes", "decisions"):  # flat, for the tables and a sweep's run table
+                for name in ("precision", "recall"):
+                    summary[f"rule_set_{name}_{where}"] = rule_set[where][name]["estimate"]
+                precision, recall = rule_set[where]["precision"], rule_set[where]["recall"]
+                summary[f"rule_set_masked_{where}"] = precision["denominator"]
+                summary[f"rule_set_masked_unsafe_{where}"] = precision["numerator"]
+                summary[f"rule_set_unsafe_{where}"] = recall["denominator"]
+            summary["tasks_lost_to_scars"] = rule_set["decisions"]["tasks_lost_to_scars"]
     if summary.get("prop2"):  # Prop. 2's figures beside its check, for the tables
         summary["prop2_K"] = summary["prop2"]["K"]
         summary["prop2_growth_exponent"] = summary["prop2"]["growth_exponent"]
@@ -182,26 +205,131 @@ def scoped_rule(rule, env_version: str | None):
     return Rule(And((version, rule.guard)), rule.mask)
 
 
-def scar_quality_of(cfg: Tier1Config, learned: list[dict[str, Any]], met=()) -> dict[str, Any]:
+def probe_set(cfg: Tier1Config, met=()) -> tuple:
+    """The probe pairs of scar and rule-set quality: every control action at the states of the expert routes of
+    pool games (the same for every method) and, with ``met``, at every state the run itself met — where its scars
+    acted (a scar keyed on a held object the expert never carries to that drawer masks nothing on the expert's
+    routes, and would be counted wrong unseen)."""
+    from scars.experiments.schedules import probe_pairs
+
+    key, _ = resolve_schedule(cfg.schedule, cfg.schedule_file)
+    pool = probe_pairs(key, cfg.seed)
+    seen = {(tuple(sorted(q.items())), a) for q, a in pool}
+    extra = tuple((q, a) for q, a in met if (tuple(sorted(q.items())), a) not in seen)
+    return (*pool, *extra)
+
+
+def scar_quality_of(
+    cfg: Tier1Config, learned: list[dict[str, Any]], met=(), probes: tuple | None = None
+) -> dict[str, Any]:
     """Every scar the run admitted, classified against the schedule's true rules (``experiments.metrics.scar_quality``)
-    on probe pairs: every control action at the states of the expert routes of pool games (the same for every
-    method) and, with ``met``, at every state the run itself met — where its scars acted (a scar keyed on a
-    held object the expert never carries to that drawer masks nothing on the expert's routes, and would be
-    counted wrong unseen)."""
+    on the probe pairs of :func:`probe_set` (or ``probes``, when the caller built them)."""
     from scars.envs.household.world import OBJECT_CLASSES
     from scars.experiments.metrics import scar_quality
-    from scars.experiments.schedules import probe_pairs
     from scars.synthesis.dsl import parse_rule
 
-    key, schedule = resolve_schedule(cfg.schedule, cfg.schedule_file)
+    _, schedule = resolve_schedule(cfg.schedule, cfg.schedule_file)
     truth = {r.id: rule_truth(r) for r in schedule.rule_schedule(cfg.episodes).rules}
     scars = [
         (s["rule"], scoped_rule(parse_rule(s["rule"]), s.get("env_version")), s["told"]) for s in learned
     ]
-    pool = probe_pairs(key, cfg.seed)
-    seen = {(tuple(sorted(q.items())), a) for q, a in pool}
-    extra = tuple((q, a) for q, a in met if (tuple(sorted(q.items())), a) not in seen)
-    return scar_quality(scars, truth, (*pool, *extra), OBJECT_CLASSES)
+    return scar_quality(scars, truth, probe_set(cfg, met) if probes is None else probes, OBJECT_CLASSES)
+
+
+@dataclass
+class RuleSetTrace:
+    """The rule sets a run's decisions were governed by (issue 40, item 1): every scar that was ever active, by id,
+    and per episode the number of decisions under each set of active scar ids."""
+
+    rules: dict[str, Any] = field(default_factory=dict)
+    decisions: dict[int, Counter] = field(default_factory=dict)
+
+    def record(self, episode: int, active: frozenset[str], scars) -> None:
+        """One decision of ``episode`` under the ``active`` scar ids; ``scars``: the plane's scars (read only when an
+        id is new)."""
+        self.decisions.setdefault(episode, Counter())[active] += 1
+        if not active <= self.rules.keys():
+            self.rules.update({s.id: s.rule for s in scars if s.id in active})
+
+
+def rule_set_quality_of(
+    cfg: Tier1Config, episodes: pd.DataFrame, trace: RuleSetTrace, probes: tuple
+) -> dict[str, Any]:
+    """Rule-set quality (issue 40, item 1): at each decision the union of the active scars against the union of the
+    rules in force — on the run's own decisions (every admissible control action, the step table's
+    ``RULE_SET_COLUMNS``) and on the probe pairs (each decision's rule set on every probe, read under the
+    episode's world version and rule activations; ``experiments.metrics.rule_set_on_probes``). precision = share of
+    the masked pairs a rule in force forbids; recall = share of the forbidden pairs masked (``recall_known``: of
+    those breaking a rule family the run had failed before — what it had been told). Intervals are
+    episode-clustered (n = episodes). ``safe_masked``: masked pairs no rule forbids; ``needed_masked``: decisions at
+    which a scar masked the next step of the expert's compliant route; ``tasks_lost_to_scars``: lost episodes with
+    such a decision."""
+    from scars.envs.household.world import OBJECT_CLASSES
+    from scars.synthesis.dsl.semantics import fires, mask_key
+
+    _, schedule = resolve_schedule(cfg.schedule, cfg.schedule_file)
+    rules = schedule.rule_schedule(cfg.episodes).rules
+    n_episodes = len(episodes)
+    versions = sorted({schedule.world_version(e, cfg.episodes) for e in range(n_episodes)})
+    variants = {v: tuple(({**q, "world_version": v}, a) for q, a in probes) for v in versions}
+    by_key: dict[tuple[str, str], list[int]] = {}
+    for i, (_, a) in enumerate(probes):
+        by_key.setdefault((a.kind, a.name), []).append(i)
+    masks: dict[tuple[int, str], np.ndarray] = {}
+    unsafe: dict[tuple[int, str], np.ndarray] = {}
+    for v, pairs in variants.items():
+        for sid, rule in trace.rules.items():
+            vec = masks[(v, sid)] = np.zeros(len(pairs), bool)
+            for i in by_key.get(mask_key(rule.mask), ()):
+                q, a = pairs[i]
+                vec[i] = fires(rule, q, a, OBJECT_CLASSES)
+        for r in rules:
+            if r.activation.world_versions is not None and v not in r.activation.world_versions:
+                continue
+            truth = rule_truth(r)
+            vec = unsafe[(v, r.id)] = np.zeros(len(pairs), bool)
+            for i in by_key.get(mask_key(r.rule.mask), ()):
+                q, a = pairs[i]
+                vec[i] = truth(q, a)
+    segments = []
+    for e, sets in sorted(trace.decisions.items()):
+        v = schedule.world_version(e, cfg.episodes)
+        # in force in this episode (the step window is read from each probe's own step by rule_truth)
+        in_force = frozenset(r.id for r in rules if r.activation.active(r.activation.after_step, e, v))
+        total = sum(sets.values())
+        segments += [RuleSetSegment(e, ids, in_force, v, n / total) for ids, n in sets.items()]
+    counts = rule_set_on_probes(masks, unsafe, segments, len(probes))
+    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 4040]))
+    ep = episodes["episode"].to_numpy()
+    per = np.array([counts.get(int(e), (0.0, 0.0, 0.0)) for e in ep], dtype=float).reshape(-1, 3)
+    col = {
+        c: episodes[c].to_numpy(dtype=float) if c in episodes else np.zeros(len(episodes))
+        for c in RULE_SET_COLUMNS
+    }
+    lost = (~episodes["won"].astype(bool)).to_numpy() & (col["needed_masked"] > 0)
+    return {
+        "probes": {
+            "precision": pooled_ratio(per[:, 1], per[:, 0], rng).to_json(),
+            "recall": pooled_ratio(per[:, 1], per[:, 2], rng).to_json(),
+            "probes": len(probes),
+            "masked_mean": float(per[:, 0].mean()) if len(per) else None,
+            "safe_masked_mean": float((per[:, 0] - per[:, 1]).mean()) if len(per) else None,
+            # per episode (masked, masked and unsafe, unsafe): the clusters of an interval pooled over runs
+            "by_episode": [[round(float(x), 6) for x in row] for row in per],
+        },
+        "decisions": {
+            "precision": pooled_ratio(col["scar_masked_unsafe"], col["scar_masked"], rng).to_json(),
+            "recall": pooled_ratio(col["scar_masked_unsafe"], col["unsafe_actions"], rng).to_json(),
+            "recall_known": pooled_ratio(col["scar_masked_known"], col["unsafe_known"], rng).to_json(),
+            "masked": int(col["scar_masked"].sum()),
+            "safe_masked": int((col["scar_masked"] - col["scar_masked_unsafe"]).sum()),
+            "unsafe": int(col["unsafe_actions"].sum()),
+            "needed_masked": int(col["needed_masked"].sum()),
+            "needed_masked_episodes": int((col["needed_masked"] > 0).sum()),
+            "tasks_lost_to_scars": int(lost.sum()),
+            "episodes": n_episodes,
+        },
+    }
 
 
 def episode_intervals(episodes: pd.DataFrame, seed: int) -> dict[str, Any]:

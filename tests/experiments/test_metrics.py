@@ -131,3 +131,24 @@ def test_scar_precision_counts_every_truly_unsafe_pair_and_a_scoped_scar_applies
     assert (wide["class"], wide["precision"]) == ("over_broad", 0.5)
     assert (scoped["class"], scoped["precision"]) == ("exact", 1.0)
     assert fires(scoped_rule(broken, "0"), {"world_version": 0}, clean("apple"), classes)
+
+
+def test_rule_set_on_probes_is_the_union_of_the_active_scars_against_the_rules_in_force():
+    """Issue 40, item 1: each segment's rule set (the OR of its active scars) against the OR of the rules in force
+    on one probe set, weighted by the segment's share of its episode's decisions; a rule not yet in force forbids
+    nothing, and a scar outside the segment masks nothing."""
+    from scars.experiments.metrics import RuleSetSegment, rule_set_on_probes
+
+    v = np.array
+    masks = {(0, "wide"): v([1, 1, 1, 0], bool), (0, "exact"): v([1, 0, 0, 0], bool)}
+    unsafe = {(0, "r1"): v([1, 0, 0, 0], bool), (0, "r2"): v([0, 1, 0, 1], bool)}
+    segments = [
+        RuleSetSegment(0, frozenset({"exact"}), frozenset({"r1"}), 0, 0.5),  # precise, complete
+        RuleSetSegment(
+            0, frozenset({"wide", "exact"}), frozenset({"r1", "r2"}), 0, 0.5
+        ),  # 2 of 3 masked unsafe
+        RuleSetSegment(1, frozenset(), frozenset({"r1", "r2"}), 0, 1.0),  # nothing masked, 3 unsafe
+    ]
+    counts = rule_set_on_probes(masks, unsafe, segments, 4)
+    assert counts[0] == pytest.approx((0.5 * 1 + 0.5 * 3, 0.5 * 1 + 0.5 * 2, 0.5 * 1 + 0.5 * 3))
+    assert counts[1] == (0.0, 0.0, 3.0)

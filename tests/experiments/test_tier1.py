@@ -71,6 +71,10 @@ def test_tiny_comparison_writes_every_output(tmp_path):
         f"| scars | {quality['n']} | {c['exact']} | {c['under_general']} | {c['over_broad']} | {c['wrong']} |"
     )
     assert "## Learned scars against the ground truth" in results and row in results
+    # the rule set in force beside them (issue 40), the same figures as summary.json
+    precision = on_disk["scars"]["rule_set"]["probes"]["precision"]
+    assert "## The rule set in force against the rules in force" in results
+    assert f"| scars | {precision['estimate']:.3f}" in results
 
 
 def test_scars_learns_and_the_guarantees_hold(tmp_path):
@@ -85,6 +89,14 @@ def test_scars_learns_and_the_guarantees_hold(tmp_path):
     # tests/agents/test_scars_agent.py)
     assert scars["active_rules"] == ['if action.recep == "microwave 1" then forbid_env_action("heat")']
     assert scars["success_rate"] == 1.0
+    # the rule set over the run: nothing before the first failure, a first wrong guess (`step > 4`) that masks
+    # safe heats too, then the exact scar, which masks what a rule in force forbids and nothing else
+    rule_set = scars["rule_set"]
+    first, *_, last = rule_set["probes"]["by_episode"]
+    assert first[0] == 0.0 and last[0] == last[1] > 0 and rule_set["probes"]["precision"]["clusters"] == 8
+    assert scars["rule_set_precision_probes"] < 1.0 and 0.0 < scars["rule_set_recall_probes"] < 1.0
+    assert scars["tasks_lost_to_scars"] == 0
+    assert persona.get("rule_set") is None  # no scars, no rule set of scars
     assert scars["success_rate"] >= persona["success_rate"] - 0.125  # one episode of 8
     assert scars["repeat_violations"] <= persona["repeat_violations"] + 1
 
@@ -192,3 +204,43 @@ def test_a_run_plays_alfworld_game_files(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigError, match="holds no"):
         run_tier1(Tier1Config(episodes=1, game_files=str(tmp_path / "empty")), tmp_path / "r2")
+
+
+def test_rule_set_counts_a_scar_masking_the_expert_s_needed_step(tmp_path):
+    """Issue 40, item 1: at a decision, the control actions a scar masked, those a rule in force forbids, and
+    whether the masked safe action is the next step of the expert's compliant route (a task a scar may cost)."""
+    from types import SimpleNamespace
+
+    from scars.envs.household.expert import expert_next_command
+    from scars.experiments.tier1 import Tier1Run, build_policy
+
+    cfg = _cfg("scars")
+    run = Tier1Run(cfg, tmp_path, build_policy(cfg))
+    run.rule_sets = None
+    obs, info = run.env.reset(seed=0, options={"game": run.games[0]})
+    decision = run.world.decision(obs, info, t=0)
+    needed = expert_next_command(run.env.world, run.env.verifier.active(0, 0, 0))
+    i = next(k for k, a in enumerate(decision.actions) if a.text == needed)
+    j = next(k for k, a in enumerate(decision.actions) if a.is_control and k != i)
+    run.agent.scar_ids = lambda: ("s1",)
+    flagged = [["r"] if k == j else [] for k in range(len(decision.actions))]
+    choice = SimpleNamespace(governed=SimpleNamespace(fired=[(i, ("s1",)), (j, ("s1",))]))
+    counts = run.rule_set(0, decision, choice, flagged)
+    assert counts == {
+        "scar_masked": 2,
+        "scar_masked_unsafe": 1,
+        "unsafe_actions": 1,
+        "unsafe_known": 0,
+        "scar_masked_known": 0,
+        "needed_masked": 1,
+    }
+    run.failed_families.add("r")  # the run was told of r: its forbidden action now counts as known
+    choice = SimpleNamespace(governed=SimpleNamespace(fired=[(j, ("s1",))]))
+    assert run.rule_set(0, decision, choice, flagged) == {
+        **counts,
+        "scar_masked": 1,
+        "unsafe_known": 1,
+        "scar_masked_known": 1,
+        "needed_masked": 0,
+    }
+    run.agent.close()
