@@ -70,7 +70,7 @@ def test_real_files_hold_every_construct():
         for o in spec.objects:
             seen["several receptacles"] += bool(o.also_in)
             seen["no receptacle"] += o.location is None
-            seen["inside an object"] += o.in_object is not None
+            seen["inside an object"] += bool(o.in_objects)
             seen["away from its receptacle"] += o.location is not None and where[o.location] not in (
                 o.at or ()
             )
