@@ -577,9 +577,8 @@ class World:
             self.held = o
             obs = f"You pick up the {self._onames[o]} from the {self._rnames[r]}."
         elif verb == "move":
-            if (
-                r not in self.where[o]
-            ):  # facts are a set: an object still in r (it started in two) is in it once
+            # facts are a set: an object still in r (it started in two receptacles) is in it once
+            if r not in self.where[o]:
                 insort(self.contents[r], o, key=self._orank.__getitem__)
                 self.where[o] = (*self.where[o], r)
             self.at[o] = self.at[o] | {self._rloc[r]}
