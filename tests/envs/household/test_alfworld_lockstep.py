@@ -119,6 +119,40 @@ def test_cli_verifies_a_real_file_in_textworld():
     assert "agree on all" in result.output
 
 
+def _held_out_pattern(tmp_path: Path) -> Path:
+    """A real file edited to the pattern of the held-out file issue 41 names: an object already inside a receptacle
+    object is also listed inside a second one, and that second one inside itself."""
+    for path in FILES:
+        spec = load_game_file(path)
+        holders = [o for o in spec.objects if "receptacle_object" in o.property_set() and o.location]
+        inner = next((o for o in spec.objects if o.in_objects), None)
+        other = next((o for o in holders if inner and o.name not in inner.in_objects), None)
+        if inner is not None and other is not None:
+            data = json.loads(path.read_text())
+            facts = f"(inReceptacleObject {inner.pddl_id} {other.pddl_id}) (inReceptacleObject {other.pddl_id} {other.pddl_id})"
+            data["pddl_problem"] = data["pddl_problem"].replace("(:init", f"(:init {facts}", 1)
+            out = tmp_path / "game.tw-pddl"
+            out.write_text(json.dumps(data))
+            return out
+    pytest.skip("no file with an object inside a receptacle object and a second receptacle object")
+
+
+def test_a_real_file_with_an_object_inside_two_objects_imports(tmp_path):
+    path = _held_out_pattern(tmp_path)
+    inner = next(o for o in load_game_file(path).objects if len(o.in_objects) == 2)
+    assert World.from_tw_pddl(path).reset()
+    assert containment_scripts(World.from_tw_pddl(path)), inner
+
+
+@pytest.mark.textworld
+@pytest.mark.skipif(not textworld_available(), reason=INSTALL_HINT)
+def test_a_real_file_with_an_object_inside_two_objects_plays_in_lockstep(tmp_path):
+    tally = Tally()
+    lockstep_file(_held_out_pattern(tmp_path), tally, alfworld=False, walk=20)
+    assert not tally.mismatches, tally.mismatches
+    assert tally.plays["containment"] == 1 and tally.wins["native expert"] == 1
+
+
 def _sample(files: list[Path]) -> list[Path]:
     want = int(os.environ.get("SCARS_LOCKSTEP_FILES", "0") or 0)
     if want <= 0 or want >= len(files):
