@@ -11,6 +11,9 @@ vocabulary, task sentences and room inventories from the tables that ship in the
 - ``openable``: ``OPENABLE_CLASS_LIST``; ``object_types``: ``OBJECTS``; ``task_rooms``: ``GOALS_VALID``;
 - ``goal_templates``: ``alfworld/gen/goal_library.py`` ``gdict[task]['templates']`` (every sentence variant);
 - ``goal_pddl``: the PDDL goal of each task type (``gdict[task]['pddl']``, with ``{obj}``/``{recep}``/``{toggle}``);
+- ``goal_pddl_sliced`` / ``goal_templates_sliced``: the goal and sentences of each task's sliced variant
+  (``gdict[task + '_slice']``: the object must be sliced, "put a cool slice of apple in countertop"), for the
+  tasks whose variant is well formed (:data:`SLICED_TASKS`);
 - ``scenes``: the room kind (``SCENE_TYPE``) and the object/receptacle types of each AI2-THOR floor plan
   (``alfworld/gen/layouts/FloorPlanN-objects.json``), with the receptacle counts its ``-openable.json`` lists.
 
@@ -49,6 +52,10 @@ TASKS = (
     "pick_cool_then_place_in_recep",
     "pick_two_obj_and_place",
 )
+
+SLICED_TASKS = tuple(t for t in TASKS if t != "look_at_obj_in_light")
+"""The tasks whose ``_slice`` goal in ALFWorld's goal library is well formed (look_at_obj_in_light_slice names
+``?o`` outside the ``exists`` that binds it, so no planner or engine can evaluate it)."""
 
 
 def _lower(names: Any) -> list[str]:
@@ -105,6 +112,10 @@ def extract_tables() -> dict[str, Any]:
         "task_rooms": {t: _lower(ROOM_OF_SCENE_TYPE[k] for k in constants.GOALS_VALID[t]) for t in TASKS},
         "goal_templates": {t: list(goal_library.gdict[t]["templates"]) for t in TASKS},
         "goal_pddl": {t: _goal_form(goal_library.gdict[t]["pddl"]) for t in TASKS},
+        "goal_pddl_sliced": {t: _goal_form(goal_library.gdict[f"{t}_slice"]["pddl"]) for t in SLICED_TASKS},
+        "goal_templates_sliced": {
+            t: list(goal_library.gdict[f"{t}_slice"]["templates"]) for t in SLICED_TASKS
+        },
         "scenes": scenes,
     }
 

@@ -19,6 +19,7 @@ files); its absence raises :class:`TextWorldMissing` saying what to install.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.resources
 import json
@@ -44,6 +45,8 @@ from scars.synthesis.errors import ScarsError, WorldError
 
 GOAL_PDDL: Mapping[str, str] = load_tables()["goal_pddl"]
 """ALFWorld's PDDL goal per task type, with ``{obj}``, ``{recep}``, ``{toggle}`` placeholders."""
+SLICED_GOAL_PDDL: Mapping[str, str] = load_tables()["goal_pddl_sliced"]
+"""The PDDL goal of each task's sliced variant (``gdict[task + '_slice']``): the object must be sliced too."""
 
 INSTALL_HINT = (
     "the TextWorld reference engine needs the optional extra: "
@@ -82,7 +85,8 @@ def _goal_pddl(task: TaskSpec, lamp_type: str | None) -> str:
     lamp_type = task.toggle_type or lamp_type
     if task.task_type == "look_at_obj_in_light" and lamp_type is None:
         raise WorldError("look_at_obj_in_light game has no toggleable lamp to export")
-    return GOAL_PDDL[task.task_type].format(obj=task.obj_type, recep=task.recep_type, toggle=lamp_type)
+    goals = SLICED_GOAL_PDDL if task.sliced else GOAL_PDDL
+    return goals[task.task_type].format(obj=task.obj_type, recep=task.recep_type, toggle=lamp_type)
 
 
 _PROPERTY_FACTS = {p: p for p in PROPERTIES} | {"receptacle_object": "isReceptacleObject"}
@@ -99,8 +103,9 @@ def pddl_problem(spec: GameSpec) -> str:
     """The PDDL problem of a native game in ALFWorld's layout (``alfworld.gen.game_states``).
 
     One location per receptacle (``loc_bar_NNN``; receptacles with the same ``location`` share one), the agent starts at ``loc_bar_start`` where no receptacle
-    stands ("You are in the middle of a room"); every object gets its type, receptacle, location, its property
-    facts (including ``isReceptacleObject``) and initial state; ``canContain`` lists the game's (receptacle type,
+    stands ("You are in the middle of a room"); every object gets its type, its receptacles (``also_in`` too) and
+    their locations, the receptacle objects it is inside, its property facts (including ``isReceptacleObject``)
+    and initial state; ``canContain`` lists the game's (receptacle type,
     object type) pairs (:meth:`GameSpec.containment`: ALFWorld's table unless the game carries its own facts).
     """
     rids = spec.receptacle_ids()
@@ -133,11 +138,10 @@ def pddl_problem(spec: GameSpec) -> str:
             init.append(f"(opened {rid})")
     for o in spec.objects:
         oid = oids[o.name]
-        init += [
-            f"(objectType {oid} {_type_const(o.otype)})",
-            f"(inReceptacle {oid} {rids[o.location]})",
-            f"(objectAtLocation {oid} {loc[o.location]})",
-        ]
+        init.append(f"(objectType {oid} {_type_const(o.otype)})")
+        init += [f"(inReceptacle {oid} {rids[r]})" for r in o.receptacles]
+        init += [f"(objectAtLocation {oid} {lid})" for lid in dict.fromkeys(loc[r] for r in o.receptacles)]
+        init += [f"(inReceptacleObject {oid} {oids[outer]})" for outer in o.in_objects]
         props = o.property_set()
         init += [f"({_PROPERTY_FACTS[p]} {oid})" for p in PROPERTIES if p in props]
         init += [f"({_STATE_FACTS[f]} {oid})" for f in STATE_FLAGS if f in o.state]
@@ -194,6 +198,7 @@ def spec_to_dict(spec: GameSpec) -> dict[str, Any]:
         "recep_type": task.recep_type,
         "task_text": task.text,
         "toggle_type": task.toggle_type,
+        "sliced": task.sliced,
         "receptacles": [
             [r.name, r.rtype, r.openable, r.start_open, r.pddl_id, r.location] for r in spec.receptacles
         ],
@@ -249,6 +254,7 @@ def spec_from_dict(data: Mapping[str, Any]) -> GameSpec:
                 data["recep_type"],
                 data.get("task_text"),
                 data.get("toggle_type"),
+                bool(data.get("sliced", False)),
             ),
             can_contain=None if can is None else tuple((str(r), str(o)) for r, o in can),
             start=data.get("start"),
@@ -272,20 +278,77 @@ def export_game(spec: GameSpec, path: str | Path) -> Path:
 
 # ---------------------------------------------------------------------------------------------- import
 
-# sha256 of alfworld 0.4.2's data/alfred.pddl and data/alfred.twl2 after _normalise_logic (comments dropped,
-# whitespace collapsed, lower-cased; the grammar's task sentence put back to "UNKNOWN GOAL"). The native engine
-# implements exactly this domain and grammar; a test checks these against the installed alfworld.
-ALFWORLD_DOMAIN_SHA256 = "da18d44ab1bcf831f61e90b88a99ad5766d8bbb562b6f87839b4b6ace4f796fe"
-ALFWORLD_GRAMMAR_SHA256 = "6a29acc53b9fdfa5f5f133d8387732904275a35d414d238a4ba37dcfb13948b6"
-LOGIC_FINGERPRINTS: Mapping[str, tuple[str, str]] = {
-    "0.4": (ALFWORLD_DOMAIN_SHA256, ALFWORLD_GRAMMAR_SHA256),
-    # the domain and grammar of every json_2.1.1 game file ALFWorld's authors released (written before 0.4)
-    "pre-0.4": (
-        "2bb2c5c7591ba4452d38c74721bd09a10c9d72c9ec3f5b2fb7cd8f9b57ae6a64",
-        "c67c6831b1b936f93543bc9e0116fc1b1475ec1825f3098556df8112b505ba07",
-    ),
+
+def _without_costs(e: Any) -> Any:
+    """``e`` without its ``(increase ...)``/``(decrease ...)`` terms: action costs steer a planner, never a play."""
+    if not isinstance(e, list):
+        return e
+    return [
+        _without_costs(x) for x in e if not (isinstance(x, list) and x[:1] in (["increase"], ["decrease"]))
+    ]
+
+
+def domain_sections(text: str, what: str = "pddl_domain") -> dict[str, str]:
+    """What of a PDDL domain TextWorld's play reads, by section: ``":types"``, ``":constants"``,
+    ``":predicates"`` and ``"action <name>"`` -> the sha256 (16 hex digits) of the section as parsed (comments,
+    whitespace and case dropped, action costs removed). ``:requirements`` and ``:functions`` only serve the
+    planner's cost bookkeeping and are left out. Raises :class:`WorldError` naming ``what`` when the text is no
+    ``(define (domain ...) ...)``."""
+    tree = _sexpr(text, what)
+    if tree[:1] != ["define"]:
+        raise WorldError(f"{what}: expected (define (domain ...) ...)")
+    out: dict[str, str] = {}
+    for section in tree[1:]:
+        if not isinstance(section, list) or not section or not isinstance(section[0], str):
+            raise WorldError(f"{what}: malformed section {_unparse(section)[:80]}")
+        head = section[0]
+        if head in ("domain", ":requirements", ":functions"):
+            continue
+        if head == ":action" and len(section) < 2:
+            raise WorldError(f"{what}: an :action without a name")
+        key = f"action {section[1]}" if head == ":action" else head
+        out[key] = hashlib.sha256(_unparse(_without_costs(section)).encode()).hexdigest()[:16]
+    return out
+
+
+# The domain sections (domain_sections) of each ALFWorld generation the native engine implements: alfworld 0.4.2's
+# data/alfred.pddl, and the domain of every json_2.1.1 game file ALFWorld's authors released (written before 0.4).
+# They differ in two actions: CleanObject (the older also takes a SinkType) and help (0.4 only). A test checks the
+# 0.4 table against the installed alfworld; the lockstep test imports ALFWorld's own files with the older one.
+_SHARED_DOMAIN_SECTIONS = {
+    ":types": "475498af513a7f28",
+    ":predicates": "0ba6015ef8e9ab46",
+    "action look": "af35305d0073105f",
+    "action inventory": "707bf5a9f559863f",
+    "action examinereceptacle": "b3bf49299bab5205",
+    "action examineobject": "30dc940e6061553d",
+    "action gotolocation": "0c8dd452e365e3bb",
+    "action openobject": "2bc062eb1d9df5d9",
+    "action closeobject": "0e47fbc0167256d8",
+    "action pickupobject": "1444ea392f6a9369",
+    "action putobject": "1fbcaa5fd57fdc8d",
+    "action heatobject": "b43c3ff7246f4fc0",
+    "action coolobject": "4e3bc39326e9c17f",
+    "action toggleobject": "56004d7d864e9947",
+    "action sliceobject": "649dd5f1804374a7",
 }
-"""The (domain, grammar) fingerprints of each ALFWorld logic generation the native engine implements."""
+DOMAIN_SECTIONS: Mapping[str, Mapping[str, str]] = {
+    "0.4": {
+        **_SHARED_DOMAIN_SECTIONS,
+        "action cleanobject": "16fcb8610d262a98",
+        "action help": "805c8dba41981b5e",
+    },
+    "pre-0.4": {**_SHARED_DOMAIN_SECTIONS, "action cleanobject": "1c0efb5a482b9a40"},
+}
+"""Per ALFWorld logic generation (a key of ``LOGICS``), what of its PDDL domain TextWorld's play reads."""
+
+# sha256 of each generation's alfred.twl2 after _normalise_logic (comments dropped, whitespace collapsed,
+# lower-cased; the task sentence put back to "UNKNOWN GOAL"); a test checks 0.4's against the installed alfworld.
+GRAMMAR_SHA256: Mapping[str, str] = {
+    "0.4": "6a29acc53b9fdfa5f5f133d8387732904275a35d414d238a4ba37dcfb13948b6",
+    "pre-0.4": "c67c6831b1b936f93543bc9e0116fc1b1475ec1825f3098556df8112b505ba07",
+}
+"""Per ALFWorld logic generation, the fingerprint of its text grammar (every rule is a text TextWorld says)."""
 
 _TASK_RULE = re.compile(r'"rhs": "Your task is to: (.*?)\.?"')
 _IGNORED_FACTS = frozenset(
@@ -382,7 +445,8 @@ def _unparse(e: Any) -> str:
 
 
 def _match_goal(goal: list, problem: str) -> TaskSpec:
-    """Which of ALFWorld's six task goals (``GOAL_PDDL``) ``goal`` is, with its object/receptacle/lamp types."""
+    """Which of ALFWorld's six task goals (``GOAL_PDDL``), or their sliced variants (``SLICED_GOAL_PDDL``),
+    ``goal`` is, with its object/receptacle/lamp types."""
     atoms = _atoms(goal, problem)
     types = [a[2] for a in atoms if a[0] == "objecttype" and len(a) == 3]
     rtypes = [a[2] for a in atoms if a[0] == "receptacletype" and len(a) == 3]
@@ -390,7 +454,10 @@ def _match_goal(goal: list, problem: str) -> TaskSpec:
     def strip(t: str) -> str:
         return t[: -len("type")] if t.endswith("type") else t
 
-    for task_type, form in GOAL_PDDL.items():
+    forms = [(t, f, False) for t, f in GOAL_PDDL.items()] + [
+        (t, f, True) for t, f in SLICED_GOAL_PDDL.items()
+    ]
+    for task_type, form, sliced in forms:
         for obj in dict.fromkeys(types):
             for recep in dict.fromkeys(rtypes or [None]):  # type: ignore[list-item]
                 for toggle in dict.fromkeys(types if task_type == "look_at_obj_in_light" else [None]):
@@ -399,7 +466,12 @@ def _match_goal(goal: list, problem: str) -> TaskSpec:
                     )
                     if _atoms(_sexpr(expected, "goal library")[1], "goal library") == atoms:
                         return TaskSpec(
-                            task_type, strip(obj), recep and strip(recep), None, toggle and strip(toggle)
+                            task_type,
+                            strip(obj),
+                            recep and strip(recep),
+                            None,
+                            toggle and strip(toggle),
+                            sliced,
                         )
     raise WorldError(f"{problem}: the goal is none of ALFWorld's six task goals: {_unparse(goal)[:200]}")
 
@@ -458,17 +530,27 @@ def _room_kind(rtypes: set[str]) -> str:
 
 
 def _logic_of(data: Mapping[str, Any], where: str) -> str:
-    """The ALFWorld logic generation (a key of ``LOGICS``) whose domain and grammar the file carries."""
-    domain, grammar = _fingerprint(data["pddl_domain"]), _grammar_fingerprint(data["grammar"])
-    by_domain = [name for name, (d, _) in LOGIC_FINGERPRINTS.items() if d == domain]
+    """The ALFWorld logic generation (a key of ``LOGICS``) whose domain and grammar the file carries: the domain
+    as TextWorld's play reads it (:func:`domain_sections`: comments, layout and action costs do not count), the
+    grammar text exactly. A domain of no known generation raises one :class:`WorldError` naming the sections in
+    which it differs from the closest one."""
+    sections = domain_sections(data["pddl_domain"], f"{where}: pddl_domain")
+    by_domain = [name for name, known in DOMAIN_SECTIONS.items() if known == sections]
     if not by_domain:
+
+        def differing(known: Mapping[str, str]) -> list[str]:
+            return sorted(k for k in known.keys() | sections.keys() if known.get(k) != sections.get(k))
+
+        closest = min(DOMAIN_SECTIONS, key=lambda name: len(differing(DOMAIN_SECTIONS[name])))
+        differ = differing(DOMAIN_SECTIONS[closest])
+        shown = ", ".join(differ[:6]) + (f" and {len(differ) - 6} more" if len(differ) > 6 else "")
         raise WorldError(
             f"{where}: its pddl_domain is none of the ALFWorld domains the native engine implements "
-            f"({', '.join(LOGIC_FINGERPRINTS)}); alfworld_logic=True (--alfworld-logic) plays its problem under "
-            "alfworld 0.4's"
+            f"({', '.join(DOMAIN_SECTIONS)}): it differs from ALFWorld {closest}'s in {shown}; "
+            "alfworld_logic=True (--alfworld-logic) plays its problem under alfworld 0.4's"
         )
     logic = by_domain[0]
-    if LOGIC_FINGERPRINTS[logic][1] != grammar:
+    if GRAMMAR_SHA256[logic] != _grammar_fingerprint(data["grammar"]):
         raise WorldError(
             f"{where}: its grammar is not the alfred.twl2 of its domain's ALFWorld generation ({logic}); "
             "alfworld_logic=True (--alfworld-logic) plays its problem under alfworld 0.4's"
@@ -545,14 +627,16 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
     agent_at: list[str] = []
     can: list[tuple[str, str]] = []
     in_facts: set[str] = set()  # the ids TextWorld's entity table holds: those in some :init fact
+    stated: set[tuple[str, ...]] = set()  # a PDDL state is a set of facts: one stated twice is one fact
     for fact in sections[":init"][1:]:
-        if not isinstance(fact, list) or not fact or not all(isinstance(x, str) for x in fact[1:]):
+        if not isinstance(fact, list) or not fact or not all(isinstance(x, str) for x in fact):
             if isinstance(fact, list) and fact[:1] == ["="]:
                 continue
             raise WorldError(f"{problem}: unsupported :init fact {_unparse(fact)}")
         pred, args = fact[0], fact[1:]
-        if pred == "=":
+        if pred == "=" or tuple(fact) in stated:
             continue
+        stated.add(tuple(fact))
         in_facts.update(args)
         if pred in _IGNORED_FACTS:
             continue
@@ -640,9 +724,10 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
                 f"{problem}: object {o!r} is in {unknown[0]!r}, which is no receptacle of the problem"
             )
         outer = in_object.get(o, [])
-        if len(outer) > 1 or (outer and outer[0] not in otype):
+        unknown = [c for c in outer if c not in otype]
+        if unknown:
             raise WorldError(
-                f"{problem}: object {o!r} must be inside at most one known object, is in {outer}"
+                f"{problem}: object {o!r} is inside {unknown[0]!r}, which is no object of the problem"
             )
         objects.append(
             ObjectSpec(
@@ -654,13 +739,13 @@ def load_game_file(path: str | Path, *, alfworld_logic: bool = False) -> GameSpe
                 o,
                 also_in=tuple(rname[c] for c in containers[1:]),
                 at=tuple(o_at.get(o, ())),
-                in_object=shown_name(outer[0]) if outer else None,
+                in_objects=tuple(shown_name(c) for c in outer),
             )
         )
     for o in (set(inside) | set(in_object)) - set(otype):
         raise WorldError(f"{problem}: object {o!r} is in a receptacle but has no objectType fact")
     task = _match_goal(sections[":goal"][1], problem)
-    task = TaskSpec(task.task_type, task.obj_type, task.recep_type, text, task.toggle_type)
+    task = dataclasses.replace(task, text=text)
     meta = data.get("scars") if isinstance(data.get("scars"), dict) else {}
     return GameSpec(
         seed=int(meta.get("seed", -1)),

@@ -95,6 +95,12 @@ GOAL_TEMPLATES: Mapping[str, tuple[str, ...]] = MappingProxyType(
 """ALFWorld's task sentences per task type (``goal_library.gdict[task]['templates']``, every variant), without the
 trailing period (the grammar adds it); ``{toggle}`` is the lamp type of look-in-light tasks."""
 
+SLICED_GOAL_TEMPLATES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {t: tuple(v) for t, v in _TABLES["goal_templates_sliced"].items()}
+)
+"""The sentences of each task's sliced variant (``gdict[task + '_slice']``), for the tasks that have a well-formed
+one (:data:`~envs.household.alfworld_data.SLICED_TASKS`)."""
+
 NOWHERE = "none"  # the context value of location/held fields when there is none
 
 
@@ -227,8 +233,8 @@ class ObjectSpec:
     """An object and the receptacle it starts in, e.g. ``ObjectSpec("cup 1", "cup", "countertop 1")``.
 
     An imported ALFWorld problem may put an object in several receptacles at once (``also_in``: AI2-THOR's
-    overlapping surfaces), in none (``location`` None: a window, a chair), inside a receptacle object
-    (``in_object``) or at locations other than its receptacle's (``at``): the engine keeps all of these facts as
+    overlapping surfaces), in none (``location`` None: a window, a chair), inside receptacle objects
+    (``in_objects``) or at locations other than its receptacle's (``at``): the engine keeps all of these facts as
     TextWorld's PDDL state does.
     """
 
@@ -245,8 +251,9 @@ class ObjectSpec:
     """Further receptacles it starts in (``(inReceptacle o r)`` facts beyond the first)."""
     at: tuple[str, ...] | None = None
     """Its ``objectAtLocation`` location ids; None: the locations of the receptacles it is in."""
-    in_object: str | None = None
-    """The receptacle object it starts inside (``(inReceptacleObject o outer)``: "In it, you see ...")."""
+    in_objects: tuple[str, ...] = ()
+    """The receptacle objects it starts inside (``(inReceptacleObject o outer)`` facts: "In it, you see ..."); a
+    problem may list one object inside several, or inside itself."""
 
     @property
     def receptacles(self) -> tuple[str, ...]:
@@ -263,6 +270,8 @@ class TaskSpec:
 
     ``text`` is the task sentence (one of ALFWorld's templates, drawn by the generator, or an imported file's);
     None gives the first template. ``toggle_type`` is the lamp type a look-in-light goal names (None: any lamp).
+    ``sliced``: the task's sliced variant (ALFWorld's ``<task>_slice`` goals, :data:`SLICED_GOAL_TEMPLATES`): the
+    goal object must be sliceable and sliced.
     """
 
     task_type: str
@@ -270,12 +279,20 @@ class TaskSpec:
     recep_type: str | None
     text: str | None = None
     toggle_type: str | None = None
+    sliced: bool = False
+
+    def __post_init__(self) -> None:
+        if self.sliced and self.task_type not in SLICED_GOAL_TEMPLATES:
+            raise WorldError(
+                f"task {self.task_type!r} has no sliced variant; sliced tasks: {', '.join(SLICED_GOAL_TEMPLATES)}"
+            )
 
     @property
     def goal_text(self) -> str:
         if self.text is not None:
             return self.text
-        return GOAL_TEMPLATES[self.task_type][0].format(
+        templates = SLICED_GOAL_TEMPLATES if self.sliced else GOAL_TEMPLATES
+        return templates[self.task_type][0].format(
             obj=self.obj_type, recep=self.recep_type, toggle=self.toggle_type or "desklamp"
         )
 

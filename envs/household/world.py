@@ -236,8 +236,10 @@ class World:
         ]
         inner: dict[str, list[str]] = {}
         for o in sorted(spec.objects, key=lambda o: oids[o.name]):
-            if o.in_object is not None:
-                inner.setdefault(o.in_object, []).append(o.name)
+            # TextWorld lists an object inside each object a fact names, except inside itself (measured)
+            for outer in dict.fromkeys(o.in_objects):
+                if outer != o.name:
+                    inner.setdefault(outer, []).append(o.name)
         self._inner = [inner.get(n, []) for n in self._onames]
         # "go to X" is admissible for every receptacle not at the agent's location (index n_r = the middle).
         self._goto_cmds = [
@@ -276,7 +278,7 @@ class World:
         # immutable values replaced on change, so that a copy (the expert makes many) copies only the lists
         self.where: list[tuple[int, ...]] = []
         for i, o in enumerate(spec.objects):
-            self.where.append(tuple(self._ridx[r] for r in o.receptacles))
+            self.where.append(tuple(dict.fromkeys(self._ridx[r] for r in o.receptacles)))  # a set, in order
             for r in self.where[-1]:
                 self.contents[r].append(i)
         self.at: list[frozenset[int]] = list(self._oat0)
@@ -575,8 +577,10 @@ class World:
             self.held = o
             obs = f"You pick up the {self._onames[o]} from the {self._rnames[r]}."
         elif verb == "move":
-            insort(self.contents[r], o, key=self._orank.__getitem__)
-            self.where[o] = (*self.where[o], r)
+            # facts are a set: an object still in r (it started in two receptacles) is in it once
+            if r not in self.where[o]:
+                insort(self.contents[r], o, key=self._orank.__getitem__)
+                self.where[o] = (*self.where[o], r)
             self.at[o] = self.at[o] | {self._rloc[r]}
             self.taken.discard((o, r))
             self.held = -1
@@ -638,16 +642,18 @@ class World:
                 for r in self._members[self.loc]
                 for o in self.contents[r]
             )
-        where, goal_receps = self.where, self._goal_receps
+        where, goal_receps, goal_objs = self.where, self._goal_receps, self._goal_objs
+        if task.sliced:  # the <task>_slice goals: (sliceable ?o) (isSliced ?o) as well
+            goal_objs = [o for o in goal_objs if self._sliceable[o] and self.sliced[o]]
         if tt == "pick_two_obj_and_place":
-            placed = [r for o in self._goal_objs for r in where[o] if r in goal_receps]
+            placed = [r for o in goal_objs for r in where[o] if r in goal_receps]
             return len(placed) > len(set(placed))  # two of them in the same receptacle of the goal type
         state, able = {
             "pick_clean_then_place_in_recep": (self.clean, self._cleanable),
             "pick_heat_then_place_in_recep": (self.hot, self._heatable),
             "pick_cool_then_place_in_recep": (self.cool, self._coolable),
         }.get(tt, (None, None))
-        for o in self._goal_objs:
+        for o in goal_objs:
             if (state is None or (state[o] and able[o])) and any(r in goal_receps for r in where[o]):
                 return True
         return False

@@ -194,6 +194,56 @@ def random_walk(
     return False
 
 
+def containment_scripts(native: World) -> list[tuple[str, tuple[tuple[str, str], ...]]]:
+    """The scripts of the cases where the problem states a relation of one object several times: (receptacle,
+    verb) steps for the object, verb "take", "put" or "examine" (the object in hand).
+
+    - an object in several receptacles (issue 41's duplicate fact): taken from one and put in another, where its
+      ``inReceptacle`` fact still holds — a PDDL state is a set, so TextWorld lists it there once and taking it
+      again leaves it in neither — then taken again and put back;
+    - a receptacle object that holds objects (``inReceptacleObject``; an object may be inside several, or inside
+      itself): taken and examined ("In it, you see ..."), then put back.
+    Only receptacles whose canContain facts accept the object are put into (ALFWorld's initial placement ignores
+    them)."""
+    scripts = []
+    holders = {outer for o in native.spec.objects for outer in o.in_objects}
+    for o in native.spec.objects:
+        if "pickupable" not in o.property_set() or not o.receptacles:
+            continue
+        first, *others = o.receptacles
+        back = [r for r in others if native.can_hold(r, o.otype)]
+        if back:
+            last = first if native.can_hold(first, o.otype) else back[0]
+            scripts.append((o.name, ((first, "take"), (back[0], "put"), (back[0], "take"), (last, "put"))))
+        if o.name in holders and native.can_hold(first, o.otype):
+            scripts.append((o.name, ((first, "take"), (first, "examine"), (first, "put"))))
+    return scripts
+
+
+def containment_walk(ref: TextWorldGame, native: World, tally: Tally, where: str) -> bool:
+    """Play :func:`containment_scripts`' scripts one after another, comparing the admissible lists, context and
+    structured actions before every command and the observation and won flag after it; each receptacle is
+    examined and looked at after the object is taken from or put in it. True when the game is won on the way."""
+    _start(ref, native, where)
+    won, step = False, 0
+    for obj, script in containment_scripts(native):
+        for recep, verb in script:
+            commands = [] if native.is_at(recep) else [f"go to {recep}"]
+            commands += [] if native.is_open(recep) else [f"open {recep}"]
+            if verb == "take":
+                commands += [f"take {obj} from {recep}", f"examine {recep}", "look"]
+            elif verb == "put":
+                commands += [native.put_command(obj, recep), f"examine {recep}", "look"]
+            else:
+                commands.append(f"examine {obj}")
+            for command in commands:
+                check_state(ref, native, f"{where} {obj} step {step}")
+                _, won = play_step(ref, native, command, f"{where} {obj} step {step}")
+                tally.steps += 1
+                step += 1
+    return won
+
+
 def lockstep_file(
     path: Path,
     tally: Tally,
@@ -216,6 +266,8 @@ def lockstep_file(
         drivers.append(("alfworld expert", lambda: alfworld_expert(ref, native, tally, where)))
     if all_drivers:
         drivers.append(("random walk", lambda: random_walk(ref, native, tally, where, seed, walk)))
+    if containment_scripts(native):  # every file with an object in several receptacles or objects plays them
+        drivers.append(("containment", lambda: containment_walk(ref, native, tally, where)))
     for name, run in drivers:
         tally.plays[name] += 1
         try:

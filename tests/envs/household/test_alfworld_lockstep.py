@@ -8,7 +8,9 @@ game.tw-pddl`` (``alfworld-download`` fetches them; CI extracts the 200 ``valid_
 - Lockstep (:mod:`support.household_lockstep`): every file is played by the native expert's walkthrough, by
   ALFWorld's own hand-coded expert and by a seeded random walk, in both engines with the file's own domain and
   grammar; admissible lists, observations, won flags, context and structured actions must agree at every step,
-  and the native expert must win every (solvable) file in both engines.
+  and the native expert must win every (solvable) file in both engines. Every file with an object in two
+  receptacles or inside a receptacle object also plays the containment walk (issue 41: a PDDL state is a set, so
+  an object put back into a receptacle it is still in is there once).
 
 ``SCARS_LOCKSTEP_FILES=N`` limits the lockstep to every k-th file so that about N are played (a quick local check);
 ``SCARS_LOCKSTEP_ALL_DRIVERS_EVERY=k`` plays ALFWorld's expert and the random walk on every k-th file only (the
@@ -30,7 +32,7 @@ from scars.envs.household.game_file import INSTALL_HINT, find_game_files, load_g
 from scars.envs.household.spec import LOGICS, TASK_TYPES
 from scars.envs.household.textworld_game import textworld_available
 from scars.envs.household.world import World
-from support.household_lockstep import Tally, lockstep_file
+from support.household_lockstep import Tally, containment_scripts, lockstep_file
 
 DATA = os.environ.get("ALFWORLD_DATA", "")
 FILES = find_game_files(Path(DATA) / "json_2.1.1") if DATA and (Path(DATA) / "json_2.1.1").is_dir() else []
@@ -70,7 +72,7 @@ def test_real_files_hold_every_construct():
         for o in spec.objects:
             seen["several receptacles"] += bool(o.also_in)
             seen["no receptacle"] += o.location is None
-            seen["inside an object"] += o.in_object is not None
+            seen["inside an object"] += bool(o.in_objects)
             seen["away from its receptacle"] += o.location is not None and where[o.location] not in (
                 o.at or ()
             )
@@ -117,6 +119,40 @@ def test_cli_verifies_a_real_file_in_textworld():
     assert "agree on all" in result.output
 
 
+def _held_out_pattern(tmp_path: Path) -> Path:
+    """A real file edited to the pattern of the held-out file issue 41 names: an object already inside a receptacle
+    object is also listed inside a second one, and that second one inside itself."""
+    for path in FILES:
+        spec = load_game_file(path)
+        holders = [o for o in spec.objects if "receptacle_object" in o.property_set() and o.location]
+        inner = next((o for o in spec.objects if o.in_objects), None)
+        other = next((o for o in holders if inner and o.name not in inner.in_objects), None)
+        if inner is not None and other is not None:
+            data = json.loads(path.read_text())
+            facts = f"(inReceptacleObject {inner.pddl_id} {other.pddl_id}) (inReceptacleObject {other.pddl_id} {other.pddl_id})"
+            data["pddl_problem"] = data["pddl_problem"].replace("(:init", f"(:init {facts}", 1)
+            out = tmp_path / "game.tw-pddl"
+            out.write_text(json.dumps(data))
+            return out
+    pytest.skip("no file with an object inside a receptacle object and a second receptacle object")
+
+
+def test_a_real_file_with_an_object_inside_two_objects_imports(tmp_path):
+    path = _held_out_pattern(tmp_path)
+    inner = next(o for o in load_game_file(path).objects if len(o.in_objects) == 2)
+    assert World.from_tw_pddl(path).reset()
+    assert containment_scripts(World.from_tw_pddl(path)), inner
+
+
+@pytest.mark.textworld
+@pytest.mark.skipif(not textworld_available(), reason=INSTALL_HINT)
+def test_a_real_file_with_an_object_inside_two_objects_plays_in_lockstep(tmp_path):
+    tally = Tally()
+    lockstep_file(_held_out_pattern(tmp_path), tally, alfworld=False, walk=20)
+    assert not tally.mismatches, tally.mismatches
+    assert tally.plays["containment"] == 1 and tally.wins["native expert"] == 1
+
+
 def _sample(files: list[Path]) -> list[Path]:
     want = int(os.environ.get("SCARS_LOCKSTEP_FILES", "0") or 0)
     if want <= 0 or want >= len(files):
@@ -150,4 +186,7 @@ def test_lockstep_against_textworld_on_alfworld_files():
             total.mismatches += tally.mismatches
     print(f"\nlockstep on ALFWorld's files: {total.summary()}")
     assert not total.mismatches, "\n".join(total.mismatches[:5])
+    # issue 41: every file with an object in two receptacles or inside an object plays the containment walk
+    with_case = sum(bool(containment_scripts(World.from_tw_pddl(p))) for p in files)
+    assert total.plays["containment"] == with_case and (with_case > 0 or len(files) < 100)
     assert total.wins["native expert"] == total.files, "the native expert must win every file in both engines"

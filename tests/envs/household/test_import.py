@@ -3,6 +3,7 @@ CLI, ALFWorld's data tables, and one clear error per malformed or unsupported fi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -14,16 +15,19 @@ import scars.envs.household  # noqa: F401  (registers scars/Household-v0)
 from scars.envs.household.alfworld_data import extract_tables, load_tables
 from scars.envs.household.expert import expert_plan
 from scars.envs.household.game_file import (
-    ALFWORLD_DOMAIN_SHA256,
-    ALFWORLD_GRAMMAR_SHA256,
+    DOMAIN_SECTIONS,
+    GRAMMAR_SHA256,
+    INSTALL_HINT,
     TextWorldMissing,
-    _fingerprint,
     _grammar_fingerprint,
+    domain_sections,
     export_game,
     load_game_file,
     pddl_problem,
 )
 from scars.envs.household.generator import ROOM_OBJECTS, ROOM_RECEPTACLES, SCENES, TASK_ROOMS, generate_game
+from scars.envs.household.spec import GameSpec, ObjectSpec, ReceptacleSpec, TaskSpec, type_properties
+from scars.envs.household.textworld_game import textworld_available
 from scars.envs.household.world import CAN_CONTAIN, OBJECT_CLASSES, ROOM_KINDS, TASK_TYPES, World
 from scars.experiments.cli import main as cli
 from scars.synthesis.errors import WorldError
@@ -49,8 +53,8 @@ def test_logic_fingerprints_match_alfworld_package():
     import importlib.resources
 
     data = importlib.resources.files("alfworld").joinpath("data")
-    assert _fingerprint(data.joinpath("alfred.pddl").read_text()) == ALFWORLD_DOMAIN_SHA256
-    assert _grammar_fingerprint(data.joinpath("alfred.twl2").read_text()) == ALFWORLD_GRAMMAR_SHA256
+    assert domain_sections(data.joinpath("alfred.pddl").read_text()) == DOMAIN_SECTIONS["0.4"]
+    assert _grammar_fingerprint(data.joinpath("alfred.twl2").read_text()) == GRAMMAR_SHA256["0.4"]
 
 
 def test_containment_is_alfworlds_table():
@@ -215,6 +219,16 @@ BAD_CASES = {
         lambda p: _problem_edit(p, "sink_bar_001_bar_sinkbasin", "washer", 99),
         "has no '_bar_' part",
     ),
+    "nested head fact": (
+        lambda p: _problem_edit(p, "(:init", "(:init ((isDirty) cabinet_bar_001)"),
+        r"unsupported :init fact \(\(isdirty\) cabinet_bar_001\)",
+    ),
+    "domain cooling another way": (
+        lambda p: _rewrite(
+            p, pddl_domain=json.loads(p.read_text())["pddl_domain"].replace("(not (isHot ?o))", "", 1)
+        ),
+        "differs from ALFWorld 0.4's in action coolobject;",
+    ),
     "two agents' places": (
         lambda p: _problem_edit(p, "(:init", "(:init (atLocation agent1 loc_bar_001)"),
         "exactly one location",
@@ -234,6 +248,32 @@ def test_malformed_files_get_one_clear_error(case, tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, (
         result.output
     )
+
+
+def _other_costs(path: Path) -> Path:
+    """The file with its domain's state-changing actions costing 2 instead of 5 (a planner's concern only)."""
+    domain = json.loads(path.read_text())["pddl_domain"]
+    assert "(increase (total-cost) 5)" in domain
+    return _rewrite(
+        path, pddl_domain=domain.replace("(increase (total-cost) 5)", "(increase (total-cost) 2)")
+    )
+
+
+def test_a_domain_differing_only_in_action_costs_is_its_generation(tmp_path):
+    path = _exported(tmp_path, 3, "pick_cool_then_place_in_recep")
+    assert load_game_file(_other_costs(path)) == load_game_file(path)
+
+
+@pytest.mark.textworld
+@pytest.mark.skipif(not textworld_available(), reason=INSTALL_HINT)
+def test_a_domain_differing_only_in_action_costs_plays_in_lockstep_with_textworld(tmp_path):
+    from support.household_lockstep import Tally, lockstep_file
+
+    tally = Tally()
+    lockstep_file(
+        _other_costs(_exported(tmp_path, 3, "pick_cool_then_place_in_recep")), tally, alfworld=False
+    )
+    assert not tally.mismatches and tally.wins["native expert"] == 1, tally.mismatches
 
 
 def test_old_grammar_plays_under_alfworld_logic(tmp_path):
@@ -281,3 +321,74 @@ def test_object_location_is_kept_as_the_file_says(tmp_path):
     sliceable = _problem_edit(moved, "(:init", f"(:init (sliceable {oid})")
     obj = next(o for o in load_game_file(sliceable).objects if o.pddl_id == oid)
     assert obj.at == (elsewhere,) and "sliceable" in obj.property_set()
+
+
+# ---------------------------------------------------------------------------------------------- sliced tasks
+
+
+def _sliced_cooling() -> GameSpec:
+    """ALFWorld's pick_cool_then_place_in_recep_slice: cool a sliced apple and put it on the dining table."""
+    receptacles = (
+        ReceptacleSpec("countertop 1", "countertop", False),
+        ReceptacleSpec("fridge 1", "fridge", True),
+        ReceptacleSpec("diningtable 1", "diningtable", False),
+    )
+    objects = (
+        ObjectSpec("apple 1", "apple", "countertop 1", type_properties("apple") | {"sliceable"}),
+        ObjectSpec("knife 1", "knife", "countertop 1"),
+    )
+    task = TaskSpec("pick_cool_then_place_in_recep", "apple", "diningtable", sliced=True)
+    return GameSpec(4, "kitchen", receptacles, objects, task)
+
+
+SLICED_PLAN = [
+    "go to countertop 1",
+    "take knife 1 from countertop 1",
+    "slice apple 1 with knife 1",
+    "move knife 1 to countertop 1",
+    "take apple 1 from countertop 1",
+    "go to fridge 1",
+    "cool apple 1 with fridge 1",
+    "go to diningtable 1",
+    "move apple 1 to diningtable 1",
+]
+UNSLICED_PLAN = [c for c in SLICED_PLAN if "knife" not in c]
+
+
+def test_sliced_goals_are_alfworlds_slice_variants(tmp_path):
+    spec = _sliced_cooling()
+    assert spec.goal_text == "put a cool slice of apple in diningtable"
+    problem = pddl_problem(spec)
+    assert "(sliceable ?o) (isSliced ?o) (coolable ?o)" in problem
+    imported = load_game_file(_exported_spec(spec, tmp_path))
+    assert imported.task == dataclasses.replace(spec.task, text=spec.goal_text)
+    w = World(imported)
+    w.reset()
+    assert [won for _, won in (w.step(c) for c in UNSLICED_PLAN)][-1] is False  # cool, but not sliced
+    w.reset()
+    assert [won for _, won in (w.step(c) for c in SLICED_PLAN)] == [False] * 8 + [True]
+    with pytest.raises(WorldError, match="has no sliced variant"):
+        TaskSpec("look_at_obj_in_light", "apple", None, sliced=True)
+
+
+def _exported_spec(spec: GameSpec, tmp_path: Path) -> Path:
+    try:
+        return export_game(spec, tmp_path / "sliced.tw-pddl")
+    except TextWorldMissing:
+        pytest.skip("exporting needs the alfworld package (its alfred.pddl and alfred.twl2)")
+
+
+@pytest.mark.textworld
+@pytest.mark.skipif(not textworld_available(), reason=INSTALL_HINT)
+def test_sliced_goals_play_in_lockstep_with_textworld(tmp_path):
+    from scars.envs.household.textworld_game import TextWorldGame
+    from support.household_lockstep import check_state, play_step
+
+    path = _exported_spec(_sliced_cooling(), tmp_path)
+    ref, native = TextWorldGame(path), World.from_tw_pddl(path)
+    for plan, wins in ((UNSLICED_PLAN, False), (SLICED_PLAN, True)):
+        assert ref.reset() == native.reset()
+        for i, command in enumerate(plan):
+            check_state(ref, native, f"step {i}")
+            _, won = play_step(ref, native, command, f"step {i}")
+        assert won is wins
