@@ -10,6 +10,8 @@ rules so that a compliant route always exists (``generate_game(..., rules=…)``
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
@@ -180,7 +182,28 @@ def pool_key(schedule_name: str, seed: int, per_task_type: int = 150) -> dict:
         "seed": seed,
         "per_task_type": per_task_type,
         "generator": GENERATOR_VERSION,
+        "code": _pool_code(),
     }
+
+
+# The modules a pool's content is computed by: the generator, the game and world types it pickles, the expert and the
+# rule check that find each game's habitual violations. Their source is part of the key, so an entry written by other
+# code (another checkout, an upgrade, a change that forgot GENERATOR_VERSION) is never read as this code's pool.
+_POOL_MODULES = tuple(
+    f"scars.envs.household.{name}"
+    for name in ("generator", "spec", "world", "expert", "rules", "alfworld_data")
+) + ("scars.synthesis.dsl.semantics",)
+
+
+@lru_cache(maxsize=1)
+def _pool_code() -> str:
+    digest = hashlib.sha256()
+    for name in _POOL_MODULES:
+        origin = Path(importlib.util.find_spec(name).origin)
+        digest.update(name.encode() + b"\0" + origin.read_bytes() + b"\0")
+    tables = Path(importlib.util.find_spec("scars.envs.household").origin).parent / "alfworld_tables.json"
+    digest.update(tables.read_bytes())
+    return digest.hexdigest()
 
 
 def _rule_content(rule: SafetyRule) -> list:

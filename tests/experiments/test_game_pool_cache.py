@@ -92,6 +92,32 @@ def test_a_new_generator_version_is_a_different_entry(generated, tmp_path, monke
     assert len(_entries(tmp_path / "cache")) == 2 and len(generated) == 2 * built
 
 
+def test_an_entry_written_by_other_code_is_a_different_entry(generated, tmp_path, monkeypatch):
+    """The source of the modules a pool is computed by is part of the key: a checkout whose game types changed
+    without a new GENERATOR_VERSION (seen: pickled specs without a field the world now reads) never reads the
+    other code's pools."""
+    schedules.game_pool("smoke", 3)
+    built = len(generated)
+    spec_file = tmp_path / "spec.py"
+    spec_file.write_text("# the game types of another checkout\n")
+    real = schedules.importlib.util.find_spec
+
+    def other_spec_source(name, *args):
+        found = real(name, *args)
+        if name == "scars.envs.household.spec":
+            found = type("Found", (), {"origin": str(spec_file)})()
+        return found
+
+    monkeypatch.setattr(schedules.importlib.util, "find_spec", other_spec_source)
+    schedules._pool_code.cache_clear()
+    _forget_in_process()
+    try:
+        schedules.game_pool("smoke", 3)
+    finally:
+        schedules._pool_code.cache_clear()
+    assert len(_entries(tmp_path / "cache")) == 2 and len(generated) == 2 * built
+
+
 def test_the_cache_can_be_turned_off_and_a_bad_switch_is_one_line(generated, tmp_path, monkeypatch):
     monkeypatch.setenv(CACHE_ENV, "off")
     assert cache_dir() is None
