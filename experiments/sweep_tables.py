@@ -151,6 +151,17 @@ RULE_SET_POOLED: tuple[tuple[str, str, str], ...] = tuple(
 """Rule-set quality (issue 40) pooled over runs, runs as clusters: only labels whose runs measured it (scars)."""
 
 
+def _pooled_columns(name: str, iv) -> dict:
+    """A pooled ratio's columns in the sweep table: the estimate, its interval and how many runs it pools."""
+    return {
+        f"{name}_pooled": iv.estimate,
+        f"{name}_pooled_ci_low": iv.low,
+        f"{name}_pooled_ci_high": iv.high,
+        f"{name}_pooled_runs": iv.clusters,
+        f"{name}_pooled_few_runs": iv.few_clusters,
+    }
+
+
 def pooled_runs(
     runs: pd.DataFrame, *, samples: int = 2000, seed: int = 0, reference: str = "scars"
 ) -> pd.DataFrame:
@@ -176,13 +187,7 @@ def pooled_runs(
                 np.random.SeedSequence([seed, zlib.crc32(f"{lab}|pooled|{name}".encode())])
             )
             iv = pooled_ratio(g[num], g[den], rng, samples)
-            row |= {
-                f"{name}_pooled": iv.estimate,
-                f"{name}_pooled_ci_low": iv.low,
-                f"{name}_pooled_ci_high": iv.high,
-                f"{name}_pooled_runs": iv.clusters,
-                f"{name}_pooled_few_runs": iv.few_clusters,
-            }
+            row |= _pooled_columns(name, iv)
             if ref is not None and lab != reference:
                 common = sorted(set(g.index) & set(ref.index))
                 rng = np.random.default_rng(
@@ -208,13 +213,7 @@ def pooled_runs(
             )
             measured = g[g[den].notna()]
             iv = pooled_ratio(measured[num].astype(float), measured[den].astype(float), rng, samples)
-            row |= {
-                f"{name}_pooled": iv.estimate,
-                f"{name}_pooled_ci_low": iv.low,
-                f"{name}_pooled_ci_high": iv.high,
-                f"{name}_pooled_runs": iv.clusters,
-                f"{name}_pooled_few_runs": iv.few_clusters,
-            }
+            row |= _pooled_columns(name, iv)
         rows.append(row)
     return pd.DataFrame(rows)
 
