@@ -139,7 +139,13 @@ def test_the_offline_protocol_on_a_handful_of_cases_gives_the_same_numbers_twice
     entry = first["suites"]["banking"]
     assert entry["defences"]["no_defence"]["attack_success"]["clusters"] == 10
     assert entry["defences"]["scars"]["attack_success"]["estimate"] < 1.0
-    assert set(entry["defences"]) == {"no_defence", "tool_filter", "scars", "scars_reported_only"}
+    assert set(entry["defences"]) == {
+        "no_defence",
+        "tool_filter",
+        "scars",
+        "scars_reported_only",
+        "progent_policy",
+    }
     for name in ("results.md", "summary.json", "cases.json", "learning_curve.png"):
         assert (tmp_path / "a" / name).stat().st_size > 0
 
