@@ -191,3 +191,6 @@ def test_on_the_whole_banking_suite_the_gate_stops_attacks_without_costing_utili
     assert scars["attack_success"]["estimate"] < none["attack_success"]["estimate"]
     assert scars["asr_minus_no_defence"]["ci"][1] < 0
     assert entry["utility_ratio_without_attack"] >= 0.95
+    # the blind-written static policy (experiments/agentdojo_policies/banking.dsl) on the same cases
+    policy = entry["defences"]["progent_policy"]
+    assert policy["asr_minus_no_defence"]["ci"][1] < 0
