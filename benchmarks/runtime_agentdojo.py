@@ -1,6 +1,6 @@
 """Benchmark of scars-runtime on AgentDojo (issue 42; not named agentdojo.py: the script's folder comes first on
 sys.path and would shadow the package): every suite under the offline protocol (no LLM), the gate
-against no defence and a ground-truth tool allow-list, in one run (``experiments.agentdojo_bench``; docs/runtime.md,
+against no defence, a ground-truth tool allow-list and a blind-written Progent-style static policy, in one run (``experiments.agentdojo_bench``; docs/runtime.md,
 "On AgentDojo").
 
 Per suite and overall it reports attack success (AgentDojo's ``security``) with and without the gate, the paired
@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
             "n_cases": d["no_defence"]["attack_success"]["clusters"],
             "asr": {k: d[k]["attack_success"]["estimate"] for k in d},
             "scars_minus_no_defence": d["scars"]["asr_minus_no_defence"]["ci"],
+            "progent_policy_minus_no_defence": d["progent_policy"]["asr_minus_no_defence"]["ci"],
+            "progent_policy_utility_ratio": d["progent_policy"]["utility_ratio_without_attack"],
             "utility_ratio_without_attack": entry["utility_ratio_without_attack"],
             "gate_us_median": entry["gate_overhead_us"]["median"],
             "tool_us_median": entry["tool_call_us"]["median"],
