@@ -151,3 +151,18 @@ def claim_output(
             f"{option}"
         )
     claim_out(out, overwrite)
+
+
+def exit_if_stopped(summaries: dict[str, dict], announce: bool = True) -> None:
+    """A run stopped early (fail closed: another process wrote an agent's ledger) exits ``STOPPED_EXIT`` after
+    everything it recorded is written (``experiments.stopping``): ``RUN STOPPED`` (unless the runner printed it
+    already, ``announce=False``) and one error line per stopped run."""
+    from scars.experiments.stopping import STOPPED_EXIT, stopped_notice, stopped_runs
+
+    stopped = stopped_runs(summaries)
+    for label, why in stopped:
+        if announce:
+            click.secho(f"RUN STOPPED {stopped_notice(label, why)}", fg="red", bold=True)
+        click.echo(f"error: {label} stopped before its end: {why}", err=True)
+    if stopped:
+        raise SystemExit(STOPPED_EXIT)
