@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import sys
@@ -90,6 +91,9 @@ from scars.experiments.tiers import get_tier
 from scars.experiments.tracking import Tracker, TrackingSettings
 
 RunFn = Callable[..., dict[str, Any]]
+
+_DIGITS = re.compile(r"[0-9]+")
+"""A port as typed: ASCII digits only (``str.isdigit`` also takes "²", which ``int`` refuses)."""
 
 
 def _finished_summary(directory: Path, cfg: Any) -> dict[str, Any] | None:
@@ -305,20 +309,29 @@ def _resources(spec: SweepSpec, gpus_available: float) -> Callable[[dict], dict[
     return per_trial
 
 
+def cluster_address(address: str) -> tuple[str, int] | None:
+    """``address`` as (host, port), None for a local Ray instance (``""``, ``auto``, ``local``); a ``SweepError``
+    naming it when it is not HOST:PORT (``scars sweep`` checks it before its folder is claimed)."""
+    if address in ("", "auto", "local"):
+        return None
+    target = address.removeprefix("ray://")
+    host, sep, port_text = target.rpartition(":")
+    if not sep or not host or not _DIGITS.fullmatch(port_text) or not 0 < int(port_text) < 65536:
+        raise SweepError(
+            f"--address {address!r} is not HOST:PORT (e.g. 127.0.0.1:6379, from `ray start --head`)"
+        )
+    return host.strip("[]"), int(port_text)
+
+
 def _probe(address: str, timeout_s: float) -> None:
     """Reach the cluster's address within ``timeout_s`` before handing it to Ray, whose ``ray.init`` waits on an
     address where no cluster answers for minutes: nothing listening, a host that drops packets, a bad address —
     one ``SweepError`` line each."""
-    if address in ("", "auto", "local"):
+    where = cluster_address(address)
+    if where is None:
         return
-    target = address.removeprefix("ray://")
-    host, sep, port_text = target.rpartition(":")
-    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise SweepError(
-            f"--address {address!r} is not HOST:PORT (e.g. 127.0.0.1:6379, from `ray start --head`)"
-        )
     try:
-        with socket.create_connection((host.strip("[]"), int(port_text)), timeout=timeout_s):
+        with socket.create_connection(where, timeout=timeout_s):
             pass
     except TimeoutError:
         raise SweepError(
