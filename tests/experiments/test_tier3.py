@@ -219,3 +219,34 @@ def test_scars_run_tier3_stopped_by_a_second_process_writes_its_files_and_exits_
     summary = json.loads((out / "scars" / "summary.json").read_text())
     assert summary["complete"] is False and "scar_retired" in summary["stopped"]
     assert (out / "results.md").exists() and (out / "scars" / "steps.parquet").exists()
+
+
+def test_a_second_process_writing_a_training_ledger_stops_the_tier3_run_before_arena_c(tmp_path, monkeypatch):
+    """A foreign write during training in arena A stops the tier-3 run there: the training run is written out as
+    tier 2 writes a stopped run, nothing is carried into C, and the run's files say it stopped (no trajectory)."""
+    import scars.experiments.tier3 as tier3
+    from scars.agents.runtime.ledger import Ledger
+    from support.second_writer import retire_from_another_process
+
+    real = tier3.run_tier2
+    retired: list[str] = []
+
+    def training_with_a_second_writer(cfg, out, progress=None, stop=None):
+        def after_a_run(done, total):
+            ledger = out / "agent_0" / "ledger.sqlite"
+            with Ledger(ledger, read_only=True) as audit:
+                active = [s.id for s in audit.active_scars()]
+            if active and not retired:
+                retire_from_another_process(ledger, active[0])
+                retired.append(active[0])
+
+        return real(cfg, out, after_a_run, stop=stop)
+
+    monkeypatch.setattr(tier3, "run_tier2", training_with_a_second_writer)
+    summary = run_tier3_to_dir(Tier3Config(method="scars", **TINY | {"train_runs": 2}), tmp_path)
+    assert retired, "the training seat admitted nothing to retire"
+    assert summary["complete"] is False and f"scar_retired {retired[0]}" in summary["stopped"]
+    assert summary["agents"] == 0 and not (tmp_path / "seed_0" / "c_from_A").exists()
+    trained = json.loads((tmp_path / "seed_0" / "train_A" / "summary.json").read_text())
+    assert trained["complete"] is False and (tmp_path / "seed_0" / "train_A" / "steps.parquet").exists()
+    assert json.loads((tmp_path / "summary.json").read_text())["complete"] is False
