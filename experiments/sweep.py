@@ -34,7 +34,9 @@ periodically (every ≥ 10 s by default; ``TUNE_GLOBAL_CHECKPOINT_S`` sets it); 
 snapshot is scheduled again by Tune, finds its run's ``summary.json`` (written last, atomically, beside the run's
 config) and reports it without running the run again — so no finished run is ever run twice. After the fit, every
 run Tune counts as finished is re-checked (``recheck_finished``): a folder whose ``config.json`` or ``summary.json`` is
-missing, damaged or not what the run reported is run again, never counted ok.
+missing, damaged or not what the run reported is run again, never counted ok. A run that stopped before its end
+(another process wrote its ledger: ``complete: false``, ``experiments.stopping``) is a failed trial, never pooled,
+and runs again on resume.
 
 Confidence intervals: percentile bootstrap over the per-seed values of a metric (runs where it is undefined, e.g.
 RVR with no re-exposure, are left out; ``n`` counts the rest), seeded from (``bootstrap_seed``, CRC32 of the label
@@ -97,8 +99,10 @@ _DIGITS = re.compile(r"[0-9]+")
 
 
 def _finished_summary(directory: Path, cfg: Any) -> dict[str, Any] | None:
-    """The summary of this run if it finished earlier with this config (module docstring), else None."""
-    return None if _run_folder_problem(directory, cfg) else _read_json(directory / "summary.json")
+    """The summary of this run if it finished earlier with this config (module docstring), else None. A run that
+    stopped before its end (``complete: false``, ``experiments.stopping``) did not finish: it runs again."""
+    summary = None if _run_folder_problem(directory, cfg) else _read_json(directory / "summary.json")
+    return None if summary is None or summary.get("complete") is False else summary
 
 
 def _run_folder_problem(directory: Path, cfg: Any, reported: Mapping[str, Any] | None = None) -> str:
@@ -187,6 +191,10 @@ class TrialRunner:
                 summary = tier.reporting_run(trial.config, directory, tracking=tracking, report=report)
             else:
                 summary = (self.run_fn or tier.run)(trial.config, directory, tracking=tracking)
+        if (
+            summary.get("complete") is False
+        ):  # stopped early (experiments.stopping): a failed trial, never pooled
+            raise SweepError(f"{trial.run_name} stopped before its end: {summary.get('stopped')}")
         tune.report(
             {**_scalars(summary), **base, "finished": True, "summary_json": json.dumps(summary, default=str)}
         )
