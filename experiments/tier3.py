@@ -59,6 +59,7 @@ from scars.envs.commons.adapter import CommonsAdapter
 from scars.envs.commons.habits import HarvesterHabits, habit_prior
 from scars.envs.commons.populations import parse_population
 from scars.envs.vocabulary import ground
+from scars.experiments.arena_rule_set import ArenaRuleSets, arena_rule_set
 from scars.experiments.commons_run import run_tier2
 from scars.experiments.commons_seats import SeatState
 from scars.experiments.config import NO_MEMORY, Tier3Config
@@ -121,6 +122,8 @@ class Trajectory:
     not_portable: list[dict[str, Any]] = field(default_factory=list)
     drift: dict[str, Any] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    rule_sets: ArenaRuleSets = field(default_factory=ArenaRuleSets)
+    """Its rule sets in force in C against C's safe-yield norm (issue 40), clusters = its episodes of C."""
 
     def features(self) -> np.ndarray:
         return trajectory_features(
@@ -356,6 +359,12 @@ def play_c(
                 info = infos.get(LEARNER_C, {})
                 verdicts = world.verdicts(info) if info else ()
                 punishments = world.punishments(info) if info else ()
+                flagged = [[v.rule_id for v in adapter.check(decision.context, a)] for a in decision.actions]
+                trajectory.rule_sets.decide(  # the scars active at the decision, before the feedback
+                    LEARNER_C, episode, adapter, agent, decision, governed.fired, action, flagged
+                )
+                if verdicts or any(adapter.norms.judge(p.punished_action, p.context) for p in punishments):
+                    trajectory.rule_sets.tell(LEARNER_C)
                 learn(
                     agent,
                     pending,
@@ -369,7 +378,6 @@ def play_c(
                 fired_ids = {i for _, ids in governed.fired for i in ids}
                 # overreach: the base policy's mass on actions C's verifier finds safe that a carried scar masked —
                 # what Prop. 3 cannot see where every decision offers some unsafe action (on-failure everywhere)
-                flagged = [[v.rule_id for v in adapter.check(decision.context, a)] for a in decision.actions]
                 by_transfer = [i for i, ids in governed.fired if set(ids) & transferred]
                 if by_transfer:
                     p0 = np.exp(np.asarray(logits, dtype=np.float64) - np.max(logits))
@@ -541,6 +549,12 @@ def summarise(
             per_scar[f"{t.seed}:{t.history}:{sid}"] = value
     grounded = [g for t in trajectories for g in t.grounded]
     not_portable = [g for t in trajectories for g in t.not_portable]
+    # rule-set quality in C (issue 40): clusters = every carried agent's episodes of C
+    rule_set, flat = arena_rule_set(
+        [t.rule_sets.counts(range(cfg.episodes_c)) for t in trajectories if t.rule_sets.measured],
+        min(cfg.seeds),
+        "episodes",
+    )
     return {
         "method": cfg.method_label,
         "config": cfg.to_dict(),
@@ -580,6 +594,7 @@ def summarise(
             "survived": int(sum(t.survived for t in trajectories)),
             "episodes": cfg.episodes_c * len(trajectories),
         },
+        **({"rule_set": rule_set, **flat} if rule_set is not None else {}),
     }
 
 
