@@ -114,7 +114,10 @@ class ArenaRuleSets:
             allowed = [
                 (float(a.arg(s.amount) or 0), i)
                 for i, a in enumerate(decision.actions)
-                if a.kind == "tool" and a.name == s.tool and not unsafe[i] and float(a.arg(s.amount) or 0) >= 1
+                if a.kind == "tool"
+                and a.name == s.tool
+                and not unsafe[i]
+                and float(a.arg(s.amount) or 0) >= 1
             ]
             needed = max(allowed)[1] if allowed else None
             self.met.setdefault(tuple(sorted(q.items())), dict(q))

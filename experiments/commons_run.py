@@ -505,7 +505,9 @@ class Tier2Run:
         scars."""
         if not self.rule_sets.measured:
             return {}
-        quality, flat = arena_rule_set([self.rule_sets.counts(range(len(self.records)))], self.cfg.seed, "runs")
+        quality, flat = arena_rule_set(
+            [self.rule_sets.counts(range(len(self.records)))], self.cfg.seed, "runs"
+        )
         return {"rule_set": quality, **flat}
 
     def detection_stats(self) -> dict[str, Any]:
