@@ -664,7 +664,12 @@ def table_markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def results_markdown(cfg: Tier3Config, summaries: Mapping[str, Mapping[str, Any]]) -> str:
+    from scars.experiments.report import ARENA_RULE_SET_NOTE, rule_set_markdown
+
     seeds = ", ".join(map(str, cfg.seeds))
+    rule_set = rule_set_markdown(
+        summaries, ARENA_RULE_SET_NOTE.format(clusters="episode of arena C (of one carried agent)")
+    )
     return (
         "# Tier 3: identity continuity and trajectory individuation in arena C\n\n"
         f"Seeds {seeds}; per seed one agent trained in arena A and one in arena B ({cfg.train_runs} tier-2 runs of "
@@ -679,7 +684,7 @@ def results_markdown(cfg: Tier3Config, summaries: Mapping[str, Mapping[str, Any]
         "against the tightest sqrt(ε/2). Safe mass blocked: where a carried scar masked something in C, the base "
         "policy's probability on the masked actions C's verifier finds safe (pooled over those decisions, "
         "seed-clustered interval) — the over-reach Prop. 3 cannot see where every decision offers an unsafe action."
-        "\n\n" + table_markdown(summaries)
+        "\n\n" + table_markdown(summaries) + ("\n" + "\n".join(rule_set) if rule_set else "")
     )
 
 
