@@ -206,4 +206,12 @@ def arena_rule_set(
     rng = np.random.default_rng(np.random.SeedSequence([seed, 4040]))
     quality = rule_set_quality(per, decisions, rng, probes=max(p.probes for p in parts), clusters=clusters)
     quality["decisions"]["short_by_scars"] = int(sum(p.short.sum() for p in parts))
+    # per cluster (masked, masked and unsafe, unsafe) of the decisions: the clusters of an interval pooled over runs
+    quality["decisions"]["by_cluster"] = (
+        np.column_stack(
+            [decisions["scar_masked"], decisions["scar_masked_unsafe"], decisions["unsafe_actions"]]
+        )
+        .astype(int)
+        .tolist()
+    )
     return quality, rule_set_flat(quality)

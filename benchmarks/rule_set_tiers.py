@@ -1,0 +1,95 @@
+"""Rule-set quality of scars in tiers 2 and 3 at the demo's scale (issue 40, item 1): the numbers of docs/tiers/tier2.md
+and docs/tiers/tier3.md.
+
+    python benchmarks/rule_set_tiers.py [--seeds 0-2] [--out runs/rule_set_tiers]
+
+Tier 2: ``scars demo``'s tier-2 configuration for scars (five homogeneous seats of arena A, 3 runs of 12 months) per
+seed. Tier 3: ``scars demo``'s tier-3 configuration for scars (seeds together; trained in A and B, one episode of C
+each). Each run's summary holds its own ``rule_set`` (``experiments.arena_rule_set``); this script prints them and
+pools them over the seeds: precision and recall as Σ/Σ over the clusters of every seed (tier 2: (seed, run); tier 3:
+the C episodes), with a cluster-bootstrap 95% interval and n.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from scars.experiments.commons_run import run_tier2
+from scars.experiments.config import Tier2Config
+from scars.experiments.stats import pooled_ratio
+from scars.experiments.tier3 import demo_configs, run_tier3
+
+
+def _seeds(text: str) -> list[int]:
+    lo, _, hi = text.partition("-")
+    try:
+        return list(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        sys.exit(f"error: --seeds {text!r} is not a seed or a range like 0-2")
+
+
+def _cell(iv) -> str:
+    if iv.estimate is None:
+        return "n/a"
+    ci = "" if iv.low is None else f" [{iv.low:.3f}, {iv.high:.3f}]"
+    return f"{iv.estimate:.3f}{ci} (n = {iv.clusters} clusters; {iv.numerator:.0f} / {iv.denominator:.0f})"
+
+
+def pooled(rule_sets: list[dict], seed: int) -> dict[str, str]:
+    """Precision and recall over every cluster of ``rule_sets`` (probes: ``by_episode``; decisions: ``by_cluster``)."""
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 4041]))
+    out = {}
+    for where, key in (("probes", "by_episode"), ("decisions", "by_cluster")):
+        rows = np.array([row for r in rule_sets for row in r[where][key]], dtype=float).reshape(-1, 3)
+        out[f"precision ({where})"] = _cell(pooled_ratio(rows[:, 1], rows[:, 0], rng))
+        out[f"recall ({where})"] = _cell(pooled_ratio(rows[:, 1], rows[:, 2], rng))
+    d = [r["decisions"] for r in rule_sets]
+    out["masked safe (decisions)"] = str(sum(x["safe_masked"] for x in d))
+    out["needed step masked"] = str(sum(x["needed_masked"] for x in d))
+    out["asked below the share"] = str(sum(x["short_by_scars"] for x in d))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", default="0-2")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    seeds = _seeds(args.seeds)
+    out = args.out or Path(tempfile.mkdtemp(prefix="rule_set_tiers-"))
+    started = time.perf_counter()
+    tier2 = []
+    for seed in seeds:
+        summary = run_tier2(
+            Tier2Config(method="scars", runs=3, seed=seed), out / "tier2" / f"s{seed}"
+        ).summary
+        tier2.append(summary["rule_set"])
+        print(
+            f"tier 2 seed {seed}: precision probes {summary['rule_set_precision_probes']:.3f}, recall probes "
+            f"{summary['rule_set_recall_probes']:.3f}, precision decisions {summary['rule_set_precision_decisions']:.3f}, "
+            f"recall decisions {summary['rule_set_recall_decisions']:.3f} (n = {summary['runs']} runs)"
+        )
+    cfg = next(c for c in demo_configs(seeds[0]) if c.method == "scars")
+    if len(seeds) != len(cfg.seeds):
+        cfg = type(cfg)(**{**cfg.to_dict(), "seeds": tuple(seeds)})
+    tier3 = run_tier3(cfg, out / "tier3").summary["rule_set"]
+    print(f"\nwall {time.perf_counter() - started:.0f} s; seeds {seeds}\n")
+    rows = {
+        "tier 2 (clusters = (seed, run))": pooled(tier2, seeds[0]),
+        "tier 3, arena C (clusters = C episodes)": pooled([tier3], seeds[0]),
+    }
+    header = list(next(iter(rows.values())))
+    print("| | " + " | ".join(header) + " |")
+    print("| --- |" + " --- |" * len(header))
+    for name, row in rows.items():
+        print(f"| {name} | " + " | ".join(row[h] for h in header) + " |")
+
+
+if __name__ == "__main__":
+    main()
