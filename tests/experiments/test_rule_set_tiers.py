@@ -121,16 +121,8 @@ def test_a_tier2_summary_has_the_rule_set_with_n_and_results_md_shows_it(tmp_pat
 
 
 def test_a_tier3_summary_has_the_rule_set_in_arena_c_with_n(tmp_path):
-    tiny = {
-        "seeds": (0, 1),
-        "train_runs": 1,
-        "train_months": 3,
-        "episodes_c": 2,
-        "seasons_c": 3,
-        "permutations": 5,
-        "search_iterations": 20,
-    }
-    cfg = Tier3Config(method="scars", **tiny)
+    cfg = Tier3Config(method="scars", seeds=(0, 1), train_runs=1, train_months=3, episodes_c=2, seasons_c=3)
+    cfg = dataclasses.replace(cfg, permutations=5, search_iterations=20)
     summary = run_tier3(cfg, tmp_path).summary
     rule_set = summary["rule_set"]
     assert rule_set["decisions"]["episodes"] == 2 * 2 * 2  # 2 seeds x (A, B) x 2 episodes of C
