@@ -2,6 +2,10 @@
 and docs/tiers/tier3.md.
 
     python benchmarks/rule_set_tiers.py [--seeds 0-2] [--out runs/rule_set_tiers]
+    python benchmarks/rule_set_tiers.py --cost [--repeats 5]
+
+``--cost``: what measuring costs a tier-2 run (the demo's scars configuration, seed 0), the measure on and off,
+interleaved in one process so load affects both, with the seconds spent inside it (per decision and at the summary).
 
 Tier 2: ``scars demo``'s tier-2 configuration for scars (five homogeneous seats of arena A, 3 runs of 12 months) per
 seed. Tier 3: ``scars demo``'s tier-3 configuration for scars (seeds together; trained in A and B, one episode of C
@@ -26,12 +30,19 @@ from scars.experiments.stats import pooled_ratio
 from scars.experiments.tier3 import demo_configs, run_tier3
 
 
+def _refuse(message: str) -> None:
+    """Bad input: one line, exit code 2."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def _seeds(text: str) -> list[int]:
     lo, _, hi = text.partition("-")
     try:
         return list(range(int(lo), int(hi or lo) + 1))
     except ValueError:
-        sys.exit(f"error: --seeds {text!r} is not a seed or a range like 0-2")
+        _refuse(f"--seeds {text!r} is not a seed or a range like 0-2")
+    return []
 
 
 def _cell(iv) -> str:
@@ -56,12 +67,69 @@ def pooled(rule_sets: list[dict], seed: int) -> dict[str, str]:
     return out
 
 
+def cost(repeats: int) -> None:
+    """The tier-2 run with the measure on and off, interleaved (off: the accumulator records nothing and the summary
+    has no rule set), and the seconds spent inside the measure when on."""
+    import scars.experiments.commons_run as commons_run
+    from scars.experiments.arena_rule_set import ArenaRuleSets
+
+    decide, counts, summary = (
+        ArenaRuleSets.decide,
+        ArenaRuleSets.counts,
+        commons_run.Tier2Run.rule_set_summary,
+    )
+    inside = {"per decision": 0.0, "summary": 0.0}
+
+    def timed(fn, key):
+        def wrapper(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                inside[key] += time.perf_counter() - t
+
+        return wrapper
+
+    seconds: dict[str, list[float]] = {"on": [], "off": []}
+    for _ in range(repeats):
+        for mode in ("on", "off"):
+            on = mode == "on"
+            ArenaRuleSets.decide = timed(decide, "per decision") if on else (lambda self, *a, **k: None)
+            ArenaRuleSets.counts = timed(counts, "summary")
+            commons_run.Tier2Run.rule_set_summary = summary if on else (lambda self: {})
+            with tempfile.TemporaryDirectory() as d:
+                t = time.perf_counter()
+                run_tier2(Tier2Config(method="scars", runs=3, seed=0), Path(d))
+                seconds[mode].append(time.perf_counter() - t)
+    ArenaRuleSets.decide, ArenaRuleSets.counts, commons_run.Tier2Run.rule_set_summary = (
+        decide,
+        counts,
+        summary,
+    )
+    for mode, values in seconds.items():
+        print(
+            f"measure {mode}: median {np.median(values):.3f} s per run (n = {repeats}: {[round(v, 3) for v in values]})"
+        )
+    print(", ".join(f"inside the measure, {k}: {v / repeats:.3f} s per run" for k, v in inside.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="0-2")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--cost", action="store_true", help="time the measure on and off in tier 2, interleaved"
+    )
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    if args.cost:
+        if args.repeats < 1:
+            _refuse(f"--repeats {args.repeats} must be >= 1")
+        cost(args.repeats)
+        return
     seeds = _seeds(args.seeds)
+    if len(seeds) < 2:  # tier 3 attributes histories held out by seed
+        _refuse(f"--seeds {args.seeds!r} must name at least two seeds, e.g. 0-2")
     out = args.out or Path(tempfile.mkdtemp(prefix="rule_set_tiers-"))
     started = time.perf_counter()
     tier2 = []
