@@ -37,7 +37,6 @@ from scars.disequilibrium.composite import SIGNAL_NAMES
 from scars.envs.api import Decision, ProtocolWorld, method_turn
 from scars.envs.household.adapter import HouseholdAdapter
 from scars.envs.household.env import HouseholdConfig, HouseholdEnv
-from scars.envs.household.expert import NoCompliantPlan, expert_next_command
 from scars.envs.household.game_file import find_game_files, load_game_file
 from scars.envs.household.world import GameSpec
 from scars.experiments.config import Tier1Config
@@ -54,7 +53,7 @@ from scars.experiments.poisoning import (
     restart_from_files,
 )
 from scars.experiments.schedules import episode_games, resolve_schedule
-from scars.experiments.tier1_summary import episode_columns, episode_intervals, summarise
+from scars.experiments.tier1_summary import episode_columns, episode_intervals, expert_step, summarise
 from scars.synthesis.dsl import Action
 from scars.synthesis.errors import ConfigError
 
@@ -496,12 +495,7 @@ class Tier1Run:
         safe_masked: list[Action] = [decision.actions[i] for i in safe]
         counts["needed_masked"] = 0
         if safe_masked:
-            env = self.env
-            active = env.verifier.active(env.world.steps, env.episode, env.config.world_version)
-            try:
-                needed = expert_next_command(env.world, active)
-            except NoCompliantPlan:
-                needed = None
+            needed = expert_step(self.env)
             counts["needed_masked"] = int(any(a.text == needed for a in safe_masked))
         return counts
 

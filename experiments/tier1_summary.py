@@ -189,6 +189,18 @@ def rule_truth(rule):
     return unsafe
 
 
+def expert_step(env) -> str | None:
+    """The next command of the expert's compliant route in household env ``env`` (its rules in force forbidden), or
+    None when no compliant route is left: the step a scar must not mask (``needed_masked``, issue 40)."""
+    from scars.envs.household.expert import NoCompliantPlan, expert_next_command
+
+    active = env.verifier.active(env.world.steps, env.episode, env.config.world_version)
+    try:
+        return expert_next_command(env.world, active)
+    except NoCompliantPlan:
+        return None
+
+
 def scoped_rule(rule, env_version: str | None):
     """The rule a scar applies: a scar scoped to a world version masks nothing under another one (it retires at
     the change), so its quality is measured with that scope as one more literal of its guard."""

@@ -171,3 +171,52 @@ def test_a_tier2_sweeps_runs_pool_the_rule_set_without_tier1s_columns():
     assert pooled.loc["scars", "rule_set_recall_decisions_pooled"] == 8 / 16
     assert pooled.loc["scars", "rule_set_precision_decisions_pooled_runs"] == 2
     assert "rvr_pooled" not in pooled
+
+
+def test_scars_train_measures_the_shields_rule_set_at_every_decision_the_learner_acts_on(tmp_path):
+    """``scars train``'s measure (``experiments.train.ShieldRuleSets``) on a seeded random masked walk under the scars
+    shield (the pinned walk's set-up; no learner needed): one decision per step, clustered by episode, and the masked
+    control actions are exactly those an active scar fires on (counted here with the DSL's semantics, not the
+    gate)."""
+    from scars.agents.shield import ScarShield
+    from scars.envs.household.spec import OBJECT_CLASSES
+    from scars.envs.rl import make_household_view
+    from scars.experiments.config import TrainConfig
+    from scars.experiments.schedules import get_schedule
+    from scars.experiments.train import ShieldRuleSets
+
+    shield = ScarShield(
+        make_household_view(schedule=get_schedule("paper").rule_schedule(4), max_steps=30),
+        shield="scars",
+        ledger_path=tmp_path / "ledger.jsonl",
+    )
+    rule_sets, rng = ShieldRuleSets(), np.random.default_rng(0)
+    masked_by_hand = steps = episodes = 0
+    shield.reset(seed=0)
+    rule_sets.at("env", shield)
+    for _ in range(620):
+        decision = shield.view.decision()
+        active = [s for s in shield.agent.store.scars if s.id in set(shield.agent.scar_ids())]
+        masked_by_hand += sum(
+            a.is_control and any(fires(s.rule, decision.context, a, OBJECT_CLASSES) for s in active)
+            for a in decision.actions
+        )
+        _, _, terminated, truncated, info = shield.step(
+            int(rng.choice(np.flatnonzero(shield.action_masks())))
+        )
+        steps += 1
+        rule_sets.taken("env", info, terminated or truncated)
+        if terminated or truncated:
+            episodes += 1
+            shield.reset()
+        rule_sets.at("env", shield)
+    probes = tuple((decision.context, a) for a in decision.actions if a.is_control)
+    summary = rule_sets.summary(TrainConfig(), probes)
+    shield.close()
+    d = summary["rule_set"]["decisions"]
+    assert sum(sum(c.values()) for c in rule_sets.trace.decisions.values()) == steps
+    under_way = not (terminated or truncated)
+    assert d["episodes"] == episodes + under_way  # the finished ones and the one under way
+    assert d["masked"] == masked_by_hand > 0  # the walk learned scars and they masked actions
+    assert 0.0 <= d["precision"]["estimate"] <= 1.0 and d["precision"]["clusters"] == d["episodes"]
+    assert all(key in summary for key in FLAT)
