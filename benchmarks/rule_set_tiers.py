@@ -3,9 +3,11 @@ and docs/tiers/tier3.md.
 
     python benchmarks/rule_set_tiers.py [--seeds 0-2] [--out runs/rule_set_tiers]
     python benchmarks/rule_set_tiers.py --cost [--repeats 5]
+    python benchmarks/rule_set_tiers.py --cost-train [--repeats 3]   (needs the ``rl`` extra)
 
 ``--cost``: what measuring costs a tier-2 run (the demo's scars configuration, seed 0), the measure on and off,
 interleaved in one process so load affects both, with the seconds spent inside it (per decision and at the summary).
+``--cost-train``: the same for a short ``scars train`` (MaskablePPO, scars shield, 2,048 timesteps, 2 envs).
 
 Tier 2: ``scars demo``'s tier-2 configuration for scars (five homogeneous seats of arena A, 3 runs of 12 months) per
 seed. Tier 3: ``scars demo``'s tier-3 configuration for scars (seeds together; trained in A and B, one episode of C
@@ -113,6 +115,56 @@ def cost(repeats: int) -> None:
     print(", ".join(f"inside the measure, {k}: {v / repeats:.3f} s per run" for k, v in inside.items()))
 
 
+def cost_train(repeats: int) -> None:
+    """A short MaskablePPO run under the scars shield with the measure on and off, interleaved (off: nothing recorded,
+    no ``rule_set`` in the summary), and the seconds inside it when on (at the decisions; the summary's probe
+    counts)."""
+    from scars.experiments.config import TrainConfig
+    from scars.experiments.train import ShieldRuleSets, run_training
+
+    at, taken, summary = ShieldRuleSets.at, ShieldRuleSets.taken, ShieldRuleSets.summary
+    inside = {"per decision": 0.0, "summary": 0.0}
+
+    def timed(fn, key):
+        def wrapper(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                inside[key] += time.perf_counter() - t
+
+        return wrapper
+
+    cfg = TrainConfig(
+        timesteps=2048,
+        num_envs=2,
+        n_steps=256,
+        batch_size=64,
+        n_epochs=2,
+        eval_episodes=3,
+        checkpoint_every=2048,
+        search_iterations=20,
+        shield="scars",
+    )
+    seconds: dict[str, list[float]] = {"on": [], "off": []}
+    for _ in range(repeats):
+        for mode in ("on", "off"):
+            on = mode == "on"
+            ShieldRuleSets.at = timed(at, "per decision") if on else (lambda self, *a, **k: None)
+            ShieldRuleSets.taken = timed(taken, "per decision") if on else (lambda self, *a, **k: None)
+            ShieldRuleSets.summary = timed(summary, "summary") if on else (lambda self, *a, **k: {})
+            with tempfile.TemporaryDirectory() as d:
+                t = time.perf_counter()
+                run_training(cfg, Path(d) / "run", echo=lambda *_: None)
+                seconds[mode].append(time.perf_counter() - t)
+    ShieldRuleSets.at, ShieldRuleSets.taken, ShieldRuleSets.summary = at, taken, summary
+    for mode, values in seconds.items():
+        print(
+            f"measure {mode}: median {np.median(values):.2f} s per run (n = {repeats}: {[round(v, 2) for v in values]})"
+        )
+    print(", ".join(f"inside the measure, {k}: {v / repeats:.2f} s per run" for k, v in inside.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="0-2")
@@ -120,8 +172,14 @@ def main() -> None:
     parser.add_argument(
         "--cost", action="store_true", help="time the measure on and off in tier 2, interleaved"
     )
+    parser.add_argument("--cost-train", action="store_true", help="the same for a short scars train run")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    if args.cost_train:
+        if args.repeats < 1:
+            _refuse(f"--repeats {args.repeats} must be >= 1")
+        cost_train(args.repeats)
+        return
     if args.cost:
         if args.repeats < 1:
             _refuse(f"--repeats {args.repeats} must be >= 1")
