@@ -69,6 +69,19 @@ def pooled(rule_sets: list[dict], seed: int) -> dict[str, str]:
     return out
 
 
+def _timed(fn, inside: dict[str, float], key: str):
+    """``fn``, adding the seconds each call takes to ``inside[key]``."""
+
+    def wrapper(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            inside[key] += time.perf_counter() - t
+
+    return wrapper
+
+
 def cost(repeats: int) -> None:
     """The tier-2 run with the measure on and off, interleaved (off: the accumulator records nothing and the summary
     has no rule set), and the seconds spent inside the measure when on."""
@@ -82,22 +95,14 @@ def cost(repeats: int) -> None:
     )
     inside = {"per decision": 0.0, "summary": 0.0}
 
-    def timed(fn, key):
-        def wrapper(*args, **kwargs):
-            t = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                inside[key] += time.perf_counter() - t
-
-        return wrapper
-
     seconds: dict[str, list[float]] = {"on": [], "off": []}
     for _ in range(repeats):
         for mode in ("on", "off"):
             on = mode == "on"
-            ArenaRuleSets.decide = timed(decide, "per decision") if on else (lambda self, *a, **k: None)
-            ArenaRuleSets.counts = timed(counts, "summary")
+            ArenaRuleSets.decide = (
+                _timed(decide, inside, "per decision") if on else (lambda self, *a, **k: None)
+            )
+            ArenaRuleSets.counts = _timed(counts, inside, "summary")
             commons_run.Tier2Run.rule_set_summary = summary if on else (lambda self: {})
             with tempfile.TemporaryDirectory() as d:
                 t = time.perf_counter()
@@ -125,16 +130,6 @@ def cost_train(repeats: int) -> None:
     at, taken, summary = ShieldRuleSets.at, ShieldRuleSets.taken, ShieldRuleSets.summary
     inside = {"per decision": 0.0, "summary": 0.0}
 
-    def timed(fn, key):
-        def wrapper(*args, **kwargs):
-            t = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                inside[key] += time.perf_counter() - t
-
-        return wrapper
-
     cfg = TrainConfig(
         timesteps=2048,
         num_envs=2,
@@ -150,9 +145,11 @@ def cost_train(repeats: int) -> None:
     for _ in range(repeats):
         for mode in ("on", "off"):
             on = mode == "on"
-            ShieldRuleSets.at = timed(at, "per decision") if on else (lambda self, *a, **k: None)
-            ShieldRuleSets.taken = timed(taken, "per decision") if on else (lambda self, *a, **k: None)
-            ShieldRuleSets.summary = timed(summary, "summary") if on else (lambda self, *a, **k: {})
+            ShieldRuleSets.at = _timed(at, inside, "per decision") if on else (lambda self, *a, **k: None)
+            ShieldRuleSets.taken = (
+                _timed(taken, inside, "per decision") if on else (lambda self, *a, **k: None)
+            )
+            ShieldRuleSets.summary = _timed(summary, inside, "summary") if on else (lambda self, *a, **k: {})
             with tempfile.TemporaryDirectory() as d:
                 t = time.perf_counter()
                 run_training(cfg, Path(d) / "run", echo=lambda *_: None)
