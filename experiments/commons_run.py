@@ -65,9 +65,10 @@ from scars.experiments.commons_summary import months_table, runs_table, summaris
 from scars.experiments.config import Tier2Config
 from scars.experiments.enforcement import EnforcementCheck, enforcement_check
 from scars.experiments.guarantees import GuaranteeMonitor
-from scars.experiments.loop import Step, decide, learn
+from scars.experiments.loop import Step, decide
 from scars.experiments.poisoning import AttackOutcomes, AttackView, make_attack, restart_from_files
 from scars.experiments.report import write_json
+from scars.experiments.stopping import RunStop
 from scars.synthesis.errors import ConfigError
 
 
@@ -148,29 +149,37 @@ def run_tier2(
     cfg: Tier2Config,
     out: Path,
     progress: Callable[[int, int], None] | None = None,
+    stop: RunStop | None = None,
 ) -> Tier2Result:
     """Run one tier-2 configuration; returns its ``Tier2Result`` (tables written by ``write_tier2``).
 
     ``out`` receives each learning seat's own folder (``out/agent_i/ledger.sqlite`` for scars, ``memory.json``
     for a baseline) — the state ``Tier2Result.seats`` names and a later run's ``transfer_from`` reads.
     ``cfg.transfer_from`` is checked before anything is written: a missing or unverifiable ledger is refused.
-    ``progress(done, total)`` is called after every run."""
+    ``progress(done, total)`` is called after every run.
+
+    Another process writing a learning seat's ledger stops the run at the next decision (``experiments.stopping``):
+    every step recorded until then is in the tables, the stopped run's months too, and the summary is marked
+    ``complete: false`` with ``stopped``. ``stop``: the caller's, when the run is part of a larger one (tier 3's
+    training), which then stops too."""
     carried = check_transfer(cfg, out)
-    arena = Tier2Run(cfg, out, carried)
+    arena = Tier2Run(cfg, out, carried, stop or RunStop())
+    stop = arena.stop
     try:
         arena.seat_learners()
         started = time.perf_counter()
-        for run in range(cfg.runs):
-            arena.play_run(run)
-            if progress is not None:
-                progress(run + 1, cfg.runs)
+        with stop.until_stopped(lambda: bool(arena.rows)):
+            for run in range(cfg.runs):
+                arena.play_run(run)
+                if progress is not None:
+                    progress(run + 1, cfg.runs)
         for label, learner in arena.incarnations.items():
             if label not in arena.agent_stats:
                 arena.account(label, learner)
         wall = time.perf_counter() - started
     finally:
         for learner in arena.learners.values():
-            learner.agent.close()
+            stop.close(learner.agent)
     return arena.result(wall)
 
 
@@ -178,7 +187,7 @@ class Tier2Run:
     """One tier-2 configuration as it goes: the arena, the scripted seats, the learning seats (every incarnation of
     each: one per seat, and one per run for a fresh outsider), and the step rows and month records."""
 
-    def __init__(self, cfg: Tier2Config, out: Path, carried: dict[str, SeatState]):
+    def __init__(self, cfg: Tier2Config, out: Path, carried: dict[str, SeatState], stop: RunStop):
         self.cfg, self.out, self.carried = cfg, out, carried
         self.kinds, roots, _ = seat_kinds(cfg)
         root_ss = np.random.SeedSequence([cfg.seed, 2])
@@ -232,6 +241,8 @@ class Tier2Run:
         self.attack = make_attack(cfg.attack, cfg.poison_rate, cfg.seed, "tier2")
         self.outcomes = AttackOutcomes(self.attack)
         self.rule_sets = ArenaRuleSets()  # each learning seat's rule set against the norm (issue 40)
+        self.stop = stop
+        """Whether another process's write to a learning seat's ledger stopped the run (``experiments.stopping``)."""
 
     def make_learner(
         self, seat: str, seat_dir: Path, agent_seed, policy_seed, state: SeatState | None
@@ -369,6 +380,33 @@ class Tier2Run:
             self.incarnations[learners[fresh].label] = learners[fresh]
         for learner in learners.values():
             learner.adapter.reset(run)
+        with self.stop.until_stopped(
+            lambda: True
+        ):  # a stopped run's months are kept, then the stop goes on up
+            self.play_months(run, observations, infos, states, begun)
+        record = env.episode_record()
+        if self.stop.stopped:
+            if record.months:
+                self.records.append(record)
+            self.stop.check()
+        self.records.append(record)
+        survived = len(record.months) == self.cfg.months and not record.months[-1].harvest.collapsed
+        for seat, learner in learners.items():  # in seat order (a set's order is not reproducible)
+            if seat in begun:
+                with self.stop.until_stopped(lambda: True), method_turn():
+                    learner.agent.end_episode(survived)
+        self.stop.check()
+
+    def play_months(
+        self,
+        run: int,
+        observations: dict[str, Any],
+        infos: dict[str, Any],
+        states: dict[str, Any],
+        begun: set[str],
+    ) -> None:
+        """Run ``run``'s months until the arena ends: every live seat acts at every step."""
+        env, learners = self.env, self.learners
         while env.agents:
             for seat in env.agents:  # a learner's episode begins at its first decision in the group
                 learner = learners.get(seat)
@@ -392,15 +430,9 @@ class Tier2Run:
                 pending[seat] = choice = self.decide(seat, observations[seat], infos[seat])
                 actions[seat] = learners[seat].world.command(choice.decision, choice.action)
             observations, rewards, _, _, infos = env.step(actions)
-            for seat, choice in pending.items():
+            for seat, choice in pending.items():  # every executed action is recorded, then a stop goes on up
                 self.feedback(run, learners[seat], choice, float(rewards[seat]), infos[seat])
-        record = env.episode_record()
-        self.records.append(record)
-        survived = len(record.months) == self.cfg.months and not record.months[-1].harvest.collapsed
-        for seat, learner in learners.items():  # in seat order (a set's order is not reproducible)
-            if seat in begun:
-                with method_turn():
-                    learner.agent.end_episode(survived)
+            self.stop.check()
 
     def decide(self, seat: str, observation: Any, info: dict[str, Any]) -> Step:
         """A learning seat's decision (``experiments.loop.decide``) under the habit prior of its persona."""
@@ -460,7 +492,7 @@ class Tier2Run:
             self.outcomes.told_rules(view.holder),
             learner.adapter.card.verifier_id,
         )
-        signal = learn(
+        signal = self.stop.learn(  # refused (another process wrote its ledger): recorded, then the run stops
             learner.agent,
             choice,
             self.attack.observation(view, str(info.get("mayor_report", "")), decision.t),
@@ -470,7 +502,8 @@ class Tier2Run:
             False,
             unsafe,
         )
-        self.attack.after_step(view, learner.agent, decision.t)
+        if not self.stop.stopped:
+            self.attack.after_step(view, learner.agent, decision.t)
         self.outcomes.step(
             (run, int(decision.context["month"])),
             decision.t,
@@ -495,8 +528,9 @@ class Tier2Run:
         row["utterance"] = choice.utterance
         row.update(signal)
         self.rows.append(row)
-        if learner.monitor is not None:
-            learner.monitor.after_step(decision.t, decision, choice.proposal, choice.governed, flagged)
+        if learner.monitor is not None:  # a foreign event it sees stops the run after this step
+            with self.stop.until_stopped(lambda: True):
+                learner.monitor.after_step(decision.t, decision, choice.proposal, choice.governed, flagged)
         learner.t += 1
 
     def rule_set_summary(self) -> dict[str, Any]:
@@ -551,6 +585,7 @@ class Tier2Run:
         summary.update(self.rule_set_summary())
         summary["wall_seconds"] = wall
         summary["months_per_second"] = float(sum(len(r.months) for r in records) / wall) if wall > 0 else None
+        self.stop.mark(summary)
         write_json(
             self.out / STATE_FILE, {"config": cfg.to_dict(), "seats": [seat.to_json() for seat in seats]}
         )

@@ -35,8 +35,9 @@ Behaviour decided here, once for every tier:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any, Protocol
 
 import numpy as np
@@ -59,6 +60,10 @@ from scars.synthesis.dsl import Action
 REPLAN_REASONS: tuple[str, ...] = ("mask", "text")
 """Why the model re-planned at a decision: its controller masked the step it had in mind, or its context talked it
 out of it (the step table's ``replan`` column; empty when it did not re-plan)."""
+
+
+NO_SIGNAL: Mapping[str, Any] = MappingProxyType({**dict.fromkeys(SIGNAL_NAMES), "d_t": None, "crossed": None})
+"""A step's signal record when there is none (a method without the signal, or a step whose feedback was refused)."""
 
 
 @dataclass(frozen=True)
@@ -337,7 +342,7 @@ def learn(
             )
         )
     if reading is None:
-        return {**dict.fromkeys(SIGNAL_NAMES), "d_t": None, "crossed": None}
+        return dict(NO_SIGNAL)
     return {
         **dict(zip(SIGNAL_NAMES, reading.z.as_tuple(), strict=True)),
         "d_t": reading.d,

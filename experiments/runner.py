@@ -47,6 +47,7 @@ from scars.experiments.report import (
     write_json,
     write_table,
 )
+from scars.experiments.stopping import stopped_notice
 from scars.experiments.tier1 import RunResult, build_policy, method_label, run_tier1
 from scars.experiments.tracking import Tracker, TrackingSettings
 
@@ -274,10 +275,7 @@ def run_many(
         for note in diagnostic_notes(m):
             console.print(f"[yellow]note[/] {label}: {note} — see summary.json")
         if m.get("complete") is False:
-            console.print(
-                f"[bold red]RUN STOPPED[/] {label}: {m.get('stopped')} — what it recorded until then is written "
-                f"(summary.json: complete false)"
-            )
+            console.print(f"[bold red]RUN STOPPED[/] {stopped_notice(label, str(m.get('stopped')))}")
     return summary
 
 

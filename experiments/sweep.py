@@ -34,7 +34,9 @@ periodically (every ≥ 10 s by default; ``TUNE_GLOBAL_CHECKPOINT_S`` sets it); 
 snapshot is scheduled again by Tune, finds its run's ``summary.json`` (written last, atomically, beside the run's
 config) and reports it without running the run again — so no finished run is ever run twice. After the fit, every
 run Tune counts as finished is re-checked (``recheck_finished``): a folder whose ``config.json`` or ``summary.json`` is
-missing, damaged or not what the run reported is run again, never counted ok.
+missing, damaged or not what the run reported is run again, never counted ok. A run that stopped before its end
+(another process wrote its ledger: ``complete: false``, ``experiments.stopping``) is a failed trial, never pooled,
+and runs again on resume.
 
 Confidence intervals: percentile bootstrap over the per-seed values of a metric (runs where it is undefined, e.g.
 RVR with no re-exposure, are left out; ``n`` counts the rest), seeded from (``bootstrap_seed``, CRC32 of the label
@@ -50,6 +52,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import sys
@@ -91,10 +94,15 @@ from scars.experiments.tracking import Tracker, TrackingSettings
 
 RunFn = Callable[..., dict[str, Any]]
 
+_DIGITS = re.compile(r"[0-9]+")
+"""A port as typed: ASCII digits only (``str.isdigit`` also takes "²", which ``int`` refuses)."""
+
 
 def _finished_summary(directory: Path, cfg: Any) -> dict[str, Any] | None:
-    """The summary of this run if it finished earlier with this config (module docstring), else None."""
-    return None if _run_folder_problem(directory, cfg) else _read_json(directory / "summary.json")
+    """The summary of this run if it finished earlier with this config (module docstring), else None. A run that
+    stopped before its end (``complete: false``, ``experiments.stopping``) did not finish: it runs again."""
+    summary = None if _run_folder_problem(directory, cfg) else _read_json(directory / "summary.json")
+    return None if summary is None or summary.get("complete") is False else summary
 
 
 def _run_folder_problem(directory: Path, cfg: Any, reported: Mapping[str, Any] | None = None) -> str:
@@ -183,6 +191,10 @@ class TrialRunner:
                 summary = tier.reporting_run(trial.config, directory, tracking=tracking, report=report)
             else:
                 summary = (self.run_fn or tier.run)(trial.config, directory, tracking=tracking)
+        if (
+            summary.get("complete") is False
+        ):  # stopped early (experiments.stopping): a failed trial, never pooled
+            raise SweepError(f"{trial.run_name} stopped before its end: {summary.get('stopped')}")
         tune.report(
             {**_scalars(summary), **base, "finished": True, "summary_json": json.dumps(summary, default=str)}
         )
@@ -305,20 +317,29 @@ def _resources(spec: SweepSpec, gpus_available: float) -> Callable[[dict], dict[
     return per_trial
 
 
+def cluster_address(address: str) -> tuple[str, int] | None:
+    """``address`` as (host, port), None for a local Ray instance (``""``, ``auto``, ``local``); a ``SweepError``
+    naming it when it is not HOST:PORT (``scars sweep`` checks it before its folder is claimed)."""
+    if address in ("", "auto", "local"):
+        return None
+    target = address.removeprefix("ray://")
+    host, sep, port_text = target.rpartition(":")
+    if not sep or not host or not _DIGITS.fullmatch(port_text) or not 0 < int(port_text) < 65536:
+        raise SweepError(
+            f"--address {address!r} is not HOST:PORT (e.g. 127.0.0.1:6379, from `ray start --head`)"
+        )
+    return host.strip("[]"), int(port_text)
+
+
 def _probe(address: str, timeout_s: float) -> None:
     """Reach the cluster's address within ``timeout_s`` before handing it to Ray, whose ``ray.init`` waits on an
     address where no cluster answers for minutes: nothing listening, a host that drops packets, a bad address —
     one ``SweepError`` line each."""
-    if address in ("", "auto", "local"):
+    where = cluster_address(address)
+    if where is None:
         return
-    target = address.removeprefix("ray://")
-    host, sep, port_text = target.rpartition(":")
-    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise SweepError(
-            f"--address {address!r} is not HOST:PORT (e.g. 127.0.0.1:6379, from `ray start --head`)"
-        )
     try:
-        with socket.create_connection((host.strip("[]"), int(port_text)), timeout=timeout_s):
+        with socket.create_connection(where, timeout=timeout_s):
             pass
     except TimeoutError:
         raise SweepError(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -31,9 +30,7 @@ from scars.agents.memory.poisoning import guarded
 from scars.agents.policies import CommandWriter, Policy
 from scars.agents.registry import BACKENDS, METHODS, MethodSpec
 from scars.agents.runtime.control import TEMP_PREFIX, Governed
-from scars.agents.runtime.errors import ForeignWriteError
 from scars.agents.runtime.ledger import set_aside_ledger
-from scars.disequilibrium.composite import SIGNAL_NAMES
 from scars.envs.api import Decision, ProtocolWorld, method_turn
 from scars.envs.household.adapter import HouseholdAdapter
 from scars.envs.household.env import HouseholdConfig, HouseholdEnv
@@ -42,7 +39,7 @@ from scars.envs.household.world import GameSpec
 from scars.experiments.config import Tier1Config
 from scars.experiments.enforcement import enforcement_check
 from scars.experiments.guarantees import GuaranteeMonitor
-from scars.experiments.loop import Step, decide, learn
+from scars.experiments.loop import Step, decide
 from scars.experiments.metrics import RuleSetTrace, rule_set_decision
 from scars.experiments.model_plan import ModelPlan
 from scars.experiments.poisoning import (
@@ -53,6 +50,7 @@ from scars.experiments.poisoning import (
     restart_from_files,
 )
 from scars.experiments.schedules import episode_games, resolve_schedule
+from scars.experiments.stopping import RunStop
 from scars.experiments.tier1_summary import episode_columns, episode_intervals, expert_step, summarise
 from scars.synthesis.dsl import Action
 from scars.synthesis.errors import ConfigError
@@ -132,24 +130,16 @@ def run_tier1(
     policy = build_policy(cfg) if policy is None else check_policy_mode(cfg, policy)
     run = Tier1Run(cfg, out, policy, on_step)
     started = time.perf_counter()
-    stopped: ForeignWriteError | None = None
+    stop = run.stop  # another process wrote the ledger: stop, keep what was recorded (experiments.stopping)
     try:
-        try:
+        with stop.until_stopped(lambda: bool(run.rows)):
             for episode, game in enumerate(run.games):
                 run.play_episode(episode, game)
                 if progress is not None:
                     progress(episode + 1, cfg.episodes)
-        except ForeignWriteError as exc:  # another process wrote the ledger: stop, keep what was recorded
-            if not run.rows:
-                raise  # stopped before its first decision was recorded: nothing to write out (one error line)
-            stopped = exc
         agent_stats = run.agent_stats()
     finally:
-        if stopped is None:
-            run.agent.close()
-        else:
-            with suppress(ForeignWriteError):  # a stopped agent writes nothing more (its plane is stale)
-                run.agent.close()
+        stop.close(run.agent)
     steps = pd.DataFrame(run.rows)
     episodes = episode_columns(steps, pd.DataFrame(run.episode_rows), run.schedule.equivalence)
     summary = summarise(
@@ -169,9 +159,7 @@ def run_tier1(
         summary["game_files_played"] = len(distinct)
         summary["game_files_by_task_type"] = dict(sorted(Counter(g.task.task_type for g in distinct).items()))
     summary["wall_seconds"] = time.perf_counter() - started
-    # a run stopped early (fail closed) is written out all the same, marked incomplete with the reason
-    summary["complete"] = stopped is None
-    summary["stopped"] = None if stopped is None else " ".join(str(stopped).split())
+    stop.mark(summary)  # a run stopped early (fail closed) is written out all the same, marked incomplete
     return RunResult(summary, steps, episodes)
 
 
@@ -229,6 +217,8 @@ class Tier1Run:
         """Every (state, control action) pair the run met: probe pairs of scar quality beside the game pool's."""
         self.rule_sets = RuleSetTrace() if self.guarantees is not None else None
         """The rule sets of scars its decisions were governed by (methods with a self-schema: rule-set quality)."""
+        self.stop = RunStop()
+        """Whether another process's write stopped the run (``experiments.stopping``)."""
         self.failed_families: set[str] = set()
         """The rule families the run has drawn a verdict on (what it was told: ``recall_known``)."""
         self.t = 0
@@ -283,8 +273,10 @@ class Tier1Run:
             agent.begin_episode(decision)
         won, violations, played = False, 0, 0
         plan = ModelPlan(env, agent, world.card)
-        stopped: ForeignWriteError | None = None
-        try:
+        stop = (
+            self.stop
+        )  # the run stops (run_tier1); the steps recorded so far are kept, this episode's row too
+        with stop.until_stopped(lambda: True):
             for step in range(cfg.max_steps):
                 row, verdicts, obs, info, done = self.play_step(episode, step, version, decision, plan)
                 violations += verdicts
@@ -293,12 +285,12 @@ class Tier1Run:
                 if done:
                     break
                 decision = world.decision(obs, info, t=self.t)
-        except ForeignWriteError as exc:  # the run stops (run_tier1); the steps recorded so far are kept
-            stopped = exc
-            played = sum(1 for r in self.rows if r["episode"] == episode)
-        if stopped is None:
-            with method_turn():
+        complete = not stop.stopped
+        if complete:
+            with stop.until_stopped(lambda: True), method_turn():
                 agent.end_episode(won)
+        else:
+            played = sum(1 for r in self.rows if r["episode"] == episode)
         if played:
             self.episode_rows.append(
                 {
@@ -312,11 +304,10 @@ class Tier1Run:
                     "memory_tokens": self.rows[-1]["memory_tokens"],
                     "replans": plan.replans,
                     "refused_routes": plan.counts.get("refused_route", 0),
-                    "complete": stopped is None,
+                    "complete": complete,
                 }
             )
-        if stopped is not None:
-            raise stopped
+        stop.check()
 
     def play_step(
         self, episode: int, step: int, version: int, decision: Decision, plan: ModelPlan
@@ -370,14 +361,9 @@ class Tier1Run:
             world.card.verifier_id,
         )
         obs = self.attack.observation(view, obs, self.t)
-        stopped: ForeignWriteError | None = None
-        try:
-            signal = learn(agent, choice, obs, reward, delivered, punishments, won, unsafe)
-        except (
-            ForeignWriteError
-        ) as exc:  # another process wrote the ledger during this step: record it, then stop
-            stopped, signal = exc, {**dict.fromkeys(SIGNAL_NAMES), "d_t": None, "crossed": None}
-        if stopped is None:
+        # another process wrote the ledger during this step: the step is recorded, then the run stops
+        signal = self.stop.learn(agent, choice, obs, reward, delivered, punishments, won, unsafe)
+        if not self.stop.stopped:
             self.attack.after_step(view, agent, self.t)
         self.outcomes.step(
             episode,
@@ -418,8 +404,7 @@ class Tier1Run:
             **signal,
         }
         self.rows.append(row)
-        if stopped is not None:
-            raise stopped
+        self.stop.check()
         if self.guarantees is not None:
             self.guarantees.after_step(self.t, decision, choice.proposal, governed, flagged)
         if self.on_step is not None:

@@ -31,10 +31,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scars.experiments.commons_run import run_tier2
+from scars.experiments.commons_run import Tier2Result, run_tier2
 from scars.experiments.config import Tier2Config
 from scars.experiments.report import atomic_write_text, plt, save_figure, write_json, write_table
 from scars.experiments.stats import paired_difference, pooled_ratio
+from scars.experiments.stopping import RunStop
 from scars.experiments.tier2_report import _ci, write_tier2
 
 Progress = Callable[[str], None]
@@ -42,6 +43,18 @@ Progress = Callable[[str], None]
 
 def _iv(num, den, salt: int, seed: int = 0) -> dict[str, Any]:
     return pooled_ratio(num, den, np.random.default_rng(np.random.SeedSequence([seed, salt]))).to_json()
+
+
+def _study_run(cfg: Tier2Config, run_dir: Path, write: bool = True) -> Tier2Result:
+    """One run of a study, written into its folder (``write``). A run another process stopped (its ledger written by
+    someone else, ``experiments.stopping``) is written out all the same and then stops the study: a study's table is
+    never built on a stopped run (fail closed, one error line naming the foreign events)."""
+    stop = RunStop()
+    result = run_tier2(cfg, run_dir, stop=stop)
+    if write or stop.stopped:
+        write_tier2(run_dir, {cfg.method_label: result}, {cfg.method_label: cfg})
+    stop.check()
+    return result
 
 
 def run_collusion(
@@ -58,8 +71,7 @@ def run_collusion(
                 base, setup="focal", arena="malicious", gates=gates, seed=seed, transfer_from=""
             )
             run_dir = out / f"gates-{'on' if gates else 'off'}" / f"seed-{seed}"
-            result = run_tier2(cfg, run_dir)
-            write_tier2(run_dir, {cfg.method_label: result}, {cfg.method_label: cfg})
+            result = _study_run(cfg, run_dir)
             s = result.summary
             trajectories.append(
                 {
@@ -191,7 +203,7 @@ def run_transfer(
             root = out / method.replace(":", "-") / f"seed-{seed}"
             common = dict(method=method, seed=seed, transfer_from="")
             a_cfg = dataclasses.replace(base, arena="A", runs=runs_a, **common)
-            run_tier2(a_cfg, root / "A")
+            _study_run(a_cfg, root / "A", write=False)
             for carried, sink in ((True, with_runs), (False, without_runs)):
                 b_cfg = dataclasses.replace(
                     base,
@@ -200,8 +212,7 @@ def run_transfer(
                     **(common | {"transfer_from": str(root / "A") if carried else ""}),
                 )
                 b_dir = root / ("B-with" if carried else "B-without")
-                result = run_tier2(b_cfg, b_dir)
-                write_tier2(b_dir, {b_cfg.method_label: result}, {b_cfg.method_label: b_cfg})
+                result = _study_run(b_cfg, b_dir)
                 runs = result.runs.assign(history="with A" if carried else "without A", seed=seed)
                 sink.append(runs)
                 per_run.append(runs)
@@ -304,8 +315,7 @@ def run_outsider(
                     outsider_month=outsider_month if joined else 0,
                 )
                 run_dir = root / ("with" if joined else "without")
-                result = run_tier2(cfg, run_dir)
-                write_tier2(run_dir, {cfg.method_label: result}, {cfg.method_label: cfg})
+                result = _study_run(cfg, run_dir)
                 runs = result.runs.assign(outsider="with" if joined else "without", seed=seed)
                 frames[joined].append(runs)
                 summaries[joined].append(result.summary)

@@ -76,8 +76,10 @@ from scars.experiments.identity import (
     style_continuity,
     trajectory_features,
 )
-from scars.experiments.loop import Step, decide, learn
+from scars.experiments.loop import Step, decide
 from scars.experiments.stats import pooled_ratio
+from scars.experiments.stopping import RunStop
+from scars.experiments.tier2_report import write_tier2
 from scars.synthesis.dsl import Action, canonical_text
 from scars.synthesis.errors import ConfigError
 
@@ -249,11 +251,16 @@ def play_c(
     state: SeatState | None,
     training: tuple[list[tuple[float, float]], list[str]],
     folder: Path,
+    stop: RunStop | None = None,
+    on_step: Callable[[Agent, dict[str, Any]], None] | None = None,
 ) -> Trajectory:
     """The carried agent plays ``cfg.episodes_c`` episodes of arena C in seat ``LEARNER_C`` (module docstring).
 
     Every stream derives from ``seed`` alone (not from the history), so the A- and B-trained agents of a seed meet
-    the same aquifers, the same co-players and the same sampling noise."""
+    the same aquifers, the same co-players and the same sampling noise. Another process writing the agent's ledger
+    ends the play at the next decision (``stop``, ``experiments.stopping``): the trajectory holds the decisions
+    recorded until then. ``on_step(agent, row)`` is called after every decision (tests audit the run with it)."""
+    stop = stop or RunStop()
     trajectory = Trajectory(seed, history, points_training=training[0], utterances_training=training[1])
     root = np.random.SeedSequence([seed, 3])
     env_ss, policy_ss, agent_ss, scripted_ss = root.spawn(4)
@@ -302,136 +309,144 @@ def play_c(
         monitor = GuaranteeMonitor(schema, adapter.card.classes, _families(schema)) if schema else None
         enforcement = enforcement_check(agent, adapter.card.core, adapter.card.classes, cfg.ablation)
         episode_seeds = env_ss.spawn(cfg.episodes_c)
-        for episode in range(cfg.episodes_c):
-            observations, infos = env.reset(seed=int(episode_seeds[episode].generate_state(1)[0]))
-            adapter.reset(episode)
-            states = {f: b.initial_state() for f, b in scripted.items()}
-            with method_turn():
-                agent.begin_episode(adapter.decision(observations[LEARNER_C], infos[LEARNER_C], t=t))
-            seasons = 0
-            while env.agents:
-                actions: dict[str, Any] = {}
-                pending: Step | None = None
-                for farm in env.agents:
-                    if farm in scripted:
-                        move, states[farm] = scripted[farm].step(
+        with stop.until_stopped(lambda: True):  # the decisions recorded until a stop are kept
+            for episode in range(cfg.episodes_c):
+                observations, infos = env.reset(seed=int(episode_seeds[episode].generate_state(1)[0]))
+                adapter.reset(episode)
+                states = {f: b.initial_state() for f, b in scripted.items()}
+                with method_turn():
+                    agent.begin_episode(adapter.decision(observations[LEARNER_C], infos[LEARNER_C], t=t))
+                seasons = 0
+                while env.agents:
+                    actions: dict[str, Any] = {}
+                    pending: Step | None = None
+                    for farm in env.agents:
+                        if farm in scripted:
+                            move, states[farm] = scripted[farm].step(
+                                engine_observation(observations[farm]),
+                                engine_info(infos[farm]),
+                                states[farm],
+                                scripted_rng,
+                            )
+                            actions[farm] = surface_engine_action(move)
+                            continue
+                        decision = adapter.decision(observations[farm], infos[farm], t=t)
+                        # the base policy's habits are world knowledge of a common-pool harvester: read under C's names
+                        engine_actions = tuple(
+                            Action.from_dict(engine_action_choice(a.to_dict())) for a in decision.actions
+                        )
+                        prior = habit_prior(
+                            habits,
                             engine_observation(observations[farm]),
                             engine_info(infos[farm]),
-                            states[farm],
-                            scripted_rng,
+                            engine_actions,
+                            scale=scale,
+                            universalization=False,
                         )
-                        actions[farm] = surface_engine_action(move)
+                        pending = decide(
+                            policy,
+                            agent,
+                            decision,
+                            prior,
+                            adapter.card.salient_keys,
+                            policy_rng,
+                            generate=generate,
+                            monitor=monitor,
+                        )
+                        actions[farm] = world.command(decision, pending.action)
+                    observations, rewards, _, _, infos = env.step(actions)
+                    if pending is None:
                         continue
-                    decision = adapter.decision(observations[farm], infos[farm], t=t)
-                    # the base policy's habits are world knowledge of a common-pool harvester: read under C's names
-                    engine_actions = tuple(
-                        Action.from_dict(engine_action_choice(a.to_dict())) for a in decision.actions
+                    decision, action, governed, logits = (
+                        pending.decision,
+                        pending.action,
+                        pending.governed,
+                        pending.logits,
                     )
-                    prior = habit_prior(
-                        habits,
-                        engine_observation(observations[farm]),
-                        engine_info(infos[farm]),
-                        engine_actions,
-                        scale=scale,
-                        universalization=False,
+                    utterance = pending.utterance
+                    info = infos.get(LEARNER_C, {})
+                    verdicts = world.verdicts(info) if info else ()
+                    punishments = world.punishments(info) if info else ()
+                    flagged = [
+                        [v.rule_id for v in adapter.check(decision.context, a)] for a in decision.actions
+                    ]
+                    trajectory.rule_sets.decide(  # the scars active at the decision, before the feedback
+                        LEARNER_C, episode, adapter, agent, decision, governed.fired, action, flagged
                     )
-                    pending = decide(
-                        policy,
+                    if verdicts or any(
+                        adapter.norms.judge(p.punished_action, p.context) for p in punishments
+                    ):
+                        trajectory.rule_sets.tell(LEARNER_C)
+                    stop.learn(  # refused (another process wrote the ledger): recorded, then the play stops
                         agent,
-                        decision,
-                        prior,
-                        adapter.card.salient_keys,
-                        policy_rng,
-                        generate=generate,
-                        monitor=monitor,
+                        pending,
+                        str(info.get("water_report", "")),
+                        float(rewards.get(LEARNER_C, 0.0)),
+                        verdicts,
+                        punishments,
+                        False,
                     )
-                    actions[farm] = world.command(decision, pending.action)
-                observations, rewards, _, _, infos = env.step(actions)
-                if pending is None:
-                    continue
-                decision, action, governed, logits = (
-                    pending.decision,
-                    pending.action,
-                    pending.governed,
-                    pending.logits,
-                )
-                utterance = pending.utterance
-                info = infos.get(LEARNER_C, {})
-                verdicts = world.verdicts(info) if info else ()
-                punishments = world.punishments(info) if info else ()
-                flagged = [[v.rule_id for v in adapter.check(decision.context, a)] for a in decision.actions]
-                trajectory.rule_sets.decide(  # the scars active at the decision, before the feedback
-                    LEARNER_C, episode, adapter, agent, decision, governed.fired, action, flagged
-                )
-                if verdicts or any(adapter.norms.judge(p.punished_action, p.context) for p in punishments):
-                    trajectory.rule_sets.tell(LEARNER_C)
-                learn(
-                    agent,
-                    pending,
-                    str(info.get("water_report", "")),
-                    float(rewards.get(LEARNER_C, 0.0)),
-                    verdicts,
-                    punishments,
-                    False,
-                )
-                scar_ids = set(agent.scar_ids())
-                fired_ids = {i for _, ids in governed.fired for i in ids}
-                # overreach: the base policy's mass on actions C's verifier finds safe that a carried scar masked —
-                # what Prop. 3 cannot see where every decision offers some unsafe action (on-failure everywhere)
-                by_transfer = [i for i, ids in governed.fired if set(ids) & transferred]
-                if by_transfer:
-                    p0 = np.exp(np.asarray(logits, dtype=np.float64) - np.max(logits))
-                    p0 /= p0.sum()
-                    trajectory.overreach_decisions += 1
-                    trajectory.overreach_mass += float(sum(p0[i] for i in by_transfer if not flagged[i]))
-                stage = str(decision.context["stage"])
-                point = extraction_point(decision.context, decision.actions, action, adapter.card)
-                trajectory.decisions += 1
-                trajectory.scar_masked_decisions += bool(fired_ids & scar_ids)
-                trajectory.grounded_masked_decisions += bool(fired_ids & grounded_ids)
-                trajectory.transfer_masked_decisions += bool(fired_ids & transferred)
-                if point is not None:
-                    trajectory.points_c.append(point)
-                if stage == "fines":
-                    trajectory.sanction_opportunities += 1
-                    trajectory.sanctions += action.name == "fine"
-                    seasons += 1
-                if utterance:
-                    trajectory.utterances_c.append(utterance)
-                trajectory.rows.append(
-                    {
-                        "method": cfg.method_label,
-                        "seed": seed,
-                        "history": history,
-                        "episode": episode,
-                        "season": int(decision.context["season"]),
-                        "stage": stage,
-                        "t": t,
-                        "action": action.name,
-                        "volume": action.arg("volume") if action.name == "pump" else None,
-                        "level": int(decision.context["aquifer_level"]),
-                        "safe_share": float(decision.context["safe_yield_share"]),
-                        "level_fraction": None if point is None else point[0],
-                        "extraction_shares": None if point is None else point[1],
-                        "fallback": pending.fallback,
-                        **pending.generation_columns(),
-                        "n_masked": int(np.sum(governed.masked)),
-                        "scar_masked": bool(fired_ids & scar_ids),
-                        "grounded_masked": bool(fired_ids & grounded_ids),
-                        "transfer_masked": bool(fired_ids & transferred),
-                        "verdicts": ",".join(v.rule_id for v in verdicts),
-                        "fined_by": ",".join(p.punisher for p in punishments),
-                        "utterance": utterance,
-                    }
-                )
-                enforcement.after_step(decision, governed, action)
-                if monitor is not None:
-                    monitor.after_step(t, decision, logits, governed, flagged)
-                t += 1
-            survived = seasons == cfg.seasons_c
-            trajectory.survived += survived
-            with method_turn():
-                agent.end_episode(survived)
+                    scar_ids = set(agent.scar_ids())
+                    fired_ids = {i for _, ids in governed.fired for i in ids}
+                    # overreach: the base policy's mass on actions C's verifier finds safe that a carried scar masked —
+                    # what Prop. 3 cannot see where every decision offers some unsafe action (on-failure everywhere)
+                    by_transfer = [i for i, ids in governed.fired if set(ids) & transferred]
+                    if by_transfer:
+                        p0 = np.exp(np.asarray(logits, dtype=np.float64) - np.max(logits))
+                        p0 /= p0.sum()
+                        trajectory.overreach_decisions += 1
+                        trajectory.overreach_mass += float(sum(p0[i] for i in by_transfer if not flagged[i]))
+                    stage = str(decision.context["stage"])
+                    point = extraction_point(decision.context, decision.actions, action, adapter.card)
+                    trajectory.decisions += 1
+                    trajectory.scar_masked_decisions += bool(fired_ids & scar_ids)
+                    trajectory.grounded_masked_decisions += bool(fired_ids & grounded_ids)
+                    trajectory.transfer_masked_decisions += bool(fired_ids & transferred)
+                    if point is not None:
+                        trajectory.points_c.append(point)
+                    if stage == "fines":
+                        trajectory.sanction_opportunities += 1
+                        trajectory.sanctions += action.name == "fine"
+                        seasons += 1
+                    if utterance:
+                        trajectory.utterances_c.append(utterance)
+                    trajectory.rows.append(
+                        {
+                            "method": cfg.method_label,
+                            "seed": seed,
+                            "history": history,
+                            "episode": episode,
+                            "season": int(decision.context["season"]),
+                            "stage": stage,
+                            "t": t,
+                            "action": action.name,
+                            "volume": action.arg("volume") if action.name == "pump" else None,
+                            "level": int(decision.context["aquifer_level"]),
+                            "safe_share": float(decision.context["safe_yield_share"]),
+                            "level_fraction": None if point is None else point[0],
+                            "extraction_shares": None if point is None else point[1],
+                            "fallback": pending.fallback,
+                            **pending.generation_columns(),
+                            "n_masked": int(np.sum(governed.masked)),
+                            "scar_masked": bool(fired_ids & scar_ids),
+                            "grounded_masked": bool(fired_ids & grounded_ids),
+                            "transfer_masked": bool(fired_ids & transferred),
+                            "verdicts": ",".join(v.rule_id for v in verdicts),
+                            "fined_by": ",".join(p.punisher for p in punishments),
+                            "utterance": utterance,
+                        }
+                    )
+                    enforcement.after_step(decision, governed, action)
+                    if monitor is not None and not stop.stopped:
+                        monitor.after_step(t, decision, logits, governed, flagged)
+                    if on_step is not None:
+                        on_step(agent, trajectory.rows[-1])
+                    t += 1
+                    stop.check()
+                survived = seasons == cfg.seasons_c
+                trajectory.survived += survived
+                with method_turn():
+                    agent.end_episode(survived)
         trajectory.enforcement = dict(enforcement.summary())
         if monitor is not None:
             # Prop. 3 across domains: the carried scars (and their groundings) only, not the scars learned in C
@@ -439,13 +454,23 @@ def play_c(
             trajectory.drift = {sid: v for sid, v in per_scar.items() if sid in transferred}
             trajectory.learned_in_c = len({s.id for s in schema.scars} - transferred)
     finally:
-        agent.close()
+        stop.close(agent)
     return trajectory
 
 
 # ------------------------------------------------------------------------------------------ one method
-def run_tier3(cfg: Tier3Config, out: Path, progress: Callable[[str], None] | None = None) -> Tier3Result:
-    """Train in A and B, carry into C, play C — for every seed — and compute the tier-3 metrics of one method."""
+def run_tier3(
+    cfg: Tier3Config,
+    out: Path,
+    progress: Callable[[str], None] | None = None,
+    on_step: Callable[[Agent, dict[str, Any]], None] | None = None,
+) -> Tier3Result:
+    """Train in A and B, carry into C, play C — for every seed — and compute the tier-3 metrics of one method.
+
+    Another process writing an agent's ledger (in training or in C) stops the whole run at the next decision
+    (``experiments.stopping``): a stopped training run is written out in its folder as tier 2 writes one, the
+    trajectories played until then are the result, and the summary is marked ``complete: false`` with ``stopped``.
+    ``on_step(agent, row)`` is called after every decision in C."""
     started = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
     capacity = commons_v0.parallel_env().config.dynamics.capacity
@@ -453,32 +478,42 @@ def run_tier3(cfg: Tier3Config, out: Path, progress: Callable[[str], None] | Non
     controls: list[Trajectory] = []
     training_enforcement: list[bool | None] = []  # the invariant in every training run (tier 2's check)
     training_masks: list[bool | None] = []  # generate mode's check in every training run
-    for seed in cfg.seeds:
-        trained: dict[str, tuple[SeatState | None, tuple]] = {}
-        for arena in ("A", "B"):
-            if cfg.method == NO_MEMORY:
-                trained[arena] = (None, ([], []))
-                continue
+    stop = RunStop()
+    with stop.until_stopped(lambda: True):
+        for seed in cfg.seeds:
+            trained: dict[str, tuple[SeatState | None, tuple]] = {}
+            for arena in ("A", "B"):
+                if cfg.method == NO_MEMORY:
+                    trained[arena] = (None, ([], []))
+                    continue
+                if progress is not None:
+                    progress(f"seed {seed}: training in arena {arena}")
+                train_cfg, train_out = cfg.train_config(arena, seed), out / f"seed_{seed}" / f"train_{arena}"
+                result = run_tier2(train_cfg, train_out, stop=stop)
+                if stop.stopped:  # written out as tier 2 writes a stopped run; nothing is carried from it
+                    write_tier2(
+                        train_out, {train_cfg.method_label: result}, {train_cfg.method_label: train_cfg}
+                    )
+                    stop.check()
+                training_enforcement.append(result.summary.get("enforcement_ok"))
+                training_masks.append(result.summary.get("generate_mask_ok"))
+                seat = result.seats[0]
+                trained[arena] = (seat, _training_view(result, seat.seat, capacity))
+            for arena in ("A", "B"):
+                if progress is not None:
+                    progress(f"seed {seed}: the {arena}-trained agent plays arena C")
+                state, training = trained[arena]
+                folder = out / f"seed_{seed}" / f"c_from_{arena}"
+                trajectories.append(play_c(cfg, seed, arena, state, training, folder, stop, on_step))
+                stop.check()
+            # identical histories: the A-trained agent's state, played again in C, labelled B
+            state, training = trained["A"]
+            controls.append(next(t for t in trajectories if t.seed == seed and t.history == "A"))
             if progress is not None:
-                progress(f"seed {seed}: training in arena {arena}")
-            result = run_tier2(cfg.train_config(arena, seed), out / f"seed_{seed}" / f"train_{arena}")
-            training_enforcement.append(result.summary.get("enforcement_ok"))
-            training_masks.append(result.summary.get("generate_mask_ok"))
-            seat = result.seats[0]
-            trained[arena] = (seat, _training_view(result, seat.seat, capacity))
-        for arena in ("A", "B"):
-            if progress is not None:
-                progress(f"seed {seed}: the {arena}-trained agent plays arena C")
-            state, training = trained[arena]
-            trajectories.append(
-                play_c(cfg, seed, arena, state, training, out / f"seed_{seed}" / f"c_from_{arena}")
-            )
-        # identical histories: the A-trained agent's state, played again in C, labelled B
-        state, training = trained["A"]
-        controls.append(next(t for t in trajectories if t.seed == seed and t.history == "A"))
-        if progress is not None:
-            progress(f"seed {seed}: identical-history control")
-        controls.append(play_c(cfg, seed, "B", state, training, out / f"seed_{seed}" / "c_identical"))
+                progress(f"seed {seed}: identical-history control")
+            folder = out / f"seed_{seed}" / "c_identical"
+            controls.append(play_c(cfg, seed, "B", state, training, folder, stop, on_step))
+            stop.check()
     summary = summarise(cfg, trajectories, controls)
     in_c = [t.enforcement for t in (*trajectories, *controls) if t.enforcement]
     summary["enforcement_decisions"] = sum(e["enforcement_decisions"] for e in in_c)
@@ -499,6 +534,7 @@ def run_tier3(cfg: Tier3Config, out: Path, progress: Callable[[str], None] | Non
     summary["generate_mask_ok"] = (
         (written == 0 and all(ok is not False for ok in training_masks)) if generate else None
     )
+    stop.mark(summary)
     return Tier3Result(summary, agents_table, steps)
 
 

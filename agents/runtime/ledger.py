@@ -34,9 +34,10 @@ The model is seed ``000`` (Governed Persistent Memory) §3.1–3.4:
   anchor handed out never names an event that is not on disk. An event returned inside a group is durable once the
   group commits; a commit that fails (disk full, I/O error) loses that group, and the handle refuses further
   appends. ``SchemaStore`` makes each command one group and the scars agent each step one group.
-- **Creation is atomic**: a new ledger's database (schema, head row, format) is built as ``<path>.creating``, its
-  key (written under a temporary name and linked into place) and head file are written beside it, and the database
-  is renamed to ``path`` last, all under the exclusive writer lock. After a kill at any instant the folder holds no
+- **Creation is atomic**: a creation marker ``<path>.creating`` is made first; the new database (schema, head row,
+  format) is built beside it and moved onto it, its key (written under a temporary name and linked into place) and
+  head file are written beside it, and the database is renamed to ``path`` last, all under the exclusive writer
+  lock; a resumed creation never removes the marker. After a kill at any instant the folder holds no
   ledger (``path`` absent: the next writer completes the creation, reusing the key; an audit says "no ledger …
   creation interrupted") or the complete empty ledger, which verifies — never a database without its head file.
 - ``Ledger(path, read_only=True)`` (what ``scars ledger verify``/``show`` use) never writes: it opens the database
@@ -530,9 +531,10 @@ class Ledger:
         return creation_file_of(self.path)
 
     def _create(self, explicit: bool, keyed: bool, *, over_empty: bool) -> None:
-        """Make a new, empty ledger at ``path`` atomically (under the exclusive writer lock): the database is built
-        in ``creation_file`` (schema, head row, format), the key and the head file are written beside it, and the
-        database is renamed into place last. A kill at any instant leaves either no ledger at ``path`` (only the
+        """Make a new, empty ledger at ``path`` atomically (under the exclusive writer lock): the marker
+        ``creation_file`` is made first, the database (schema, head row, format) is built as ``<marker>-new`` and
+        moved onto the marker, the key and the head file are written beside it, and the database is renamed into
+        place last; the marker exists throughout, a resumed creation's too. A kill at any instant leaves either no ledger at ``path`` (only the
         creation file and maybe its key and empty head file: the next writer completes the creation, an audit says
         "no ledger … creation interrupted") or the complete, verifying empty ledger. ``over_empty``: ``path`` is an
         empty file (or an SQLite file without tables), replaced by the new ledger."""
@@ -561,11 +563,21 @@ class Ledger:
                     "gone: the database was deleted, emptied or replaced; refusing to start a new ledger over it "
                     "(fail closed) — move every file of ledger_files() away to start a new ledger here"
                 )
-        for leftover in (building, *(Path(f"{building}{s}") for s in ("-journal", "-wal", "-shm"))):
+        # The marker (``building``) exists from before the key and the head file are made until the database is in
+        # place: a kill at any instant leaves it, so nothing left looks like a deleted ledger. The database is built
+        # beside it (``fresh``) and moved onto it, so a resumed creation never removes the marker either.
+        fresh = Path(f"{building}-new")
+        if not resuming:
+            building.touch()
+            fsync_dir(building.parent)
+        for leftover in (
+            *(Path(f"{building}{s}") for s in ("-journal", "-wal", "-shm")),
+            *(Path(f"{fresh}{s}") for s in ("", "-journal", "-wal", "-shm")),
+        ):
             leftover.unlink(missing_ok=True)  # an interrupted creation's database: nothing was ever in it
         if not explicit:  # a key of this ledger's own a kill left half-made (a shared key is never touched)
             remove_stale_key_temporaries(self.key_file)
-        conn = sqlite3.connect(str(building), isolation_level=None, timeout=30.0)  # the creation marker
+        conn = sqlite3.connect(str(fresh), isolation_level=None, timeout=30.0)
         try:
             if self.key_file.exists():
                 self._key = read_key_file(self.key_file)
@@ -591,6 +603,7 @@ class Ledger:
             conn.execute("COMMIT")
         finally:
             conn.close()
+        os.replace(fresh, building)
         self._write_head_file((0, GENESIS_HASH), None)
         os.replace(building, self.path)  # the ledger exists from here on, whole
         fsync_dir(self.path.parent)

@@ -22,6 +22,7 @@ kind           behaviour
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -39,6 +40,10 @@ class AgentState:
     """A scripted agent's memory between steps."""
 
     months_seen: int = 0
+
+
+_DIGITS = re.compile(r"[0-9]+")
+"""A count as typed: ASCII digits only (``str.isdigit`` also takes "²", which ``int`` refuses)."""
 
 
 class Behaviour(Protocol):
@@ -228,7 +233,7 @@ def parse_population(
             )
         if not sep:
             count = "1"
-        if not count.isdigit() or int(count) < 1:
+        if not _DIGITS.fullmatch(count) or int(count) < 1:
             raise CommonsConfigError(f"count {count!r} for {name!r} in {spec!r} must be a positive integer")
         kinds.extend([name] * int(count))
     malicious = [i for i, k in enumerate(kinds) if k == "malicious"]

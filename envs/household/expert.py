@@ -1,7 +1,8 @@
 """A fast scripted, rule-aware expert for the household world (SPEC §7 tier 1; the successful behaviour D⁺ of §4.1).
 
 The expert enumerates plan skeletons for the task — which target object(s), which appliance (sink basin,
-microwave, fridge, lamp), which target receptacle, whether to let a washed object dry on a surface first, whether
+microwave, fridge, lamp), which target receptacle, which knife (ALFWorld's sliced goal variants, ``<task>_slice``:
+the goal object is sliced where it lies with a knife in hand, the knife put down, then the task goes on as usual), whether to let a washed object dry on a surface first, whether
 to open the target receptacle before picking anything up, whether to put down the goal object already in hand
 first — from the simplest to the most roundabout, and simulates each on a copy of the world. The first skeleton whose every command is admissible, fires none of the
 ``forbidden`` rules on the simulated (context, action) and ends with the goal reached is the plan.
@@ -147,6 +148,23 @@ class _Sim:
         self.open(recep)
         self.do(self.w.put_command(obj, recep))
 
+    def slice(self, objs: Iterable[str], knife: str) -> None:
+        """Slice each of ``objs`` with ``knife`` unless it is sliced already (alfred.pddl's SliceObject: the knife
+        in hand, the object at the agent's location, not held), then put the knife down: the hands are free for the
+        task."""
+        todo = [o for o in objs if not self.w.object_state(o)["is_sliced"]]
+        if not todo:
+            return
+        self.free_hands(keep=(knife,))
+        self.fetch(knife)
+        for obj in todo:
+            spot = self.w.location_of(obj)
+            if spot is None:
+                raise _Blocked
+            self.goto(spot)
+            self.do(f"slice {obj} with {knife}")
+        self.free_hands(keep=())
+
     def free_hands(self, keep: Iterable[str]) -> None:
         """Put down a held object that the plan does not use, on the nearest receptacle able to hold it."""
         held = self.w.held_object()
@@ -193,7 +211,29 @@ def _ordered_objects(world: World, otype: str) -> list[str]:
 
 
 def _skeletons(world: World) -> Iterator:
-    """Yield callables that drive a _Sim through one plan skeleton, simplest first."""
+    """Yield callables that drive a _Sim through one plan skeleton, simplest first. A sliced task (``TaskSpec.sliced``)
+    first slices the skeleton's goal object(s) with one of the game's knives (nearest first), then plays it."""
+    task = world.spec.task
+    if not task.sliced:
+        yield from _task_skeletons(world)
+        return
+    here = world.current_location()
+    knives = sorted(world.knives(), key=lambda k: (world.held_object() != k, world.location_of(k) != here))
+    for knife, (objs, run) in itertools.product(knives, _task_skeletons(world, with_objects=True)):
+
+        def sliced(sim: _Sim, knife=knife, objs=objs, run=run) -> None:
+            sim.slice(objs, knife)
+            run(sim)
+
+        yield sliced
+
+
+def _task_skeletons(world: World, with_objects: bool = False) -> Iterator:
+    """The skeletons of the task proper; ``with_objects``: each as (the goal objects it uses, the skeleton)."""
+
+    def out(objs, run):
+        return (tuple(objs), run) if with_objects else run
+
     task = world.spec.task
     tt, otype, rtype = task.task_type, task.obj_type, task.recep_type
     objs = _ordered_objects(world, otype)
@@ -226,7 +266,7 @@ def _skeletons(world: World) -> Iterator:
                 if not lamp_first:
                     sim.do(f"use {lamp}")
 
-            yield run
+            yield out((obj,), run)
         return
 
     if tt == "pick_two_obj_and_place":
@@ -244,7 +284,7 @@ def _skeletons(world: World) -> Iterator:
                         sim.fetch(obj)
                         sim.place(obj, target)
 
-                yield run
+                yield out(pair, run)
         return
 
     process = _PROCESS.get(tt)
@@ -286,7 +326,7 @@ def _skeletons(world: World) -> Iterator:
                 sim.do(f"take {obj} from {dry}")
             sim.place(obj, target)
 
-        yield run
+        yield out((obj,), run)
 
 
 class PlanCache:

@@ -685,14 +685,19 @@ class World:
         return self._clean_types
 
     def object_state(self, obj: str) -> dict[str, bool]:
-        """The state flags of ``obj``: is_clean, is_hot, is_cool, is_wet."""
+        """The state flags of ``obj``: is_clean, is_hot, is_cool, is_wet, is_sliced."""
         o = self._oidx[obj]
         return {
             "is_clean": self.clean[o],
             "is_hot": self.hot[o],
             "is_cool": self.cool[o],
             "is_wet": self.wet[o],
+            "is_sliced": self.sliced[o],
         }
+
+    def knives(self) -> list[str]:
+        """The objects a slice command can be made with (``KNIFE_TYPES``: alfred.pddl's SliceObject), by name."""
+        return [n for n, k in zip(self._onames, self._knife, strict=True) if k]
 
     def held_object(self) -> str | None:
         return self._onames[self.held] if self.held >= 0 else None

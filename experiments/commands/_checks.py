@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +16,9 @@ import click
 
 MAX_SEEDS = 10_000
 """The most seeds a sweep takes (a range like 0-4000000000 is a typo, not a plan)."""
+
+_DIGITS = re.compile(r"[0-9]+")
+"""A seed as typed: ASCII digits only (``str.isdigit`` also takes "²", which ``int`` refuses)."""
 
 
 class FiniteFloat(click.ParamType):
@@ -85,7 +89,7 @@ def count_seeds(text: str) -> int:
     total = 0
     for part in (p.strip() for p in text.split(",")):
         lo, sep, hi = part.partition("-")
-        if not lo.strip().isdigit() or (sep and not hi.strip().isdigit()):
+        if not _DIGITS.fullmatch(lo.strip()) or (sep and not _DIGITS.fullmatch(hi.strip())):
             return 0
         low = int(lo)
         high = int(hi) if sep else low
@@ -99,14 +103,11 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     if count_seeds(text) > MAX_SEEDS:
         raise click.BadParameter(f"{text!r} names more than {MAX_SEEDS} seeds", param_hint="'--seeds'")
     seeds: list[int] = []
-    try:
-        for part in (p.strip() for p in text.split(",") if p.strip()):
-            lo, _, hi = part.partition("-")
-            seeds.extend(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise click.BadParameter(
-            f"{text!r}: expected seeds like 0-4 or 0,1,2", param_hint="'--seeds'"
-        ) from None
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        lo, sep, hi = (s.strip() for s in part.partition("-"))
+        if not _DIGITS.fullmatch(lo) or (sep and not _DIGITS.fullmatch(hi)):
+            raise click.BadParameter(f"{text!r}: expected seeds like 0-4 or 0,1,2", param_hint="'--seeds'")
+        seeds.extend(range(int(lo), int(hi or lo) + 1))
     if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
         raise click.BadParameter(f"{text!r}: expected distinct seeds >= 0", param_hint="'--seeds'")
     return tuple(seeds)
@@ -151,3 +152,18 @@ def claim_output(
             f"{option}"
         )
     claim_out(out, overwrite)
+
+
+def exit_if_stopped(summaries: dict[str, dict], announce: bool = True) -> None:
+    """A run stopped early (fail closed: another process wrote an agent's ledger) exits ``STOPPED_EXIT`` after
+    everything it recorded is written (``experiments.stopping``): ``RUN STOPPED`` (unless the runner printed it
+    already, ``announce=False``) and one error line per stopped run."""
+    from scars.experiments.stopping import STOPPED_EXIT, stopped_notice, stopped_runs
+
+    stopped = stopped_runs(summaries)
+    for label, why in stopped:
+        if announce:
+            click.secho(f"RUN STOPPED {stopped_notice(label, why)}", fg="red", bold=True)
+        click.echo(f"error: {label} stopped before its end: {why}", err=True)
+    if stopped:
+        raise SystemExit(STOPPED_EXIT)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from scars.experiments.commands._checks import check_output_dir
+from scars.experiments.commands._checks import check_output_dir, exit_if_stopped
 from scars.experiments.commands.options import config_options
 from scars.experiments.commands.run_tier2 import TIER2_COMMANDS, tier2_demo
 from scars.experiments.commands.run_tier3 import tier3 as tier3_command
@@ -65,16 +65,7 @@ def tier1(ctx: click.Context, config_file: Path | None, out: Path | None, overwr
         click.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)
     click.echo(f"results: {out / 'results.md'}")
-    _exit_if_stopped(summary)
-
-
-def _exit_if_stopped(summary: dict[str, dict]) -> None:
-    """A run stopped early (fail closed) exits 1 after everything it recorded is written (summary.json marked)."""
-    stopped = [(label, m.get("stopped")) for label, m in summary.items() if m.get("complete") is False]
-    for label, why in stopped:
-        click.echo(f"error: {label} stopped before its end: {why}", err=True)
-    if stopped:
-        sys.exit(1)
+    exit_if_stopped(summary, announce=False)  # the runner printed RUN STOPPED
 
 
 @click.command("demo")
@@ -128,7 +119,7 @@ def demo(
         click.echo(f"error: {' '.join(str(exc).split())}", err=True)
         sys.exit(2)
     click.echo(f"results: {out / 'results.md'}")
-    _exit_if_stopped(tier1_summary)
+    exit_if_stopped(tier1_summary, announce=False)
 
     summaries = tier2_demo(out / "tier2", seed, tracking=tracking if wandb else None)
     for label, s in summaries.items():
@@ -137,6 +128,7 @@ def demo(
             f"{s['over_usage']:.2f}, cooperative yield {s['cooperative_yield_mean']:.2f}"
         )
     click.echo(f"tier-2 results: {out / 'tier2' / 'results.md'}")
+    exit_if_stopped(summaries)
     from scars.experiments import tier3
 
     click.echo("tier 3 (short): trained in arenas A and B, carried into arena C")
@@ -145,6 +137,7 @@ def demo(
     )
     click.echo(tier3.table_markdown(table))
     click.echo(f"tier-3 results: {out / 'tier3' / 'results.md'}")
+    exit_if_stopped(table)
 
 
 for _command in (*TIER2_COMMANDS, tier3_command):  # `scars run tier2 …`, its studies, `scars run tier3`

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import click
 
-from scars.experiments.commands._checks import check_output_dir, claim_output, overwrite_option, parse_seeds
+from scars.experiments.commands._checks import (
+    check_output_dir,
+    claim_output,
+    exit_if_stopped,
+    overwrite_option,
+    parse_seeds,
+)
 from scars.experiments.commands.options import config_options, seeds_option
 from scars.experiments.config import METHODS, Tier2Config
 from scars.synthesis.errors import ConfigError, ScarsError
@@ -93,6 +99,7 @@ def tier2(out: Path, overwrite: bool, **fields) -> None:
     if broken:
         click.secho(f"GUARANTEE VIOLATED: {', '.join(broken)} — see summary.json", fg="red", bold=True)
     click.echo(f"results: {out / 'results.md'}")
+    exit_if_stopped({cfg.method_label: summary})
 
 
 def _names(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import click
 
-from scars.experiments.commands._checks import check_output_dir, claim_output, overwrite_option, parse_seeds
+from scars.experiments.commands._checks import (
+    check_output_dir,
+    claim_output,
+    exit_if_stopped,
+    overwrite_option,
+    parse_seeds,
+)
 from scars.experiments.commands.options import config_options, seeds_option
 from scars.experiments.config import (
     METHODS,
@@ -75,3 +81,4 @@ def tier3(method: str, seeds: str, ground: bool, out: Path, overwrite: bool, **f
         )
     click.echo(table_markdown(summaries))
     click.echo(f"results: {out / 'results.md'}")
+    exit_if_stopped(summaries)

@@ -142,8 +142,9 @@ def sweep(
             raise click.UsageError(
                 "nothing to sweep: give --grid FIELD=V1,V2 (e.g. --grid seed=0-4) or a SPEC_FILE"
             )
-        from scars.experiments.sweep import run_sweep
+        from scars.experiments.sweep import cluster_address, run_sweep
 
+        cluster_address(spec.address)  # a bad --address is refused before the folder is claimed
         claim_output(out, overwrite, resumes=lambda folder: (folder / "sweep.json").is_file())
         result = run_sweep(spec, out)
     except ScarsError as exc:

@@ -15,6 +15,7 @@ from scars.experiments.guarantees import GuaranteeMonitor
 from scars.experiments.tier1 import run_tier1
 from scars.synthesis.dsl import Action, parse_rule
 from scars.synthesis.failure import Failure, FailureSource
+from support.second_writer import retire_from_another_process
 
 SINK = Action.env("clean", "clean cup 1 with sinkbasin 1", obj_type="cup", recep="sinkbasin 1")
 TUB = Action.env("clean", "clean cup 1 with bathtubbasin 1", obj_type="cup", recep="bathtubbasin 1")
@@ -269,26 +270,6 @@ def test_the_governed_mass_check_still_applies(tmp_path):
     )
 
 
-def _retire_from_another_process(ledger_path, scar_id: str) -> None:
-    """``scars ledger retire`` in a process of its own: a real second writer of the run's ledger."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = str(Path(__file__).resolve().parents[2])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
-    done = subprocess.run(
-        [sys.executable, "-m", "scars.experiments.cli", "ledger", "retire", str(ledger_path), scar_id]
-        + ["--reason", "retired by another process"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-
-
 def test_a_second_process_retiring_an_active_scar_is_seen_at_the_next_decision(tmp_path):
     """Issue 41 #4: a foreign process retired an active scar mid-run; the plane = ledger monitor saw it only when the
     agent's own store next wrote (47 decisions later), and the run then died (exit 2) before summary.json was
@@ -301,7 +282,7 @@ def test_a_second_process_retiring_an_active_scar_is_seen_at_the_next_decision(t
     def second_writer(agent, row):
         if not retired and agent.scar_ids():
             scar_id = agent.scar_ids()[0]
-            _retire_from_another_process(agent.store.ledger.path, scar_id)
+            retire_from_another_process(agent.store.ledger.path, scar_id)
             retired.append((row["t"], scar_id))
 
     cfg = Tier1Config(method="scars", episodes=12, seed=0, search_iterations=60)

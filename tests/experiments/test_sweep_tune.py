@@ -33,9 +33,10 @@ REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 
 
-def counting_run(fail_seeds=(), fail_first_attempt=False):
+def counting_run(fail_seeds=(), fail_first_attempt=False, stopped_seeds=()):
     """A stand-in for a tier's run function: records each call, writes config.json and summary.json like a real
-    run, and fails for ``fail_seeds`` (always) or on a run's first attempt (``fail_first_attempt``)."""
+    run, and fails for ``fail_seeds`` (always) or on a run's first attempt (``fail_first_attempt``); for
+    ``stopped_seeds`` it writes a summary marked stopped (``experiments.stopping``)."""
 
     def run(cfg, out, *, tracking=None, progress=None):
         calls = out.parent.parent / "calls"
@@ -56,6 +57,8 @@ def counting_run(fail_seeds=(), fail_first_attempt=False):
             "rvr": cfg.seed / 4,
             "nested": {"a": 1},
         }
+        if cfg.seed in stopped_seeds:
+            summary |= {"complete": False, "stopped": "at decision 7 the ledger holds 1 event(s) …"}
         (out / "config.json").write_text(json.dumps(asdict(cfg)))
         (out / "summary.json").write_text(json.dumps(summary))
         return summary
@@ -183,6 +186,20 @@ def test_a_failed_run_is_recorded_and_failure_config_retries_it(ray_session, tmp
         spec, retried, run_fn=counting_run(fail_first_attempt=True), console=Console(quiet=True)
     )
     assert not result.failed and _calls(retried) == {"tier1-rag-s0": 2}  # FailureConfig(max_failures=1)
+
+
+def test_a_run_stopped_by_another_process_is_a_failed_trial_and_runs_again_on_resume(ray_session, tmp_path):
+    """A run another process's ledger write stopped (its summary marked ``complete: false``) is a failed trial,
+    never pooled; re-running the sweep runs it again (before, a stopped tier-2 or tier-3 run raised, and a stopped
+    tier-1 run was counted ok)."""
+    out = tmp_path / "stopped"
+    spec = SweepSpec(grid={"seed": [0, 1]}, fixed={"method": "rag", "episodes": 1}, name="s")
+    result = run_sweep(spec, out, run_fn=counting_run(stopped_seeds=(1,)), console=Console(quiet=True))
+    assert result.failed == ("tier1-rag-s1",)
+    row = result.runs.set_index("run_name").loc["tier1-rag-s1"]
+    assert row["status"] == "failed" and "stopped before its end" in row["error"]
+    result = run_sweep(spec, out, run_fn=counting_run(), console=Console(quiet=True))
+    assert not result.failed and _calls(out) == {"tier1-rag-s0": 1, "tier1-rag-s1": 2}
 
 
 DRIVER = textwrap.dedent(

@@ -392,3 +392,73 @@ def test_the_collusion_table_of_a_method_without_scars_says_n_a_not_zero(tmp_pat
     table = run_collusion(Tier2Config(method="rag", habits="sustainable", runs=1, **FAST), [0, 1], tmp_path)
     assert table["inappropriate_scars_per_seed"].isna().all()
     assert "| gates on | 2 | 2 | n/a | n/a | n/a |" in (tmp_path / "collusion.md").read_text()
+
+
+def _retire_after_first_run(out, retired: list[tuple[int, str]]):
+    """A progress callback: after the first run, another process retires the focal seat's first active scar."""
+    from support.second_writer import retire_from_another_process
+
+    def progress(done, total):
+        if done != 1:
+            return
+        ledger = out / "agent_0" / "ledger.sqlite"
+        with Ledger(ledger, read_only=True) as audit:
+            active = [s.id for s in audit.active_scars()]
+        if active:
+            retire_from_another_process(ledger, active[0])
+            retired.append((done, active[0]))
+
+    return progress
+
+
+def test_a_second_process_retiring_a_scar_stops_a_tier2_run_with_what_it_recorded(tmp_path):
+    """Issue 41 #4 in tier 2: a foreign process retires the focal seat's active scar between two runs. The next
+    decision sees it (the monitor reads the ledger's head) and the run stops there, fail closed, with every step and
+    month recorded until then kept and the summary marked incomplete; before, ``run_tier2`` raised and nothing was
+    written out."""
+    out = tmp_path / "run"
+    retired: list[tuple[int, str]] = []
+    cfg = Tier2Config(method="scars", setup="focal", runs=3, months=6, search_iterations=60)
+    result = run_tier2(cfg, out, _retire_after_first_run(out, retired))
+    assert retired, "the focal seat admitted nothing to retire"
+    _, scar_id = retired[0]
+    s = result.summary
+    first_decision_after = len(result.steps)  # the seat's decisions are numbered on across runs
+    assert s["complete"] is False and f"at decision {first_decision_after}" in s["stopped"]
+    assert f"scar_retired {scar_id}" in s["stopped"] and "another process" in s["stopped"]
+    assert set(result.steps["run"]) == {0} and set(result.months["run"]) == {0}
+    assert len(result.months) == cfg.months  # the first run is whole
+    with Ledger(out / "agent_0" / "ledger.sqlite", read_only=True) as audit:
+        assert audit.verify().ok
+        last = audit.events()[-1]
+    assert (last.type, last.subject) == ("scar_retired", scar_id)  # the stopped agent wrote nothing after it
+
+
+def test_scars_run_tier2_stopped_by_a_second_process_writes_its_files_and_exits_1(tmp_path, monkeypatch):
+    """``scars run tier2`` stops as ``scars run tier1`` does: RUN STOPPED, the files written (summary.json marked
+    ``complete: false``), exit 1 (before: one error line, exit 2, no summary.json)."""
+    import scars.experiments.tier2 as tier2
+
+    real = tier2.run_tier2
+    retired: list[tuple[int, str]] = []
+
+    def run_with_a_second_writer(cfg, out, progress=None):
+        foreign = _retire_after_first_run(out, retired)
+
+        def both(done, total):
+            foreign(done, total)
+            if progress is not None:
+                progress(done, total)
+
+        return real(cfg, out, both)
+
+    monkeypatch.setattr(tier2, "run_tier2", run_with_a_second_writer)
+    out = tmp_path / "out"
+    args = ["run", "tier2", "--method", "scars", "--setup", "focal", "--runs", "3", "--months", "6"]
+    result = CliRunner().invoke(main, [*args, "--search-iterations", "60", "--out", str(out)])
+    assert retired, "the focal seat admitted nothing to retire"
+    assert result.exit_code == 1, result.output
+    assert "RUN STOPPED" in result.output and "stopped before its end" in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is False and "scar_retired" in summary["stopped"]
+    assert (out / "results.md").exists() and (out / "steps.parquet").exists()

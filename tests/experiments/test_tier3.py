@@ -162,3 +162,91 @@ def test_a_damaged_carried_ledger_travels_nowhere(tmp_path):
     state = SeatState("agent_0", "scars", str(ledger), None, None, {}, 10)
     with pytest.raises(ConfigError, match="fails verification"):
         play_c(cfg, 0, "A", state, ([], []), tmp_path / "c")
+
+
+def _retire_in_c(retired: list[tuple[int, str]]):
+    """``on_step``: at the first decision in arena C with an active scar, another process retires that scar."""
+    from support.second_writer import retire_from_another_process
+
+    def on_step(agent, row):
+        if not retired and agent.scar_ids():
+            scar_id = agent.scar_ids()[0]
+            retire_from_another_process(agent.self_schema().path, scar_id)
+            retired.append((row["t"], scar_id))
+
+    return on_step
+
+
+def test_a_second_process_retiring_a_scar_in_arena_c_stops_the_tier3_run_with_what_it_recorded(tmp_path):
+    """Issue 41 #4 in tier 3: a foreign process retires a carried scar while the A-trained agent plays arena C. The
+    next decision sees it and the whole run stops there, fail closed: the decisions in C until then are the
+    result, the summary is marked incomplete with the foreign event named (before: the run raised, nothing
+    written)."""
+    from scars.agents.runtime.ledger import Ledger
+
+    retired: list[tuple[int, str]] = []
+    result = run_tier3(Tier3Config(method="scars", **TINY), tmp_path, on_step=_retire_in_c(retired))
+    assert retired, "the carried agent had no active scar in C"
+    t, scar_id = retired[0]
+    s = result.summary
+    assert s["complete"] is False and f"at decision {t + 1}" in s["stopped"]
+    assert f"scar_retired {scar_id}" in s["stopped"] and "another process" in s["stopped"]
+    assert s["agents"] == 1 and list(result.agents["history"]) == ["A"]  # the B-trained agent never played
+    assert result.steps["t"].iloc[-1] == t  # every decision up to the foreign write is kept
+    with Ledger(tmp_path / "seed_0" / "c_from_A" / "ledger.sqlite", read_only=True) as audit:
+        assert audit.verify().ok
+        last = audit.events()[-1]
+    assert (last.type, last.subject) == ("scar_retired", scar_id)
+
+
+def test_scars_run_tier3_stopped_by_a_second_process_writes_its_files_and_exits_1(tmp_path, monkeypatch):
+    """``scars run tier3`` stops as ``scars run tier1`` does: RUN STOPPED, the files written, summary.json marked
+    ``complete: false``, exit 1."""
+    import scars.experiments.tier3 as tier3
+
+    real = tier3.run_tier3
+    retired: list[tuple[int, str]] = []
+    monkeypatch.setattr(
+        tier3, "run_tier3", lambda cfg, out, progress=None: real(cfg, out, progress, _retire_in_c(retired))
+    )
+    out = tmp_path / "out"
+    args = ["run", "tier3", "--method", "scars", "--seeds", "0,1", "--train-runs", "1", "--train-months", "3"]
+    args += ["--episodes-c", "1", "--seasons-c", "3", "--permutations", "5", "--search-iterations", "20"]
+    result = CliRunner().invoke(main, [*args, "--out", str(out)])
+    assert retired, "the carried agent had no active scar in C"
+    assert result.exit_code == 1, result.output
+    assert "RUN STOPPED" in result.output and "stopped before its end" in result.output
+    summary = json.loads((out / "scars" / "summary.json").read_text())
+    assert summary["complete"] is False and "scar_retired" in summary["stopped"]
+    assert (out / "results.md").exists() and (out / "scars" / "steps.parquet").exists()
+
+
+def test_a_second_process_writing_a_training_ledger_stops_the_tier3_run_before_arena_c(tmp_path, monkeypatch):
+    """A foreign write during training in arena A stops the tier-3 run there: the training run is written out as
+    tier 2 writes a stopped run, nothing is carried into C, and the run's files say it stopped (no trajectory)."""
+    import scars.experiments.tier3 as tier3
+    from scars.agents.runtime.ledger import Ledger
+    from support.second_writer import retire_from_another_process
+
+    real = tier3.run_tier2
+    retired: list[str] = []
+
+    def training_with_a_second_writer(cfg, out, progress=None, stop=None):
+        def after_a_run(done, total):
+            ledger = out / "agent_0" / "ledger.sqlite"
+            with Ledger(ledger, read_only=True) as audit:
+                active = [s.id for s in audit.active_scars()]
+            if active and not retired:
+                retire_from_another_process(ledger, active[0])
+                retired.append(active[0])
+
+        return real(cfg, out, after_a_run, stop=stop)
+
+    monkeypatch.setattr(tier3, "run_tier2", training_with_a_second_writer)
+    summary = run_tier3_to_dir(Tier3Config(method="scars", **TINY | {"train_runs": 2}), tmp_path)
+    assert retired, "the training seat admitted nothing to retire"
+    assert summary["complete"] is False and f"scar_retired {retired[0]}" in summary["stopped"]
+    assert summary["agents"] == 0 and not (tmp_path / "seed_0" / "c_from_A").exists()
+    trained = json.loads((tmp_path / "seed_0" / "train_A" / "summary.json").read_text())
+    assert trained["complete"] is False and (tmp_path / "seed_0" / "train_A" / "steps.parquet").exists()
+    assert json.loads((tmp_path / "summary.json").read_text())["complete"] is False

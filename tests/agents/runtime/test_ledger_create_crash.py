@@ -110,12 +110,23 @@ def _files(path: Path) -> tuple[tuple[str, bool], ...]:
     )
 
 
+def _snapshot(path: Path) -> dict[str, bytes]:
+    """Every file of the folder, with its content."""
+    return {f.name: f.read_bytes() for f in sorted(path.parent.iterdir()) if f.is_file()}
+
+
 def _no_ledger_or_a_verified_empty_one(path: Path) -> str:
     """The folder after a kill: no ledger at ``path``, or a verified empty ledger; then a writer opens it."""
     state = _state(path)
+    before = _snapshot(path)
+    result = _verify_cli(path)
     if state == "empty ledger":
-        result = _verify_cli(path)
         assert result.exit_code == 0 and "ok: intact: 0 events" in result.output, result.output
+    else:  # what the audit says of any folder without a ledger: "no ledger at PATH", exit 2 (never 1, "tampered")
+        assert result.exit_code == 2 and f"no ledger at {path}" in result.output, result.output
+        if Path(f"{path}.creating").exists():
+            assert "creation was interrupted" in result.output and "nothing was recorded" in result.output
+    assert _snapshot(path) == before  # an audit neither completes nor discards a creation: it changes nothing
     with SchemaStore(path) as store:  # later opens work: the creation is completed or was already done
         store.ledger.record("merge_decision", {"after": "kill"})
         assert store.verify()
@@ -146,6 +157,34 @@ def test_a_kill_at_every_line_of_a_creation_leaves_no_ledger_or_a_verified_empty
     # kills landed both before and after the database was renamed into place, leaving several distinct states
     assert states.get("no ledger", 0) > 10 and states.get("empty ledger", 0) >= 1, states
     assert len(reopened) >= 5, reopened
+
+
+def _interrupted_before_the_rename(path: Path) -> None:
+    """The folder a kill leaves just before a creation's last step: the whole empty database still under
+    ``<path>.creating``, its key and its head file (0 events) in place, no ``path``."""
+    Ledger(path).close()
+    os.replace(path, f"{path}.creating")
+
+
+def test_a_kill_at_every_line_of_a_resumed_creation_leaves_no_ledger_or_a_verified_empty_one(tmp_path):
+    """The next writer completes an interrupted creation; killed while it does, the folder must still hold no ledger
+    or a verified empty one. Before, the resume deleted the creation marker first: a kill right after that left the
+    key and the head file without a database or a marker, which every later open refused as a deleted ledger
+    (``MissingLedgerError``: stranded)."""
+    states: dict[str, int] = {}
+    point = 1
+    while True:
+        path = tmp_path / f"kill-{point}" / "ledger.sqlite"
+        path.parent.mkdir()
+        _interrupted_before_the_rename(path)
+        if not _create_killed_at(path, point):
+            break
+        state = _state(path)
+        states[state] = states.get(state, 0) + 1
+        _no_ledger_or_a_verified_empty_one(path)
+        point += 1
+        assert point < 5000, "the creation never completed"
+    assert states.get("no ledger", 0) > 10 and states.get("empty ledger", 0) >= 1, states
 
 
 CHILD = textwrap.dedent(

@@ -371,6 +371,54 @@ def test_sliced_goals_are_alfworlds_slice_variants(tmp_path):
         TaskSpec("look_at_obj_in_light", "apple", None, sliced=True)
 
 
+def test_the_expert_slices_the_goal_object_of_a_sliced_task():
+    """Issue 41 #6: the native expert had no slicing step, so a sliced task had "no compliant plan" although the
+    game plays. Now it takes a knife, slices the goal object where it lies, puts the knife down and goes on."""
+    world = World(_sliced_cooling())
+    world.reset()
+    plan = expert_plan(world)
+    assert plan == SLICED_PLAN and [won for _, won in (world.step(c) for c in plan)][-1] is True
+
+
+def test_the_expert_slices_both_objects_of_a_sliced_pick_two_task():
+    """pick_two_obj_and_place_slice: both goal objects sliced with one trip holding the knife, then placed."""
+    sliceable = type_properties("apple") | {"sliceable"}
+    spec = dataclasses.replace(
+        _sliced_cooling(),
+        objects=(
+            ObjectSpec("apple 1", "apple", "countertop 1", sliceable),
+            ObjectSpec("apple 2", "apple", "fridge 1", sliceable),
+            ObjectSpec("knife 1", "knife", "diningtable 1"),
+        ),
+        task=TaskSpec("pick_two_obj_and_place", "apple", "diningtable", sliced=True),
+    )
+    world = World(spec)
+    world.reset()
+    plan = expert_plan(world)
+    assert [c for c in plan if c.startswith("slice")] == [
+        "slice apple 1 with knife 1",
+        "slice apple 2 with knife 1",
+    ]
+    assert [won for _, won in (world.step(c) for c in plan)][-1] is True
+
+
+def test_world_import_of_a_sliced_task_shows_its_expert_plan(tmp_path):
+    """``scars world import`` of a sliced task exited 2 ("no compliant plan"); now it prints the slicing plan."""
+    path = _exported_spec(_sliced_cooling(), tmp_path)
+    result = CliRunner().invoke(cli, ["world", "import", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "a cool slice of apple" in result.output and "slice apple 1 with knife 1" in result.output
+
+
+@pytest.mark.textworld
+@pytest.mark.skipif(not textworld_available(), reason=INSTALL_HINT)
+def test_world_import_verifies_a_sliced_task_in_textworld(tmp_path):
+    path = _exported_spec(_sliced_cooling(), tmp_path)
+    result = CliRunner().invoke(cli, ["world", "import", "--verify", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"agree on all {len(SLICED_PLAN)} steps and win" in result.output
+
+
 def _exported_spec(spec: GameSpec, tmp_path: Path) -> Path:
     try:
         return export_game(spec, tmp_path / "sliced.tw-pddl")

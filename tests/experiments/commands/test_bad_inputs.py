@@ -164,6 +164,21 @@ CASES: list[tuple[str, list[str], str]] = [
     ("train-resume-missing", ["train", "--resume", "--out", "MISSING"], "not a run folder"),
     ("train-seeds-text", ["train", "--seeds", "zero", "--out", "MISSING"], "zero"),
     ("train-curves-no-runs", ["train-curves", "FOLDER", "--out", "MISSING"], "no run folder"),
+    # issue 41: "²" (and other non-ASCII digits) passed str.isdigit and then int() raised a traceback
+    (
+        "tier3-seeds-superscript",
+        ["run", "tier3", "--seeds", "0,²", "--out", "MISSING"],
+        "expected seeds like",
+    ),
+    ("tier3-seeds-range-superscript", ["run", "tier3", "--seeds", "0-²", "--out", "MISSING"], "0-²"),
+    ("collusion-seeds-arabic", ["run", "tier2-collusion", "--seeds", "٣", "--out", "MISSING"], "٣"),
+    ("tier2-population-superscript", ["run", "tier2", "--population", "coop:²", "--out", "MISSING"], "'²'"),
+    ("tier3-population-superscript", ["run", "tier3", "--population-c", "coop:²", "--out", "MISSING"], "'²'"),
+    (
+        "sweep-address-superscript",
+        ["sweep", "--grid", "seed=0", "--address", "h:²", "--out", "MISSING"],
+        "HOST:PORT",
+    ),
 ]
 
 
