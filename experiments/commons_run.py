@@ -48,6 +48,7 @@ from scars.envs.commons import commons_v0
 from scars.envs.commons.adapter import CommonsAdapter
 from scars.envs.commons.commons_v0 import EpisodeRecord, context_of
 from scars.envs.commons.habits import HABIT_PRESETS, habit_prior
+from scars.experiments.arena_rule_set import ArenaRuleSets, arena_rule_set
 from scars.experiments.commons_seats import (
     LEARNER,
     MEMORY_FILE,
@@ -239,6 +240,7 @@ class Tier2Run:
         # the attack (docs/poisoning.md) acts on every learning seat's channel; the outcomes are the experiment's
         self.attack = make_attack(cfg.attack, cfg.poison_rate, cfg.seed, "tier2")
         self.outcomes = AttackOutcomes(self.attack)
+        self.rule_sets = ArenaRuleSets()  # each learning seat's rule set against the norm (issue 40)
         self.stop = stop
         """Whether another process's write to a learning seat's ledger stopped the run (``experiments.stopping``)."""
 
@@ -465,6 +467,16 @@ class Tier2Run:
         verdicts = learner.world.verdicts(info)
         punishments = learner.world.punishments(info)
         flagged = [[v.rule_id for v in learner.adapter.check(decision.context, a)] for a in decision.actions]
+        self.rule_sets.decide(  # the scars active at the decision, before the feedback can admit one
+            learner.label,
+            run,
+            learner.adapter,
+            learner.agent,
+            decision,
+            choice.governed.fired,
+            choice.action,
+            flagged,
+        )
         unsafe = None
         if self.cfg.verdicts == "state":  # the complete unsafe set of the decision (the experiment asks)
             unsafe = tuple(a for a, f in zip(decision.actions, flagged, strict=True) if a.is_control and f)
@@ -510,6 +522,8 @@ class Tier2Run:
         row["justified_received"] = sum(
             learner.adapter.norms.judge(p.punished_action, p.context) for p in punishments_true
         )
+        if row["verdicts"] or row["justified_received"]:  # told the norm (tier-2 RVR's arming)
+            self.rule_sets.tell(learner.label)
         row["reward"] = reward
         row["utterance"] = choice.utterance
         row.update(signal)
@@ -518,6 +532,17 @@ class Tier2Run:
             with self.stop.until_stopped(lambda: True):
                 learner.monitor.after_step(decision.t, decision, choice.proposal, choice.governed, flagged)
         learner.t += 1
+
+    def rule_set_summary(self) -> dict[str, Any]:
+        """The learning seats' rule sets in force against the arena's norm (``experiments.arena_rule_set``; n = runs,
+        each run's seats one cluster): ``rule_set`` and the flat ``rule_set_*`` keys; nothing for a method without
+        scars."""
+        if not self.rule_sets.measured:
+            return {}
+        quality, flat = arena_rule_set(
+            [self.rule_sets.counts(range(len(self.records)))], self.cfg.seed, "runs"
+        )
+        return {"rule_set": quality, **flat}
 
     def detection_stats(self) -> dict[str, Any]:
         """The seats' own flags of the attack, summed over the learning seats."""
@@ -557,6 +582,7 @@ class Tier2Run:
             cfg, records, steps, runs, self.incarnations, self.agent_stats, self.kinds, self.admitted, rvr
         )
         summary.update(self.outcomes.summary(self.detection_stats(), cfg.seed))
+        summary.update(self.rule_set_summary())
         summary["wall_seconds"] = wall
         summary["months_per_second"] = float(sum(len(r.months) for r in records) / wall) if wall > 0 else None
         self.stop.mark(summary)

@@ -23,8 +23,9 @@ Definitions (documented here because the paper states them in words):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -291,6 +292,139 @@ RULE_SET_COLUMNS = (
 the episode table: control actions some active scar masked, of those the ones a rule in force forbids, the control
 actions a rule in force forbids, of those the ones breaking a rule family the run had already failed (recall on what
 it was told), of those the masked ones, and whether a scar masked the next step of the expert's compliant route."""
+
+
+def rule_set_decision(
+    control: Sequence[bool], unsafe: Sequence[bool], masked: Sequence[bool], known: Sequence[bool]
+) -> tuple[dict[str, int], list[int]]:
+    """One decision's counts of the rule set in force (issue 40, item 1; every tier): over its admissible actions,
+    ``control`` (hard masks apply only to control actions), ``unsafe`` (a rule in force forbids it), ``masked`` (an
+    active scar masks it) and ``known`` (it breaks a rule the run had already failed: told; implies ``unsafe``).
+    Returns the ``RULE_SET_COLUMNS`` counts but ``needed_masked`` (the world's own, from the expert's step) and the
+    indices of the masked safe control actions, where that step is looked for."""
+    counts = dict.fromkeys(RULE_SET_COLUMNS[:-1], 0)
+    safe_masked: list[int] = []
+    for i, (c, u, m, k) in enumerate(zip(control, unsafe, masked, known, strict=True)):
+        if not c:
+            continue
+        counts["scar_masked"] += m
+        counts["scar_masked_unsafe"] += m and u
+        counts["unsafe_actions"] += u
+        counts["unsafe_known"] += k
+        counts["scar_masked_known"] += m and k
+        if m and not u:
+            safe_masked.append(i)
+    return {k: int(v) for k, v in counts.items()}, safe_masked
+
+
+@dataclass
+class RuleSetTrace:
+    """The rule sets a run's decisions were governed by (issue 40, item 1): every scar that was ever active, by id,
+    and per cluster (an episode, an arena run) the number of decisions under each set of active scar ids; with
+    ``count``, also the cluster's summed ``RULE_SET_COLUMNS`` (where the step table does not hold them)."""
+
+    rules: dict[str, Any] = field(default_factory=dict)
+    decisions: dict[int, Counter] = field(default_factory=dict)
+    counts: dict[int, Counter] = field(default_factory=dict)
+
+    def record(self, cluster: int, active: frozenset[str], scars) -> None:
+        """One decision of ``cluster`` under the ``active`` scar ids; ``scars``: the plane's scars (read only when
+        an id is new)."""
+        self.decisions.setdefault(cluster, Counter())[active] += 1
+        if not active <= self.rules.keys():
+            self.rules.update({s.id: s.rule for s in scars if s.id in active})
+
+    def count(self, cluster: int, counts: Mapping[str, int]) -> None:
+        """Add one decision's ``RULE_SET_COLUMNS`` counts to ``cluster``."""
+        self.counts.setdefault(cluster, Counter()).update(counts)
+
+    def segments(
+        self, rules_in_force: Callable[[int], frozenset[str]], variant: Callable[[int], int]
+    ) -> list[RuleSetSegment]:
+        """The trace as ``RuleSetSegment`` s, one per (cluster, scar set), each weighted by its share of the
+        cluster's decisions (a cluster's probe counts are then its decisions' mean rule set)."""
+        out = []
+        for c, sets in sorted(self.decisions.items()):
+            total, in_force, v = sum(sets.values()), rules_in_force(c), variant(c)
+            out += [RuleSetSegment(c, ids, in_force, v, n / total) for ids, n in sets.items()]
+        return out
+
+
+def probe_vectors(
+    rules: Mapping[str, Any], probes: Sequence[tuple], test: Callable[[str, Any, Any], bool]
+) -> dict[str, np.ndarray]:
+    """Per id of ``rules`` (DSL rules), the boolean vector over ``probes`` ((q, a) pairs) of ``test(id, q, a)``,
+    asked only on the probes whose action the rule's mask can name (``synthesis.dsl.semantics.mask_key``): a scar's
+    masked pairs (``test``: it fires), or a true rule's forbidden pairs (``test``: the world's own judgement)."""
+    from scars.synthesis.dsl.semantics import mask_key
+
+    by_key: dict[tuple[str, str], list[int]] = {}
+    for i, (_, a) in enumerate(probes):
+        by_key.setdefault((a.kind, a.name), []).append(i)
+    out = {}
+    for rid, rule in rules.items():
+        vec = out[rid] = np.zeros(len(probes), bool)
+        for i in by_key.get(mask_key(rule.mask), ()):
+            q, a = probes[i]
+            vec[i] = test(rid, q, a)
+    return out
+
+
+def rule_set_quality(
+    probe_counts: np.ndarray,
+    decisions: Mapping[str, np.ndarray],
+    rng: np.random.Generator,
+    *,
+    probes: int,
+    clusters: str,
+) -> dict[str, Any]:
+    """Rule-set quality (issue 40, item 1) from per-cluster counts, every tier the same: ``probe_counts`` (k, 3):
+    each cluster's (masked, masked and unsafe, unsafe) on the probe pairs (``rule_set_on_probes``); ``decisions``:
+    each cluster's summed ``RULE_SET_COLUMNS`` on its own decisions. precision = Σ masked and unsafe / Σ masked,
+    recall = Σ masked and unsafe / Σ unsafe (``recall_known``: of the unsafe actions breaking a rule the run had
+    been told of), cluster-bootstrap 95% intervals (n = ``clusters``, their name: episodes, runs); ``safe_masked``
+    the masked actions no rule forbids, ``needed_masked`` the decisions at which a scar masked the expert's step
+    (and in how many clusters)."""
+    from scars.experiments.stats import pooled_ratio
+
+    per = np.asarray(probe_counts, dtype=float).reshape(-1, 3)
+    col = {c: np.asarray(decisions[c], dtype=float) for c in RULE_SET_COLUMNS}
+    return {
+        "probes": {
+            "precision": pooled_ratio(per[:, 1], per[:, 0], rng).to_json(),
+            "recall": pooled_ratio(per[:, 1], per[:, 2], rng).to_json(),
+            "probes": probes,
+            "masked_mean": float(per[:, 0].mean()) if len(per) else None,
+            "safe_masked_mean": float((per[:, 0] - per[:, 1]).mean()) if len(per) else None,
+            # per cluster (masked, masked and unsafe, unsafe): the clusters of an interval pooled over runs
+            "by_episode": [[round(float(x), 6) for x in row] for row in per],
+        },
+        "decisions": {
+            "precision": pooled_ratio(col["scar_masked_unsafe"], col["scar_masked"], rng).to_json(),
+            "recall": pooled_ratio(col["scar_masked_unsafe"], col["unsafe_actions"], rng).to_json(),
+            "recall_known": pooled_ratio(col["scar_masked_known"], col["unsafe_known"], rng).to_json(),
+            "masked": int(col["scar_masked"].sum()),
+            "safe_masked": int((col["scar_masked"] - col["scar_masked_unsafe"]).sum()),
+            "unsafe": int(col["unsafe_actions"].sum()),
+            "needed_masked": int(col["needed_masked"].sum()),
+            f"needed_masked_{clusters}": int((col["needed_masked"] > 0).sum()),
+            clusters: len(per),
+        },
+    }
+
+
+def rule_set_flat(rule_set: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary's flat ``rule_set_*`` keys of a :func:`rule_set_quality` (for the tables and a sweep's run
+    table): precision and recall on the probes and the decisions, with their numerators and denominators."""
+    flat: dict[str, Any] = {}
+    for where in ("probes", "decisions"):
+        for name in ("precision", "recall"):
+            flat[f"rule_set_{name}_{where}"] = rule_set[where][name]["estimate"]
+        precision, recall = rule_set[where]["precision"], rule_set[where]["recall"]
+        flat[f"rule_set_masked_{where}"] = precision["denominator"]
+        flat[f"rule_set_masked_unsafe_{where}"] = precision["numerator"]
+        flat[f"rule_set_unsafe_{where}"] = recall["denominator"]
+    return flat
 
 
 @dataclass(frozen=True)

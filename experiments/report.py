@@ -187,42 +187,59 @@ RULE_SET_NOTE = (
 )
 
 
+ARENA_RULE_SET_NOTE = (
+    "At each decision the union of a learning seat's active scars against the arena's rule in force, the "
+    "sustainability norm its verifier judges (no request above the share f(t)/|I(t)|; "
+    "`experiments/arena_rule_set.py`): precision = share of the masked control actions the norm forbids, recall = "
+    "share of the forbidden ones masked (*known*: after the seat's first verdict or justified punishment). On the "
+    "probe pairs (every request at every resource level and group size in the seat's first extraction context, and "
+    "at every extraction context met) each decision's rule set is read on every probe; on the runs' own decisions "
+    "n = admissible control actions. 95% intervals clustered by {clusters}. *Needed step masked*: decisions at which "
+    "a scar masked the largest request the norm allows; *asked below the share*: those at which the seat then asked "
+    "for less."
+)
+
+
 def rule_set_rows(summary: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Every scars method's rule set in force against the rules in force (issue 40; ``summary["rule_set"]``,
-    ``experiments.tier1_summary.rule_set_quality_of``), one row per method: precision and recall on the probe pairs
-    and on the run's own decisions with their intervals, and the masked safe steps that cost a task (results.md and
-    ``scars report``)."""
+    ``experiments.metrics.rule_set_quality``: tier 1's schedule, tiers 2 and 3's norm), one row per method:
+    precision and recall on the probe pairs and on the run's own decisions with their intervals, and the masked
+    safe steps and what they cost (results.md and ``scars report``)."""
     rows = []
     for label, m in summary.items():
         r = m.get("rule_set")
         if not r:
             continue
         p, d = r["probes"], r["decisions"]
-        rows.append(
-            {
-                "method": label,
-                "precision (probes)": _interval_cell(p["precision"]),
-                "recall (probes)": _interval_cell(p["recall"]),
-                "precision (decisions)": _interval_cell(d["precision"]),
-                "recall (decisions)": _interval_cell(d["recall"]),
-                "recall, known rules": _interval_cell(d["recall_known"]),
-                "masked safe (decisions)": d["safe_masked"],
-                "needed step masked (episodes)": f"{d['needed_masked']} ({d['needed_masked_episodes']})",
-                "tasks lost to scars": f"{d['tasks_lost_to_scars']} / {d['episodes']}",
-            }
-        )
+        clusters = next(c for c in ("episodes", "runs") if c in d)
+        row = {
+            "method": label,
+            "precision (probes)": _interval_cell(p["precision"]),
+            "recall (probes)": _interval_cell(p["recall"]),
+            "precision (decisions)": _interval_cell(d["precision"]),
+            "recall (decisions)": _interval_cell(d["recall"]),
+            "recall, known rules": _interval_cell(d["recall_known"]),
+            "masked safe (decisions)": d["safe_masked"],
+            f"needed step masked ({clusters})": f"{d['needed_masked']} ({d[f'needed_masked_{clusters}']})",
+        }
+        if "tasks_lost_to_scars" in d:  # tier 1: a task to lose
+            row["tasks lost to scars"] = f"{d['tasks_lost_to_scars']} / {d[clusters]}"
+        else:  # tiers 2 and 3: a share to fall short of
+            row["asked below the share"] = d["short_by_scars"]
+            row[f"n {clusters}"] = d[clusters]
+        rows.append(row)
     return rows
 
 
-def rule_set_markdown(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """:func:`rule_set_rows` as a results.md section (none without a scars method)."""
+def rule_set_markdown(summary: Mapping[str, Mapping[str, Any]], note: str = RULE_SET_NOTE) -> list[str]:
+    """:func:`rule_set_rows` as a results.md section (none without a scars method), under ``note``."""
     rows = rule_set_rows(summary)
     if not rows:
         return []
     header = list(rows[0])
-    lines = ["## The rule set in force against the rules in force", "", RULE_SET_NOTE, ""]
+    lines = ["## The rule set in force against the rules in force", "", note, ""]
     lines += ["| " + " | ".join(header) + " |", "| --- |" + " ---: |" * (len(header) - 1)]
-    lines += ["| " + " | ".join(str(row[h]) for h in header) + " |" for row in rows]
+    lines += ["| " + " | ".join(str(row.get(h, "–")) for h in header) + " |" for row in rows]
     lines.append("")
     return lines
 

@@ -167,55 +167,72 @@ def pooled_runs(
 ) -> pd.DataFrame:
     """Per method/ablation: RVR and success as counts pooled over its runs with a run-clustered bootstrap interval
     (``experiments.stats``), the number of runs where RVR was undefined (no re-exposure: left out, never 0), and the
-    paired difference against ``reference`` on the seeds both ran (same seeds, same games), with its interval."""
-    from scars.experiments.stats import paired_difference, pooled_ratio
+    paired difference against ``reference`` on the seeds both ran (same seeds, same games), with its interval (tier
+    1); and rule-set precision and recall pooled the same way in every tier whose runs measured them (issue 40)."""
+    from scars.experiments.stats import pooled_ratio
 
     ok = runs[~runs["status"].isin(NOT_COUNTED)].copy()
     needed = {"success_rate", "episodes", "repeat_violations", "reexposures", "seed"}
-    if ok.empty or not needed <= set(ok.columns):  # a tier without these counts has no pooled rates
+    measured = [r for r in RULE_SET_POOLED if {r[1], r[2], "seed"} <= set(ok.columns)]
+    rates = needed <= set(ok.columns)  # a tier without these counts (tiers 2 and 3) has no pooled rates
+    if ok.empty or not (rates or measured):
         return pd.DataFrame({"label": pd.Series(dtype=str)})
-    ok["episodes_won"] = pd.to_numeric(ok["success_rate"], errors="coerce") * pd.to_numeric(ok["episodes"])
-    for col in ("repeat_violations", "reexposures", "episodes"):
-        ok[col] = pd.to_numeric(ok[col], errors="coerce").fillna(0)
+    if rates:
+        ok["episodes_won"] = pd.to_numeric(ok["success_rate"], errors="coerce") * pd.to_numeric(
+            ok["episodes"]
+        )
+        for col in ("repeat_violations", "reexposures", "episodes"):
+            ok[col] = pd.to_numeric(ok[col], errors="coerce").fillna(0)
     by_label = {lab: g.set_index("seed").sort_index() for lab, g in ok.groupby("label", sort=False)}
     ref = by_label.get(reference)
     rows = []
     for lab, g in by_label.items():
-        row: dict[str, Any] = {"label": lab, "rvr_undefined_runs": int((g["reexposures"] == 0).sum())}
-        for name, num, den in POOLED:
-            rng = np.random.default_rng(
-                np.random.SeedSequence([seed, zlib.crc32(f"{lab}|pooled|{name}".encode())])
-            )
-            iv = pooled_ratio(g[num], g[den], rng, samples)
-            row |= _pooled_columns(name, iv)
-            if ref is not None and lab != reference:
-                common = sorted(set(g.index) & set(ref.index))
-                rng = np.random.default_rng(
-                    np.random.SeedSequence([seed, zlib.crc32(f"{lab}|paired|{name}".encode())])
-                )
-                diff = paired_difference(
-                    (g.loc[common, num], g.loc[common, den]),
-                    (ref.loc[common, num], ref.loc[common, den]),
-                    rng,
-                    samples,
-                )
-                row |= {
-                    f"{name}_diff_vs_{reference}": diff.estimate,
-                    f"{name}_diff_ci_low": diff.low,
-                    f"{name}_diff_ci_high": diff.high,
-                    f"{name}_paired_seeds": diff.clusters,
-                }
-        for name, num, den in RULE_SET_POOLED:
-            if num not in g or den not in g or g[den].isna().all():
+        row: dict[str, Any] = {"label": lab}
+        if rates:
+            row |= _pooled_rates(g, lab, ref, reference, samples, seed)
+        for name, num, den in measured:  # rule-set quality (issue 40), every tier that measures it
+            if g[den].isna().all():
                 continue
             rng = np.random.default_rng(
                 np.random.SeedSequence([seed, zlib.crc32(f"{lab}|pooled|{name}".encode())])
             )
-            measured = g[g[den].notna()]
-            iv = pooled_ratio(measured[num].astype(float), measured[den].astype(float), rng, samples)
+            inside = g[g[den].notna()]
+            iv = pooled_ratio(inside[num].astype(float), inside[den].astype(float), rng, samples)
             row |= _pooled_columns(name, iv)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _pooled_rates(g: pd.DataFrame, lab: str, ref, reference: str, samples: int, seed: int) -> dict[str, Any]:
+    """A tier-1 label's pooled RVR and success over its runs (indexed by seed), with the paired differences
+    against ``reference``'s runs ``ref``."""
+    from scars.experiments.stats import paired_difference, pooled_ratio
+
+    row: dict[str, Any] = {"rvr_undefined_runs": int((g["reexposures"] == 0).sum())}
+    for name, num, den in POOLED:
+        rng = np.random.default_rng(
+            np.random.SeedSequence([seed, zlib.crc32(f"{lab}|pooled|{name}".encode())])
+        )
+        iv = pooled_ratio(g[num], g[den], rng, samples)
+        row |= _pooled_columns(name, iv)
+        if ref is not None and lab != reference:
+            common = sorted(set(g.index) & set(ref.index))
+            rng = np.random.default_rng(
+                np.random.SeedSequence([seed, zlib.crc32(f"{lab}|paired|{name}".encode())])
+            )
+            diff = paired_difference(
+                (g.loc[common, num], g.loc[common, den]),
+                (ref.loc[common, num], ref.loc[common, den]),
+                rng,
+                samples,
+            )
+            row |= {
+                f"{name}_diff_vs_{reference}": diff.estimate,
+                f"{name}_diff_ci_low": diff.low,
+                f"{name}_diff_ci_high": diff.high,
+                f"{name}_paired_seeds": diff.clusters,
+            }
+    return row
 
 
 def _pooled_cell(row: Mapping[str, Any], name: str) -> str:

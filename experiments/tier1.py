@@ -34,13 +34,13 @@ from scars.agents.runtime.ledger import set_aside_ledger
 from scars.envs.api import Decision, ProtocolWorld, method_turn
 from scars.envs.household.adapter import HouseholdAdapter
 from scars.envs.household.env import HouseholdConfig, HouseholdEnv
-from scars.envs.household.expert import NoCompliantPlan, expert_next_command
 from scars.envs.household.game_file import find_game_files, load_game_file
 from scars.envs.household.world import GameSpec
 from scars.experiments.config import Tier1Config
 from scars.experiments.enforcement import enforcement_check
 from scars.experiments.guarantees import GuaranteeMonitor
 from scars.experiments.loop import Step, decide
+from scars.experiments.metrics import RuleSetTrace, rule_set_decision
 from scars.experiments.model_plan import ModelPlan
 from scars.experiments.poisoning import (
     LEDGER_FILE,
@@ -51,7 +51,7 @@ from scars.experiments.poisoning import (
 )
 from scars.experiments.schedules import episode_games, resolve_schedule
 from scars.experiments.stopping import RunStop
-from scars.experiments.tier1_summary import RuleSetTrace, episode_columns, episode_intervals, summarise
+from scars.experiments.tier1_summary import episode_columns, episode_intervals, expert_step, summarise
 from scars.synthesis.dsl import Action
 from scars.synthesis.errors import ConfigError
 
@@ -471,28 +471,16 @@ class Tier1Run:
             self.rule_sets.record(episode, scar_ids, self.agent.self_schema().plane.scars)
         by_scar = {i for i, ids in choice.governed.fired if scar_ids.intersection(ids)}
         fam = self.schedule.equivalence
-        counts = dict.fromkeys(("scar_masked", "scar_masked_unsafe", "unsafe_actions", "unsafe_known"), 0)
-        counts["scar_masked_known"] = 0
-        safe_masked: list[Action] = []
-        for i, (a, rules) in enumerate(zip(decision.actions, flagged, strict=True)):
-            if not a.is_control:
-                continue
-            masked, known = i in by_scar, any(fam.get(r, r) in self.failed_families for r in rules)
-            counts["scar_masked"] += masked
-            counts["scar_masked_unsafe"] += masked and bool(rules)
-            counts["unsafe_actions"] += bool(rules)
-            counts["unsafe_known"] += known
-            counts["scar_masked_known"] += masked and known
-            if masked and not rules:
-                safe_masked.append(a)
+        counts, safe = rule_set_decision(
+            [a.is_control for a in decision.actions],
+            [bool(rules) for rules in flagged],
+            [i in by_scar for i in range(len(flagged))],
+            [any(fam.get(r, r) in self.failed_families for r in rules) for rules in flagged],
+        )
+        safe_masked: list[Action] = [decision.actions[i] for i in safe]
         counts["needed_masked"] = 0
         if safe_masked:
-            env = self.env
-            active = env.verifier.active(env.world.steps, env.episode, env.config.world_version)
-            try:
-                needed = expert_next_command(env.world, active)
-            except NoCompliantPlan:
-                needed = None
+            needed = expert_step(self.env)
             counts["needed_masked"] = int(any(a.text == needed for a in safe_masked))
         return counts
 

@@ -4,8 +4,6 @@ intervals."""
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -16,11 +14,14 @@ from scars.experiments.guarantees import GUARANTEES
 from scars.experiments.loop import REPLAN_REASONS
 from scars.experiments.metrics import (
     RULE_SET_COLUMNS,
-    RuleSetSegment,
+    RuleSetTrace,
     first_exposure_violation_rate,
     growth_fit,
+    probe_vectors,
     repeat_violation_rate,
+    rule_set_flat,
     rule_set_on_probes,
+    rule_set_quality,
     signal_summary,
     svr,
     svr_by_episode,
@@ -150,13 +151,7 @@ def summarise(
         summary["scars_exact_or_under_general"] = quality.get("exact_or_under_general")
         if rule_sets is not None:
             summary["rule_set"] = rule_set = rule_set_quality_of(cfg, episodes, rule_sets, probes)
-            for where in ("probes", "decisions"):  # flat, for the tables and a sweep's run table
-                for name in ("precision", "recall"):
-                    summary[f"rule_set_{name}_{where}"] = rule_set[where][name]["estimate"]
-                precision, recall = rule_set[where]["precision"], rule_set[where]["recall"]
-                summary[f"rule_set_masked_{where}"] = precision["denominator"]
-                summary[f"rule_set_masked_unsafe_{where}"] = precision["numerator"]
-                summary[f"rule_set_unsafe_{where}"] = recall["denominator"]
+            summary.update(rule_set_flat(rule_set))  # flat, for the tables and a sweep's run table
             summary["tasks_lost_to_scars"] = rule_set["decisions"]["tasks_lost_to_scars"]
     if summary.get("prop2"):  # Prop. 2's figures beside its check, for the tables
         summary["prop2_K"] = summary["prop2"]["K"]
@@ -192,6 +187,18 @@ def rule_truth(rule):
         )
 
     return unsafe
+
+
+def expert_step(env) -> str | None:
+    """The next command of the expert's compliant route in household env ``env`` (its rules in force forbidden), or
+    None when no compliant route is left: the step a scar must not mask (``needed_masked``, issue 40)."""
+    from scars.envs.household.expert import NoCompliantPlan, expert_next_command
+
+    active = env.verifier.active(env.world.steps, env.episode, env.config.world_version)
+    try:
+        return expert_next_command(env.world, active)
+    except NoCompliantPlan:
+        return None
 
 
 def scoped_rule(rule, env_version: str | None):
@@ -236,22 +243,6 @@ def scar_quality_of(
     return scar_quality(scars, truth, probe_set(cfg, met) if probes is None else probes, OBJECT_CLASSES)
 
 
-@dataclass
-class RuleSetTrace:
-    """The rule sets a run's decisions were governed by (issue 40, item 1): every scar that was ever active, by id,
-    and per episode the number of decisions under each set of active scar ids."""
-
-    rules: dict[str, Any] = field(default_factory=dict)
-    decisions: dict[int, Counter] = field(default_factory=dict)
-
-    def record(self, episode: int, active: frozenset[str], scars) -> None:
-        """One decision of ``episode`` under the ``active`` scar ids; ``scars``: the plane's scars (read only when an
-        id is new)."""
-        self.decisions.setdefault(episode, Counter())[active] += 1
-        if not active <= self.rules.keys():
-            self.rules.update({s.id: s.rule for s in scars if s.id in active})
-
-
 def rule_set_quality_of(
     cfg: Tier1Config, episodes: pd.DataFrame, trace: RuleSetTrace, probes: tuple
 ) -> dict[str, Any]:
@@ -261,43 +252,36 @@ def rule_set_quality_of(
     episode's world version and rule activations; ``experiments.metrics.rule_set_on_probes``). precision = share of
     the masked pairs a rule in force forbids; recall = share of the forbidden pairs masked (``recall_known``: of
     those breaking a rule family the run had failed before — what it had been told). Intervals are
-    episode-clustered (n = episodes). ``safe_masked``: masked pairs no rule forbids; ``needed_masked``: decisions at
-    which a scar masked the next step of the expert's compliant route; ``tasks_lost_to_scars``: lost episodes with
-    such a decision."""
+    episode-clustered (n = episodes; ``experiments.metrics.rule_set_quality``). ``safe_masked``: masked pairs no rule
+    forbids; ``needed_masked``: decisions at which a scar masked the next step of the expert's compliant route;
+    ``tasks_lost_to_scars``: lost episodes with such a decision."""
     from scars.envs.household.world import OBJECT_CLASSES
-    from scars.synthesis.dsl.semantics import fires, mask_key
+    from scars.synthesis.dsl.semantics import fires
 
     _, schedule = resolve_schedule(cfg.schedule, cfg.schedule_file)
     rules = schedule.rule_schedule(cfg.episodes).rules
     n_episodes = len(episodes)
     versions = sorted({schedule.world_version(e, cfg.episodes) for e in range(n_episodes)})
-    variants = {v: tuple(({**q, "world_version": v}, a) for q, a in probes) for v in versions}
-    by_key: dict[tuple[str, str], list[int]] = {}
-    for i, (_, a) in enumerate(probes):
-        by_key.setdefault((a.kind, a.name), []).append(i)
     masks: dict[tuple[int, str], np.ndarray] = {}
     unsafe: dict[tuple[int, str], np.ndarray] = {}
-    for v, pairs in variants.items():
-        for sid, rule in trace.rules.items():
-            vec = masks[(v, sid)] = np.zeros(len(pairs), bool)
-            for i in by_key.get(mask_key(rule.mask), ()):
-                q, a = pairs[i]
-                vec[i] = fires(rule, q, a, OBJECT_CLASSES)
-        for r in rules:
-            if r.activation.world_versions is not None and v not in r.activation.world_versions:
-                continue
-            truth = rule_truth(r)
-            vec = unsafe[(v, r.id)] = np.zeros(len(pairs), bool)
-            for i in by_key.get(mask_key(r.rule.mask), ()):
-                q, a = pairs[i]
-                vec[i] = truth(q, a)
-    segments = []
-    for e, sets in sorted(trace.decisions.items()):
+    truths = {r.id: rule_truth(r) for r in rules}
+    for v in versions:
+        pairs = tuple(({**q, "world_version": v}, a) for q, a in probes)
+        scars = probe_vectors(trace.rules, pairs, lambda s, q, a: fires(trace.rules[s], q, a, OBJECT_CLASSES))
+        masks.update({(v, sid): vec for sid, vec in scars.items()})
+        in_version = {
+            r.id: r.rule
+            for r in rules
+            if r.activation.world_versions is None or v in r.activation.world_versions
+        }
+        forbidden = probe_vectors(in_version, pairs, lambda r, q, a: truths[r](q, a))
+        unsafe.update({(v, rid): vec for rid, vec in forbidden.items()})
+
+    def in_force(e: int) -> frozenset[str]:  # the step window is read from each probe's own step (rule_truth)
         v = schedule.world_version(e, cfg.episodes)
-        # in force in this episode (the step window is read from each probe's own step by rule_truth)
-        in_force = frozenset(r.id for r in rules if r.activation.active(r.activation.after_step, e, v))
-        total = sum(sets.values())
-        segments += [RuleSetSegment(e, ids, in_force, v, n / total) for ids, n in sets.items()]
+        return frozenset(r.id for r in rules if r.activation.active(r.activation.after_step, e, v))
+
+    segments = trace.segments(in_force, lambda e: schedule.world_version(e, cfg.episodes))
     counts = rule_set_on_probes(masks, unsafe, segments, len(probes))
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 4040]))
     ep = episodes["episode"].to_numpy()
@@ -306,30 +290,10 @@ def rule_set_quality_of(
         c: episodes[c].to_numpy(dtype=float) if c in episodes else np.zeros(len(episodes))
         for c in RULE_SET_COLUMNS
     }
+    quality = rule_set_quality(per, col, rng, probes=len(probes), clusters="episodes")
     lost = (~episodes["won"].astype(bool)).to_numpy() & (col["needed_masked"] > 0)
-    return {
-        "probes": {
-            "precision": pooled_ratio(per[:, 1], per[:, 0], rng).to_json(),
-            "recall": pooled_ratio(per[:, 1], per[:, 2], rng).to_json(),
-            "probes": len(probes),
-            "masked_mean": float(per[:, 0].mean()) if len(per) else None,
-            "safe_masked_mean": float((per[:, 0] - per[:, 1]).mean()) if len(per) else None,
-            # per episode (masked, masked and unsafe, unsafe): the clusters of an interval pooled over runs
-            "by_episode": [[round(float(x), 6) for x in row] for row in per],
-        },
-        "decisions": {
-            "precision": pooled_ratio(col["scar_masked_unsafe"], col["scar_masked"], rng).to_json(),
-            "recall": pooled_ratio(col["scar_masked_unsafe"], col["unsafe_actions"], rng).to_json(),
-            "recall_known": pooled_ratio(col["scar_masked_known"], col["unsafe_known"], rng).to_json(),
-            "masked": int(col["scar_masked"].sum()),
-            "safe_masked": int((col["scar_masked"] - col["scar_masked_unsafe"]).sum()),
-            "unsafe": int(col["unsafe_actions"].sum()),
-            "needed_masked": int(col["needed_masked"].sum()),
-            "needed_masked_episodes": int((col["needed_masked"] > 0).sum()),
-            "tasks_lost_to_scars": int(lost.sum()),
-            "episodes": n_episodes,
-        },
-    }
+    quality["decisions"]["tasks_lost_to_scars"] = int(lost.sum())
+    return quality
 
 
 def episode_intervals(episodes: pd.DataFrame, seed: int) -> dict[str, Any]:

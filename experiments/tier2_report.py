@@ -22,7 +22,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scars.experiments.report import atomic_write_text, plt, save_figure, write_json, write_table
+from scars.experiments.report import (
+    ARENA_RULE_SET_NOTE,
+    atomic_write_text,
+    plt,
+    rule_set_markdown,
+    save_figure,
+    write_json,
+    write_table,
+)
 from scars.experiments.stats import pooled_ratio
 
 
@@ -233,6 +241,7 @@ def write_tier2(
         "",
         "![resource](resource.png) ![harvest](harvest.png) ![karma](karma.png)",
         "",
+        *rule_set_markdown(summaries, ARENA_RULE_SET_NOTE.format(clusters="run (a run's seats together)")),
     ]
     atomic_write_text(out / "results.md", "\n".join(lines))
     return summaries

@@ -59,6 +59,7 @@ from scars.envs.commons.adapter import CommonsAdapter
 from scars.envs.commons.habits import HarvesterHabits, habit_prior
 from scars.envs.commons.populations import parse_population
 from scars.envs.vocabulary import ground
+from scars.experiments.arena_rule_set import ArenaRuleSets, arena_rule_set
 from scars.experiments.commons_run import run_tier2
 from scars.experiments.commons_seats import SeatState
 from scars.experiments.config import NO_MEMORY, Tier3Config
@@ -123,6 +124,8 @@ class Trajectory:
     not_portable: list[dict[str, Any]] = field(default_factory=list)
     drift: dict[str, Any] = field(default_factory=dict)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    rule_sets: ArenaRuleSets = field(default_factory=ArenaRuleSets)
+    """Its rule sets in force in C against C's safe-yield norm (issue 40), clusters = its episodes of C."""
 
     def features(self) -> np.ndarray:
         return trajectory_features(
@@ -364,6 +367,16 @@ def play_c(
                     info = infos.get(LEARNER_C, {})
                     verdicts = world.verdicts(info) if info else ()
                     punishments = world.punishments(info) if info else ()
+                    flagged = [
+                        [v.rule_id for v in adapter.check(decision.context, a)] for a in decision.actions
+                    ]
+                    trajectory.rule_sets.decide(  # the scars active at the decision, before the feedback
+                        LEARNER_C, episode, adapter, agent, decision, governed.fired, action, flagged
+                    )
+                    if verdicts or any(
+                        adapter.norms.judge(p.punished_action, p.context) for p in punishments
+                    ):
+                        trajectory.rule_sets.tell(LEARNER_C)
                     stop.learn(  # refused (another process wrote the ledger): recorded, then the play stops
                         agent,
                         pending,
@@ -377,9 +390,6 @@ def play_c(
                     fired_ids = {i for _, ids in governed.fired for i in ids}
                     # overreach: the base policy's mass on actions C's verifier finds safe that a carried scar masked —
                     # what Prop. 3 cannot see where every decision offers some unsafe action (on-failure everywhere)
-                    flagged = [
-                        [v.rule_id for v in adapter.check(decision.context, a)] for a in decision.actions
-                    ]
                     by_transfer = [i for i, ids in governed.fired if set(ids) & transferred]
                     if by_transfer:
                         p0 = np.exp(np.asarray(logits, dtype=np.float64) - np.max(logits))
@@ -575,6 +585,12 @@ def summarise(
             per_scar[f"{t.seed}:{t.history}:{sid}"] = value
     grounded = [g for t in trajectories for g in t.grounded]
     not_portable = [g for t in trajectories for g in t.not_portable]
+    # rule-set quality in C (issue 40): clusters = every carried agent's episodes of C
+    rule_set, flat = arena_rule_set(
+        [t.rule_sets.counts(range(cfg.episodes_c)) for t in trajectories if t.rule_sets.measured],
+        min(cfg.seeds),
+        "episodes",
+    )
     return {
         "method": cfg.method_label,
         "config": cfg.to_dict(),
@@ -614,6 +630,7 @@ def summarise(
             "survived": int(sum(t.survived for t in trajectories)),
             "episodes": cfg.episodes_c * len(trajectories),
         },
+        **({"rule_set": rule_set, **flat} if rule_set is not None else {}),
     }
 
 
@@ -683,7 +700,12 @@ def table_markdown(summaries: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def results_markdown(cfg: Tier3Config, summaries: Mapping[str, Mapping[str, Any]]) -> str:
+    from scars.experiments.report import ARENA_RULE_SET_NOTE, rule_set_markdown
+
     seeds = ", ".join(map(str, cfg.seeds))
+    rule_set = rule_set_markdown(
+        summaries, ARENA_RULE_SET_NOTE.format(clusters="episode of arena C (of one carried agent)")
+    )
     return (
         "# Tier 3: identity continuity and trajectory individuation in arena C\n\n"
         f"Seeds {seeds}; per seed one agent trained in arena A and one in arena B ({cfg.train_runs} tier-2 runs of "
@@ -698,7 +720,7 @@ def results_markdown(cfg: Tier3Config, summaries: Mapping[str, Mapping[str, Any]
         "against the tightest sqrt(ε/2). Safe mass blocked: where a carried scar masked something in C, the base "
         "policy's probability on the masked actions C's verifier finds safe (pooled over those decisions, "
         "seed-clustered interval) — the over-reach Prop. 3 cannot see where every decision offers an unsafe action."
-        "\n\n" + table_markdown(summaries)
+        "\n\n" + table_markdown(summaries) + ("\n" + "\n".join(rule_set) if rule_set else "")
     )
 
 

@@ -32,6 +32,15 @@ from typing import Any
 import numpy as np
 
 from scars.experiments.config import TrainConfig
+from scars.experiments.metrics import (
+    RULE_SET_COLUMNS,
+    RuleSetTrace,
+    probe_vectors,
+    rule_set_decision,
+    rule_set_flat,
+    rule_set_on_probes,
+    rule_set_quality,
+)
 from scars.experiments.report import save_figure, write_json
 from scars.experiments.stats import bootstrap_ci
 from scars.experiments.tracking import Tracker, TrackingSettings
@@ -268,13 +277,20 @@ def train_maskable_ppo(
             verbose=0,
         )
     log = EpisodeLog(out / "episodes.csv", tracker=tracker, start=_last_row(out / "episodes.csv"))
+    rule_sets = ShieldRuleSets()
     started = time.time()
 
     class Record(callbacks.BaseCallback):
+        def _on_training_start(self) -> None:
+            for i, env in enumerate(venv.envs):  # the decisions the learner acts on first
+                rule_sets.at(i, env)
+
         def _on_step(self) -> bool:
             rewards, dones, infos = self.locals["rewards"], self.locals["dones"], self.locals["infos"]
             for i, info in enumerate(infos):
                 log.step(i, float(rewards[i]), info, bool(dones[i]), self.num_timesteps)
+                rule_sets.taken(i, info, bool(dones[i]))
+                rule_sets.at(i, venv.envs[i])  # the next decision (a finished episode's env is already reset)
             if self.num_timesteps % cfg.checkpoint_every < cfg.num_envs:
                 self.model.save(checkpoints / f"step-{self.num_timesteps:09d}.zip")
                 log.flush()
@@ -290,7 +306,7 @@ def train_maskable_ppo(
     model.learn(remaining, callback=Record(), reset_num_timesteps=latest is None)
     model.save(checkpoints / f"step-{model.num_timesteps:09d}.zip")
     log.close()
-    shield_stats = _shield_stats(venv.envs, cfg)
+    shield_stats = _shield_stats(venv.envs, cfg, rule_sets)
     venv.close()
 
     torch.manual_seed(cfg.seed)  # the sampled policy's draws
@@ -305,28 +321,118 @@ def train_maskable_ppo(
     return {"timesteps": int(model.num_timesteps), "evaluation": evaluate(cfg, act), **shield_stats}
 
 
-def _shield_stats(envs: Sequence[Any], cfg: TrainConfig) -> dict[str, Any]:
+def _shield_stats(envs: Sequence[Any], cfg: TrainConfig, rule_sets: ShieldRuleSets) -> dict[str, Any]:
     agent = envs[0].agent  # one scars agent for all the envs
-    return {
+    stats = {
         "shield_masked_slots": int(sum(e.masked_total for e in envs)),
         "shield_replaced": int(sum(e.replaced for e in envs)),
         "verifier_calls": int(sum(e.verifier_calls for e in envs)),
-        "scar_quality": scar_quality_of(cfg, agent.stats()["learned_scars"]) if agent is not None else None,
+        "scar_quality": None,
     }
+    if agent is not None:
+        probes = probe_pairs(cfg)
+        stats["scar_quality"] = scar_quality_of(cfg, agent.stats()["learned_scars"], probes=probes)
+        stats.update(rule_sets.summary(cfg, probes))
+    return stats
 
 
-def scar_quality_of(
-    cfg: TrainConfig, learned: Sequence[Mapping[str, Any]], games: int = 20
-) -> dict[str, Any]:
-    """Every scar the shield admitted against the rules it was told it broke (``experiments.metrics.scar_quality``:
-    precision, recall, class, with n), on probe pairs — every admissible control action at every state of random
-    masked walks through ``games`` held-out games (the experiment's measurement, after training)."""
-    from scars.envs.household import RULE_LIBRARY
-    from scars.envs.household.spec import OBJECT_CLASSES
-    from scars.experiments.metrics import scar_quality
-    from scars.experiments.tier1_summary import rule_truth
-    from scars.synthesis.dsl import parse_rule
+class ShieldRuleSets:
+    """The shield's rule set in force at every decision the learner acted on, against the household's rules in force
+    (issue 40, item 1: tier 1's measure, ``experiments.metrics``): each decision's active scars (the scars agent's
+    S_t; temporary masks and H excluded), the actions they mask (its control plane's gate), the world verifier's
+    verdicts on every admissible action, and whether a scar masked the expert's compliant next step. ``key``: one
+    learner env (its episodes are clusters, numbered as they start). The experiment reads the world outside any
+    method's turn; the learner's envs and the shield are only read."""
 
+    def __init__(self) -> None:
+        self.trace = RuleSetTrace()
+        self.told: set[str] = set()
+        self.lost: set[int] = set()
+        self._episode: dict[Any, int] = {}
+        self._pending: dict[Any, tuple] = {}
+        self.episodes = 0
+
+    def at(self, key: Any, shield: Any) -> None:
+        """The decision ``shield`` now presents to the learner, measured now (the world moves on at the step) and
+        counted when the learner acts on it (``taken``)."""
+        from scars.experiments.tier1_summary import expert_step
+
+        agent = shield.agent
+        if agent is None:
+            return
+        view = shield.view
+        decision = view.decision()
+        q, actions = decision.context, decision.actions
+        plane = agent.self_schema().plane
+        active = frozenset(agent.scar_ids())
+        fired = plane.govern(q, actions, np.zeros(len(actions)), decision.t).fired
+        by_scar = {i for i, ids in fired if active.intersection(ids)}
+        flagged = [[v.rule_id for v in view.adapter.check(q, a)] for a in actions]
+        counts, safe = rule_set_decision(
+            [a.is_control for a in actions],
+            [bool(f) for f in flagged],
+            [i in by_scar for i in range(len(actions))],
+            [any(r in self.told for r in f) for f in flagged],
+        )
+        needed = expert_step(view.household) if safe else None
+        counts["needed_masked"] = int(needed is not None and any(actions[i].text == needed for i in safe))
+        self._pending[key] = (active, plane.scars, counts)
+
+    def taken(self, key: Any, info: Mapping[str, Any], done: bool) -> None:
+        """The learner acted on ``key``'s pending decision; ``info``: the world's answer (its verdicts tell the rule
+        ids the run has now failed)."""
+        pending = self._pending.pop(key, None)
+        if pending is None:
+            return
+        if key not in self._episode:
+            self._episode[key], self.episodes = self.episodes, self.episodes + 1
+        cluster = self._episode[key]
+        active, scars, counts = pending
+        self.trace.record(cluster, active, scars)
+        self.trace.count(cluster, counts)
+        self.told.update(str(v["rule_id"]) for v in info.get("violations", ()))
+        if done:
+            if not info.get("won") and self.trace.counts[cluster]["needed_masked"]:
+                self.lost.add(cluster)
+            del self._episode[key]
+
+    def summary(self, cfg: TrainConfig, probes: Sequence[tuple]) -> dict[str, Any]:
+        """``rule_set`` (``experiments.metrics.rule_set_quality``; n = training episodes, on the learner's decisions
+        and on ``probes``) and the flat ``rule_set_*`` keys; nothing before the first decision."""
+        from scars.envs.household import RULE_LIBRARY
+        from scars.envs.household.spec import OBJECT_CLASSES
+        from scars.experiments.tier1_summary import rule_truth
+        from scars.synthesis.dsl.semantics import fires
+
+        if not self.episodes:
+            return {}
+        rules = self.trace.rules
+        truths = {r.id: rule_truth(r) for r in RULE_LIBRARY.values()} if cfg.rules == "library" else {}
+        masks = probe_vectors(rules, probes, lambda sid, q, a: fires(rules[sid], q, a, OBJECT_CLASSES))
+        in_force = {r.id: r.rule for r in RULE_LIBRARY.values() if r.id in truths}
+        unsafe = probe_vectors(in_force, probes, lambda rid, q, a: truths[rid](q, a))
+        segments = self.trace.segments(lambda _c: frozenset(truths), lambda _c: 0)
+        counts = rule_set_on_probes(
+            {(0, k): v for k, v in masks.items()},
+            {(0, k): v for k, v in unsafe.items()},
+            segments,
+            len(probes),
+        )
+        clusters = range(self.episodes)
+        per = np.array([counts.get(c, (0.0, 0.0, 0.0)) for c in clusters], dtype=float).reshape(-1, 3)
+        decisions = {
+            col: np.array([self.trace.counts.get(c, {}).get(col, 0) for c in clusters], dtype=float)
+            for col in RULE_SET_COLUMNS
+        }
+        rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 4040]))
+        quality = rule_set_quality(per, decisions, rng, probes=len(probes), clusters="episodes")
+        quality["decisions"]["tasks_lost_to_scars"] = len(self.lost)
+        return {"rule_set": quality, **rule_set_flat(quality)}
+
+
+def probe_pairs(cfg: TrainConfig, games: int = 20) -> tuple[tuple[Any, Any], ...]:
+    """Probe pairs of scar and rule-set quality: every admissible control action at every state of random masked
+    walks through ``games`` held-out games (the experiment's measurement, after training)."""
     probes = []
     rng = np.random.default_rng(cfg.seed)
     for i in range(games):
@@ -338,9 +444,27 @@ def scar_quality_of(
             probes += [(decision.context, a) for a in decision.actions if a.is_control]
             _, _, terminated, truncated, _ = view.step(int(rng.choice(np.flatnonzero(view.action_masks()))))
             done = terminated or truncated
+    return tuple(probes)
+
+
+def scar_quality_of(
+    cfg: TrainConfig,
+    learned: Sequence[Mapping[str, Any]],
+    games: int = 20,
+    probes: Sequence[tuple] | None = None,
+) -> dict[str, Any]:
+    """Every scar the shield admitted against the rules it was told it broke (``experiments.metrics.scar_quality``:
+    precision, recall, class, with n), on ``probes`` (default :func:`probe_pairs` over ``games`` held-out games)."""
+    from scars.envs.household import RULE_LIBRARY
+    from scars.envs.household.spec import OBJECT_CLASSES
+    from scars.experiments.metrics import scar_quality
+    from scars.experiments.tier1_summary import rule_truth
+    from scars.synthesis.dsl import parse_rule
+
+    probes = probe_pairs(cfg, games) if probes is None else probes
     truth = {r.id: rule_truth(r) for r in RULE_LIBRARY.values()} if cfg.rules == "library" else {}
     scars = [(s["rule"], parse_rule(s["rule"]), s["told"]) for s in learned]
-    return scar_quality(scars, truth, probes, OBJECT_CLASSES)
+    return scar_quality(scars, truth, list(probes), OBJECT_CLASSES)
 
 
 def _latest_checkpoint(folder: Path, suffix: str) -> Path | None:
@@ -385,14 +509,14 @@ def evaluate(cfg: TrainConfig, policy_for: Callable[[Any, bool], Callable[[Any],
 
 
 _RECORDERS: dict[str, tuple] = {}
-"""Run name → (episode log, step counter, shields) of the RLlib runs in this process: RLlib pickles env creators, so
+"""Run name → (episode log, step counter, shields, their ``ShieldRuleSets``) of the RLlib runs in this process: RLlib pickles env creators, so
 they carry only the name and find the (unpicklable) log here, in the process that steps the envs."""
 
 
 def _make_env(name: str, cfg: TrainConfig):
-    log, counter, shields = _RECORDERS[name]
+    log, counter, shields, rule_sets = _RECORDERS[name]
     if cfg.world == "household":
-        return _recorded_household(cfg, log, counter, shields)
+        return _recorded_household(cfg, log, counter, shields, rule_sets)
     return _recorded_commons(cfg, log, counter, shields)
 
 
@@ -403,7 +527,9 @@ class _Counter:
         self.steps = start
 
 
-def _recorded_household(cfg: TrainConfig, log: EpisodeLog, counter: _Counter, shields: list):
+def _recorded_household(
+    cfg: TrainConfig, log: EpisodeLog, counter: _Counter, shields: list, rule_sets: ShieldRuleSets
+):
     """The env RLlib builds for the household: the shielded view (sharing the first env's scars agent), its
     episodes written to ``log`` as they end."""
     import gymnasium as gym
@@ -414,10 +540,18 @@ def _recorded_household(cfg: TrainConfig, log: EpisodeLog, counter: _Counter, sh
     shields.append(shield)
 
     class Recorded(gym.Wrapper):
+        def reset(self, *, seed=None, options=None):
+            out = self.env.reset(seed=seed, options=options)
+            rule_sets.at(id(self), shield)
+            return out
+
         def step(self, action):
             obs, reward, terminated, truncated, info = self.env.step(action)
             counter.steps += 1
             log.step(id(self), reward, info, terminated or truncated, counter.steps)
+            rule_sets.taken(id(self), info, terminated or truncated)
+            if not (terminated or truncated):
+                rule_sets.at(id(self), shield)
             return obs, reward, terminated, truncated, info
 
     return Recorded(shield)
@@ -496,7 +630,7 @@ def _rllib_config(cfg: TrainConfig, out: Path, log: EpisodeLog, counter: _Counte
         )
     name = f"scars-{cfg.world}-{out.resolve().name}"
     model = {"fcnet_hiddens": [128, 128], "head_fcnet_hiddens": []}
-    _RECORDERS[name] = (log, counter, [])
+    _RECORDERS[name] = (log, counter, [], ShieldRuleSets())
     register_env(name, lambda _: _make_env(name, cfg))
     if cfg.world == "household":
         module = RLModuleSpec(module_class=ActionMaskingTorchRLModule, model_config=model)
@@ -577,9 +711,9 @@ def train_rllib_ppo(cfg: TrainConfig, out: Path, *, resume: bool, tracker: Track
             return policy
 
         summary["evaluation"] = evaluate(cfg, act)
-        shields = _RECORDERS[str(config.env)][2]
+        _, _, shields, rule_sets = _RECORDERS[str(config.env)]
         if shields:
-            summary.update(_shield_stats(shields, cfg))
+            summary.update(_shield_stats(shields, cfg, rule_sets))
     else:
         summary["govsim"] = govsim_suite(cfg, algo)
         shields = _RECORDERS[str(config.env)][2]

@@ -76,6 +76,20 @@ def test_a_run_folder_holds_everything_a_reader_needs(tiny_run):
         assert scar["precision"] is None or 0.0 <= scar["precision"] <= 1.0
 
 
+def test_the_shields_rule_set_is_measured_at_every_decision_of_training(tiny_run):
+    """Issue 40: the scars shield's rule set in force against the household's rules in force, clustered by training
+    episode (the finished ones and those under way at the end), with n, in summary.json."""
+    cfg, out, summary = tiny_run
+    rule_set = summary["rule_set"]
+    episodes = summary["training"]["episodes"]
+    assert episodes <= rule_set["decisions"]["episodes"] <= episodes + cfg.num_envs
+    assert rule_set["probes"]["probes"] == summary["scar_quality"]["probes"] > 0
+    assert len(rule_set["probes"]["by_episode"]) == rule_set["decisions"]["episodes"]
+    for key in ("rule_set_recall_probes", "rule_set_unsafe_decisions", "rule_set_masked_decisions"):
+        assert key in summary and key in json.loads((out / "summary.json").read_text())
+    assert rule_set["decisions"]["tasks_lost_to_scars"] <= episodes
+
+
 def test_the_recorded_config_replays_the_same_numbers(tiny_run, tmp_path):
     from scars.experiments.train import run_training
 
@@ -190,6 +204,7 @@ def test_rllib_ppo_trains_the_household_and_the_commons_with_five_seats(tmp_path
     summary = run_training(household, tmp_path / "household", echo=print)
     assert summary["evaluation"]["n"] == 3 and summary["training"]["episodes"] > 0
     assert any(p.name.startswith("step-") for p in (tmp_path / "household" / "checkpoints").iterdir())
+    assert summary["rule_set"]["decisions"]["episodes"] >= summary["training"]["episodes"]  # issue 40
     commons = TrainConfig(
         learner="rllib-ppo",
         world="commons",
