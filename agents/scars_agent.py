@@ -276,6 +276,8 @@ class ScarsAgent:
         self._verifier: Verifier = self._ask_world if config.oracle == "counterfactual" else self.evidence
         self._core_forbidden: tuple[int, tuple[bool, ...]] = (-1, ())
         self._met: dict[str, dict] = {}  # values met per context variable / action argument (what-if values)
+        # admissible sets already met, by identity (a world hands out one tuple per set; the entry keeps it alive)
+        self._met_sets: dict[int, tuple] = {}
         self.text_rules: list[str] = []  # Text-Reflection Scar: synthesised rules shown as text
         self.t = 0
         self.failures: list[Failure] = []  # every verified failure of the run (the merge keeps them covered)
@@ -606,7 +608,13 @@ class ScarsAgent:
         for k, v in record.context.items():
             if k not in self.card.bookkeeping:
                 met.setdefault(k, {})[(type(v).__name__, v)] = v
-        for a in record.actions:
+        actions = record.actions
+        if self._met_sets.get(id(actions)) is actions:
+            return  # every value of this very tuple is met already (a value met again keeps its place)
+        if len(self._met_sets) >= 4096:
+            self._met_sets.clear()
+        self._met_sets[id(actions)] = actions
+        for a in actions:
             for k, v in a.args:
                 met.setdefault(k, {})[(type(v).__name__, v)] = v
 
