@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -411,9 +412,18 @@ class ScarsAgent:
             self._meet(record)
         # z_C reads what the model first proposed, before the masks made it re-plan
         first = feedback.logits if feedback.proposal is None else feedback.proposal
-        base = np.asarray(first, dtype=np.float64)
-        probs = np.exp(base - base.max()) if len(base) else base
-        proposal = tuple(zip(d.actions, (probs / probs.sum()).tolist(), strict=True)) if len(base) else ()
+        if (
+            isinstance(first, tuple)
+            and first
+            and math.isfinite(first[0])
+            and first.count(first[0]) == len(first)
+        ):
+            # every logit equal (a learner whose policy the agent does not see): the softmax is 1/n each, exactly
+            proposal = tuple(zip(d.actions, [1.0 / len(first)] * len(first), strict=True))
+        else:
+            base = np.asarray(first, dtype=np.float64)
+            probs = np.exp(base - base.max()) if len(base) else base
+            proposal = tuple(zip(d.actions, (probs / probs.sum()).tolist(), strict=True)) if len(base) else ()
         reading = self.monitor.observe(
             StepRecord(
                 step=d.t,
@@ -1075,6 +1085,9 @@ class ScarsAgent:
         for t, success in self.successes:
             for sid in plane.fired_rules(success.context, success.action):
                 newest[sid] = t
+        if not any(sid in plane and t > self.admitted_at.get(sid, -1) for sid, t in newest.items()):
+            self.successes.clear()  # no scar has a success after its admission (most episodes): nothing to decide
+            return
         for sid, scar in zip(plane.active_ids, plane.scars, strict=True):
             since = self.admitted_at.get(sid, -1)
             if newest.get(sid, since) <= since:
