@@ -21,7 +21,8 @@ pre-generated games (so game generation, a per-reset cost of the default env, is
   shield holding ``--scars`` admitted scars (synthetic household rules, distinct, most of which never fire on the
   walk), including the agent's per-step accommodation bookkeeping (``observe``) and its episode-end ledger check.
   The two walk the same games with the same draws (each its own generator, one seed; their masks differ only where a
-  scar masks) on their own copies of the games (the world's tables are cached per game), interleaved in
+  scar masks), each in a process of its own (its heap, garbage collections and caches its own: in one process the
+  scars walker's allocations set off the full collections of both walkers' heaps), interleaved in
   ``--shield-chunks`` chunks of ``--shield-steps`` steps each, so both have met the same states when timed and the
   load falls on both; both start cold (``--shield-warmup 0``: the view's first encoding
   of each admissible set and the scars agent's first check of its 1,000 admissions are in the figure), as in every
@@ -37,8 +38,8 @@ Prints readable lines (one per measurement), then, last, one JSON line (the medi
 from __future__ import annotations
 
 import argparse
-import copy
 import json
+import multiprocessing
 import subprocess
 import sys
 import tempfile
@@ -127,6 +128,74 @@ def shield_walker(shield: ScarShield, seed: int, games: list):
                 shield.reset(options={"game": games[int(rng.integers(len(games)))]})
 
     return step
+
+
+def _shield_process(conn, kind: str, scars: int, seed: int, games: int) -> None:
+    """One shield in a process of its own (``measure_shields``): built cold, then ``n`` steps of its walk for every
+    ``n`` received, answering each chunk's (wall, CPU) seconds; 0 ends it (answered with ``masked_total``)."""
+    pool = [generate_game(seed + i) for i in range(games)]
+    with tempfile.TemporaryDirectory() as tmp:
+        shield = ScarShield(
+            HouseholdRLView(HouseholdEnv(max_steps=30)), shield=kind, ledger_path=Path(tmp) / "ledger.db"
+        )
+        if kind == "scars":
+            store = shield.agent.store
+            with store.group():
+                for rule in synthetic_rules(scars):
+                    store.admit(Scar(rule), reason="benchmark")
+            assert len(store.scars) == scars, len(store.scars)
+        step = shield_walker(shield, seed, pool)
+        conn.send("ready")
+        while n := conn.recv():
+            wall, cpu = time.perf_counter(), time.process_time()
+            step(n)
+            conn.send((time.perf_counter() - wall, time.process_time() - cpu))
+        conn.send(shield.masked_total)
+        shield.close()
+
+
+def measure_shields(args: argparse.Namespace) -> tuple[dict[str, list[float]], int]:
+    """(wall, CPU) seconds of ``shield_none`` and ``shield_scars_N`` over the same walk (each shield its own
+    generator, one seed: the same games and draws; their masks differ only where a scar masks), each in a process of
+    its own (its heap, its garbage collections and its caches are its own, as a learner's env process's are),
+    interleaved in chunks of equal steps so that both have met the same states when timed and the machine's load
+    falls on both; and the scars shield's ``masked_total``."""
+    context = multiprocessing.get_context("spawn")
+    kinds = {"shield_none": ("none", 0), f"shield_scars_{args.scars}": ("scars", args.scars)}
+    workers = {}
+    for name, (kind, scars) in kinds.items():
+        ours, theirs = context.Pipe()
+        process = context.Process(
+            target=_shield_process, args=(theirs, kind, scars, args.seed, args.games), daemon=True
+        )
+        process.start()
+        workers[name] = (process, ours)
+    try:
+        for _, conn in workers.values():
+            if conn.recv() != "ready":
+                raise RuntimeError("a shield process did not start")
+        if args.shield_warmup:
+            for _, conn in workers.values():
+                conn.send(args.shield_warmup)
+                conn.recv()
+        spent = {name: [0.0, 0.0] for name in workers}
+        for _ in range(args.shield_chunks):
+            for name, (_, conn) in workers.items():
+                conn.send(args.shield_steps)
+                wall, cpu = conn.recv()
+                spent[name][0] += wall
+                spent[name][1] += cpu
+        masked = 0
+        for name, (process, conn) in workers.items():
+            conn.send(0)
+            total = conn.recv()
+            masked = total if name != "shield_none" else masked
+            process.join(timeout=60)
+    finally:
+        for process, _ in workers.values():
+            if process.is_alive():
+                process.terminate()
+    return spent, masked
 
 
 def main() -> None:
@@ -262,42 +331,12 @@ def main() -> None:
         f"{'generation':<22} {rate[0]:>9.0f} resets/s wall (a new game from a seed: the default env's reset)"
     )
 
-    # the shield: none vs scars with N admitted scars, the same walk (each shield its own generator, same seed: the
-    # same games and draws; the masks differ only where a scar masks), interleaved in chunks of equal steps so that
-    # both have met the same states when timed and the machine's load falls on both
-    with tempfile.TemporaryDirectory() as tmp:
-        shields = {
-            "shield_none": ScarShield(HouseholdRLView(HouseholdEnv(max_steps=30)), shield="none"),
-            f"shield_scars_{args.scars}": ScarShield(
-                HouseholdRLView(HouseholdEnv(max_steps=30)), shield="scars", ledger_path=Path(tmp) / "l.db"
-            ),
-        }
-        store = shields[f"shield_scars_{args.scars}"].agent.store
-        with store.group():
-            for rule in synthetic_rules(args.scars):
-                store.admit(Scar(rule), reason="benchmark")
-        assert len(store.scars) == args.scars, len(store.scars)
-        # each its own copy of the games: the world's tables are cached per game, and whichever walker met a state
-        # first would pay for both
-        steppers = {
-            name: shield_walker(shield, args.seed, copy.deepcopy(games)) for name, shield in shields.items()
-        }
-        for step in steppers.values():
-            step(args.shield_warmup)
-        spent = {name: [0.0, 0.0] for name in steppers}
-        for _ in range(args.shield_chunks):
-            for name, step in steppers.items():
-                wall, cpu = time.perf_counter(), time.process_time()
-                step(args.shield_steps)
-                spent[name][0] += time.perf_counter() - wall
-                spent[name][1] += time.process_time() - cpu
-        n = args.shield_chunks * args.shield_steps
-        for name, (wall, cpu) in spent.items():
-            record(name, (n / wall, n / cpu, n))
-        scars_shield = shields[f"shield_scars_{args.scars}"]
-        result["shield_masked_per_decision"] = round(scars_shield.masked_total / (n + args.shield_warmup), 3)
-        for shield in shields.values():
-            shield.close()
+    # the shield: none vs scars with N admitted scars, the same walk, each in a process of its own, interleaved
+    spent, masked = measure_shields(args)
+    n = args.shield_chunks * args.shield_steps
+    for name, (wall, cpu) in spent.items():
+        record(name, (n / wall, n / cpu, n))
+    result["shield_masked_per_decision"] = round(masked / (n + args.shield_warmup), 3)
     none_spent, scars_spent = spent["shield_none"], spent[f"shield_scars_{args.scars}"]
     result["shield_cost_ratio"] = round(scars_spent[0] / none_spent[0], 2)
     result["shield_cost_ratio_cpu"] = round(scars_spent[1] / none_spent[1], 2)
@@ -305,7 +344,7 @@ def main() -> None:
     print(
         f"shield cost at {args.scars} scars: {result['shield_cost_ratio']}x the unshielded step (wall), "
         f"{result['shield_cost_ratio_cpu']}x (CPU), +{result['shield_added_us_per_step']} µs per step "
-        f"({n} steps each, {args.shield_chunks} interleaved chunks, after {args.shield_warmup} untimed)"
+        f"({n} steps each in its own process, {args.shield_chunks} interleaved chunks, after {args.shield_warmup} untimed)"
     )
     result.update({"num_envs": args.num_envs, "scars": args.scars, "games": args.games})
     print(json.dumps(result))
