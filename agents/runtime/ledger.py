@@ -1225,6 +1225,14 @@ class Ledger:
         recomputed hashes (the first event whose MAC fails). ``anchor`` (and the ``anchor`` the ledger was opened
         with) = a (count, hash) pair or ``"count:hash"`` from ``head()`` kept elsewhere: the event at that seq
         must still carry that hash.
+
+        A handle verifying again recomputes only the events after the prefix it last verified, when that prefix is
+        column for column what it judged, and reads only those while SQLite says nothing but this handle's own
+        appends changed the database since (``PRAGMA data_version``: no other connection committed;
+        ``total_changes``: no other statement through this connection, nor a trigger, changed a row); any other
+        change is read and judged again from the genesis. (Bytes of the file edited past SQLite while a handle has
+        it open are not seen by that handle's reads, whole or not — SQLite serves its cached pages; a new handle,
+        such as ``scars ledger verify``'s, reads the file.)
         """
         anchors = [a for a in (self._anchor, self._check_anchor(anchor)) if a is not None]
         return self._verify_rows(anchors)[0]
