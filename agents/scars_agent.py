@@ -621,7 +621,7 @@ class ScarsAgent:
         actions = record.actions
         if self._met_sets.get(id(actions)) is actions:
             return  # every value of this very tuple is met already (a value met again keeps its place)
-        if len(self._met_sets) >= 4096:
+        if len(self._met_sets) >= self.config.history:  # kept alive no longer than the history keeps them
             self._met_sets.clear()
         self._met_sets[id(actions)] = actions
         for a in actions:
