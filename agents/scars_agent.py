@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -276,6 +277,8 @@ class ScarsAgent:
         self._verifier: Verifier = self._ask_world if config.oracle == "counterfactual" else self.evidence
         self._core_forbidden: tuple[int, tuple[bool, ...]] = (-1, ())
         self._met: dict[str, dict] = {}  # values met per context variable / action argument (what-if values)
+        # admissible sets already met, by identity (a world hands out one tuple per set; the entry keeps it alive)
+        self._met_sets: dict[int, tuple] = {}
         self.text_rules: list[str] = []  # Text-Reflection Scar: synthesised rules shown as text
         self.t = 0
         self.failures: list[Failure] = []  # every verified failure of the run (the merge keeps them covered)
@@ -409,9 +412,18 @@ class ScarsAgent:
             self._meet(record)
         # z_C reads what the model first proposed, before the masks made it re-plan
         first = feedback.logits if feedback.proposal is None else feedback.proposal
-        base = np.asarray(first, dtype=np.float64)
-        probs = np.exp(base - base.max()) if len(base) else base
-        proposal = tuple(zip(d.actions, (probs / probs.sum()).tolist(), strict=True)) if len(base) else ()
+        if (
+            isinstance(first, tuple)
+            and first
+            and math.isfinite(first[0])
+            and first.count(first[0]) == len(first)
+        ):
+            # every logit equal (a learner whose policy the agent does not see): the softmax is 1/n each, exactly
+            proposal = tuple(zip(d.actions, [1.0 / len(first)] * len(first), strict=True))
+        else:
+            base = np.asarray(first, dtype=np.float64)
+            probs = np.exp(base - base.max()) if len(base) else base
+            proposal = tuple(zip(d.actions, (probs / probs.sum()).tolist(), strict=True)) if len(base) else ()
         reading = self.monitor.observe(
             StepRecord(
                 step=d.t,
@@ -606,7 +618,13 @@ class ScarsAgent:
         for k, v in record.context.items():
             if k not in self.card.bookkeeping:
                 met.setdefault(k, {})[(type(v).__name__, v)] = v
-        for a in record.actions:
+        actions = record.actions
+        if self._met_sets.get(id(actions)) is actions:
+            return  # every value of this very tuple is met already (a value met again keeps its place)
+        if len(self._met_sets) >= self.config.history:  # kept alive no longer than the history keeps them
+            self._met_sets.clear()
+        self._met_sets[id(actions)] = actions
+        for a in actions:
             for k, v in a.args:
                 met.setdefault(k, {})[(type(v).__name__, v)] = v
 
@@ -1067,6 +1085,9 @@ class ScarsAgent:
         for t, success in self.successes:
             for sid in plane.fired_rules(success.context, success.action):
                 newest[sid] = t
+        if not any(sid in plane and t > self.admitted_at.get(sid, -1) for sid, t in newest.items()):
+            self.successes.clear()  # no scar has a success after its admission (most episodes): nothing to decide
+            return
         for sid, scar in zip(plane.active_ids, plane.scars, strict=True):
             since = self.admitted_at.get(sid, -1)
             if newest.get(sid, since) <= since:

@@ -168,7 +168,7 @@ class ScarShield(gym.Wrapper, gym.utils.RecordConstructorArgs):
         base = np.asarray(self.view.action_masks(), dtype=bool)
         self._decision, self._decision_t = None, self._clock[0]
         self._clock[0] += 1
-        mask = base.copy()
+        mask = base
         if self.agent is not None or self.oracle is not None:
             decision = self._current()
             n = len(decision.actions)
@@ -185,14 +185,18 @@ class ScarShield(gym.Wrapper, gym.utils.RecordConstructorArgs):
                         ],
                         dtype=bool,
                     )
-            mask[:n] &= ~blocked
+            if blocked.any():  # most decisions mask nothing: then the view's mask is the shield's
+                mask = base.copy()
+                mask[:n] &= ~blocked
         if not mask.any():
             slot = self._fallback_slot(self._current())
             if slot is not None:
+                mask = mask.copy() if mask is base else mask
                 mask[slot] = True
             else:
-                mask = base.copy()  # nothing safe and no a⊥ among the slots: the shield abstains here
-        self.masked_total += int(base.sum() - mask.sum())
+                mask = base  # nothing safe and no a⊥ among the slots: the shield abstains here
+        if mask is not base:
+            self.masked_total += int(base.sum() - mask.sum())
         self._mask = mask
 
     def _observation(self, obs: Any) -> Any:

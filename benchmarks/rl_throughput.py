@@ -19,13 +19,19 @@ pre-generated games (so game generation, a per-reset cost of the default env, is
 - ``generation``: resets per second that generate a new game from a seed (the default env's reset);
 - ``shield_none`` / ``shield_scars_N``: ``agents.shield.ScarShield`` over the view with no shield and with the scars
   shield holding ``--scars`` admitted scars (synthetic household rules, distinct, most of which never fire on the
-  walk), including the agent's per-step accommodation bookkeeping (``observe``). The ratio is the shielded step's
-  time over the unshielded step's.
+  walk), including the agent's per-step accommodation bookkeeping (``observe``) and its episode-end ledger check.
+  The two walk the same games with the same draws (each its own generator, one seed; their masks differ only where a
+  scar masks), each in a process of its own (its heap, garbage collections and caches its own: in one process the
+  scars walker's allocations set off the full collections of both walkers' heaps), interleaved in
+  ``--shield-chunks`` chunks of ``--shield-steps`` steps each, so both have met the same states when timed and the
+  load falls on both; both start cold (``--shield-warmup 0``: the view's first encoding
+  of each admissible set and the scars agent's first check of its 1,000 admissions are in the figure), as in every
+  earlier run. The ratio is the shielded step's time over the unshielded step's.
 
 Wall clock and CPU time (``*_cpu``) are both reported: the machine may be shared.
 
 Usage:  python benchmarks/rl_throughput.py [--seconds 2.0] [--num-envs 8] [--scars 1000] [--games 64] [--seed 0]
-        [--baseline COMMIT] [--repeat 1] [--warmup 2.0]
+        [--baseline COMMIT] [--repeat 1] [--warmup 2.0] [--shield-steps 150] [--shield-chunks 20] [--shield-warmup 0]
 Prints readable lines (one per measurement), then, last, one JSON line (the medians over ``--repeat``).
 """
 
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import subprocess
 import sys
 import tempfile
@@ -107,6 +114,90 @@ def timed(step, seconds: float) -> tuple[float, float, int]:
     return steps / (time.perf_counter() - wall), steps / (time.process_time() - cpu), steps
 
 
+def shield_walker(shield: ScarShield, seed: int, games: list):
+    """``step(n)``: ``n`` steps of a random masked walk over ``shield`` on games drawn from ``games`` (its own
+    generator seeded with ``seed``: two walkers with one seed draw the same games and, where their masks agree, the
+    same actions)."""
+    rng = np.random.default_rng(seed)
+    shield.reset(seed=seed, options={"game": games[int(rng.integers(len(games)))]})
+
+    def step(n: int) -> None:
+        for _ in range(n):
+            _, _, terminated, truncated, _ = shield.step(int(pick_slots(rng, shield.action_masks())))
+            if terminated or truncated:
+                shield.reset(options={"game": games[int(rng.integers(len(games)))]})
+
+    return step
+
+
+def _shield_process(conn, kind: str, scars: int, seed: int, games: int) -> None:
+    """One shield in a process of its own (``measure_shields``): built cold, then ``n`` steps of its walk for every
+    ``n`` received, answering each chunk's (wall, CPU) seconds; 0 ends it (answered with ``masked_total``)."""
+    pool = [generate_game(seed + i) for i in range(games)]
+    with tempfile.TemporaryDirectory() as tmp:
+        shield = ScarShield(
+            HouseholdRLView(HouseholdEnv(max_steps=30)), shield=kind, ledger_path=Path(tmp) / "ledger.db"
+        )
+        if kind == "scars":
+            store = shield.agent.store
+            with store.group():
+                for rule in synthetic_rules(scars):
+                    store.admit(Scar(rule), reason="benchmark")
+            assert len(store.scars) == scars, len(store.scars)
+        step = shield_walker(shield, seed, pool)
+        conn.send("ready")
+        while n := conn.recv():
+            wall, cpu = time.perf_counter(), time.process_time()
+            step(n)
+            conn.send((time.perf_counter() - wall, time.process_time() - cpu))
+        conn.send(shield.masked_total)
+        shield.close()
+
+
+def measure_shields(args: argparse.Namespace) -> tuple[dict[str, list[float]], int]:
+    """(wall, CPU) seconds of ``shield_none`` and ``shield_scars_N`` over the same walk (each shield its own
+    generator, one seed: the same games and draws; their masks differ only where a scar masks), each in a process of
+    its own (its heap, its garbage collections and its caches are its own, as a learner's env process's are),
+    interleaved in chunks of equal steps so that both have met the same states when timed and the machine's load
+    falls on both; and the scars shield's ``masked_total``."""
+    context = multiprocessing.get_context("spawn")
+    kinds = {"shield_none": ("none", 0), f"shield_scars_{args.scars}": ("scars", args.scars)}
+    workers = {}
+    for name, (kind, scars) in kinds.items():
+        ours, theirs = context.Pipe()
+        process = context.Process(
+            target=_shield_process, args=(theirs, kind, scars, args.seed, args.games), daemon=True
+        )
+        process.start()
+        workers[name] = (process, ours)
+    try:
+        for _, conn in workers.values():
+            if conn.recv() != "ready":
+                raise RuntimeError("a shield process did not start")
+        if args.shield_warmup:
+            for _, conn in workers.values():
+                conn.send(args.shield_warmup)
+                conn.recv()
+        spent = {name: [0.0, 0.0] for name in workers}
+        for _ in range(args.shield_chunks):
+            for name, (_, conn) in workers.items():
+                conn.send(args.shield_steps)
+                wall, cpu = conn.recv()
+                spent[name][0] += wall
+                spent[name][1] += cpu
+        masked = 0
+        for name, (process, conn) in workers.items():
+            conn.send(0)
+            total = conn.recv()
+            masked = total if name != "shield_none" else masked
+            process.join(timeout=60)
+    finally:
+        for process, _ in workers.values():
+            if process.is_alive():
+                process.terminate()
+    return spent, masked
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=2.0)
@@ -121,7 +212,17 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="measure the views this many times, interleaved (medians kept)"
     )
+    parser.add_argument("--shield-steps", type=int, default=150, help="steps per shield and chunk")
+    parser.add_argument("--shield-chunks", type=int, default=20, help="interleaved chunks of the two shields")
+    parser.add_argument(
+        "--shield-warmup", type=int, default=0, help="untimed steps of each shield first (0: both start cold)"
+    )
     args = parser.parse_args()
+    for name in ("shield_steps", "shield_chunks"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} = {getattr(args, name)}: must be a positive integer")
+    if args.shield_warmup < 0:
+        parser.error(f"--shield-warmup = {args.shield_warmup}: must be an integer >= 0")
     rng = np.random.default_rng(args.seed)
     games = [generate_game(args.seed + i) for i in range(args.games)]
     pick = lambda: games[int(rng.integers(len(games)))]  # noqa: E731
@@ -230,29 +331,20 @@ def main() -> None:
         f"{'generation':<22} {rate[0]:>9.0f} resets/s wall (a new game from a seed: the default env's reset)"
     )
 
-    # the shield: none vs scars with N admitted scars, the same walk
-    plain = ScarShield(HouseholdRLView(HouseholdEnv(max_steps=30)), shield="none")
-    none_rate = timed(walker(plain), args.seconds)
-    record("shield_none", none_rate)
-    with tempfile.TemporaryDirectory() as tmp:
-        shield = ScarShield(
-            HouseholdRLView(HouseholdEnv(max_steps=30)), shield="scars", ledger_path=Path(tmp) / "l.jsonl"
-        )
-        store = shield.agent.store
-        with store.group():
-            for rule in synthetic_rules(args.scars):
-                store.admit(Scar(rule), reason="benchmark")
-        assert len(store.scars) == args.scars, len(store.scars)
-        scars_rate = timed(walker(shield), args.seconds)
-        record(f"shield_scars_{args.scars}", scars_rate)
-        result["shield_masked_per_decision"] = round(shield.masked_total / max(1, scars_rate[2]), 3)
-        shield.close()
-    result["shield_cost_ratio"] = round(none_rate[0] / scars_rate[0], 2)
-    result["shield_cost_ratio_cpu"] = round(none_rate[1] / scars_rate[1], 2)
-    result["shield_added_us_per_step"] = round(1e6 / scars_rate[1] - 1e6 / none_rate[1], 1)
+    # the shield: none vs scars with N admitted scars, the same walk, each in a process of its own, interleaved
+    spent, masked = measure_shields(args)
+    n = args.shield_chunks * args.shield_steps
+    for name, (wall, cpu) in spent.items():
+        record(name, (n / wall, n / cpu, n))
+    result["shield_masked_per_decision"] = round(masked / (n + args.shield_warmup), 3)
+    none_spent, scars_spent = spent["shield_none"], spent[f"shield_scars_{args.scars}"]
+    result["shield_cost_ratio"] = round(scars_spent[0] / none_spent[0], 2)
+    result["shield_cost_ratio_cpu"] = round(scars_spent[1] / none_spent[1], 2)
+    result["shield_added_us_per_step"] = round(1e6 * (scars_spent[1] - none_spent[1]) / n, 1)
     print(
         f"shield cost at {args.scars} scars: {result['shield_cost_ratio']}x the unshielded step (wall), "
-        f"{result['shield_cost_ratio_cpu']}x (CPU), +{result['shield_added_us_per_step']} µs per step"
+        f"{result['shield_cost_ratio_cpu']}x (CPU), +{result['shield_added_us_per_step']} µs per step "
+        f"({n} steps each in its own process, {args.shield_chunks} interleaved chunks, after {args.shield_warmup} untimed)"
     )
     result.update({"num_envs": args.num_envs, "scars": args.scars, "games": args.games})
     print(json.dumps(result))

@@ -208,6 +208,40 @@ class _OpenGroup:
     last_tx: int
 
 
+@dataclass(slots=True)
+class _VerifiedPrefix:
+    """The rows of the last snapshot that verified and the chain state after them: ``prev_hash`` and ``prev_tx`` of
+    the last row, the ``key`` they were checked with and whether any carried a MAC. ``conn``, ``data_version`` and
+    ``changes`` say when the prefix may be trusted without reading it again: the same connection, SQLite's
+    ``PRAGMA data_version`` unchanged (no other connection, in this process or another, committed anything since)
+    and the connection's ``total_changes`` equal to ``changes``, which counts this handle's own appends and head
+    updates since (no other statement through this connection, nor a trigger, changed a row)."""
+
+    rows: list
+    prev_hash: str
+    prev_tx: int | None
+    key: bytes | None
+    macs: bool
+    conn: sqlite3.Connection | None = None
+    data_version: int | None = None
+    changes: int | None = None
+
+
+@dataclass(slots=True)
+class _Snapshot:
+    """What one verification read under the shared lock, in one read transaction: the head row, the event rows
+    (``trusted``: the verified prefix they start with, not read again), the head file, and the connection's
+    ``data_version`` and ``total_changes`` as of that read (None on a read-only audit: its prefix is always read)."""
+
+    head: Any
+    rows: list
+    trusted: _VerifiedPrefix | None
+    side_read: tuple[dict[str, Any] | None, str | None]
+    conn: sqlite3.Connection
+    data_version: int | None
+    changes: int
+
+
 def _check_time(name: str, value: Any) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
         raise ConfigError(f"{name} must be an int (µs on the caller's timeline) or None, got {value!r}")
@@ -264,9 +298,10 @@ class Ledger:
         explicit = key_file is not None or bool(os.environ.get(KEY_FILE_ENV))
         self.key_file = Path(key_file or os.environ.get(KEY_FILE_ENV) or default_key_file(self.path))
         self._key: bytes | None = None
-        # the rows of the last snapshot that verified, with the chain state after them and the key they were
-        # checked with: a later verification recomputes only the rows after an identical prefix
-        self._verified_prefix: tuple[list, str, int | None, bytes | None] | None = None
+        # the rows of the last snapshot that verified, with the chain state after them (``_VerifiedPrefix``): a
+        # later verification recomputes only the rows after an identical prefix, and reads only those when SQLite
+        # says nothing but this handle's own appends changed the database since
+        self._verified_prefix: _VerifiedPrefix | None = None
         self._immutable = False
         self._format = FORMAT_VERSION
         self._claims_keyed = False
@@ -814,6 +849,7 @@ class Ledger:
                     "UPDATE head SET count = ?, last_hash = ?, last_tx_time = ?, mac = ? WHERE singleton = 1",
                     (seq, digest, group.last_tx, self._head_mac(seq, digest)),
                 )
+                self._own_change()
                 # Before COMMIT: the head file names the group as pending, so a kill right after the commit is
                 # told apart from someone deleting the last events.
                 self._write_head_file(group.base, group.last)
@@ -891,6 +927,13 @@ class Ledger:
             "refusing to append (fail closed)"
         )
 
+    def _own_change(self) -> None:
+        """One row this handle itself changed (an appended event, the head row's update): counted, so that a
+        verification can tell its own writes from any other change through its connection."""
+        prefix = self._verified_prefix
+        if prefix is not None and prefix.changes is not None:
+            prefix.changes += 1
+
     def flush(self) -> None:
         """Commit the open group's events now (no-op when none are pending); the group stays open for more."""
         if self._open is not None:
@@ -945,6 +988,7 @@ class Ledger:
                     f"INSERT INTO events ({_COLUMNS}, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (*row, self._event_mac(digest)),
                 )
+                self._own_change()
             except sqlite3.Error as exc:  # an I/O error may have rolled the whole group back: give it up
                 self._abort_group(f"could not append event {seq}: {exc!s:.200}")
             group.last, group.last_tx = (seq, digest), tx_time
@@ -1194,6 +1238,14 @@ class Ledger:
         recomputed hashes (the first event whose MAC fails). ``anchor`` (and the ``anchor`` the ledger was opened
         with) = a (count, hash) pair or ``"count:hash"`` from ``head()`` kept elsewhere: the event at that seq
         must still carry that hash.
+
+        A handle verifying again recomputes only the events after the prefix it last verified, when that prefix is
+        column for column what it judged, and reads only those while SQLite says nothing but this handle's own
+        appends changed the database since (``PRAGMA data_version``: no other connection committed;
+        ``total_changes``: no other statement through this connection, nor a trigger, changed a row); any other
+        change is read and judged again from the genesis. (Bytes of the file edited past SQLite while a handle has
+        it open are not seen by that handle's reads, whole or not — SQLite serves its cached pages; a new handle,
+        such as ``scars ledger verify``'s, reads the file.)
         """
         anchors = [a for a in (self._anchor, self._check_anchor(anchor)) if a is not None]
         return self._verify_rows(anchors)[0]
@@ -1210,38 +1262,59 @@ class Ledger:
                     self._connect_read_only()  # a fresh copy: what writers committed since is seen too
                 self._db.execute("BEGIN")
                 try:
-                    head, rows, hashes, side_read = self._snapshot()
+                    snapshot = self._snapshot()
                 finally:
                     self._db.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             return VerifyReport(False, None, f"the ledger tables cannot be read: {exc}", 0, ""), []
         except LedgerError as exc:
             return VerifyReport(False, None, str(exc), 0, ""), []
-        return self._verify_snapshot(head, rows, hashes, side_read, anchors, self._key), rows
+        return self._verify_snapshot(snapshot, anchors, self._key), snapshot.rows
 
-    def _snapshot(self) -> tuple[Any, list, dict[int, Any], tuple[dict[str, Any] | None, str | None]]:
-        head_columns = {r[1] for r in self._db.execute("PRAGMA table_info(head)")}
+    def _snapshot(self) -> _Snapshot:
+        """The head row, the event rows and the head file, read in the open read transaction. The rows of the last
+        verified prefix are not read again when it may be trusted (``_VerifiedPrefix``): then the rows are that
+        prefix's followed by those read after it."""
+        conn = self._db
+        head_columns = {r[1] for r in conn.execute("PRAGMA table_info(head)")}
         has_mac = "mac" in head_columns
-        head = self._db.execute(
+        head = conn.execute(
             f"SELECT count, last_hash, {'mac' if has_mac else 'NULL'} FROM head WHERE singleton = 1"
         ).fetchone()
-        rows = self._db.execute(
-            f"SELECT {_COLUMNS}, {'mac' if has_mac else 'NULL'} FROM events ORDER BY seq"
+        # read in the transaction the head read opened: the version of the snapshot the rows come from
+        version = None if self.read_only else conn.execute("PRAGMA data_version").fetchone()[0]
+        prefix, trusted = self._verified_prefix, None
+        if (
+            prefix is not None
+            and version is not None
+            and prefix.conn is conn
+            and prefix.data_version == version
+            and prefix.changes == conn.total_changes
+        ):
+            trusted = prefix
+        after = 0 if trusted is None else len(trusted.rows)
+        rows = conn.execute(
+            f"SELECT {_COLUMNS}, {'mac' if has_mac else 'NULL'} FROM events WHERE seq > ? ORDER BY seq",
+            (after,),
         ).fetchall()
-        hashes = {r[0]: r[8] for r in rows}
-        return head, rows, hashes, self._read_head_file()  # the head file under the same lock
+        if trusted is not None:
+            rows = trusted.rows + rows
+        # the head file under the same lock
+        return _Snapshot(head, rows, trusted, self._read_head_file(), conn, version, conn.total_changes)
 
     def _verify_snapshot(
-        self,
-        head: Any,
-        rows: list,
-        hashes: dict[int, Any],
-        side_read: tuple[dict[str, Any] | None, str | None],
-        anchors: list[tuple[int, str]],
-        key: bytes | None,
+        self, snapshot: _Snapshot, anchors: list[tuple[int, str]], key: bytes | None
     ) -> VerifyReport:
+        """Judge a snapshot. A prefix of its rows the last verification passed keeps its verdict: when the
+        snapshot says it was not read again (``trusted``: unchanged since), or when its rows are equal, column for
+        column, to those judged."""
+        head, rows, trusted, side_read = snapshot.head, snapshot.rows, snapshot.trusted, snapshot.side_read
+        unread = len(trusted.rows) if trusted is not None else 0  # rows taken from the trusted prefix
         macs_present = (
-            self._claims_keyed or any(r[9] is not None for r in rows) or (head and head[2] is not None)
+            self._claims_keyed
+            or (trusted is not None and trusted.macs)
+            or any(r[9] is not None for r in rows[unread:])
+            or (head and head[2] is not None)
         )
         flags = {
             "keyed": key is not None,
@@ -1253,21 +1326,26 @@ class Ledger:
         def bad(seq: int | None, reason: str, count: int, head_hash: str) -> VerifyReport:
             return VerifyReport(False, seq, reason, count, head_hash, **flags)
 
+        def hash_at(seq: int) -> Any:
+            """The stored hash of event ``seq`` of a contiguous run of rows from event 1 (a verified prefix, or
+            every row once the loop below passed them all)."""
+            return rows[seq - 1][8] if 1 <= seq <= len(rows) else None
+
         prev_hash, prev_tx, expected = GENESIS_HASH, None, 1
         start = 0
         cached = self._verified_prefix
-        if cached is not None and cached[3] == key and len(rows) >= len(cached[0]):
-            k = len(cached[0])
+        if cached is not None and cached.key == key and len(rows) >= len(cached.rows):
+            k = len(cached.rows)
             # an identical prefix gets the verdict it got: every check below reads only its row and the state
             # the rows before it left (the anchors are checked against the prefix's hashes here)
-            if rows[:k] == cached[0]:
+            if trusted is cached or rows[:k] == cached.rows:
                 for count_, digest_ in anchors:
-                    if 1 <= count_ <= k and hashes.get(count_) != digest_:
-                        before = hashes.get(count_ - 1, GENESIS_HASH)
+                    if 1 <= count_ <= k and hash_at(count_) != digest_:
+                        before = hash_at(count_ - 1) if count_ > 1 else GENESIS_HASH
                         return bad(
                             count_, f"event {count_} differs from the external anchor", count_ - 1, before
                         )
-                start, prev_hash, prev_tx, expected = k, cached[1], cached[2], k + 1
+                start, prev_hash, prev_tx, expected = k, cached.prev_hash, cached.prev_tx, k + 1
         for seq, type_, subject, payload, tx_time, valid_from, valid_to, stored_prev, digest, mac in rows[
             start:
         ]:
@@ -1335,7 +1413,7 @@ class Ledger:
                 n,
                 prev_hash,
             )
-        mismatch = self._head_file_check(n, prev_hash, hashes.get, side_read)
+        mismatch = self._head_file_check(n, prev_hash, hash_at, side_read)
         if mismatch is not None:
             return bad(mismatch[0], mismatch[1], n, prev_hash)
         if key is not None and not same(head_mac, ledger_mac(key, "head", f"{count}:{last_hash}")):
@@ -1343,7 +1421,16 @@ class Ledger:
         for count_, _ in anchors:
             if count_ > n:
                 return bad(n + 1, f"truncated below the external anchor ({count_} events)", n, prev_hash)
-        self._verified_prefix = (list(rows), prev_hash, prev_tx, key)
+        self._verified_prefix = _VerifiedPrefix(
+            list(rows),
+            prev_hash,
+            prev_tx,
+            key,
+            bool(macs_present),
+            snapshot.conn,
+            snapshot.data_version,
+            snapshot.changes,
+        )
         checks = ["hash chain"]
         if flags["keyed"]:
             checks.append("MACs")

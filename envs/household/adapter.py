@@ -81,14 +81,25 @@ class HouseholdAdapter:
     def judge(self) -> SemanticJudge | None:
         return None  # every household failure is decided by the deterministic rule verifier
 
-    def decision(self, observation: Any, info: Mapping[str, Any], *, t: int) -> Decision:
+    def decision(
+        self,
+        observation: Any,
+        info: Mapping[str, Any],
+        *,
+        t: int,
+        actions: tuple[Action, ...] | None = None,
+    ) -> Decision:
+        """``actions``: the admissible actions already structured, in the order the caller offers them (the RL
+        view's slot order, built once per admissible set); by default ``info["admissible_actions"]``, in its order."""
         q = info["context"]
+        if actions is None:
+            actions = tuple(Action.from_dict(d) for d in info["admissible_actions"])
         return Decision(
             observation=str(observation),
             task=info["goal"],
             task_type=str(q["task_type"]),
             context=q,
-            actions=tuple(Action.from_dict(d) for d in info["admissible_actions"]),
+            actions=actions,
             t=t,
             episode=int(q["episode"]),
             step=int(q["step"]),

@@ -335,8 +335,11 @@ class Verifier:
         step = int(context.get("step", 0))
         episode = int(context.get("episode", 0))
         version = int(context.get("world_version", 0))
+        key = (action.kind, action.name) if isinstance(action, Action) else (action["kind"], action["name"])
+        candidates = self._lookup(step, episode, version)[2].get(key, ())
+        if not candidates:
+            return []  # no active rule covers this verb (most steps): the action need not be read
         act = action if isinstance(action, Action) else Action.from_dict(dict(action))
-        candidates = self._lookup(step, episode, version)[2].get((act.kind, act.name), ())
         found = []
         for r in candidates:
             if fires(r.rule, context, act, self.classes):

@@ -156,11 +156,12 @@ class _Slots:
     receptacle r's visited flag at r, its target-seen flag at R + r); ``target_takes`` are the receptacles an
     admissible ``take`` of the task's object type reveals."""
 
-    __slots__ = ("actions", "commands", "head", "mask", "memory_at", "memory_of", "target_takes")
+    __slots__ = ("actions", "dsl", "commands", "head", "mask", "memory_at", "memory_of", "target_takes")
 
     def __init__(self, actions: list[dict], game: _Game, max_actions: int) -> None:
         keyed = sorted(map(game.action, actions), key=lambda e: e[1])
         self.actions = [e[0] for e in keyed]
+        self.dsl: tuple[Action, ...] | None = None  # built when a decision first needs it (``_Game.dsl``)
         self.commands = tuple(d["text"] for d in self.actions)
         head = self.head = np.zeros(_G + _S * len(keyed), dtype=np.float32)
         head[_TASK[game.task[0]]] = 1.0
@@ -189,10 +190,11 @@ memory reads of it: ``_GOTO``, ``_TARGET_TAKE`` or 0)."""
 
 class _Game:
     """One game's tables: its receptacles by index (what the episode memory is an array over), its task, every
-    action dict met so far as a slot (``_Encoded``), every admissible set met so far, encoded (``_Slots``), and the
-    global features of every held-and-location situation met so far."""
+    action dict met so far as a slot (``_Encoded``) and, once a decision needed it, as a structured action
+    (``synthesis.dsl.Action``), every admissible set met so far, encoded (``_Slots``), and the global features of
+    every held-and-location situation met so far."""
 
-    __slots__ = ("spec", "task", "appliance", "receptacles", "actions", "states", "situations")
+    __slots__ = ("spec", "task", "appliance", "receptacles", "actions", "structured", "states", "situations")
 
     def __init__(self, spec: Any, q: Mapping[str, Any]) -> None:
         self.spec = spec  # kept alive with the table: its identity names the game
@@ -200,8 +202,22 @@ class _Game:
         self.appliance = APPLIANCES.get(self.task[0], frozenset())
         self.receptacles = {r.name: i for i, r in enumerate(spec.receptacles)}
         self.actions: dict[int, _Encoded] = {}  # by the dict's identity; the entry keeps the dict alive
+        self.structured: dict[int, Action] = {}  # by the dict's identity (kept alive by ``actions``)
         self.states: dict[tuple[int, ...], _Slots] = {}
         self.situations: dict[tuple, np.ndarray] = {}  # HouseholdRLView._situation's
+
+    def dsl(self, slots: _Slots) -> tuple[Action, ...]:
+        """The structured actions of an admissible set, in slot order: each dict's built once per game."""
+        if slots.dsl is None:
+            structured = self.structured
+            built = []
+            for d in slots.actions:
+                a = structured.get(id(d))
+                if a is None:
+                    a = structured[id(d)] = Action.from_dict(d)
+                built.append(a)
+            slots.dsl = tuple(built)
+        return slots.dsl
 
     def action(self, d: dict) -> _Encoded:
         hit = self.actions.get(id(d))
@@ -301,17 +317,15 @@ class HouseholdRLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     # ------------------------------------------------------------------ what a shield reads
 
-    @property
-    def _actions(self) -> list[dict]:
-        return self._slots.actions if self._slots is not None else []
-
     def commands(self) -> list[str]:
         """The command in each filled slot, in slot order."""
         return list(self._slots.commands) if self._slots is not None else []
 
     def slot_actions(self) -> tuple[Action, ...]:
         """The structured action in each filled slot, in slot order."""
-        return tuple(Action.from_dict(d) for d in self._actions)
+        if self._slots is None or self._game is None:
+            return ()
+        return self._game.dsl(self._slots)
 
     def action_masks(self) -> np.ndarray:
         """sb3-contrib's mask: True on the slots that hold an admissible command."""
@@ -322,8 +336,10 @@ class HouseholdRLView(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def decision(self, *, t: int | None = None) -> Decision:
         """The current decision as every method sees it (``envs.api.Decision``), its actions in slot order; ``t``
         the caller's decision count (a shield's, shared by a learner's envs), by default the view's steps."""
-        info = {**self._info, "admissible_actions": self._actions}
-        return self.adapter.decision(self._text, info, t=self._t if t is None else t)
+        if self._slots is None or self._game is None:
+            raise WorldError("decision() called before reset()")
+        actions = self._game.dsl(self._slots)
+        return self.adapter.decision(self._text, self._info, t=self._t if t is None else t, actions=actions)
 
     @property
     def last_info(self) -> Mapping[str, Any]:

@@ -377,3 +377,48 @@ def test_a_verified_prefix_is_not_recomputed_but_any_change_to_it_is_still_caugh
     report = ledger.verify()
     assert not report.ok and report.first_bad_seq == 2
     assert len(hashed) >= 1
+
+
+def test_a_verification_reads_only_the_rows_after_its_verified_prefix_and_any_other_change_is_read_again(
+    ledger,
+):
+    """Issue 39: the in-run check at every episode end read the whole history to compare it with the prefix it had
+    judged. It now reads only the rows after that prefix while SQLite says nothing but this handle's own appends
+    changed the database (``PRAGMA data_version``: no other connection committed; ``total_changes``: no other
+    statement through this connection, nor a trigger, changed a row); any other change reads and judges it all."""
+    fill(ledger)
+    for i in range(100):
+        ledger.record("merge_decision", {"i": i})
+    assert ledger.verify().ok
+    decoded: list[bytes] = []
+    ledger._db.text_factory = lambda raw: decoded.append(raw) or raw.decode("utf-8", "replace")
+
+    def verify_counting() -> tuple:
+        decoded.clear()
+        report = ledger.verify()
+        return report, len(decoded)
+
+    ledger.record("merge_decision", {"i": "new"})
+    report, texts = verify_counting()
+    assert report.ok and report.count == 108
+    assert (
+        texts < 40
+    )  # the new row, the head row, the head table's columns; not the 107 rows before (5 or 6 texts each)
+    # an edit through the ledger's own connection (not one of its appends): read again, caught
+    (original,) = ledger._db.execute("SELECT payload FROM events WHERE seq = 2").fetchone()
+    ledger._db.execute("UPDATE events SET payload = ? WHERE seq = 2", ('{"x":1}',))
+    report, texts = verify_counting()
+    assert (report.ok, report.first_bad_seq) == (False, 2) and texts > 500
+
+    # a trigger another connection plants changes nothing itself (read again, intact); the ledger's own next
+    # append fires it: that append's change count is off by the trigger's, so everything is read again, caught
+    ledger._db.execute("UPDATE events SET payload = ? WHERE seq = 2", (original,))
+    with sqlite3.connect(ledger.path) as db:
+        db.execute(
+            "CREATE TRIGGER rewrite AFTER INSERT ON events BEGIN "
+            "UPDATE events SET payload = '{\"x\":1}' WHERE seq = 3; END"
+        )
+    assert verify_counting()[0].ok
+    ledger.record("merge_decision", {"active": [], "objective": 1.0})
+    report, texts = verify_counting()
+    assert (report.ok, report.first_bad_seq) == (False, 3) and texts > 500

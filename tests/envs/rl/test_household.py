@@ -50,6 +50,43 @@ def test_slots_are_the_admissible_commands_and_an_empty_slot_does_nothing():
         view.step(40)
 
 
+def test_a_decision_is_the_slots_structured_actions_built_once_per_game(monkeypatch):
+    """Issue 39 item 5: a shield's decision read each admissible dict into a ``synthesis.dsl.Action`` at every step
+    (35,578 ``Action.from_dict`` calls in 1,500 shielded steps); the view builds each once per game and hands the
+    same tuple out whenever the world is in a state with the same admissible set."""
+    from scars.synthesis.dsl import Action
+
+    built: list[int] = []
+    real = Action.from_dict.__func__
+    monkeypatch.setattr(Action, "from_dict", classmethod(lambda cls, d: built.append(1) or real(cls, d)))
+    view = make_household_view()
+    view.reset(seed=3)
+
+    def decide():
+        """The decision, and how many actions it read from their dicts."""
+        built.clear()
+        return view.decision(), len(built)
+
+    first, read = decide()
+    assert first.actions == tuple(
+        real(Action, d) for d in view._slots.actions
+    )  # the slots' dicts, in slot order
+    assert [a.text for a in first.actions] == view.commands() and view.slot_actions() is first.actions
+    assert read == len(first.actions)  # each once
+    go = next(c for c in view.commands() if c.startswith("go to"))
+    view.step(view.commands().index(go))
+    back = next(c for c in view.commands() if c.startswith("go to") and c != go)
+    reads = []
+    for _ in range(4):  # back and forth between two receptacles: the same admissible sets again and again
+        view.step(view.commands().index(back))
+        reads.append(decide()[1])
+        view.step(view.commands().index(go))
+        reads.append(decide()[1])
+    assert reads[0] > 0 and reads[2:] == [0] * 6  # read at the first visit only
+    view.reset(seed=3)  # the same game again: its first state's actions were built at the first decision
+    assert decide() == (first, 0) and view.decision().actions is first.actions
+
+
 def test_the_observation_is_the_documented_layout():
     view = make_household_view(dict_obs=True)
     obs, info = view.reset(seed=5)
