@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scars.agents.runtime.control import ControlPlane
+from scars.agents.runtime.evidence import contrast, contrast_fragment
 from scars.agents.runtime.ledger import Event, VerifyReport
 from scars.agents.runtime.scar import Scar
 from scars.agents.runtime.store import SchemaStore
@@ -249,11 +250,15 @@ class Accommodator:
     def _accommodate(self, q: Mapping[str, Any], action: Action, verdict: Verdict) -> Outcome:
         from scars.agents.runtime.equilibration import equilibrate, owed_failures, scar_from_synthesis
         from scars.disequilibrium.composite import StepRecord
+        from scars.synthesis.mcts import exhaustive_search
 
         learner = self.learner
+        reported_only = self._reported is self.verifier
+        self._reported.failed.add(
+            _key(q, action)
+        )  # before the drain: the breach's own allowed call is no success
         self._drain()
         self._n += 1
-        self._reported.failed.add(_key(q, action))
         reading = learner.monitor.observe(
             StepRecord(
                 step=self._n,
@@ -276,10 +281,12 @@ class Accommodator:
         base = Outcome(event.seq, reading.d, reading.crossed)
         if not reading.crossed:
             return base
+        evidence = None
         if (
-            self._reported is self.verifier
-        ):  # nothing to ask: no what-if is known to be safe, so none is claimed
-            fragment = replace(failure, causal_args=frozenset(k for k, _ in action.args))
+            reported_only
+        ):  # nothing to ask: the breach is contrasted with what the gate saw (agents.runtime.evidence)
+            evidence = contrast(action, self.history, [f.action for f in self.failures[:-1]])
+            fragment = contrast_fragment(failure, evidence)
         else:
             try:
                 fragment = extract_fragment(
@@ -292,13 +299,21 @@ class Accommodator:
                 )
             except FragmentError as exc:
                 return Outcome(event.seq, reading.d, True, note=f"no fragment: {exc}")
-        data = build_dataset(self.history, self.verifier, fragment)
         seed = learner.seeds.spawn(1)[0]
         search = learner.search
         current = tuple(s.rule for s in self.store.scars)
-        result = learner.executor.submit(
-            data, fragment, current, self.core, self.classes, search, seed=seed
-        ).result()
+        if evidence is None:
+            data = build_dataset(self.history, self.verifier, fragment)
+            result = learner.executor.submit(
+                data, fragment, current, self.core, self.classes, search, seed=seed
+            ).result()
+        else:
+            # D⁻: the breaches the rule is to cover (the others are their own rules' business); the space is the
+            # kept arguments only, small enough to score whole, with a guard long enough to test each of them
+            steps = [s for s in self.history if not s.violated or evidence.covers(action, s.chosen_action)]
+            data = build_dataset(steps, self.verifier, fragment)
+            config = replace(search, max_predicates=min(8, max(search.max_predicates, len(evidence.kept))))
+            result = exhaustive_search(data, fragment, current, self.core, self.classes, config)
         if not result.admitted or result.rule is None:
             return Outcome(
                 event.seq, reading.d, True, note="no candidate passed ReplayPass and the drift budget"

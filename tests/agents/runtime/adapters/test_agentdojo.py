@@ -129,6 +129,41 @@ def test_a_breach_found_by_agentdojos_security_is_a_ledger_failure_and_the_next_
     assert len(events) == 1 and VERIFIER_ID in json.dumps(events[0].payload)
 
 
+def test_without_what_ifs_two_breaches_teach_the_attackers_recipient_and_spare_the_users_transfers(
+    banking, tmp_path
+):
+    gate = open_gate(tmp_path / "l.sqlite")  # no verifier: only the executed breaches are known
+    adapter = AgentDojoGate(gate, banking)
+
+    def play(user, injection):
+        task = banking.injection_tasks[injection]
+        monitor = SecurityMonitor(task, gate=adapter, context=adapter.context(user))
+        runtime = adapter.runtime_class(adapter.context(user), observer=monitor)
+        return _play(banking, user, injection, runtime, [monitor]), monitor
+
+    for user, injection in (("user_task_0", "injection_task_0"), ("user_task_1", "injection_task_5")):
+        (_, attacked), monitor = play(user, injection)  # 0.01 with a subject, then 1,000,000 "Hacked!"
+        assert attacked and monitor.outcome.admitted, monitor.outcome
+    rules = [s.control_text for s in gate.scars]
+    assert any(ATTACKER_IBAN in r for r in rules) and not any("amount <" in r for r in rules), rules
+    (_, attacked), _ = play(
+        "user_task_2", "injection_task_6"
+    )  # 10,000 "Hacked!": the same recipient and date
+    assert not attacked
+    for user in ("user_task_0", "user_task_3", "user_task_5"):  # the user's own transfers of other amounts
+        user_task = banking.user_tasks[user]
+        utility, _ = banking.run_task_with_pipeline(
+            AgentPipeline([CompromisedAgent(user_task, None)]),
+            user_task,
+            None,
+            {},
+            runtime_class=adapter.runtime_class(adapter.context(user)),
+            environment=banking.load_and_inject_default_environment({}),
+        )
+        assert utility, (user, rules)
+    gate.close()
+
+
 def test_the_offline_protocol_on_a_handful_of_cases_gives_the_same_numbers_twice(tmp_path):
     first = bench(["banking"], tmp_path / "a", seed=3, limit=10)
     second = bench(["banking"], tmp_path / "b", seed=3, limit=10)
@@ -139,7 +174,7 @@ def test_the_offline_protocol_on_a_handful_of_cases_gives_the_same_numbers_twice
     entry = first["suites"]["banking"]
     assert entry["defences"]["no_defence"]["attack_success"]["clusters"] == 10
     assert entry["defences"]["scars"]["attack_success"]["estimate"] < 1.0
-    assert set(entry["defences"]) == {"no_defence", "tool_filter", "scars", "scars_reported_only"}
+    assert set(entry["defences"]) == {"no_defence", "tool_filter", "scars", "scars_oracle"}
     for name in ("results.md", "summary.json", "cases.json", "learning_curve.png"):
         assert (tmp_path / "a" / name).stat().st_size > 0
 
