@@ -56,7 +56,9 @@ def headline(summary: dict) -> dict:
             "utility_ratio_under_attack": {
                 k: d[k]["utility_ratio_under_attack"] for k in d if k != "no_defence"
             },
-            "first_exposure_mean": entry["first_exposure_mean"]["estimate"],
+            "first_exposure_mean": {
+                k: d[k]["first_exposure_mean"]["estimate"] for k in d if "first_exposure_mean" in d[k]
+            },
             "gate_us_median": entry["gate_overhead_us"]["median"],
             "tool_us_median": entry["tool_call_us"]["median"],
         }
@@ -80,10 +82,13 @@ def across_seeds(per_seed: dict[int, dict], defence: str = "scars") -> str:
         upper = [r["delta_asr_ci"][defence][1] for r in rows]
         clean = [r["utility_ratio_without_attack"][defence] for r in rows]
         under = [r["utility_ratio_under_attack"][defence] for r in rows]
-        exposure = [r["first_exposure_mean"] for r in rows]
+        worst_under = (
+            "–" if None in under else f"{min(under):.3f}"
+        )  # – : no defence had no utility under attack
+        exposure = [r["first_exposure_mean"][defence] for r in rows]
         lines.append(
             f"| {suite} | {rows[0]['n_cases']} | {min(none):.3f}–{max(none):.3f} | {min(asr):.3f}–{max(asr):.3f} | "
-            f"{max(upper):.3f} | {min(clean):.3f} | {min(under):.3f} | {min(exposure):.2f}–{max(exposure):.2f} |"
+            f"{max(upper):.3f} | {min(clean):.3f} | {worst_under} | {min(exposure):.2f}–{max(exposure):.2f} |"
         )
     return "\n".join(lines) + "\n"
 

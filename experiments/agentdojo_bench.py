@@ -395,6 +395,9 @@ def summarise(runs: Sequence[SuiteRun], seed: int = 0) -> dict[str, Any]:
         costs = {f"{r.suite}/{k}": v for r in group for k, v in first_exposure(r.rows("scars")).items()}
         entry["first_exposure"] = costs
         entry["first_exposure_mean"] = _rate_mean([v["cost"] for v in costs.values()], rng)
+        for defence in LEARNING:
+            own = [v["cost"] for r in group for v in first_exposure(r.rows(defence)).values()]
+            entry["defences"][defence]["first_exposure_mean"] = _rate_mean(own, rng)
         gate_us = np.array([ns for r in group for ns in r.gate_ns], dtype=float) / 1000
         tool_us = np.array([ns for r in group for ns in r.tool_ns], dtype=float) / 1000
         entry["gate_overhead_us"] = _times(gate_us)

@@ -8,15 +8,18 @@ there, off the decision path. For each ``report_failure(context, action, verdict
    verifier, z_C from the core schema H on the failed action; a framework has no punishments or utterances here, so
    z_R = z_I = 0);
 2. records the failure (``SchemaStore.record_failure``, with d_t and z);
-3. when d_t > τ: cuts it to a fragment by counterfactual checks (``synthesis.extract_fragment``), builds D_t from the
-   calls the gate allowed since it opened (``synthesis.build_dataset``), runs the MCTS synthesis on the in-process
-   executor, builds the scar (``agents.runtime.equilibration.scar_from_synthesis``) and merges it with S_t
+3. when d_t > τ: cuts it to a fragment by counterfactual checks (``synthesis.extract_fragment``) — or, without a
+   verifier, by the contrast with the calls the gate allowed and the tool's earlier failures
+   (``agents.runtime.evidence``) — builds D_t from the calls the gate allowed since it opened
+   (``synthesis.build_dataset``), runs the MCTS synthesis on the in-process executor (without a verifier: the
+   contrast's small space scored whole, ``synthesis.mcts.exhaustive_search``), builds the scar (``agents.runtime.equilibration.scar_from_synthesis``) and merges it with S_t
    (``agents.runtime.equilibration.equilibrate``: the OR-Tools merge, written through the store).
 
 The verifier ``verifier(context, action) -> bool`` (True: the call violates) is the framework's; counterfactual
 extraction asks it what-if questions. Without one, the reported failures are the only violations known and no what-if
-answer is known either: the fragment is the whole reported context and call (nothing is claimed safe), and the
-search's MDL objective and the allowed calls in D_t decide how far the rule generalises.
+answer is known either: the allowed calls of the failed tool are the counter-evidence, the rule keeps the failure's
+arguments none of them had, and it generalises only to what two failures of the tool share
+(``agents.runtime.evidence``).
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ if TYPE_CHECKING:  # the learner: loaded by the first failure that is accommodat
     from scars.disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor
     from scars.synthesis.executors import InProcessExecutor
     from scars.synthesis.mcts import SearchConfig
+
+
+EXHAUSTIVE_RULES = 50_000
+"""Without a verifier, the contrast's candidate space is scored whole up to this many rules (a few seconds)."""
 
 
 @dataclass(frozen=True)
@@ -250,7 +257,7 @@ class Accommodator:
     def _accommodate(self, q: Mapping[str, Any], action: Action, verdict: Verdict) -> Outcome:
         from scars.agents.runtime.equilibration import equilibrate, owed_failures, scar_from_synthesis
         from scars.disequilibrium.composite import StepRecord
-        from scars.synthesis.mcts import exhaustive_search
+        from scars.synthesis.mcts import candidate_space, exhaustive_search
 
         learner = self.learner
         reported_only = self._reported is self.verifier
@@ -313,7 +320,16 @@ class Accommodator:
             steps = [s for s in self.history if not s.violated or evidence.covers(action, s.chosen_action)]
             data = build_dataset(steps, self.verifier, fragment)
             config = replace(search, max_predicates=min(8, max(search.max_predicates, len(evidence.kept))))
-            result = exhaustive_search(data, fragment, current, self.core, self.classes, config)
+            size = candidate_space(data, fragment, self.classes, config.max_or_values).count_rules(
+                config.max_predicates
+            )
+            if size <= EXHAUSTIVE_RULES:
+                result = exhaustive_search(data, fragment, current, self.core, self.classes, config)
+            else:  # a tool with many arguments: the search, with a budget of as many rules
+                config = replace(config, num_simulations=EXHAUSTIVE_RULES)
+                result = learner.executor.submit(
+                    data, fragment, current, self.core, self.classes, config, seed=seed
+                ).result()
         if not result.admitted or result.rule is None:
             return Outcome(
                 event.seq, reading.d, True, note="no candidate passed ReplayPass and the drift budget"
@@ -330,6 +346,8 @@ class Accommodator:
                 "num_simulations": search.num_simulations,
                 "source": self.name,
                 "trees": self.config.trees,
+                # without a verifier: the contrast with what the gate saw, its kept arguments' space scored whole
+                **({} if evidence is None else {"attribution": "contrast"}),
             },
             verifier_id=verdict.verifier_id,
         )
