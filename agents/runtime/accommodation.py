@@ -289,9 +289,8 @@ class Accommodator:
         if not reading.crossed:
             return base
         evidence = None
-        if (
-            reported_only
-        ):  # nothing to ask: the breach is contrasted with what the gate saw (agents.runtime.evidence)
+        # without a verifier there is nothing to ask: the breach is contrasted with what the gate saw
+        if reported_only:
             evidence = contrast(action, self.history, [f.action for f in self.failures[:-1]])
             fragment = contrast_fragment(failure, evidence)
         else:
