@@ -1,6 +1,6 @@
 """Benchmark of scars-runtime on AgentDojo (issue 42; not named agentdojo.py: the script's folder comes first on
 sys.path and would shadow the package): every suite under the offline protocol (no LLM), the gate
-against no defence and a ground-truth tool allow-list, in one run (``experiments.agentdojo_bench``; docs/runtime.md,
+against no defence, a ground-truth tool allow-list and a blind-written Progent-style static policy, in one run (``experiments.agentdojo_bench``; docs/runtime.md,
 "On AgentDojo").
 
 Per suite and overall it reports attack success (AgentDojo's ``security``) with and without the gate, the paired
@@ -11,7 +11,7 @@ recorded with the figures (the machine is shared).
 
 Usage:  python benchmarks/runtime_agentdojo.py [--suite all] [--seeds 0-4] [--out DIR]
 Prints each seed's results table, over several seeds the worst seed's figures per suite (the information-protocol
-row ``scars`` and its oracle control), then, last, one JSON line (per seed and suite the headline figures, and the
+row ``scars``, its oracle control and the static policy), then, last, one JSON line (per seed and suite the headline figures, and the
 load average).
 """
 
@@ -85,10 +85,10 @@ def across_seeds(per_seed: dict[int, dict], defence: str = "scars") -> str:
         worst_under = (
             "–" if None in under else f"{min(under):.3f}"
         )  # – : no defence had no utility under attack
-        exposure = [r["first_exposure_mean"][defence] for r in rows]
+        exposure = [r["first_exposure_mean"].get(defence) for r in rows]  # None: a row that does not learn
         lines.append(
             f"| {suite} | {rows[0]['n_cases']} | {min(none):.3f}–{max(none):.3f} | {min(asr):.3f}–{max(asr):.3f} | "
-            f"{max(upper):.3f} | {min(clean):.3f} | {worst_under} | {min(exposure):.2f}–{max(exposure):.2f} |"
+            f"{max(upper):.3f} | {min(clean):.3f} | {worst_under} | {'–' if None in exposure else f'{min(exposure):.2f}–{max(exposure):.2f}'} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - start
     load_after = os.getloadavg()
     if len(seeds) > 1:
-        for defence in ("scars", "scars_oracle"):
+        for defence in ("scars", "scars_oracle", "progent_policy"):
             print(across_seeds(per_seed, defence))
     print(
         json.dumps(

@@ -22,7 +22,10 @@ from the seed, so a defence that learns meets an injection task's first instance
   (``agents.runtime.evidence``); nobody is asked about a call that was not made;
 - ``scars_oracle`` (a control, like ``--oracle counterfactual`` in tier 1): the same gate, its own ledger, whose
   accommodation also asks AgentDojo's ``security`` about calls nobody executed (``SecurityWhatIf``: would this call,
-  with one argument changed, still reach the goal?), counted in the figures — information no deployment has.
+  with one argument changed, still reach the goal?), counted in the figures — information no deployment has;
+- ``progent_policy``: a Progent-style static privilege policy per suite, hand-written blind (without opening the
+  injection tasks) as rules of the patch DSL and enforced by the gate as its core schema H; it never learns
+  (:mod:`scars.experiments.agentdojo_progent`).
 
 Then each user task runs once without an injection under every defence, with the rules each gate learned in force:
 utility without attack. ``model=`` runs the same cases through AgentDojo's own LLM pipeline
@@ -50,6 +53,7 @@ from agentdojo.types import (
 
 from scars.agents.runtime import AccommodationConfig, open_gate
 from scars.agents.runtime.adapters.agentdojo import AgentDojoGate, SecurityMonitor, SecurityWhatIf
+from scars.experiments.agentdojo_progent import ElementwiseGate, open_policy_gate
 from scars.experiments.stats import Interval, paired_difference, pooled_ratio
 from scars.synthesis.errors import ConfigError
 
@@ -64,6 +68,9 @@ DEFENCES: tuple[str, ...] = ("no_defence", "tool_filter", "scars", "scars_oracle
 LEARNING: dict[str, bool] = {"scars": False, "scars_oracle": True}
 """The defences that learn, each its own gate and ledger: whether AgentDojo's ``security`` answers the accommodation's
 what-if questions (``SecurityWhatIf``), or only the reported breaches are known (the runtime's default)."""
+POLICY = "progent_policy"
+"""The static-policy row: the suite's hand-written rule file behind its own gate (nothing reported, nothing learned)."""
+DEFENCES = (*DEFENCES, POLICY)
 ATTACK = "important_instructions"
 """The attack a real model meets (AgentDojo's strongest reported one); the offline agent obeys without one."""
 
@@ -246,6 +253,12 @@ def _open_gated(suite: Any, ledger: Path, seed: int, what_if: bool) -> _Gated:
     return _Gated(AgentDojoGate(gate, suite, what_if=verifier), verifier)
 
 
+def _open_policy(suite: Any, ledger: Path) -> ElementwiseGate:
+    for stale in ledger.parent.glob(f"{ledger.name}*"):
+        stale.unlink()
+    return open_policy_gate(suite, ledger)
+
+
 def run_suite(
     name: str,
     out: Path,
@@ -265,8 +278,10 @@ def run_suite(
     llm, injections = _model_pipeline(model) if model is not None else (None, None)
     environment = suite.load_and_inject_default_environment({})
     gated: dict[str, _Gated] = {}
+    policy: ElementwiseGate | None = None
     _TimedFunctionsRuntime.tool_ns = run.tool_ns
     try:
+        policy = _open_policy(suite, out / "ledgers" / f"{name}.{POLICY}.sqlite")
         for defence, what_if in LEARNING.items():
             suffix = f".{defence}" if what_if else ""
             gated[defence] = _open_gated(suite, out / "ledgers" / f"{name}{suffix}.sqlite", seed, what_if)
@@ -280,6 +295,8 @@ def run_suite(
                 monitor = None
                 if defence == "tool_filter":
                     elements.insert(0, GroundTruthAllowList(user_task))
+                if defence == POLICY:
+                    runtime_class = policy.runtime_class(policy.context(u))
                 if defence in gated:
                     adapter = gated[defence].adapter
                     monitor = SecurityMonitor(injection_task, gate=adapter, context=adapter.context(u))
@@ -309,6 +326,8 @@ def run_suite(
                     if defence in gated
                     else FunctionsRuntime
                 )
+                if defence == POLICY:
+                    runtime_class = policy.runtime_class(policy.context(u))
                 elements = [GroundTruthAllowList(user_task), agent] if defence == "tool_filter" else [agent]
                 utility, _ = suite.run_task_with_pipeline(
                     AgentPipeline(elements),
@@ -331,6 +350,8 @@ def run_suite(
     finally:
         for g in gated.values():
             g.gate.close()
+        if policy is not None:
+            policy.gate.close()
     return run
 
 

@@ -57,8 +57,9 @@ def bench() -> None:
 def agentdojo(
     suite: str, out: Path, seed: int, limit: int | None, model: str | None, overwrite: bool
 ) -> None:
-    """The gate on AgentDojo's prompt-injection cases against no defence and a ground-truth tool allow-list (issue
-    42): results.md, summary.json, cases.json, learning_curve.png and the gate's ledgers in OUT."""
+    """The gate on AgentDojo's prompt-injection cases against no defence, a ground-truth tool allow-list and a
+    blind-written Progent-style static policy (issue 42): results.md, summary.json, cases.json, learning_curve.png and
+    the gates' ledgers in OUT."""
     from scars.agents.runtime.adapters import agentdojo as _adapter  # noqa: F401 - the extra, or one clear error
     from scars.experiments.agentdojo_bench import bench as run_bench
     from scars.experiments.agentdojo_bench import check_model, suite_names

@@ -174,7 +174,13 @@ def test_the_offline_protocol_on_a_handful_of_cases_gives_the_same_numbers_twice
     entry = first["suites"]["banking"]
     assert entry["defences"]["no_defence"]["attack_success"]["clusters"] == 10
     assert entry["defences"]["scars"]["attack_success"]["estimate"] < 1.0
-    assert set(entry["defences"]) == {"no_defence", "tool_filter", "scars", "scars_oracle"}
+    assert set(entry["defences"]) == {
+        "no_defence",
+        "tool_filter",
+        "scars",
+        "scars_oracle",
+        "progent_policy",
+    }
     for name in ("results.md", "summary.json", "cases.json", "learning_curve.png"):
         assert (tmp_path / "a" / name).stat().st_size > 0
 
@@ -224,3 +230,6 @@ def test_on_the_whole_banking_suite_the_gate_stops_attacks_without_costing_utili
     assert entry["utility_ratio_without_attack"] >= 0.95  # the information protocol's row: no what-if asked
     assert entry["defences"]["scars_oracle"]["utility_ratio_without_attack"] >= 0.95
     assert entry["verifier_questions"] > 0 and not any("amount <" in r for r in entry["scars"]["banking"])
+    # the blind-written static policy (experiments/agentdojo_policies/banking.dsl) on the same cases
+    policy = entry["defences"]["progent_policy"]
+    assert policy["asr_minus_no_defence"]["ci"][1] < 0
