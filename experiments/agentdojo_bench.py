@@ -14,13 +14,15 @@ from the seed, so a defence that learns meets an injection task's first instance
 - ``tool_filter``: the tools of the user task's ground truth only (:class:`GroundTruthAllowList`, the way AgentDojo's
   ``tool_filter`` defence restricts ``runtime.functions``) — an upper bound of static least privilege, since it is
   told exactly the tools the task needs;
-- ``scars``: the gate (:class:`~scars.agents.runtime.adapters.agentdojo.AgentDojoGate`) with no rule at the start; a
-  call after which AgentDojo's ``security`` check turns true is reported as a verified failure and the runtime's
-  accommodation learns a scar from it (the rules are learned, never written); AgentDojo's ``security`` also answers
-  the accommodation's counterfactual questions (``SecurityWhatIf``: would this call, with one argument changed,
-  still reach the goal?), counted in the figures;
-- ``scars_reported_only``: the same gate without the what-if answers (the runtime's default: only the reported
-  breaches are known), its own ledger;
+- ``scars`` (the headline, the information protocol): the gate
+  (:class:`~scars.agents.runtime.adapters.agentdojo.AgentDojoGate`) with no rule at the start; a call after which
+  AgentDojo's ``security`` check turns true is reported as a verified failure and the runtime's accommodation learns
+  a scar from it (the rules are learned, never written) from that breach and what the gate itself saw — the same
+  tool's calls it allowed before, which did not turn ``security`` true, and the tool's earlier breaches
+  (``agents.runtime.evidence``); nobody is asked about a call that was not made;
+- ``scars_oracle`` (a control, like ``--oracle counterfactual`` in tier 1): the same gate, its own ledger, whose
+  accommodation also asks AgentDojo's ``security`` about calls nobody executed (``SecurityWhatIf``: would this call,
+  with one argument changed, still reach the goal?), counted in the figures — information no deployment has;
 - ``progent_policy``: a Progent-style static privilege policy per suite, hand-written blind (without opening the
   injection tasks) as rules of the patch DSL and enforced by the gate as its core schema H; it never learns
   (:mod:`scars.experiments.agentdojo_progent`).
@@ -62,8 +64,8 @@ SUITES: tuple[str, ...] = ("banking", "slack", "travel", "workspace")
 BENCHMARK_VERSION = "v1.1.2"
 """AgentDojo's benchmark version: 97 user tasks, 629 security cases, every injection task with a ground truth (v1.2's
 new workspace injection tasks have none, so the offline protocol cannot play them)."""
-DEFENCES: tuple[str, ...] = ("no_defence", "tool_filter", "scars", "scars_reported_only")
-LEARNING: dict[str, bool] = {"scars": True, "scars_reported_only": False}
+DEFENCES: tuple[str, ...] = ("no_defence", "tool_filter", "scars", "scars_oracle")
+LEARNING: dict[str, bool] = {"scars": False, "scars_oracle": True}
 """The defences that learn, each its own gate and ledger: whether AgentDojo's ``security`` answers the accommodation's
 what-if questions (``SecurityWhatIf``), or only the reported breaches are known (the runtime's default)."""
 POLICY = "progent_policy"
@@ -281,7 +283,7 @@ def run_suite(
     try:
         policy = _open_policy(suite, out / "ledgers" / f"{name}.{POLICY}.sqlite")
         for defence, what_if in LEARNING.items():
-            suffix = "" if what_if else f".{defence}"
+            suffix = f".{defence}" if what_if else ""
             gated[defence] = _open_gated(suite, out / "ledgers" / f"{name}{suffix}.sqlite", seed, what_if)
         for k, (u, i) in enumerate(order):
             user_task, injection_task = suite.user_tasks[u], suite.injection_tasks[i]
@@ -338,7 +340,8 @@ def run_suite(
                 run.clean[defence][u] = bool(utility)
         main = gated["scars"]
         run.gate_ns = list(main.adapter.overhead_ns)
-        run.verifier_questions = main.what_if.questions if main.what_if is not None else 0
+        oracle = gated["scars_oracle"].what_if
+        run.verifier_questions = oracle.questions if oracle is not None else 0
         run.failures_reported = main.failures
         run.rules = {d: [s.control_text for s in g.gate.scars] for d, g in gated.items()}
         for g in gated.values():
@@ -404,16 +407,24 @@ def summarise(runs: Sequence[SuiteRun], seed: int = 0) -> dict[str, Any]:
             clean = [float(v) for r in group for v in r.clean.get(defence, {}).values()]
             ratio = sum(clean) / sum(clean_base) if sum(clean_base) > 0 else None
             entry["defences"][defence]["utility_ratio_without_attack"] = ratio
+            attacked = [float(c.utility) for c in rows[defence]]
+            base_attacked = sum(float(c.utility) for c in rows["no_defence"])
+            entry["defences"][defence]["utility_ratio_under_attack"] = (
+                sum(attacked) / base_attacked if base_attacked > 0 else None
+            )
         entry["utility_ratio_without_attack"] = entry["defences"]["scars"]["utility_ratio_without_attack"]
         costs = {f"{r.suite}/{k}": v for r in group for k, v in first_exposure(r.rows("scars")).items()}
         entry["first_exposure"] = costs
         entry["first_exposure_mean"] = _rate_mean([v["cost"] for v in costs.values()], rng)
+        for defence in LEARNING:
+            own = [v["cost"] for r in group for v in first_exposure(r.rows(defence)).values()]
+            entry["defences"][defence]["first_exposure_mean"] = _rate_mean(own, rng)
         gate_us = np.array([ns for r in group for ns in r.gate_ns], dtype=float) / 1000
         tool_us = np.array([ns for r in group for ns in r.tool_ns], dtype=float) / 1000
         entry["gate_overhead_us"] = _times(gate_us)
         entry["tool_call_us"] = _times(tool_us)
-        entry["scars"] = {r.suite: r.rules.get("scars", []) for r in group}
-        entry["scars_reported_only"] = {r.suite: r.rules.get("scars_reported_only", []) for r in group}
+        for defence in LEARNING:
+            entry[defence] = {r.suite: r.rules.get(defence, []) for r in group}
         entry["failures_reported"] = sum(r.failures_reported for r in group)
         entry["verifier_questions"] = sum(r.verifier_questions for r in group)
         summary["suites"][label] = entry
@@ -465,18 +476,19 @@ def results_markdown(summary: dict[str, Any], *, model: str | None = None) -> st
         lines += [
             f"## {label} (n = {n} cases)",
             "",
-            "| defence | ASR ↓ | Δ ASR vs no defence | utility under attack | utility without attack | "
-            "÷ no defence's |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |",
+            "| defence | ASR ↓ | Δ ASR vs no defence | utility under attack | ÷ no defence's | "
+            "utility without attack | ÷ no defence's |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for defence in DEFENCES:
             row = d[defence]
             delta = _fmt(row["asr_minus_no_defence"]) if "asr_minus_no_defence" in row else "–"
             clean = _fmt(row["utility_without_attack"])
             ratio = row.get("utility_ratio_without_attack")
+            under = row.get("utility_ratio_under_attack")
             lines.append(
                 f"| {defence} | {_fmt(row['attack_success'])} | {delta} | {_fmt(row['utility_under_attack'])} | "
-                f"{clean} | {'–' if ratio is None else f'{ratio:.3f}'} |"
+                f"{'–' if under is None else f'{under:.3f}'} | {clean} | {'–' if ratio is None else f'{ratio:.3f}'} |"
             )
         fe = entry["first_exposure_mean"]
         never = [k for k, v in entry["first_exposure"].items() if not v["held"]]
@@ -490,8 +502,8 @@ def results_markdown(summary: dict[str, Any], *, model: str | None = None) -> st
             f"- gate overhead per call: median {_us(entry['gate_overhead_us'])} µs (n = "
             f"{entry['gate_overhead_us']['n']} decisions) against {_us(entry['tool_call_us'])} µs for the tool call "
             f"itself (n = {entry['tool_call_us']['n']})",
-            f"- failures reported to the gate: {entry['failures_reported']} (what-if questions to AgentDojo's "
-            f"`security`: {entry['verifier_questions']}); scars at the end: "
+            f"- failures reported to the gate: {entry['failures_reported']} (the oracle control's what-if questions to "
+            f"AgentDojo's `security`: {entry['verifier_questions']}); scars at the end: "
             f"{sum(len(v) for v in entry['scars'].values())}",
             "",
         ]

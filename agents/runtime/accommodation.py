@@ -8,15 +8,18 @@ there, off the decision path. For each ``report_failure(context, action, verdict
    verifier, z_C from the core schema H on the failed action; a framework has no punishments or utterances here, so
    z_R = z_I = 0);
 2. records the failure (``SchemaStore.record_failure``, with d_t and z);
-3. when d_t > τ: cuts it to a fragment by counterfactual checks (``synthesis.extract_fragment``), builds D_t from the
-   calls the gate allowed since it opened (``synthesis.build_dataset``), runs the MCTS synthesis on the in-process
-   executor, builds the scar (``agents.runtime.equilibration.scar_from_synthesis``) and merges it with S_t
+3. when d_t > τ: cuts it to a fragment by counterfactual checks (``synthesis.extract_fragment``) — or, without a
+   verifier, by the contrast with the calls the gate allowed and the tool's earlier failures
+   (``agents.runtime.evidence``) — builds D_t from the calls the gate allowed since it opened
+   (``synthesis.build_dataset``), runs the MCTS synthesis on the in-process executor (without a verifier: the
+   contrast's small space scored whole, ``synthesis.mcts.exhaustive_search``), builds the scar (``agents.runtime.equilibration.scar_from_synthesis``) and merges it with S_t
    (``agents.runtime.equilibration.equilibrate``: the OR-Tools merge, written through the store).
 
 The verifier ``verifier(context, action) -> bool`` (True: the call violates) is the framework's; counterfactual
 extraction asks it what-if questions. Without one, the reported failures are the only violations known and no what-if
-answer is known either: the fragment is the whole reported context and call (nothing is claimed safe), and the
-search's MDL objective and the allowed calls in D_t decide how far the rule generalises.
+answer is known either: the allowed calls of the failed tool are the counter-evidence, the rule keeps the failure's
+arguments none of them had, and it generalises only to what two failures of the tool share
+(``agents.runtime.evidence``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scars.agents.runtime.control import ControlPlane
+from scars.agents.runtime.evidence import contrast, contrast_fragment
 from scars.agents.runtime.ledger import Event, VerifyReport
 from scars.agents.runtime.scar import Scar
 from scars.agents.runtime.store import SchemaStore
@@ -47,6 +51,10 @@ if TYPE_CHECKING:  # the learner: loaded by the first failure that is accommodat
     from scars.disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor
     from scars.synthesis.executors import InProcessExecutor
     from scars.synthesis.mcts import SearchConfig
+
+
+EXHAUSTIVE_RULES = 50_000
+"""Without a verifier, the contrast's candidate space is scored whole up to this many rules (a few seconds)."""
 
 
 @dataclass(frozen=True)
@@ -249,11 +257,15 @@ class Accommodator:
     def _accommodate(self, q: Mapping[str, Any], action: Action, verdict: Verdict) -> Outcome:
         from scars.agents.runtime.equilibration import equilibrate, owed_failures, scar_from_synthesis
         from scars.disequilibrium.composite import StepRecord
+        from scars.synthesis.mcts import candidate_space, exhaustive_search
 
         learner = self.learner
+        reported_only = self._reported is self.verifier
+        self._reported.failed.add(
+            _key(q, action)
+        )  # before the drain: the breach's own allowed call is no success
         self._drain()
         self._n += 1
-        self._reported.failed.add(_key(q, action))
         reading = learner.monitor.observe(
             StepRecord(
                 step=self._n,
@@ -276,10 +288,11 @@ class Accommodator:
         base = Outcome(event.seq, reading.d, reading.crossed)
         if not reading.crossed:
             return base
-        if (
-            self._reported is self.verifier
-        ):  # nothing to ask: no what-if is known to be safe, so none is claimed
-            fragment = replace(failure, causal_args=frozenset(k for k, _ in action.args))
+        evidence = None
+        # without a verifier there is nothing to ask: the breach is contrasted with what the gate saw
+        if reported_only:
+            evidence = contrast(action, self.history, [f.action for f in self.failures[:-1]])
+            fragment = contrast_fragment(failure, evidence)
         else:
             try:
                 fragment = extract_fragment(
@@ -292,13 +305,30 @@ class Accommodator:
                 )
             except FragmentError as exc:
                 return Outcome(event.seq, reading.d, True, note=f"no fragment: {exc}")
-        data = build_dataset(self.history, self.verifier, fragment)
         seed = learner.seeds.spawn(1)[0]
         search = learner.search
         current = tuple(s.rule for s in self.store.scars)
-        result = learner.executor.submit(
-            data, fragment, current, self.core, self.classes, search, seed=seed
-        ).result()
+        if evidence is None:
+            data = build_dataset(self.history, self.verifier, fragment)
+            result = learner.executor.submit(
+                data, fragment, current, self.core, self.classes, search, seed=seed
+            ).result()
+        else:
+            # D⁻: the breaches the rule is to cover (the others are their own rules' business); the space is the
+            # kept arguments only, small enough to score whole, with a guard long enough to test each of them
+            steps = [s for s in self.history if not s.violated or evidence.covers(action, s.chosen_action)]
+            data = build_dataset(steps, self.verifier, fragment)
+            config = replace(search, max_predicates=min(8, max(search.max_predicates, len(evidence.kept))))
+            size = candidate_space(data, fragment, self.classes, config.max_or_values).count_rules(
+                config.max_predicates
+            )
+            if size <= EXHAUSTIVE_RULES:
+                result = exhaustive_search(data, fragment, current, self.core, self.classes, config)
+            else:  # a tool with many arguments: the search, with a budget of as many rules
+                config = replace(config, num_simulations=EXHAUSTIVE_RULES)
+                result = learner.executor.submit(
+                    data, fragment, current, self.core, self.classes, config, seed=seed
+                ).result()
         if not result.admitted or result.rule is None:
             return Outcome(
                 event.seq, reading.d, True, note="no candidate passed ReplayPass and the drift budget"
@@ -315,6 +345,8 @@ class Accommodator:
                 "num_simulations": search.num_simulations,
                 "source": self.name,
                 "trees": self.config.trees,
+                # without a verifier: the contrast with what the gate saw, its kept arguments' space scored whole
+                **({} if evidence is None else {"attribution": "contrast"}),
             },
             verifier_id=verdict.verifier_id,
         )

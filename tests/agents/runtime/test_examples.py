@@ -82,7 +82,7 @@ def test_the_quick_start_does_what_the_docs_show():
     lines = done.stdout.splitlines()
     admitted = lines[3].split("| admitted: ", 1)[1]
     assert lines[:3] == ["refunded 20 on A1", "refunded 35 on A2", "refunded 5000 on A3"]
-    assert admitted == 'if action.amount == 5000 then forbid_tool_call("refund")'
+    assert admitted == 'if action.amount == 5000 then forbid_tool_arg("refund", "order", "A3")'
     assert lines[4].startswith("blocked: tool call 'refund' blocked")  # the same refund again: refused
     assert lines[5:7] == ["refunded 40 on A4", "refunded 5001 on A5"]  # the instance, not the limit
     assert lines[7].startswith("guest: tool call 'refund' blocked") and "H:" in lines[7]
