@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -478,6 +479,53 @@ def _assemble(mask: ActionMask, predicates: Sequence[Guard]) -> Rule:
 # ---- the search ----------------------------------------------------------------------------------------------------
 
 
+class _Derivations:
+    """The rules of one candidate space under one evaluator: each mask's and predicate's signature (the bit sets of
+    ``ObjectiveEvaluator.signature``, met once) and every derivation scored so far. The trees of one synthesis in one
+    process share it (see :func:`_derivations`), so a rule is scored once per synthesis."""
+
+    def __init__(self, evaluator: ObjectiveEvaluator, space: CandidateSpace) -> None:
+        self.evaluator = evaluator
+        self.space = space
+        self._masks: list[tuple[int, int, int] | None] = [None] * len(space.masks)
+        self._predicates: list[tuple[int, int, int] | None] = [None] * len(space.predicates)
+        self.scored: dict[tuple[int, tuple[int, ...]], tuple[Rule, Score]] = {}
+
+    def score(self, mask: int, preds: tuple[int, ...]) -> tuple[Rule, Score]:
+        key = (mask, preds)
+        hit = self.scored.get(key)
+        if hit is None:
+            space, evaluator = self.space, self.evaluator
+            rule = _assemble(space.masks[mask], [space.predicates[j] for j in preds])
+            signed = self._masks[mask]
+            if signed is None:
+                signed = self._masks[mask] = evaluator.signature(space.masks[mask])
+            operands = []
+            for j in preds:
+                sig = self._predicates[j]
+                if sig is None:
+                    sig = self._predicates[j] = evaluator.signature(space.predicates[j])
+                operands.append(sig)
+            # pool-ordered conjunctions of the canonical pool are canonical (see candidate_space)
+            hit = self.scored[key] = (rule, evaluator.score_signed(rule, signed, operands))
+        return hit
+
+
+_LAST_DERIVATIONS: tuple[weakref.ref, CandidateSpace, _Derivations] | None = None
+
+
+def _derivations(evaluator: ObjectiveEvaluator, space: CandidateSpace) -> _Derivations:
+    """The derivations of ``space`` under ``evaluator``, shared with the previous caller that passed the same two
+    objects (the trees of one synthesis run one after another in one process; one slot keeps nothing for long)."""
+    global _LAST_DERIVATIONS
+    last = _LAST_DERIVATIONS
+    if last is not None and last[0]() is evaluator and last[1] is space:
+        return last[2]
+    derivations = _Derivations(evaluator, space)
+    _LAST_DERIVATIONS = (weakref.ref(evaluator), space, derivations)
+    return derivations
+
+
 class _Scorer:
     """Scores each derivation (mask, predicate indices) once and keeps the candidates seen.
 
@@ -486,8 +534,7 @@ class _Scorer:
     """
 
     def __init__(self, evaluator: ObjectiveEvaluator, space: CandidateSpace, started: float) -> None:
-        self.evaluator = evaluator
-        self.space = space
+        self.derivations = _derivations(evaluator, space)
         self.started = started
         self.seen: dict[tuple[int, tuple[int, ...]], tuple[Rule, Score]] = {}
         self.best: Candidate | None = None
@@ -498,9 +545,7 @@ class _Scorer:
         hit = self.seen.get(key)
         if hit is not None:
             return hit[1]
-        rule = _assemble(self.space.masks[mask], [self.space.predicates[j] for j in preds])
-        score = self.evaluator.score(rule)
-        self.seen[key] = (rule, score)
+        rule, score = self.seen[key] = self.derivations.score(mask, preds)
         best = self.best
         if best is None or (not score.admissible, score.total) <= (
             not best.score.admissible,
