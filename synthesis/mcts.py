@@ -581,7 +581,7 @@ class _Node:
     mask: int
     preds: tuple[int, ...]
     terminal: bool
-    untried: list[tuple[str, int]]
+    untried: list[int]  # moves not yet expanded: mask indices at the root, else predicate indices or _STOP
     children: list[_Node] = field(default_factory=list)
     # Per-child statistics kept in the parent, so UCT over many children is one numpy expression.
     child_visits: list[int] = field(default_factory=list)
@@ -590,25 +590,26 @@ class _Node:
     visits: int = 0
 
 
+_STOP = -1  # the stop move; a mask node's moves are predicate indices, the root's are mask indices
+
+
 def _moves(mask: int, preds: tuple[int, ...], terminal: bool, n_masks: int, n_preds: int, max_preds: int):
     if terminal:
         return []
     if mask < 0:
-        return [("mask", m) for m in range(n_masks)]
-    moves: list[tuple[str, int]] = [("stop", 0)] if preds else []
+        return list(range(n_masks))
+    moves: list[int] = [_STOP] if preds else []
     if len(preds) < max_preds:
-        start = preds[-1] + 1 if preds else 0
-        moves += [("pred", j) for j in range(start, n_preds)]
+        moves += range(preds[-1] + 1 if preds else 0, n_preds)
     return moves
 
 
-def _child(node: _Node, move: tuple[str, int], n_masks: int, n_preds: int, max_preds: int) -> _Node:
-    kind, arg = move
+def _child(node: _Node, move: int, n_masks: int, n_preds: int, max_preds: int) -> _Node:
     mask, preds, terminal = node.mask, node.preds, False
-    if kind == "mask":
-        mask = arg
-    elif kind == "pred":
-        preds = (*preds, arg)
+    if mask < 0:
+        mask = move
+    elif move != _STOP:
+        preds = (*preds, move)
     else:
         terminal = True
     untried = _moves(mask, preds, terminal, n_masks, n_preds, max_preds)
@@ -626,8 +627,13 @@ def _select(node: _Node, lo: float, hi: float, exploration: float) -> int:
     span = hi - lo if hi > lo else 1.0
     log_n = math.log(max(node.visits, 1))
     if len(node.child_visits) > _VECTOR_SELECT:
-        visits = np.asarray(node.child_visits, dtype=float)
-        uct = (np.asarray(node.child_values) - lo) / span + exploration * np.sqrt(log_n / visits)
+        if node.child_visits.__class__ is list:
+            # selected: fully expanded, so its children are final; their statistics become arrays for good (the
+            # backup updates them in place: the same values as the lists')
+            node.child_visits = np.asarray(node.child_visits, dtype=float)
+            node.child_values = np.asarray(node.child_values, dtype=float)
+            node.child_open = np.asarray(node.child_open, dtype=bool)
+        uct = (node.child_values - lo) / span + exploration * np.sqrt(log_n / node.child_visits)
         return int(np.argmax(np.where(node.child_open, uct, -np.inf)))
     # Few children: plain floats beat numpy's per-call cost, and the same IEEE operations in the same order give the
     # same values (so the same choice) as the vectorised form.
@@ -730,7 +736,7 @@ def synthesize(
         for depth in range(len(path) - 1, -1, -1):
             n, index = path[depth]
             n.visits += 1
-            is_open = not n.terminal and (bool(n.untried) or any(n.child_open))
+            is_open = not n.terminal and (bool(n.untried) or True in n.child_open)
             if depth > 0:
                 parent = path[depth - 1][0]
                 parent.child_visits[index] += 1
