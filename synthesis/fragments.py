@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -336,20 +336,20 @@ def _group(name: str) -> str:
     return name.split("_", 1)[0]
 
 
-def _neighbours(action: Action, met: Sequence[Action]) -> list[Action]:
+def _neighbours(action: Action, met: Sequence[Action]) -> Iterator[Action]:
     """The met actions of ``action``'s kind and name (newest first), then the *recombinations*: ``action`` with one
     argument group taken from a met action ("clean pan 1 with sinkbasin 2" from a met "clean mug 1 with sinkbasin
-    2") — the neighbours the agent could reach by changing one thing, which it has not necessarily met."""
+    2") — the neighbours the agent could reach by changing one thing, which it has not necessarily met. Lazily: the
+    caller stops at its limit of presumptions."""
     same = [b for b in reversed(met) if (b.kind, b.name) == (action.kind, action.name)]
-    out = list(same)
+    yield from same
     mine = dict(action.args)
     for b in same:
         theirs = dict(b.args)
         for group in sorted({_group(k) for k in theirs if theirs.get(k) != mine.get(k)}):
             args = {k: v for k, v in mine.items() if _group(k) != group}
             args |= {k: v for k, v in theirs.items() if _group(k) == group}
-            out.append(Action(action.kind, action.name, tuple(sorted(args.items())), action.text))
-    return out
+            yield Action(action.kind, action.name, tuple(sorted(args.items())), action.text)
 
 
 def presumptions(
