@@ -484,11 +484,12 @@ def shared_evaluator(
 class ObjectiveEvaluator:
     """The objective of SPEC §4 over one data set, vectorised with numpy and cached per guard/mask.
 
-    Construction flattens every recorded (q, a) pair of D⁻ ∪ D⁺ ∪ Q_safe once; a candidate rule is then a boolean
-    "fires" vector over the pairs, built from cached per-predicate vectors (each predicate is evaluated once per
-    distinct value of its feature), and every term is a handful of numpy reductions. The caches only memoise pure
-    functions of (data, classes), so ``score`` is a pure function of the rule. :func:`score_rule` is the one-shot
-    form.
+    Construction flattens every recorded (q, a) pair of D⁻ ∪ D⁺ ∪ Q_safe once; a candidate rule is then the set of
+    pairs it fires on — a bit set (bit i: pair i), the AND of cached per-predicate and per-mask bit sets (each
+    predicate is evaluated once per distinct value of its feature) — and the terms that depend on that set alone
+    (L_fail, L_succ, L_drift, L_conflict, ReplayPass, the contrast) are a handful of numpy reductions, computed once per
+    distinct set. The caches only memoise pure functions of (data, classes), so ``score`` is a pure function of the
+    rule. :func:`score_rule` is the one-shot form; the search scores from signatures (``score_signed``).
     """
 
     def __init__(
