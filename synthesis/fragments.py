@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -336,20 +336,20 @@ def _group(name: str) -> str:
     return name.split("_", 1)[0]
 
 
-def _neighbours(action: Action, met: Sequence[Action]) -> list[Action]:
+def _neighbours(action: Action, met: Sequence[Action]) -> Iterator[Action]:
     """The met actions of ``action``'s kind and name (newest first), then the *recombinations*: ``action`` with one
     argument group taken from a met action ("clean pan 1 with sinkbasin 2" from a met "clean mug 1 with sinkbasin
-    2") — the neighbours the agent could reach by changing one thing, which it has not necessarily met."""
+    2") — the neighbours the agent could reach by changing one thing, which it has not necessarily met. Lazily: the
+    caller stops at its limit of presumptions."""
     same = [b for b in reversed(met) if (b.kind, b.name) == (action.kind, action.name)]
-    out = list(same)
+    yield from same
     mine = dict(action.args)
     for b in same:
         theirs = dict(b.args)
         for group in sorted({_group(k) for k in theirs if theirs.get(k) != mine.get(k)}):
             args = {k: v for k, v in mine.items() if _group(k) != group}
             args |= {k: v for k, v in theirs.items() if _group(k) == group}
-            out.append(Action(action.kind, action.name, tuple(sorted(args.items())), action.text))
-    return out
+            yield Action(action.kind, action.name, tuple(sorted(args.items())), action.text)
 
 
 def presumptions(
@@ -634,7 +634,8 @@ class ExperienceVerifier:
     any other (q, a) — a what-if context, another world version, an action it never took — it answers ``None``: no
     evidence. Contexts are compared without the ``ignore`` keys (run bookkeeping such as an episode counter), so the
     same situation met again in a later episode is the same evidence. It is mutable (evidence grows), so it is not
-    hashable and ``build_dataset`` does not memoise its answers.
+    hashable; it remembers a recorded step's flagged actions itself, until a verdict changes an answer in that
+    step's situation (``flagged_actions``, which ``build_dataset`` asks).
     """
 
     __hash__ = None  # type: ignore[assignment]
@@ -645,6 +646,10 @@ class ExperienceVerifier:
         self._violating: set[tuple] = set()
         self._last_context: object = None
         self._last_situation: tuple = ()
+        # how often the answers in each situation changed: an answer remembered with its situation's count is still
+        # the answer while the count stands (``build_dataset`` remembers each recorded step's flagged actions so)
+        self._changes: dict[tuple, int] = {}
+        self._flagged: dict[int, tuple[weakref.ref, tuple, int, tuple[Action, ...]]] = {}
 
     def _key(self, context: Mapping[str, Value], action: Action) -> tuple:
         # D_t asks about every action of one recorded (frozen, read-only) context in turn: its key is built once
@@ -658,7 +663,11 @@ class ExperienceVerifier:
     def record(self, context: Mapping[str, Value], action: Action, violated: bool) -> None:
         """The verdict on ``action``, executed in ``context``."""
         key = self._key(context, action)
-        self._known[key] = self._known.get(key, False) or bool(violated)
+        before = self._known.get(key)
+        after = bool(before) or bool(violated)
+        if before is not after:
+            self._known[key] = after
+            self._changes[key[0]] = self._changes.get(key[0], 0) + 1
         if violated:
             self._violating.add((action.kind, action.name, action.args))
 
@@ -673,6 +682,28 @@ class ExperienceVerifier:
 
     def __call__(self, context: Mapping[str, Value], action: Action) -> bool | None:
         return self._known.get(self._key(context, action))
+
+    def flagged_actions(self, step: RecordedStep) -> tuple[Action, ...]:
+        """``flagged_actions(step, self)``, remembered per recorded step object until a verdict changes an answer in
+        the step's situation (a recorded step is frozen, so its situation is fixed)."""
+        key = id(step)
+        hit = self._flagged.get(key)
+        if hit is not None and hit[0]() is step:
+            _, situation, changes, flagged = hit
+            if self._changes.get(situation, 0) == changes:
+                return flagged
+        else:
+            self._key(step.context, step.chosen_action)
+            situation = self._last_situation
+        flagged = flagged_actions(step, self)
+        memo = self._flagged
+        ref = (
+            hit[0]
+            if hit is not None and hit[0]() is step
+            else weakref.ref(step, lambda _: memo.pop(key, None))
+        )
+        memo[key] = (ref, situation, self._changes.get(situation, 0), flagged)
+        return flagged
 
     def ever_violated(self, action: Action, args: Iterable[str]) -> bool:
         """The agent has received a verdict that an action of ``action``'s kind and name with the same values of
@@ -783,6 +814,8 @@ def _flagged_memo(verifier: Verifier) -> dict[int, tuple[weakref.ref, tuple[Acti
 
 
 def _flagged(step: RecordedStep, verifier: Verifier, memo: dict | None) -> tuple[Action, ...]:
+    if isinstance(verifier, ExperienceVerifier):  # mutable: it remembers its answers while they stand
+        return verifier.flagged_actions(step)
     if memo is None:
         return flagged_actions(step, verifier)
     key = id(step)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -478,6 +479,53 @@ def _assemble(mask: ActionMask, predicates: Sequence[Guard]) -> Rule:
 # ---- the search ----------------------------------------------------------------------------------------------------
 
 
+class _Derivations:
+    """The rules of one candidate space under one evaluator: each mask's and predicate's signature (the bit sets of
+    ``ObjectiveEvaluator.signature``, met once) and every derivation scored so far. The trees of one synthesis in one
+    process share it (see :func:`_derivations`), so a rule is scored once per synthesis."""
+
+    def __init__(self, evaluator: ObjectiveEvaluator, space: CandidateSpace) -> None:
+        self.evaluator = evaluator
+        self.space = space
+        self._masks: list[tuple[int, int, int] | None] = [None] * len(space.masks)
+        self._predicates: list[tuple[int, int, int] | None] = [None] * len(space.predicates)
+        self.scored: dict[tuple[int, tuple[int, ...]], tuple[Rule, Score]] = {}
+
+    def score(self, mask: int, preds: tuple[int, ...]) -> tuple[Rule, Score]:
+        key = (mask, preds)
+        hit = self.scored.get(key)
+        if hit is None:
+            space, evaluator = self.space, self.evaluator
+            rule = _assemble(space.masks[mask], [space.predicates[j] for j in preds])
+            signed = self._masks[mask]
+            if signed is None:
+                signed = self._masks[mask] = evaluator.signature(space.masks[mask])
+            operands = []
+            for j in preds:
+                sig = self._predicates[j]
+                if sig is None:
+                    sig = self._predicates[j] = evaluator.signature(space.predicates[j])
+                operands.append(sig)
+            # pool-ordered conjunctions of the canonical pool are canonical (see candidate_space)
+            hit = self.scored[key] = (rule, evaluator.score_signed(rule, signed, operands))
+        return hit
+
+
+_LAST_DERIVATIONS: tuple[weakref.ref, CandidateSpace, _Derivations] | None = None
+
+
+def _derivations(evaluator: ObjectiveEvaluator, space: CandidateSpace) -> _Derivations:
+    """The derivations of ``space`` under ``evaluator``, shared with the previous caller that passed the same two
+    objects (the trees of one synthesis run one after another in one process; one slot keeps nothing for long)."""
+    global _LAST_DERIVATIONS
+    last = _LAST_DERIVATIONS
+    if last is not None and last[0]() is evaluator and last[1] is space:
+        return last[2]
+    derivations = _Derivations(evaluator, space)
+    _LAST_DERIVATIONS = (weakref.ref(evaluator), space, derivations)
+    return derivations
+
+
 class _Scorer:
     """Scores each derivation (mask, predicate indices) once and keeps the candidates seen.
 
@@ -486,8 +534,7 @@ class _Scorer:
     """
 
     def __init__(self, evaluator: ObjectiveEvaluator, space: CandidateSpace, started: float) -> None:
-        self.evaluator = evaluator
-        self.space = space
+        self.derivations = _derivations(evaluator, space)
         self.started = started
         self.seen: dict[tuple[int, tuple[int, ...]], tuple[Rule, Score]] = {}
         self.best: Candidate | None = None
@@ -498,9 +545,7 @@ class _Scorer:
         hit = self.seen.get(key)
         if hit is not None:
             return hit[1]
-        rule = _assemble(self.space.masks[mask], [self.space.predicates[j] for j in preds])
-        score = self.evaluator.score(rule)
-        self.seen[key] = (rule, score)
+        rule, score = self.seen[key] = self.derivations.score(mask, preds)
         best = self.best
         if best is None or (not score.admissible, score.total) <= (
             not best.score.admissible,
@@ -536,7 +581,7 @@ class _Node:
     mask: int
     preds: tuple[int, ...]
     terminal: bool
-    untried: list[tuple[str, int]]
+    untried: list[int]  # moves not yet expanded: mask indices at the root, else predicate indices or _STOP
     children: list[_Node] = field(default_factory=list)
     # Per-child statistics kept in the parent, so UCT over many children is one numpy expression.
     child_visits: list[int] = field(default_factory=list)
@@ -545,25 +590,26 @@ class _Node:
     visits: int = 0
 
 
+_STOP = -1  # the stop move; a mask node's moves are predicate indices, the root's are mask indices
+
+
 def _moves(mask: int, preds: tuple[int, ...], terminal: bool, n_masks: int, n_preds: int, max_preds: int):
     if terminal:
         return []
     if mask < 0:
-        return [("mask", m) for m in range(n_masks)]
-    moves: list[tuple[str, int]] = [("stop", 0)] if preds else []
+        return list(range(n_masks))
+    moves: list[int] = [_STOP] if preds else []
     if len(preds) < max_preds:
-        start = preds[-1] + 1 if preds else 0
-        moves += [("pred", j) for j in range(start, n_preds)]
+        moves += range(preds[-1] + 1 if preds else 0, n_preds)
     return moves
 
 
-def _child(node: _Node, move: tuple[str, int], n_masks: int, n_preds: int, max_preds: int) -> _Node:
-    kind, arg = move
+def _child(node: _Node, move: int, n_masks: int, n_preds: int, max_preds: int) -> _Node:
     mask, preds, terminal = node.mask, node.preds, False
-    if kind == "mask":
-        mask = arg
-    elif kind == "pred":
-        preds = (*preds, arg)
+    if mask < 0:
+        mask = move
+    elif move != _STOP:
+        preds = (*preds, move)
     else:
         terminal = True
     untried = _moves(mask, preds, terminal, n_masks, n_preds, max_preds)
@@ -581,8 +627,13 @@ def _select(node: _Node, lo: float, hi: float, exploration: float) -> int:
     span = hi - lo if hi > lo else 1.0
     log_n = math.log(max(node.visits, 1))
     if len(node.child_visits) > _VECTOR_SELECT:
-        visits = np.asarray(node.child_visits, dtype=float)
-        uct = (np.asarray(node.child_values) - lo) / span + exploration * np.sqrt(log_n / visits)
+        if node.child_visits.__class__ is list:
+            # selected: fully expanded, so its children are final; their statistics become arrays for good (the
+            # backup updates them in place: the same values as the lists')
+            node.child_visits = np.asarray(node.child_visits, dtype=float)
+            node.child_values = np.asarray(node.child_values, dtype=float)
+            node.child_open = np.asarray(node.child_open, dtype=bool)
+        uct = (node.child_values - lo) / span + exploration * np.sqrt(log_n / node.child_visits)
         return int(np.argmax(np.where(node.child_open, uct, -np.inf)))
     # Few children: plain floats beat numpy's per-call cost, and the same IEEE operations in the same order give the
     # same values (so the same choice) as the vectorised form.
@@ -685,7 +736,7 @@ def synthesize(
         for depth in range(len(path) - 1, -1, -1):
             n, index = path[depth]
             n.visits += 1
-            is_open = not n.terminal and (bool(n.untried) or any(n.child_open))
+            is_open = not n.terminal and (bool(n.untried) or True in n.child_open)
             if depth > 0:
                 parent = path[depth - 1][0]
                 parent.child_visits[index] += 1

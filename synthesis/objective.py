@@ -52,6 +52,7 @@ from scars.synthesis.dsl.ast import (
     Or,
     Rule,
 )
+from scars.synthesis.dsl.cost import canonical_cost
 from scars.synthesis.dsl.semantics import MISSING, Classes, fires, guard_holds, mask_covers
 from scars.synthesis.errors import ConfigError
 from scars.synthesis.fragments import FailureCase, RecordedStep, SynthesisData
@@ -483,11 +484,12 @@ def shared_evaluator(
 class ObjectiveEvaluator:
     """The objective of SPEC §4 over one data set, vectorised with numpy and cached per guard/mask.
 
-    Construction flattens every recorded (q, a) pair of D⁻ ∪ D⁺ ∪ Q_safe once; a candidate rule is then a boolean
-    "fires" vector over the pairs, built from cached per-predicate vectors (each predicate is evaluated once per
-    distinct value of its feature), and every term is a handful of numpy reductions. The caches only memoise pure
-    functions of (data, classes), so ``score`` is a pure function of the rule. :func:`score_rule` is the one-shot
-    form.
+    Construction flattens every recorded (q, a) pair of D⁻ ∪ D⁺ ∪ Q_safe once; a candidate rule is then the set of
+    pairs it fires on — a bit set (bit i: pair i), the AND of cached per-predicate and per-mask bit sets (each
+    predicate is evaluated once per distinct value of its feature) — and the terms that depend on that set alone
+    (L_fail, L_succ, L_drift, L_conflict, ReplayPass, the contrast) are a handful of numpy reductions, computed once per
+    distinct set. The caches only memoise pure functions of (data, classes), so ``score`` is a pure function of the
+    rule. :func:`score_rule` is the one-shot form; the search scores from signatures (``score_signed``).
     """
 
     def __init__(
@@ -539,6 +541,12 @@ class ObjectiveEvaluator:
         self._cf_cache: dict[Guard | ActionMask, int] = {}
         self._cost_cache: dict[Rule, float] = {}
         self._score_cache: dict[Rule, Score] = {}
+        self._fires_terms: dict[int, tuple[float, float, float, float, bool, float | None]] = {}
+        self._guard_bits_cache: dict[Guard, int] = {}
+        self._mask_bits_cache: dict[ActionMask, int] = {}
+        self._control_bits = _to_bits(self._control)
+        self._presumed_totals: dict[int, float] = {}
+        self._n_control_pairs = int(self._control.sum())
         self._existing = tuple(self.rule_vector(r) for r in (*self.core_rules, *self.current_rules))
         self._base_counts = (
             np.sum(self._existing, axis=0, dtype=np.intp)
@@ -616,31 +624,36 @@ class ObjectiveEvaluator:
             vec = self.guard_vector(guard)
         return self.mask_vector(rule.mask) & vec
 
-    def _fires_on_counterfactual(self, rule: Rule) -> bool:
-        """Does the rule fire on any of the verifier-certified safe counterfactuals? (bit sets, cached per node)"""
-        if not self._counterfactuals:
-            return False
-        guard = rule.guard
-        if isinstance(guard, And):  # as in rule_vector: the conjunction itself is not cached
-            bits = self._cf_bits(rule.mask)
-            for g in guard.operands:
-                bits &= self._cf_bits(g)
-            return bool(bits)
-        return bool(self._cf_bits(rule.mask) & self._cf_bits(guard))
+    def _guard_bits(self, guard: Guard) -> int:
+        """``guard_vector(guard)`` as a bit set (bit i: pair i), cached per (sub)guard."""
+        bits = self._guard_bits_cache.get(guard)
+        if bits is None:
+            bits = self._guard_bits_cache[guard] = _to_bits(self.guard_vector(guard))
+        return bits
 
-    def _presumed_hits(self, rule: Rule) -> float:
-        """The weighted count of presumptions (``SynthesisData.presumed_safe``) the rule fires on (bit sets, cached
-        per node)."""
-        bits = self._bits(rule.mask, self._presumed, self._presumed_cache)
-        guards = rule.guard.operands if isinstance(rule.guard, And) else (rule.guard,)
-        for g in guards:
-            bits &= self._bits(g, self._presumed, self._presumed_cache)
-        total, i = 0.0, 0
-        while bits:
-            if bits & 1:
-                total += self._presumed_w[i]
-            bits >>= 1
-            i += 1
+    def _mask_bits(self, mask: ActionMask) -> int:
+        """``mask_vector(mask)`` as a bit set, cached per mask."""
+        bits = self._mask_bits_cache.get(mask)
+        if bits is None:
+            bits = self._mask_bits_cache[mask] = _to_bits(self.mask_vector(mask))
+        return bits
+
+    def _vector(self, bits: int) -> np.ndarray:
+        """A bit set over the pairs as a boolean vector (``_to_bits`` inverted)."""
+        raw = np.frombuffer(bits.to_bytes((self._n_pairs + 7) // 8, "little"), dtype=np.uint8)
+        return np.unpackbits(raw, count=self._n_pairs, bitorder="little").view(bool)
+
+    def _presumed_total(self, bits: int) -> float:
+        """The weighted count of the presumptions (``SynthesisData.presumed_safe``) in a bit set, in index order."""
+        total = self._presumed_totals.get(bits)
+        if total is None:
+            key, total, i = bits, 0.0, 0
+            while bits:
+                if bits & 1:
+                    total += self._presumed_w[i]
+                bits >>= 1
+                i += 1
+            self._presumed_totals[key] = total
         return total
 
     def _bits(self, node: Guard | ActionMask, pairs, cache: dict) -> int:
@@ -744,8 +757,7 @@ class ObjectiveEvaluator:
     def cost(self, rule: Rule) -> float:
         cached = self._cost_cache.get(rule)
         if cached is None:
-            cached = float(description_length(rule, self.weights.lambdas))
-            self._cost_cache[rule] = cached
+            cached = self._cost_cache[rule] = _description_length(rule, self.weights.lambdas)
         return cached
 
     def score(self, rule: Rule) -> Score:
@@ -760,9 +772,98 @@ class ObjectiveEvaluator:
             cached = self._score_cache[rule] = self._score(rule)
         return cached
 
+    def signature(self, node: Guard | ActionMask) -> tuple[int, int, int]:
+        """A guard operand or a mask as three bit sets: the recorded pairs it holds on (covers, for a mask), the
+        presumptions and the certified-safe counterfactuals (each cached per node). A rule's are the AND of its
+        mask's and its guard's operands'."""
+        if isinstance(node, ForbidEnvAction | ForbidToolCall | ForbidToolArg):
+            pairs = self._mask_bits(node)
+        else:
+            pairs = self._guard_bits(node)
+        presumed = self._bits(node, self._presumed, self._presumed_cache) if self._presumed else 0
+        counterfactual = self._cf_bits(node) if self._counterfactuals else 0
+        return pairs, presumed, counterfactual
+
+    def score_signed(
+        self, rule: Rule, mask: tuple[int, int, int], operands: Sequence[tuple[int, int, int]]
+    ) -> Score:
+        """``score(rule)`` from the signatures of its mask and of its guard's operands (``signature``; one operand
+        unless the guard is an ``And``), for a caller that keeps them per derivation step (the search): no rule
+        or node is hashed. ``rule.guard`` must be canonical (C is read off it as given). Not memoised."""
+        return self._score_from(rule, mask, operands, canonical_guard=True)
+
     def _score(self, rule: Rule) -> Score:
+        guard = rule.guard
+        # A candidate's own conjunction is not cached, only its operands.
+        operands = guard.operands if isinstance(guard, And) else (guard,)
+        return self._score_from(
+            rule, self.signature(rule.mask), [self.signature(g) for g in operands], canonical_guard=False
+        )
+
+    def _score_from(
+        self,
+        rule: Rule,
+        mask: tuple[int, int, int],
+        operands: Sequence[tuple[int, int, int]],
+        canonical_guard: bool,
+    ) -> Score:
         w = self.weights
-        new = self.rule_vector(rule)
+        held, presumed, counterfactual = operands[0]
+        for h, p, c in operands[1:]:
+            held &= h
+            presumed &= p
+            counterfactual &= c
+        # the pairs where the rule fires (bit i: pair i); ``held``, the guard's, decides its width too
+        new = mask[0] & held
+        # Every term but C, the presumptions, the width and the counterfactuals is a function of where the rule
+        # fires alone, and most candidates of a search fire on pairs an earlier one fired on (an added condition
+        # that holds wherever the others do): those terms are computed once per distinct set of pairs.
+        terms = self._fires_terms.get(new)
+        if terms is None:
+            terms = self._fires_terms[new] = self._terms_of(self._vector(new))
+        l_fail, l_succ, l_drift, l_conflict, replay_passed, contrast = terms
+
+        l_contrast = 0.0
+        if contrast is not None:
+            l_contrast += contrast
+        if self._presumed:
+            l_contrast += w.presumption * self._presumed_total(mask[1] & presumed)
+        if self._experience:
+            # narrow first among equally cheap rules: the share of every recorded control pair (any verb) the guard
+            # holds on — "obj == desklamp 1" before "is_clean == false", an instance before its type
+            n_control = self._n_control_pairs
+            if n_control:
+                l_contrast += w.width * float((held & self._control_bits).bit_count()) / n_control
+        c = (
+            _canonical_description_length(rule, w.lambdas)
+            if canonical_guard
+            else _description_length(rule, w.lambdas)
+        )
+        total = (
+            (c if w.use_description_length else 0.0)
+            + w.beta1 * l_fail
+            + w.beta2 * l_succ
+            + w.beta3 * l_drift
+            + w.beta4 * l_conflict
+            + l_contrast
+        )
+        return Score(
+            description_length=c,
+            l_fail=l_fail,
+            l_succ=l_succ,
+            l_drift=l_drift,
+            l_conflict=l_conflict,
+            total=float(total),
+            replay_passed=replay_passed,
+            within_drift_budget=l_drift <= w.drift_budget,
+            counterfactual_safe=not (self._counterfactuals and mask[2] & counterfactual),
+            l_contrast=l_contrast,
+        )
+
+    def _terms_of(self, new: np.ndarray) -> tuple[float, float, float, float, bool, float | None]:
+        """(L_fail, L_succ, L_drift, L_conflict, ReplayPass, the contrast successes' cost or None) of a candidate
+        that fires on exactly the pairs ``new``."""
+        w = self.weights
         steps, pairs, starts, local = self._touched(new)
         if len(steps):
             p_touched, fallback_touched = self._policy(
@@ -796,46 +897,12 @@ class ObjectiveEvaluator:
         else:
             l_drift = 0.0
 
-        l_contrast = 0.0
+        contrast = None
         if len(self._contrast_pairs):
-            l_contrast += float(self._contrast_cost[new[self._contrast_pairs] > 0].sum())
-        if self._presumed:
-            l_contrast += w.presumption * self._presumed_hits(rule)
-        if self._experience:
-            # narrow first among equally cheap rules: the share of every recorded control pair (any verb) the guard
-            # holds on — "obj == desklamp 1" before "is_clean == false", an instance before its type
-            guard = rule.guard
-            vec = (
-                functools.reduce(np.logical_and, [self.guard_vector(g) for g in guard.operands])
-                if isinstance(guard, And)
-                else self.guard_vector(guard)
-            )
-            n_control = int(self._control.sum())
-            if n_control:
-                l_contrast += w.width * float((vec & self._control).sum()) / n_control
+            contrast = float(self._contrast_cost[new[self._contrast_pairs] > 0].sum())
         exhausted = fallback_touched if len(steps) and w.mask_mode == "hard" else None
         l_conflict = float(self._conflicts(new, steps, pairs, starts, exhausted))
-        c = float(description_length(rule, w.lambdas))  # the score itself is memoised per rule
-        total = (
-            (c if w.use_description_length else 0.0)
-            + w.beta1 * l_fail
-            + w.beta2 * l_succ
-            + w.beta3 * l_drift
-            + w.beta4 * l_conflict
-            + l_contrast
-        )
-        return Score(
-            description_length=c,
-            l_fail=l_fail,
-            l_succ=l_succ,
-            l_drift=l_drift,
-            l_conflict=l_conflict,
-            total=float(total),
-            replay_passed=replay_passed,
-            within_drift_budget=l_drift <= w.drift_budget,
-            counterfactual_safe=not self._fires_on_counterfactual(rule),
-            l_contrast=l_contrast,
-        )
+        return l_fail, l_succ, l_drift, l_conflict, replay_passed, contrast
 
     def _conflicts(
         self,
@@ -875,6 +942,33 @@ class ObjectiveEvaluator:
             hit = fired & both & ~without_new & ~without_old
             conflicts += bool(hit.any())
         return conflicts
+
+
+def _to_bits(vector: np.ndarray) -> int:
+    """A boolean vector as a bit set: bit i is element i."""
+    return int.from_bytes(np.packbits(vector, bitorder="little").tobytes(), "little")
+
+
+_DL_MEMO: dict[tuple[Rule, Lambdas], float] = {}
+_DL_MEMO_SIZE = 1 << 16
+
+
+def _description_length(rule: Rule, lambdas: Lambdas) -> float:
+    """``float(description_length(rule, lambdas))``, memoised in the process: the searches of one run meet the same
+    rules again and again (equal rules are the same rule, literals' types included: see ``dsl.ast``)."""
+    key = (rule, lambdas)
+    cost = _DL_MEMO.get(key)
+    if cost is None:
+        if len(_DL_MEMO) >= _DL_MEMO_SIZE:  # bounded: drop everything rather than track recency
+            _DL_MEMO.clear()
+        cost = _DL_MEMO[key] = float(description_length(rule, lambdas))
+    return cost
+
+
+def _canonical_description_length(rule: Rule, lambdas: Lambdas) -> float:
+    """``float(description_length(rule, lambdas))`` of a rule whose guard is canonical (``canonical`` would return
+    it unchanged; C does not read the mask's literal): not canonicalised again."""
+    return float(canonical_cost(rule, lambdas))
 
 
 def score_rule(

@@ -121,7 +121,11 @@ def _guard_sizes(guard: Guard) -> tuple[int, int, int]:
 
 def _sizes(node: Rule | Guard) -> tuple[int, int, int]:
     """(tokens, AST nodes, predicates) of the canonical form of one rule or guard."""
-    node = canonical(node)
+    return _sizes_as_given(canonical(node))
+
+
+def _sizes_as_given(node: Rule | Guard) -> tuple[int, int, int]:
+    """(tokens, AST nodes, predicates) of one rule or guard as given."""
     if node.__class__ is Rule:
         tokens, nodes, predicates = _guard_sizes(node.guard)
         # `if` + guard + `then` + mask; the Rule and the mask are one node each.
@@ -159,6 +163,14 @@ def cost_breakdown(rule_or_rules, lambdas: Lambdas = DEFAULT_LAMBDAS) -> CostBre
 def description_length(rule_or_rules, lambdas: Lambdas = DEFAULT_LAMBDAS) -> float:
     """C(ΔS) = λ_tok·|ΔS|_tok + λ_ast·|ΔS|_ast + λ_pred·|ΔS|_pred (paper §3.3); a set of rules costs the sum."""
     tokens, nodes, predicates = _totals(rule_or_rules)
+    return lambdas.tok * tokens + lambdas.ast * nodes + lambdas.pred * predicates
+
+
+def canonical_cost(rule: Rule, lambdas: Lambdas = DEFAULT_LAMBDAS) -> float:
+    """``description_length(rule, lambdas)`` of a rule whose guard is already canonical (``canonical`` returns it
+    unchanged; the mask's literal is never counted), without canonicalising it again — for a caller whose rules are
+    canonical by construction (the search's conjunctions of a canonical pool taken in pool order)."""
+    tokens, nodes, predicates = _sizes_as_given(rule)
     return lambdas.tok * tokens + lambdas.ast * nodes + lambdas.pred * predicates
 
 

@@ -205,11 +205,16 @@ def build_merge_problem(
         weights = lambdas if lambdas is not None else DEFAULT_LAMBDAS
         cost_fn = lambda r: description_length(r, weights)  # noqa: E731
 
-    # Recorded pairs P, indexed by mask key so that a rule is only evaluated on actions its mask can cover.
+    # Recorded pairs P, indexed by mask key so that a rule is only evaluated on actions its mask can cover. Only the
+    # pairs some rule's mask can cover are kept: no other pair is ever masked, so the others change neither a
+    # rule's firing set nor (by the count) an overlap, and a context holding one can host no conflict.
     pairs: list[tuple[Context, Action]] = []
-    context_pairs: list[list[int]] = []  # per recorded context: the indices of its control pairs
+    context_pairs: list[
+        list[int]
+    ] = []  # per recorded context every control action can be masked in: its pairs
     requirement_pair: dict[str, int] = {}
     by_key: dict[tuple[str, str], list[int]] = defaultdict(list)
+    maskable = {mask_key(rule.mask) for _, rule in rules}
 
     def add_pair(q: Context, a: Action) -> int:
         pairs.append((q, a))
@@ -228,7 +233,13 @@ def build_merge_problem(
                 )
             requirement_pair[req] = add_pair(q, a)
     for q, actions in contexts:
-        context_pairs.append([add_pair(q, a) for a in actions if a.is_control])
+        control = [a for a in actions if a.is_control]
+        if all((a.kind, a.name) in maskable for a in control):
+            context_pairs.append([add_pair(q, a) for a in control])
+        else:
+            for a in control:
+                if (a.kind, a.name) in maskable:
+                    add_pair(q, a)
 
     fired: dict[str, frozenset[int]] = {}
     for rid, rule in rules:

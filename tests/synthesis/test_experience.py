@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from scars.synthesis import SearchConfig, build_dataset, extract_fragment
 from scars.synthesis.dsl import Action, canonical_text
-from scars.synthesis.fragments import Experience, ExperienceVerifier, RecordedStep, presumptions
+from scars.synthesis.fragments import (
+    Experience,
+    ExperienceVerifier,
+    RecordedStep,
+    flagged_actions,
+    presumptions,
+)
 from scars.synthesis.mcts import synthesize
 
 CLASSES = {"dishware": frozenset({"mug", "bowl", "plate", "cup"}), "food": frozenset({"apple", "egg"})}
@@ -147,3 +153,30 @@ def test_no_equality_on_a_numeric_context_variable_restates_when_a_rule_switched
     history += [step(menu, 1, False, 3, number=5), step(menu, 0, True, 4, number=7)]
     rule = learn(history)
     assert "step ==" not in rule and '"mug' in rule
+
+
+def test_remembered_flagged_actions_follow_every_new_verdict_in_their_situation():
+    # D_t asks the evidence which actions of every recorded step it flags, at every synthesis; the evidence
+    # remembers a step's answer until a verdict changes an answer in that step's situation (the same context but
+    # for the ignored bookkeeping: another episode's step of the same situation is the same evidence).
+    evidence = ExperienceVerifier(frozenset({"episode"}))
+    mug, bowl = clean("mug 1", "sinkbasin 1"), clean("bowl 1", "sinkbasin 1")
+    here = step((mug, bowl), 0, False, episode=0)
+    again = step((mug, bowl), 1, False, episode=4)  # the same situation, a later episode
+    elsewhere = step((mug, bowl), 0, False, episode=0, held="mug")
+    assert evidence.flagged_actions(here) == ()
+    evidence.record(elsewhere.context, mug, True)  # another situation: the answer stands
+    assert evidence.flagged_actions(here) == ()
+    assert evidence.flagged_actions(elsewhere) == (mug,)
+    evidence.record(again.context, bowl, True)
+    assert evidence.flagged_actions(here) == (bowl,)
+    evidence.record(here.context, mug, False)  # a safe verdict is evidence too, but flags nothing
+    evidence.record(here.context, mug, True)
+    assert evidence.flagged_actions(here) == (mug, bowl)
+    evidence.record(here.context, mug, False)  # once flagged, flagged
+    for s in (here, again, elsewhere):
+        assert evidence.flagged_actions(s) == flagged_actions(s, evidence)
+    failed = step((mug, bowl), 1, True, episode=5, held="mug")
+    evidence.record(failed.context, bowl, True)
+    data = build_dataset([here, again, elsewhere, failed], evidence)
+    assert data.Q_safe == () and (bowl, mug) == data.D_minus[0].F

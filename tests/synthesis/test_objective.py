@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
 import numpy as np
 import pytest
 
-from scars.synthesis.dsl import Lambdas, description_length, parse_rule, token_count
+from scars.synthesis.dsl import Lambdas, canonical_text, description_length, parse_rule, token_count
 from scars.synthesis.dsl.ast import Action, ForbidEnvAction, ForbidToolArg, ForbidToolCall
 from scars.synthesis.dsl.semantics import guard_holds, mask_covers
 from scars.synthesis.errors import ConfigError
@@ -337,3 +338,41 @@ def test_trees_share_one_evaluator_only_for_the_same_inputs():
     assert shared_evaluator(data, (), (), CLASSES, ObjectiveWeights(beta3=0.0)) is not first
     assert shared_evaluator(cup_data(), (), (), CLASSES, ObjectiveWeights()) is not first
     assert first.score(CUP_RULE) == score_rule(CUP_RULE, data, classes=CLASSES)
+
+
+def test_scores_from_signatures_equal_the_rule_by_rule_scores():
+    # The search scores a derivation from the bit sets of its mask and predicates (``signature``, met once per
+    # synthesis) instead of the rule; with the contrast, presumptions and certified-safe what-ifs in the data, and an
+    # incumbent rule, every term equals ``score(rule)``'s, whatever order the rules come in (the terms shared by
+    # rules that fire on the same pairs are computed once).
+    steps, verifier = household(("cup", "plate"), ("cup", "plate"))
+    data = build_dataset(steps, verifier)
+    fragment = extract_fragment(data.D_minus[0].step, verifier)
+    plus = data.D_plus
+    data = dataclasses.replace(
+        data,
+        contrast=tuple(2 if i % 3 == 0 else i % 2 for i in range(len(plus))),
+        presumed_safe=tuple((dict(c.q), c.step.actions[j]) for c in plus[:4] for j in range(2)),
+        presumption_weights=(1.0, 0.5, 0.25, 2.0, 1.0, 1.0, 0.75, 3.0),
+        safe_counterfactuals=tuple((dict(c.q), c.a_star) for c in plus[4:7]),
+    )
+    space = candidate_space(data, fragment, CLASSES)
+    before = (SINK_RULE,)
+    signed = ObjectiveEvaluator(data, current_rules=before, classes=CLASSES)
+    by_rule = ObjectiveEvaluator(data, current_rules=before, classes=CLASSES)
+    derivations = [
+        (mask, combo)
+        for mask in space.masks
+        for n in (1, 2, 3)
+        for combo in itertools.combinations(space.predicates, n)
+    ]
+    assert len(derivations) > 40
+    scores = {}
+    for mask, combo in derivations:
+        rule = build_rule(mask, combo)
+        scores[rule] = signed.score_signed(rule, signed.signature(mask), [signed.signature(p) for p in combo])
+    assert any(s.l_contrast > 0 for s in scores.values())
+    assert any(not s.counterfactual_safe for s in scores.values())
+    for rule in reversed(list(scores)):
+        assert scores[rule] == by_rule.score(rule), canonical_text(rule)
+        assert scores[rule] == ObjectiveEvaluator(data, before, (), CLASSES).score(rule)
