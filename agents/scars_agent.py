@@ -436,9 +436,9 @@ class ScarsAgent:
                 core_forbidden=self._core_forbidden[1] if self._core_forbidden[0] == d.t else None,
             )
         )
-        source = FailureSource(self.card.id, d.episode, d.step, self.card.verifier_id)
         if feedback.violated and action.is_control:
             self.failure_rules.update(v.rule_id for v in feedback.verdicts)
+            source = FailureSource(self.card.id, d.episode, d.step, self.card.verifier_id)
             failure = Failure(d.context, (action,), feedback.verdicts[0].rule_id, source)
             self.failures.append(failure)
             event = self.store.record_failure(failure, d_t=reading.d, z=list(reading.z.as_tuple()))
@@ -615,9 +615,10 @@ class ScarsAgent:
 
     def _meet(self, record: RecordedStep) -> None:
         met = self._met
+        bookkeeping = self.card.bookkeeping
         for k, v in record.context.items():
-            if k not in self.card.bookkeeping:
-                met.setdefault(k, {})[(type(v).__name__, v)] = v
+            if k not in bookkeeping:
+                _note_met(met, k, v)
         actions = record.actions
         if self._met_sets.get(id(actions)) is actions:
             return  # every value of this very tuple is met already (a value met again keeps its place)
@@ -626,7 +627,7 @@ class ScarsAgent:
         self._met_sets[id(actions)] = actions
         for a in actions:
             for k, v in a.args:
-                met.setdefault(k, {})[(type(v).__name__, v)] = v
+                _note_met(met, k, v)
 
     def _accommodate(
         self, record: RecordedStep, failure: Failure, trigger: str, verdict_text: str = ""
@@ -1160,6 +1161,20 @@ class ScarsAgent:
                 for scar in (Scar.from_json(e.payload) for e in events if e.type == "scar_admitted")
             ],
         }
+
+
+def _note_met(met: dict[str, dict], name: str, value: Any) -> None:
+    """``value`` met for ``name``, in first-met order; values of different types are different values (1, 1.0 and
+    True), so a value is filed under (its type's name, itself) — a string under itself, the common case, which needs
+    no new key and is not re-filed when met again (the same string)."""
+    seen = met.get(name)
+    if seen is None:
+        seen = met[name] = {}
+    if value.__class__ is str:
+        if value not in seen:
+            seen[value] = value
+    else:  # the newest of equal values is kept (as 0.0 and -0.0 are equal)
+        seen[(type(value).__name__, value)] = value
 
 
 class _AtStep:

@@ -58,7 +58,7 @@ class RecordedStep:
     def __post_init__(self) -> None:
         object.__setattr__(self, "context", freeze_context(self.context))
         object.__setattr__(self, "actions", tuple(self.actions))
-        object.__setattr__(self, "logits", tuple(float(x) for x in self.logits))
+        object.__setattr__(self, "logits", tuple(map(float, self.logits)))
         if not self.actions:
             raise FragmentError(f"a recorded step needs at least one admissible action (step {self.step_id})")
         if len(self.logits) != len(self.actions):
@@ -66,7 +66,7 @@ class RecordedStep:
                 f"{len(self.logits)} logits for {len(self.actions)} actions at step {self.step_id}; "
                 "there must be exactly one logit per admissible action"
             )
-        if not all(math.isfinite(x) for x in self.logits):
+        if not all(map(math.isfinite, self.logits)):
             raise FragmentError(f"logits must be finite, got {self.logits} at step {self.step_id}")
         if not 0 <= self.chosen < len(self.actions):
             raise FragmentError(
@@ -681,7 +681,8 @@ class ExperienceVerifier:
         after = bool(before) or bool(violated)
         if before is not after:
             self._known[key] = after
-            if after:  # a flagged set changes only when an answer turns True (None -> False leaves it as it was)
+            # a flagged set changes only when an answer turns True (None -> False leaves it as it was)
+            if after:
                 self._changes[key[0]] = self._changes.get(key[0], 0) + 1
         if violated:
             self._violating.add((action.kind, action.name, action.args))
