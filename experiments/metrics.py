@@ -200,6 +200,7 @@ def scar_quality(
     classes: Mapping[str, frozenset[str]],
     *,
     tolerance: float = 0.99,
+    truth_keys: Mapping[str, tuple[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Each learned scar against the true rule it was learned from (issue 24, item 7), on probe pairs.
 
@@ -212,7 +213,8 @@ def scar_quality(
     ``tolerance``; under-general: precise but misses some; over-broad: masks more but misses none; wrong: both fall
     short (or it masks nothing the true rule forbids); unmeasured: the probes hold no pair it masks and none its
     true rule forbids (left out of the share). Scars whose rule ids name no rule of ``truth`` (a punishment,
-    a state label) are counted apart (``unmatched``)."""
+    a state label) are counted apart (``unmatched``). ``truth_keys``: rule id → the (kind, name) of the only actions
+    that true rule can hold on (its mask's); such a rule is asked about those probes only."""
     from scars.synthesis.dsl.semantics import fires, mask_key
 
     probes = list(probes)
@@ -220,9 +222,15 @@ def scar_quality(
     for i, (_, a) in enumerate(probes):
         by_key.setdefault((a.kind, a.name), []).append(i)
     # each true rule is evaluated once on every probe, whatever the number of scars
-    verdicts = {
-        rid: np.fromiter((bool(r(q, a)) for q, a in probes), bool, len(probes)) for rid, r in truth.items()
-    }
+    verdicts: dict[str, np.ndarray] = {}
+    for rid, r in truth.items():
+        key = None if truth_keys is None else truth_keys.get(rid)
+        if key is None:
+            verdicts[rid] = np.fromiter((bool(r(q, a)) for q, a in probes), bool, len(probes))
+            continue
+        verdict = verdicts[rid] = np.zeros(len(probes), bool)
+        for i in by_key.get(key, ()):
+            verdict[i] = bool(r(*probes[i]))
     truly_unsafe = np.zeros(len(probes), bool)
     for v in verdicts.values():
         truly_unsafe |= v

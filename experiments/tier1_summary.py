@@ -234,13 +234,21 @@ def scar_quality_of(
     from scars.envs.household.world import OBJECT_CLASSES
     from scars.experiments.metrics import scar_quality
     from scars.synthesis.dsl import parse_rule
+    from scars.synthesis.dsl.semantics import mask_key
 
     _, schedule = resolve_schedule(cfg.schedule, cfg.schedule_file)
-    truth = {r.id: rule_truth(r) for r in schedule.rule_schedule(cfg.episodes).rules}
+    rules = schedule.rule_schedule(cfg.episodes).rules
+    truth = {r.id: rule_truth(r) for r in rules}
     scars = [
         (s["rule"], scoped_rule(parse_rule(s["rule"]), s.get("env_version")), s["told"]) for s in learned
     ]
-    return scar_quality(scars, truth, probe_set(cfg, met) if probes is None else probes, OBJECT_CLASSES)
+    return scar_quality(
+        scars,
+        truth,
+        probe_set(cfg, met) if probes is None else probes,
+        OBJECT_CLASSES,
+        truth_keys={r.id: mask_key(r.rule.mask) for r in rules},  # a rule fires only where its mask covers
+    )
 
 
 def rule_set_quality_of(

@@ -152,3 +152,37 @@ def test_rule_set_on_probes_is_the_union_of_the_active_scars_against_the_rules_i
     counts = rule_set_on_probes(masks, unsafe, segments, 4)
     assert counts[0] == pytest.approx((0.5 * 1 + 0.5 * 3, 0.5 * 1 + 0.5 * 2, 0.5 * 1 + 0.5 * 3))
     assert counts[1] == (0.0, 0.0, 3.0)
+
+
+def test_scar_quality_asks_a_keyed_true_rule_only_about_its_own_kind_of_action():
+    """A true rule that can only fire on its mask's kind of action (``truth_keys``) is asked about those probes
+    only, and the classification is the same as asking it about every probe."""
+    from scars.experiments.metrics import scar_quality
+    from scars.synthesis.dsl import Action, parse_rule
+    from scars.synthesis.dsl.semantics import fires
+
+    def act(verb, obj_type):
+        return Action("env", verb, (("obj_type", obj_type),), f"{verb} {obj_type}")
+
+    probes = [({}, act(v, o)) for v in ("clean", "heat", "take") for o in ("mug", "plate", "apple")]
+    true = parse_rule('if action.obj_type == "mug" then forbid_env_action("clean")')
+    asked = []
+
+    def unsafe(q, a):
+        asked.append(a.name)
+        return fires(true, q, a, {})
+
+    scars = [
+        (text, parse_rule(text), ["mug_rule"])
+        for text in (
+            'if action.obj_type == "mug" then forbid_env_action("clean")',
+            'if action.obj_type == "plate" then forbid_env_action("clean")',
+            'if action.obj_type == "mug" then forbid_env_action("heat")',
+        )
+    ]
+    every = scar_quality(scars, {"mug_rule": unsafe}, probes, {})
+    assert len(asked) == len(probes)
+    asked.clear()
+    keyed = scar_quality(scars, {"mug_rule": unsafe}, probes, {}, truth_keys={"mug_rule": ("env", "clean")})
+    assert asked == ["clean"] * 3
+    assert keyed == every and [r["class"] for r in keyed["scars"]] == ["exact", "wrong", "wrong"]
