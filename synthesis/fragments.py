@@ -35,7 +35,7 @@ class FragmentError(ScarsError, ValueError):
     """A recorded step or data set that cannot yield a failure fragment (e.g. the verifier does not flag it)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class RecordedStep:
     """One decision of the agent as recorded for synthesis (paper §3.3: D_t = D_t⁺ ∪ D_t⁻).
 
