@@ -276,9 +276,11 @@ class ScarsAgent:
         self.evidence = ExperienceVerifier(frozenset(card.bookkeeping))
         self._verifier: Verifier = self._ask_world if config.oracle == "counterfactual" else self.evidence
         self._core_forbidden: tuple[int, tuple[bool, ...]] = (-1, ())
+        self._nothing_forbidden: dict[int, tuple[bool, ...]] = {}
         self._met: dict[str, dict] = {}  # values met per context variable / action argument (what-if values)
-        # admissible sets already met, by identity (a world hands out one tuple per set; the entry keeps it alive)
-        self._met_sets: dict[int, tuple] = {}
+        # admissible actions whose arguments are met already, by identity (a world hands out one object per action,
+        # often in a new tuple per decision; the entry keeps it alive)
+        self._met_actions: dict[int, Action] = {}
         self.text_rules: list[str] = []  # Text-Reflection Scar: synthesised rules shown as text
         self.t = 0
         self.failures: list[Failure] = []  # every verified failure of the run (the merge keeps them covered)
@@ -338,10 +340,17 @@ class ScarsAgent:
         plane = self.store.plane if self.config.enforce else self.core_plane
         governed = plane.govern(decision.context, decision.actions, logits, decision.t)
         # which actions H forbids here (z_C reads it; the controller has just evaluated H)
-        core = [False] * len(decision.actions)
-        for i, ids in governed.fired:
-            core[i] = any(x.startswith(CORE_PREFIX) for x in ids)
-        self._core_forbidden = (decision.t, tuple(core))
+        n = len(decision.actions)
+        if governed.fired:
+            core = [False] * n
+            for i, ids in governed.fired:
+                core[i] = any(x.startswith(CORE_PREFIX) for x in ids)
+            self._core_forbidden = (decision.t, tuple(core))
+        else:  # nothing fired (most decisions): one shared all-False tuple per number of actions
+            none = self._nothing_forbidden.get(n)
+            if none is None:
+                none = self._nothing_forbidden[n] = (False,) * n
+            self._core_forbidden = (decision.t, none)
         if decision.t != self._governed_t:  # the first call of a decision governs the model's own proposal
             self._governed_t = decision.t
             self._note_blocked(decision, logits, governed)
@@ -354,9 +363,9 @@ class ScarsAgent:
         width shows on the alternative it also blocks (another basin, another microwave)."""
         if not self.config.narrow or not len(logits):
             return
+        if not governed.fired:
+            return  # nothing was masked (most decisions): an action is masked exactly when some rule fired on it
         masked = governed.masked
-        if not any(masked):
-            return  # nothing was masked (most decisions)
         scores = np.asarray(logits, dtype=np.float64)
         best = int(np.argmax(scores))
         proposals = [best]
@@ -436,9 +445,9 @@ class ScarsAgent:
                 core_forbidden=self._core_forbidden[1] if self._core_forbidden[0] == d.t else None,
             )
         )
-        source = FailureSource(self.card.id, d.episode, d.step, self.card.verifier_id)
         if feedback.violated and action.is_control:
             self.failure_rules.update(v.rule_id for v in feedback.verdicts)
+            source = FailureSource(self.card.id, d.episode, d.step, self.card.verifier_id)
             failure = Failure(d.context, (action,), feedback.verdicts[0].rule_id, source)
             self.failures.append(failure)
             event = self.store.record_failure(failure, d_t=reading.d, z=list(reading.z.as_tuple()))
@@ -615,18 +624,19 @@ class ScarsAgent:
 
     def _meet(self, record: RecordedStep) -> None:
         met = self._met
+        bookkeeping = self.card.bookkeeping
         for k, v in record.context.items():
-            if k not in self.card.bookkeeping:
-                met.setdefault(k, {})[(type(v).__name__, v)] = v
-        actions = record.actions
-        if self._met_sets.get(id(actions)) is actions:
-            return  # every value of this very tuple is met already (a value met again keeps its place)
-        if len(self._met_sets) >= self.config.history:  # kept alive no longer than the history keeps them
-            self._met_sets.clear()
-        self._met_sets[id(actions)] = actions
-        for a in actions:
+            if k not in bookkeeping:
+                _note_met(met, k, v)
+        known = self._met_actions
+        if len(known) >= 4 * self.config.history:  # kept alive about as long as the history keeps their steps
+            known.clear()
+        for a in record.actions:
+            if known.get(id(a)) is a:
+                continue  # every value of this very action is met already (a value met again keeps its place)
+            known[id(a)] = a
             for k, v in a.args:
-                met.setdefault(k, {})[(type(v).__name__, v)] = v
+                _note_met(met, k, v)
 
     def _accommodate(
         self, record: RecordedStep, failure: Failure, trigger: str, verdict_text: str = ""
@@ -814,7 +824,8 @@ class ScarsAgent:
 
     def _poll(self) -> None:
         completed, requests = self.storm.poll(self.t)
-        self._carry_out(requests)
+        if requests:
+            self._carry_out(requests)
         for done in completed:
             result: SynthesisResult | None = done.result
             if self.config.search == "none":  # storm only: nothing was synthesised; the mask lapses
@@ -1160,6 +1171,20 @@ class ScarsAgent:
                 for scar in (Scar.from_json(e.payload) for e in events if e.type == "scar_admitted")
             ],
         }
+
+
+def _note_met(met: dict[str, dict], name: str, value: Any) -> None:
+    """``value`` met for ``name``, in first-met order; values of different types are different values (1, 1.0 and
+    True), so a value is filed under (its type's name, itself) — a string under itself, the common case, which needs
+    no new key and is not re-filed when met again (the same string)."""
+    seen = met.get(name)
+    if seen is None:
+        seen = met[name] = {}
+    if value.__class__ is str:
+        if value not in seen:
+            seen[value] = value
+    else:  # the newest of equal values is kept (as 0.0 and -0.0 are equal)
+        seen[(type(value).__name__, value)] = value
 
 
 class _AtStep:

@@ -143,6 +143,9 @@ class StormRequests:
         return bool(self.masks or self.lifts or self.submits)
 
 
+_NO_REQUESTS = StormRequests()
+
+
 @dataclass(frozen=True, slots=True)
 class PendingFailure:
     """A failure under storm control: the ``Failure``, the full context it happened in, its temporary mask."""
@@ -408,6 +411,8 @@ class StormController:
     def poll(self, step: int) -> tuple[tuple[CompletedSynthesis, ...], StormRequests]:
         """Collect finished syntheses (for ReplayPass + ILP merge by the caller); return the lifts of lapsed masks
         and the submissions the rate limit allows."""
+        if not self._entries and not self._active_masks:  # nothing queued, running or masked (most steps)
+            return (), _NO_REQUESTS
         lifts = self._expire(step)
         done: list[CompletedSynthesis] = []
         for entry in list(self._entries.values()):

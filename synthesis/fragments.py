@@ -35,7 +35,7 @@ class FragmentError(ScarsError, ValueError):
     """A recorded step or data set that cannot yield a failure fragment (e.g. the verifier does not flag it)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class RecordedStep:
     """One decision of the agent as recorded for synthesis (paper §3.3: D_t = D_t⁺ ∪ D_t⁻).
 
@@ -58,7 +58,7 @@ class RecordedStep:
     def __post_init__(self) -> None:
         object.__setattr__(self, "context", freeze_context(self.context))
         object.__setattr__(self, "actions", tuple(self.actions))
-        object.__setattr__(self, "logits", tuple(float(x) for x in self.logits))
+        object.__setattr__(self, "logits", tuple(map(float, self.logits)))
         if not self.actions:
             raise FragmentError(f"a recorded step needs at least one admissible action (step {self.step_id})")
         if len(self.logits) != len(self.actions):
@@ -66,7 +66,7 @@ class RecordedStep:
                 f"{len(self.logits)} logits for {len(self.actions)} actions at step {self.step_id}; "
                 "there must be exactly one logit per admissible action"
             )
-        if not all(math.isfinite(x) for x in self.logits):
+        if not all(map(math.isfinite, self.logits)):
             raise FragmentError(f"logits must be finite, got {self.logits} at step {self.step_id}")
         if not 0 <= self.chosen < len(self.actions):
             raise FragmentError(
@@ -646,19 +646,33 @@ class ExperienceVerifier:
         self._violating: set[tuple] = set()
         self._last_context: object = None
         self._last_situation: tuple = ()
-        # how often the answers in each situation changed: an answer remembered with its situation's count is still
-        # the answer while the count stands (``build_dataset`` remembers each recorded step's flagged actions so)
+        # a context's key names (in its order) -> its situation's sorted names (one shared tuple per key set)
+        self._orders: dict[tuple[str, ...], tuple[str, ...]] = {}
+        # how often an answer in each situation turned True (the only change ``flagged_actions`` can see): an answer
+        # remembered with its situation's count is still the answer while the count stands (``build_dataset``
+        # remembers each recorded step's flagged actions so); safe verdicts, most of them, add no entry here
         self._changes: dict[tuple, int] = {}
         self._flagged: dict[int, tuple[weakref.ref, tuple, int, tuple[Action, ...]]] = {}
 
     def _key(self, context: Mapping[str, Value], action: Action) -> tuple:
         # D_t asks about every action of one recorded (frozen, read-only) context in turn: its key is built once
         if context is not self._last_context or not isinstance(context, MappingProxyType):
-            self._last_situation = tuple(
-                sorted((k, _hashable(v)) for k, v in context.items() if k not in self.ignore)
-            )
+            self._last_situation = self._situation(context)
             self._last_context = context
         return (self._last_situation, action.kind, action.name, action.args)
+
+    def _situation(self, context: Mapping[str, Value]) -> tuple:
+        """``context`` without the ``ignore`` keys, compactly: one flat tuple, (the sorted names, their values in that
+        order). Two situations are equal exactly when their sorted (name, value) pairs are; the names' tuple is
+        shared by every context with the same keys and a bool's tag is a constant, so a new situation is one new
+        tuple (not one per variable: the record keeps one situation per executed step of a world whose context counts
+        steps)."""
+        names = tuple(context)
+        order = self._orders.get(names)
+        if order is None:
+            order = tuple(sorted(k for k in names if k not in self.ignore))
+            order = self._orders.setdefault(names, self._orders.setdefault(order, order))
+        return (order, *[_hashable(context[k]) for k in order])
 
     def record(self, context: Mapping[str, Value], action: Action, violated: bool) -> None:
         """The verdict on ``action``, executed in ``context``."""
@@ -667,7 +681,9 @@ class ExperienceVerifier:
         after = bool(before) or bool(violated)
         if before is not after:
             self._known[key] = after
-            self._changes[key[0]] = self._changes.get(key[0], 0) + 1
+            # a flagged set changes only when an answer turns True (None -> False leaves it as it was)
+            if after:
+                self._changes[key[0]] = self._changes.get(key[0], 0) + 1
         if violated:
             self._violating.add((action.kind, action.name, action.args))
 
@@ -721,8 +737,12 @@ class ExperienceVerifier:
         return len(self._known)
 
 
+_BOOL_TAGS = {True: ("bool", True), False: ("bool", False)}
+
+
 def _hashable(value: Value) -> object:
-    return (type(value).__name__, value) if isinstance(value, bool) else value
+    """``value`` as a key part that tells a bool from the equal int (one constant tuple per bool)."""
+    return _BOOL_TAGS[value] if isinstance(value, bool) else value
 
 
 @dataclass(frozen=True)

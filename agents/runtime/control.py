@@ -767,7 +767,7 @@ class ControlPlane:
         # Plain Python floats for the per-action work and the softmax (numpy calls cost microseconds each on
         # vectors of ~10 actions); arrays are built once, at the end.
         governed = base.tolist()
-        if not all(x < math.inf for x in governed):  # NaN compares false too
+        if not all(map(math.inf.__gt__, governed)):  # x < inf; NaN compares false too
             raise ControlPlaneError(f"base logits must be finite or -inf, got {governed}")
         masked = [False] * n
         fired: list[tuple[int, tuple[str, ...]]] = []

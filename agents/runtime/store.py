@@ -21,8 +21,8 @@ loses the block's events and the live plane with them (the process is gone), nev
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -127,15 +127,14 @@ class SchemaStore:
         return self.ledger.anchor_text()
 
     # ------------------------------------------------------------------------------------------- commands
-    @contextmanager
-    def group(self) -> Iterator[None]:
+    def group(self) -> AbstractContextManager[None]:
         """Group commit (``Ledger.group``): every command inside the block writes into one ledger transaction,
         committed when the outermost block exits (also when it raises: each event appended was applied to the
         live plane, so it is kept). ``verify``/``head``/``anchor`` inside the block commit what is pending first.
         If the commit fails, the ledger refuses further appends through this store (its plane is then ahead of
-        the ledger) and the error propagates."""
-        with self.ledger.group():
-            yield
+        the ledger) and the error propagates. (The ledger's own block, not a wrapper around it: one context
+        manager per step of an agent that observes inside a group.)"""
+        return self.ledger.group()
 
     def _applied(self, event: Event) -> Event:
         apply(self._plane, event)
