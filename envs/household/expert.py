@@ -48,9 +48,9 @@ class _Node:
 
     __slots__ = ("w", "won", "children", "fired", "_q", "_acts", "_spots")
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, won: bool | None = None) -> None:
         self.w = world
-        self.won = world.won()
+        self.won = world.won() if won is None else won
         self.children: dict[str, _Node | None] = {}  # None: not admissible here
         # (command, rule's number in its PlanCache) -> whether the rule fires on it here: every search from this
         # state under any rule set shares the verdicts (a rule's verdict is a function of the state and command)
@@ -68,8 +68,8 @@ class _Node:
         node = None
         if self.w.is_admissible(cmd):
             w = self.w.copy()
-            w.step(cmd)
-            node = _Node(w)
+            _, won = w.step(cmd)
+            node = _Node(w, won)
         self.children[cmd] = node
         return node
 
