@@ -46,14 +46,18 @@ class _Node:
     nodes instead of copying and stepping the world anew; the rules never change a transition, only whether a
     command may be issued, so the nodes serve every rule set."""
 
-    __slots__ = ("w", "won", "children", "_q", "_acts")
+    __slots__ = ("w", "won", "children", "fired", "_q", "_acts", "_spots")
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: World, won: bool | None = None) -> None:
         self.w = world
-        self.won = world.won()
+        self.won = world.won() if won is None else won
         self.children: dict[str, _Node | None] = {}  # None: not admissible here
+        # (command, rule's number in its PlanCache) -> whether the rule fires on it here: every search from this
+        # state under any rule set shares the verdicts (a rule's verdict is a function of the state and command)
+        self.fired: dict[tuple[str, int], bool] = {}
         self._q: dict | None = None
         self._acts: dict[str, tuple[tuple[str, str], Action]] = {}
+        self._spots: list[str] | None = None
 
     def child(self, cmd: str) -> _Node | None:
         """The state after ``cmd``, None when it is not admissible here."""
@@ -64,8 +68,8 @@ class _Node:
         node = None
         if self.w.is_admissible(cmd):
             w = self.w.copy()
-            w.step(cmd)
-            node = _Node(w)
+            _, won = w.step(cmd)
+            node = _Node(w, won)
         self.children[cmd] = node
         return node
 
@@ -73,6 +77,17 @@ class _Node:
         if self._q is None:
             self._q = self.w.context()
         return self._q
+
+    def spots(self) -> list[str]:
+        """The receptacles able to hold the object in hand, where the agent stands first, closed ones last."""
+        if self._spots is None:
+            w = self.w
+            otype = w.object_type(w.held_object())  # type: ignore[arg-type]
+            spots = [r for r in w.receptacle_names if w.can_hold(r, otype)]
+            here = w.current_location()
+            spots.sort(key=lambda r: (r != here, w.is_openable(r)))
+            self._spots = spots
+        return self._spots
 
     def action(self, cmd: str) -> tuple[tuple[str, str], Action]:
         """(mask key, structured action) of an admissible command here."""
@@ -83,18 +98,22 @@ class _Node:
         return hit
 
 
+_Indexed = dict[tuple[str, str], tuple[tuple[Rule, int], ...]]
+"""Rules by the (kind, verb) their mask covers, each with its number (``PlanCache``): a command only meets the rules
+that could forbid it, and a rule's verdict on it is remembered per state under its number."""
+
+_UNSEEN = object()
+
+
 class _Sim:
     def __init__(
         self,
         node: _Node,
-        rules: tuple[Rule, ...],
-        by_key: dict[tuple[str, str], tuple[Rule, ...]] | None = None,
+        by_key: _Indexed,
         checked: dict[tuple[_Node, str], bool] | None = None,
     ) -> None:
         self.node = node
-        self.rules = rules
-        # rules by the (kind, verb) their mask covers: a command only meets the rules that could forbid it
-        self.by_key = _rules_by_key(rules) if by_key is None else by_key
+        self.by_key = by_key
         # (state, command) -> whether a rule forbids it: one search's skeletons share prefixes, and its rules
         self.checked: dict[tuple[_Node, str], bool] = {} if checked is None else checked
         self.cmds: list[str] = []
@@ -107,22 +126,21 @@ class _Sim:
 
     def do(self, cmd: str) -> None:
         node = self.node
-        if not node.w.is_admissible(cmd):
+        child = node.children.get(cmd, _UNSEEN)
+        if child is None or (child is _UNSEEN and not node.w.is_admissible(cmd)):
             raise _Blocked
-        if self.rules:
+        if self.by_key:
             blocked = self.checked.get((node, cmd))
             if blocked is None:
-                key, act = node.action(cmd)
-                rules = self.by_key.get(key)
-                blocked = bool(rules) and any(fires(r, node.context(), act, OBJECT_CLASSES) for r in rules)
-                self.checked[(node, cmd)] = blocked
+                blocked = self.checked[(node, cmd)] = _forbidden_here(node, cmd, self.by_key)
             if blocked:
                 raise _Blocked
-        child = node.child(cmd)
-        assert child is not None
-        self.node = child
+        if child is _UNSEEN:
+            child = node.child(cmd)
+            assert child is not None
+        self.node = child  # type: ignore[assignment]
         self.cmds.append(cmd)
-        if self.won_at is None and child.won:
+        if self.won_at is None and child.won:  # type: ignore[union-attr]
             self.won_at = len(self.cmds)
 
     def goto(self, recep: str) -> None:
@@ -170,12 +188,8 @@ class _Sim:
         held = self.w.held_object()
         if held is None or held in keep:
             return
-        otype = self.w.object_type(held)
-        spots = [r for r in self.w.receptacle_names if self.w.can_hold(r, otype)]
-        here = self.w.current_location()
-        spots.sort(key=lambda r: (r != here, self.w.is_openable(r)))
-        for r in spots:
-            trial = _Sim(self.node, self.rules, self.by_key, self.checked)
+        for r in self.node.spots():
+            trial = _Sim(self.node, self.by_key, self.checked)
             try:
                 trial.place(held, r)
             except _Blocked:
@@ -193,10 +207,30 @@ def _has_state(world: World, obj: str, verb: str) -> bool:
     return bool(world.object_state(obj)[flag])
 
 
-def _rules_by_key(rules: tuple[Rule, ...]) -> dict[tuple[str, str], tuple[Rule, ...]]:
-    by_key: dict[tuple[str, str], list[Rule]] = {}
+def _forbidden_here(node: _Node, cmd: str, by_key: _Indexed) -> bool:
+    """Does a rule of ``by_key`` fire on the admissible ``cmd`` in ``node``'s state? Each rule's verdict is asked
+    once per (state, command) and remembered on the node, for every rule set that holds the rule."""
+    key, act = node.action(cmd)
+    rules = by_key.get(key)
+    if not rules:
+        return False
+    fired = node.fired
+    for rule, number in rules:
+        verdict = fired.get((cmd, number))
+        if verdict is None:
+            verdict = fired[(cmd, number)] = fires(rule, node.context(), act, OBJECT_CLASSES)
+        if verdict:
+            return True
+    return False
+
+
+def _rules_by_key(rules: Iterable[Rule], numbers: dict[Rule, int]) -> _Indexed:
+    """``rules`` indexed by their mask's key, each numbered in ``numbers`` (equal rules share a number; new ones are
+    added)."""
+    by_key: dict[tuple[str, str], list[tuple[Rule, int]]] = {}
     for r in rules:
-        by_key.setdefault(mask_key(r.mask), []).append(r)
+        number = numbers.setdefault(r, len(numbers))
+        by_key.setdefault(mask_key(r.mask), []).append((r, number))
     return {k: tuple(v) for k, v in by_key.items()}
 
 
@@ -331,15 +365,19 @@ def _task_skeletons(world: World, with_objects: bool = False) -> Iterator:
 
 class PlanCache:
     """The expert's plans from one world as it goes (an episode's): the simulated states from its current state on,
-    shared by every search from there, and each rule set's plan. When the world has moved on by a command the
-    searches simulated (the agent took a step of some plan), the simulated states beyond it are kept. A plan is a
-    pure function of the state and the rules, so a re-plan with nothing changed is a lookup; the cache never
-    changes a plan."""
+    shared by every search from there, each rule's verdict on the commands simulated in them, and each rule set's
+    plan. When the world has moved on by a command the searches simulated (the agent took a step of some plan), the
+    simulated states beyond it are kept. A plan is a pure function of the state and the set of rules (not their
+    order), so a re-plan with nothing changed is a lookup, and a search under a new rule set asks only its new rules
+    about what earlier searches simulated; the cache never changes a plan."""
 
     def __init__(self) -> None:
         self._root: _Node | None = None
         self._key: tuple | None = None
-        self._plans: dict[tuple, list[str] | str] = {}  # forbidden rules -> the plan, or why there is none
+        self._plans: dict[
+            frozenset[Rule], list[str] | None
+        ] = {}  # the rules -> the plan, None: there is none
+        self._numbers: dict[Rule, int] = {}  # every rule searched under, numbered (the nodes' verdicts' keys)
         self.lookups = 0
         self.hits = 0
 
@@ -382,41 +420,41 @@ def expert_plan(
     forbidden = tuple(forbidden)
     if world.won():
         return []
+    rules = _rules_of(forbidden)
     if cache is None:
-        return _search(world, _Node(world.copy()), forbidden)
-    root = cache.root(world)
-    cache.lookups += 1
-    found = cache._plans.get(forbidden)
-    if found is None:
-        try:
-            found = _search(world, root, forbidden)
-        except NoCompliantPlan as e:
-            found = str(e)
-        cache._plans[forbidden] = found
+        found = _search(world, _Node(world.copy()), rules, {})
     else:
-        cache.hits += 1
-    if isinstance(found, str):
-        raise NoCompliantPlan(found)
+        root = cache.root(world)
+        cache.lookups += 1
+        key = frozenset(rules)
+        if key in cache._plans:
+            cache.hits += 1
+            found = cache._plans[key]
+        else:
+            found = cache._plans[key] = _search(world, root, rules, cache._numbers)
+    if found is None:
+        names = [getattr(r, "id", None) or repr(r) for r in forbidden]
+        raise NoCompliantPlan(
+            f"no compliant plan for {world.spec.task.goal_text!r} (game seed {world.spec.seed}) under forbidden "
+            f"rules {names}"
+        )
     return list(found)
 
 
-def _search(world: World, root: _Node, forbidden: tuple) -> list[str]:
-    """The first skeleton that reaches the goal from ``root`` (``world``'s state) without firing a rule."""
-    rules = _rules_of(forbidden)
-    by_key = _rules_by_key(rules)
+def _search(world: World, root: _Node, rules: tuple[Rule, ...], numbers: dict[Rule, int]) -> list[str] | None:
+    """The first skeleton that reaches the goal from ``root`` (``world``'s state) without firing a rule, None when
+    none does; ``numbers``: the rules' numbers in ``root``'s verdicts (new rules are added)."""
+    by_key = _rules_by_key(rules, numbers)
     checked: dict[tuple[_Node, str], bool] = {}
     for run in _skeletons(world):
-        sim = _Sim(root, rules, by_key, checked)
+        sim = _Sim(root, by_key, checked)
         try:
             run(sim)
         except _Blocked:
             continue
         if sim.won_at is not None:  # stop where the goal first holds (a skeleton may reach it before its end)
             return sim.cmds[: sim.won_at]
-    names = [getattr(r, "id", None) or repr(r) for r in forbidden]
-    raise NoCompliantPlan(
-        f"no compliant plan for {world.spec.task.goal_text!r} (game seed {world.spec.seed}) under forbidden rules {names}"
-    )
+    return None
 
 
 def expert_next_command(

@@ -273,21 +273,21 @@ class World:
         spec = self.spec
         self.loc = self._ridx[spec.start] if spec.start is not None else -1  # -1: the middle of the room
         self.held = -1
-        self.contents: list[list[int]] = [[] for _ in self._rnames]
-        # the receptacles each object is in (inReceptacle facts) and its locations (objectAtLocation facts), as
-        # immutable values replaced on change, so that a copy (the expert makes many) copies only the lists
+        contents: list[list[int]] = [[] for _ in self._rnames]
+        # the receptacles each object is in (inReceptacle facts), its locations (objectAtLocation facts) and each
+        # receptacle's objects, as immutable values replaced on change, so that a copy (the expert makes many)
+        # copies only the lists
         self.where: list[tuple[int, ...]] = []
         for i, o in enumerate(spec.objects):
             self.where.append(tuple(dict.fromkeys(self._ridx[r] for r in o.receptacles)))  # a set, in order
             for r in self.where[-1]:
-                self.contents[r].append(i)
+                contents[r].append(i)
         self.at: list[frozenset[int]] = list(self._oat0)
         self.taken: set[tuple[int, int]] = (
             set()
         )  # (object, receptacle) of the not_inreceptacle facts TextWorld keeps
         rank = self._orank
-        for c in self.contents:
-            c.sort(key=rank.__getitem__)
+        self.contents: list[tuple[int, ...]] = [tuple(sorted(c, key=rank.__getitem__)) for c in contents]
         self.opened = [r.start_open for r in spec.receptacles]
         self.clean = ["is_clean" in o.state for o in spec.objects]
         self.hot = ["is_hot" in o.state for o in spec.objects]
@@ -309,7 +309,7 @@ class World:
         other.loc = self.loc
         other.held = self.held
         other.where = list(self.where)
-        other.contents = [list(c) for c in self.contents]
+        other.contents = list(self.contents)
         other.at = list(self.at)
         other.taken = set(self.taken)
         for name in World._FLAGS:
@@ -570,7 +570,7 @@ class World:
             obs = f"You arrive at {self._rarrive[r]}. {self._receptacle_text(r)}"
         elif verb == "take":
             # alfred.pddl PickupObject: out of this receptacle (not others it is also in), not at this location
-            self.contents[r].remove(o)
+            self.contents[r] = tuple(x for x in self.contents[r] if x != o)  # an object is in r once
             self.where[o] = tuple(x for x in self.where[o] if x != r)
             self.at[o] = self.at[o] - {self._rloc[r]}
             self.taken.add((o, r))
@@ -579,7 +579,9 @@ class World:
         elif verb == "move":
             # facts are a set: an object still in r (it started in two receptacles) is in it once
             if r not in self.where[o]:
-                insort(self.contents[r], o, key=self._orank.__getitem__)
+                here = list(self.contents[r])
+                insort(here, o, key=self._orank.__getitem__)
+                self.contents[r] = tuple(here)
                 self.where[o] = (*self.where[o], r)
             self.at[o] = self.at[o] | {self._rloc[r]}
             self.taken.discard((o, r))

@@ -16,7 +16,7 @@ from scars.envs.household import (
     rules_for_task,
 )
 from scars.envs.household.world import TASK_TYPES
-from scars.synthesis.dsl.ast import Compare, ForbidEnvAction, Rule
+from scars.synthesis.dsl.ast import Action, Compare, ForbidEnvAction, Rule
 
 
 def _play(world: World, plan: list[str]) -> bool:
@@ -173,3 +173,70 @@ def test_a_plan_cache_gives_the_same_plans_and_a_replan_with_nothing_changed_is_
                 before = len(copies)
                 cache.root(world)
                 assert len(copies) == before  # the world moved by a simulated command: its state is kept
+
+
+def test_a_plan_cache_asks_each_rule_once_per_simulated_state_and_command_and_keys_plans_by_the_rule_set(
+    monkeypatch,
+):
+    """The simulated LM's re-plans (issue 39 #3) add one rule at a time to what they avoid (the habit's step, a
+    blocked step) and list the rules in whatever order: along walks that follow the plans, every plan under
+    growing and reordered rule sets equals the uncached expert's; no rule is asked twice about a simulated
+    (state, command) (a search under a rule set that adds one rule to an earlier one asks the earlier rules only
+    about states that search did not reach); the same rules in another order are a lookup."""
+    import scars.envs.household.expert as expert
+    from scars.envs.household.expert import PlanCache
+    from scars.experiments.model_plan import exact_action_rule
+
+    asked: list[tuple] = []
+    real_fires = expert.fires
+
+    def counted(rule, q, a, classes):
+        asked.append(
+            (rule, q, a)
+        )  # the node's context and action objects: kept alive, so their ids stay theirs
+        return real_fires(rule, q, a, classes)
+
+    monkeypatch.setattr(expert, "fires", counted)
+    fewer = 0
+    for seed in range(12):
+        spec = generate_game(seed)
+        base = tuple(r.rule for r in rules_for_task(spec.task.task_type))
+        world, cache = World(spec), PlanCache()
+        seen: set[tuple] = set()
+        for _ in range(40):
+            if world.won():
+                break
+            start = len(asked)
+            plan = expert_plan(
+                world, base, cache
+            )  # the route around the rules, then the habit's step avoided
+            cached_asked = asked[start:]
+            assert plan == expert_plan(world, base), seed
+            if plan:
+                extra = exact_action_rule(Action.from_dict(world.action_dict(plan[0])))
+                start = len(asked)
+                try:
+                    expected = expert_plan(world, (*base, extra))
+                except NoCompliantPlan:
+                    expected = None
+                uncached = len(asked) - start
+                start = len(asked)
+                try:
+                    found = expert_plan(world, (extra, *base), cache)
+                except NoCompliantPlan:
+                    found = None
+                assert found == expected, seed
+                fewer += len(asked) - start < uncached
+                cached_asked += asked[start:]
+                hits = cache.hits
+                try:
+                    assert expert_plan(world, (*reversed(base), extra), cache) == expected, seed
+                except NoCompliantPlan:
+                    assert expected is None, seed
+                assert cache.hits == hits + 1, seed  # the same rules in another order: a lookup
+            for rule, q, a in cached_asked:
+                key = (rule, id(q), id(a))
+                assert key not in seen, (seed, rule, q, a)  # asked once per simulated (state, command)
+                seen.add(key)
+            world.step(plan[0] if plan else world.admissible_commands()[0])
+    assert fewer > 15  # the uncached search asked the earlier rules again (23 of the walks' steps)
