@@ -13,6 +13,7 @@ from scars.experiments.config import ABLATIONS, METHODS, Tier1Config
 from scars.experiments.runner import run_many
 from scars.experiments.tier1 import run_tier1
 from scars.synthesis.errors import ConfigError
+from support.extras import require_extra
 
 TIMING = {
     "wall_seconds",
@@ -185,7 +186,9 @@ def test_cli_help_and_errors(tmp_path):
 
 
 def test_a_run_plays_alfworld_game_files(tmp_path):
-    """Every experiment can run on ALFWorld-format game files (issue 12): here files the exporter wrote."""
+    """Every experiment can run on ALFWorld-format game files (issue 12): here files the exporter wrote (exporting
+    reads ALFWorld's PDDL domain from the ``alfworld`` package, README's test command installs it)."""
+    require_extra("alfworld", "textworld")
     from scars.envs.household.game_file import export_game
     from scars.envs.household.generator import generate_game
 
