@@ -236,8 +236,6 @@ class DisequilibriumMonitor:
         self._imprint_cache: tuple[int, np.ndarray] | None = None
         self._counts_cache: dict[str, np.ndarray] = {}
         self._drift_cache: dict[tuple[str, ...], float] = {}
-        self._d_cache: dict[tuple[float, float, float, float], float] = {}  # z_t -> d_t under _d_config
-        self._d_config = config
 
     @property
     def imprint(self) -> tuple[str, ...]:
@@ -258,15 +256,7 @@ class DisequilibriumMonitor:
             trust = self.trust_gate.evaluate(window, target=self.agent_id)
         z_i = self._identity_drift(record.output)
         z = Signals(verdict.z_v, trust.z_r if trust else 0.0, z_c, z_i)
-        key = (verdict.z_v, z.z_r, z_c, z_i)
-        if self._d_config is not self.config:  # the cache holds d_t under one config
-            self._d_cache.clear()
-            self._d_config = self.config
-        d = self._d_cache.get(key)
-        if d is None:  # d_t is a function of z_t, which takes few values in a run (mostly 0 between failures)
-            if len(self._d_cache) > 4096:
-                self._d_cache.clear()
-            d = self._d_cache[key] = composite(z, self.config)
+        d = composite(z, self.config)
         crossed = d > self.config.tau
         reading = Reading(
             record.step,
