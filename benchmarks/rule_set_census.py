@@ -131,7 +131,9 @@ def report(base_root: Path, schedules: list[str], method: str, against: Path | N
             if cell is None:
                 continue
             masked = cell["masked"].sum()
-            out.append(f"Precision lost by told rule ({label}; masked pairs {masked:.0f}, safe {masked - cell['masked_unsafe'].sum():.0f}):\n")
+            out.append(
+                f"Precision lost by told rule ({label}; masked pairs {masked:.0f}, safe {masked - cell['masked_unsafe'].sum():.0f}):\n"
+            )
             out.append("| told rule(s) of the scars | safe pairs masked | precision points | largest scar |")
             out.append("| --- | ---: | ---: | --- |")
             for told, w in cell["loss"].most_common():
@@ -140,7 +142,9 @@ def report(base_root: Path, schedules: list[str], method: str, against: Path | N
                 rule = cell["example"][told][1].replace("|", "\\|")
                 out.append(f"| {told} | {w:.1f} | {100 * w / masked:.2f} | `{rule}` |")
             unsafe_missed = cell["unsafe"].sum() - cell["masked_unsafe"].sum()
-            out.append(f"\nRecall misses ({label}; unsafe pairs {cell['unsafe'].sum():.0f}, missed {unsafe_missed:.0f}):\n")
+            out.append(
+                f"\nRecall misses ({label}; unsafe pairs {cell['unsafe'].sum():.0f}, missed {unsafe_missed:.0f}):\n"
+            )
             out.append("| reason | missed pairs | share of unsafe |")
             out.append("| --- | ---: | ---: |")
             for reason in RECALL_MISSES:
@@ -159,7 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for root in (args.base, args.against):
         if root is not None and not root.is_dir():
-            print(f"rule_set_census: suite folder {str(root)!r} does not exist; give a schedule_suite --out folder")
+            print(
+                f"rule_set_census: suite folder {str(root)!r} does not exist; give a schedule_suite --out folder"
+            )
             return 2
     schedules = [s for s in args.schedules.split(",") if s]
     if "paraphrase_heldout" in schedules:

@@ -458,7 +458,8 @@ def rule_set_quality(
 
 def rule_set_flat(rule_set: Mapping[str, Any]) -> dict[str, Any]:
     """The summary's flat ``rule_set_*`` keys of a :func:`rule_set_quality` (for the tables and a sweep's run
-    table): precision and recall on the probes and the decisions, with their numerators and denominators."""
+    table): precision and recall on the probes and the decisions, with their numerators and denominators; with a
+    census, the recall after the first failure and the recall ceiling on the probes with theirs."""
     flat: dict[str, Any] = {}
     for where in ("probes", "decisions"):
         for name in ("precision", "recall"):
@@ -467,6 +468,12 @@ def rule_set_flat(rule_set: Mapping[str, Any]) -> dict[str, Any]:
         flat[f"rule_set_masked_{where}"] = precision["denominator"]
         flat[f"rule_set_masked_unsafe_{where}"] = precision["numerator"]
         flat[f"rule_set_unsafe_{where}"] = recall["denominator"]
+    after = rule_set["probes"].get("recall_after_first_failure")
+    if after is not None:  # tier 1's census: what the protocol let the run know
+        flat["rule_set_recall_after_first_failure_probes"] = after["estimate"]
+        flat["rule_set_masked_known_probes"] = after["numerator"]
+        flat["rule_set_unsafe_known_probes"] = after["denominator"]
+        flat["rule_set_recall_ceiling_probes"] = rule_set["probes"]["recall_ceiling"]["estimate"]
     return flat
 
 
@@ -529,11 +536,17 @@ def _union(
     return out
 
 
-RECALL_MISSES = ("before_first_failure", "under_general_in_force", "after_scar_retired", "no_scar_for_failed_rule")
+RECALL_MISSES = (
+    "before_first_failure",
+    "under_general_in_force",
+    "after_scar_retired",
+    "no_scar_for_failed_rule",
+)
 """Why a forbidden probe pair went unmasked (``rule_set_census``), per true rule forbidding it: the run had not yet
 drawn a verdict on the rule's family (the information protocol gives it nothing to learn from: docs/protocol.md);
 a scar told of the rule was active and did not reach the pair; a scar told of it had been active and was retired or
-revoked; the rule was failed and no scar told of it was ever active."""
+revoked; the rule was failed and no scar told of it had been active yet (its synthesis pending: a temporary mask is
+no scar) or ever."""
 
 
 @dataclass
@@ -576,7 +589,11 @@ def rule_set_census(
         acc = out.setdefault(seg.cluster, ProbeCensus())
         acc.unsafe_known += seg.weight * one.unsafe_known
         acc.masked_known += seg.weight * one.masked_known
-        for mine, theirs in ((acc.misses, one.misses), (acc.safe_masked, one.safe_masked), (acc.masked, one.masked)):
+        for mine, theirs in (
+            (acc.misses, one.misses),
+            (acc.safe_masked, one.safe_masked),
+            (acc.masked, one.masked),
+        ):
             for k, v in theirs.items():
                 mine[k] += seg.weight * v
     return dict(sorted(out.items()))
