@@ -10,7 +10,8 @@ Reads each cell's ``summary.json`` (``rule_set.probes``: ``by_episode``, ``known
 ``recall_after_first_failure`` and ``recall_ceiling`` (``experiments.metrics.rule_set_quality``), exact-or-under-
 general, success and RVR, each pooled over (seed, episode) with a 95% cluster-bootstrap interval; the precision lost
 to each told rule (the masked-but-safe probe pairs of the scars told of it, weighted as the metric weights them, as a
-share of all masked pairs: the points of precision it costs); the recall misses by reason. With ``--against``, the
+share of all masked pairs: the points of precision it costs; and how much of it fell under a world version after
+the run's first); the recall misses by reason. With ``--against``, the
 paired difference (BRANCH − BASE) of each figure on the same (seed, episode) clusters.
 """
 
@@ -36,6 +37,7 @@ def load(root: Path, schedule: str, method: str) -> dict | None:
         return None
     parts: dict[str, list] = defaultdict(list)
     loss: Counter = Counter()
+    after: Counter = Counter()  # of the loss, under a world version after the first (0)
     example: dict[str, tuple[float, str]] = {}
     misses: Counter = Counter()
     good = n_scars = 0
@@ -59,6 +61,8 @@ def load(root: Path, schedule: str, method: str) -> dict | None:
         for row in probes["safe_masked_by_scar"]:
             told = "+".join(row["told"]) or "(none)"
             loss[told] += row["safe_masked"]
+            versions = row["safe_masked_by_world_version"]
+            after[told] += sum(x for v, x in versions.items() if int(v) > 0)  # every schedule starts in 0
             if row["safe_masked"] > example.get(told, (0.0, ""))[0]:
                 example[told] = (row["safe_masked"], row["rule"])
         quality = summary["scar_quality"]
@@ -70,6 +74,7 @@ def load(root: Path, schedule: str, method: str) -> dict | None:
         "cells": len(cells),
         **arrays,
         "loss": loss,
+        "after": after,
         "example": example,
         "misses": misses,
         "good": good,
@@ -134,13 +139,18 @@ def report(base_root: Path, schedules: list[str], method: str, against: Path | N
             out.append(
                 f"Precision lost by told rule ({label}; masked pairs {masked:.0f}, safe {masked - cell['masked_unsafe'].sum():.0f}):\n"
             )
-            out.append("| told rule(s) of the scars | safe pairs masked | precision points | largest scar |")
-            out.append("| --- | ---: | ---: | --- |")
+            out.append(
+                "| told rule(s) of the scars | safe pairs masked | after the world-version change | precision points "
+                "| largest scar |"
+            )
+            out.append("| --- | ---: | ---: | ---: | --- |")
             for told, w in cell["loss"].most_common():
                 if w <= 0:
                     continue
                 rule = cell["example"][told][1].replace("|", "\\|")
-                out.append(f"| {told} | {w:.1f} | {100 * w / masked:.2f} | `{rule}` |")
+                out.append(
+                    f"| {told} | {w:.1f} | {cell['after'][told]:.1f} | {100 * w / masked:.2f} | `{rule}` |"
+                )
             unsafe_missed = cell["unsafe"].sum() - cell["masked_unsafe"].sum()
             out.append(
                 f"\nRecall misses ({label}; unsafe pairs {cell['unsafe'].sum():.0f}, missed {unsafe_missed:.0f}):\n"

@@ -555,13 +555,15 @@ class ProbeCensus:
     ``rule_set_on_probes`` weights it (a segment's share of the cluster's decisions): ``unsafe_known`` the pairs
     forbidden by a rule in force whose family the run had failed, ``masked_known`` of those the masked ones,
     ``misses`` the unmasked forbidden pairs by ``RECALL_MISSES`` reason, ``safe_masked`` and ``masked`` per scar
-    id (a pair several active scars mask is split evenly among them)."""
+    id (a pair several active scars mask is split evenly among them), and ``safe_masked`` per (scar id, variant)."""
 
     unsafe_known: float = 0.0
     masked_known: float = 0.0
     misses: Counter = field(default_factory=Counter)
     safe_masked: Counter = field(default_factory=Counter)
     masked: Counter = field(default_factory=Counter)
+    safe_masked_by_variant: Counter = field(default_factory=Counter)
+    """``safe_masked`` per (scar id, probe variant): the world version the pairs were read under."""
 
 
 def rule_set_census(
@@ -593,6 +595,7 @@ def rule_set_census(
             (acc.misses, one.misses),
             (acc.safe_masked, one.safe_masked),
             (acc.masked, one.masked),
+            (acc.safe_masked_by_variant, one.safe_masked_by_variant),
         ):
             for k, v in theirs.items():
                 mine[k] += seg.weight * v
@@ -614,7 +617,9 @@ def _census(masks, unsafe, seg: RuleSetSegment, size: int, told, family) -> Prob
     safe = masked & ~truly
     for s, v in scar_vecs.items():
         census.masked[s] += float((v / np.maximum(maskers, 1)).sum())
-        census.safe_masked[s] += float(((v & safe) / np.maximum(maskers, 1)).sum())
+        share = float(((v & safe) / np.maximum(maskers, 1)).sum())
+        census.safe_masked[s] += share
+        census.safe_masked_by_variant[(s, seg.variant)] += share
     told_fams = {s: {family(t) for t in told.get(s, ())} for s in (*seg.scars, *seg.retired)}
     known_vec = np.zeros(size, bool)
     missed = truly & ~masked

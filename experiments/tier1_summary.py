@@ -313,20 +313,25 @@ def rule_set_quality_of(
 
 def _by_scar(trace: RuleSetTrace, census: list[ProbeCensus]) -> list[dict[str, Any]]:
     """Every scar that masked a probe pair: its rule, the told rule ids of its evidence, and its masked and
-    masked-but-safe probe pairs summed over the run's episodes (``experiments.metrics.rule_set_census``: the
+    masked-but-safe probe pairs summed over the run's episodes (the latter also per world version the episodes ran
+    under) (``experiments.metrics.rule_set_census``: the
     precision lost to it is ``safe_masked`` / the run's masked pairs), most safe pairs first."""
     from scars.synthesis.dsl import canonical_text
 
-    masked, safe = Counter(), Counter()
+    masked, safe, by_version = Counter(), Counter(), Counter()
     for c in census:
         masked.update(c.masked)
         safe.update(c.safe_masked)
+        by_version.update(c.safe_masked_by_variant)
     rows = [
         {
             "rule": canonical_text(trace.rules[s]),
             "told": sorted(trace.told.get(s, ())),
             "masked": round(float(m), 6),
             "safe_masked": round(float(safe[s]), 6),
+            "safe_masked_by_world_version": {
+                str(v): round(float(x), 6) for (sid, v), x in sorted(by_version.items()) if sid == s and x > 0
+            },
         }
         for s, m in masked.items()
         if m > 0

@@ -228,6 +228,7 @@ def test_rule_set_census_charges_precision_and_recall_losses_as_counted_by_hand(
     # first segment: masked 0,1,2,3; forbidden 0,1,3,4,5,6,7; missed 4 (half r2: under-general, half r4: before),
     # 5 (r3: its scar retired), 6 (r5: failed, never a scar), 7 (r4: before its first failure)
     assert c0.safe_masked == {"wide": 0.25, "exact2": 0.25}  # pair 2, split, at weight 0.5
+    assert c0.safe_masked_by_variant == {("wide", 0): 0.25, ("exact2", 0): 0.25}
     assert c0.masked == {"wide": 0.5 * 2.5, "exact2": 0.5 * 1.5}
     assert c0.misses == {
         "under_general_in_force": 0.5 * 0.5,

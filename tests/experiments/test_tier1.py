@@ -265,6 +265,11 @@ def test_the_rule_set_census_accounts_for_every_probe_pair_of_the_run(tmp_path):
     assert by_scar and all(row["told"] == ["microwave_1_broken"] for row in by_scar)
     assert sum(row["safe_masked"] for row in by_scar) == pytest.approx(masked - masked_unsafe, abs=1e-4)
     assert sum(row["masked"] for row in by_scar) == pytest.approx(masked, abs=1e-4)
+    for row in by_scar:  # the smoke schedule keeps world version 0
+        assert sum(row["safe_masked_by_world_version"].values()) == pytest.approx(
+            row["safe_masked"], abs=1e-4
+        )
+        assert set(row["safe_masked_by_world_version"]) <= {"0"}
     misses = probes["recall_misses"]
     assert sum(misses.values()) == pytest.approx(unsafe - masked_unsafe, abs=1e-4)
     assert set(misses) == set(RECALL_MISSES) and misses["before_first_failure"] > 0
