@@ -11,7 +11,7 @@ Reads each cell's ``summary.json`` (``rule_set.probes``: ``by_episode``, ``known
 general, success and RVR, each pooled over (seed, episode) with a 95% cluster-bootstrap interval; the precision lost
 to each told rule (the masked-but-safe probe pairs of the scars told of it, weighted as the metric weights them, as a
 share of all masked pairs: the points of precision it costs; and how much of it fell under a world version after
-the run's first); the recall misses by reason. With ``--against``, the
+the run's first); the recall misses by reason, in all and per true rule. With ``--against``, the
 paired difference (BRANCH − BASE) of each figure on the same (seed, episode) clusters.
 """
 
@@ -40,6 +40,7 @@ def load(root: Path, schedule: str, method: str) -> dict | None:
     after: Counter = Counter()  # of the loss, under a world version after the first (0)
     example: dict[str, tuple[float, str]] = {}
     misses: Counter = Counter()
+    by_rule: Counter = Counter()  # (true rule, reason) -> missed pairs
     good = n_scars = 0
     for path in cells:
         summary = json.loads(path.read_text())
@@ -58,6 +59,9 @@ def load(root: Path, schedule: str, method: str) -> dict | None:
         parts["masked_known"] += known[:, 0].tolist()
         parts["unsafe_known"] += known[:, 1].tolist()
         misses.update(probes["recall_misses"])
+        for rule, row in probes["recall_misses_by_rule"].items():
+            for reason, x in row.items():
+                by_rule[(rule, reason)] += x
         for row in probes["safe_masked_by_scar"]:
             told = "+".join(row["told"]) or "(none)"
             loss[told] += row["safe_masked"]
@@ -77,6 +81,7 @@ def load(root: Path, schedule: str, method: str) -> dict | None:
         "after": after,
         "example": example,
         "misses": misses,
+        "by_rule": by_rule,
         "good": good,
         "n_scars": n_scars,
     }
@@ -160,6 +165,19 @@ def report(base_root: Path, schedules: list[str], method: str, against: Path | N
             for reason in RECALL_MISSES:
                 w = cell["misses"][reason]
                 out.append(f"| {reason} | {w:.1f} | {w / cell['unsafe'].sum():.3f} |")
+            rules = sorted(
+                {r for r, _ in cell["by_rule"]},
+                key=lambda r: -sum(cell["by_rule"][r, x] for x in RECALL_MISSES),
+            )
+            out.append(f"\nRecall misses by true rule ({label}; missed pairs by reason):\n")
+            out.append("| true rule | " + " | ".join(RECALL_MISSES) + " |")
+            out.append("| --- |" + " ---: |" * len(RECALL_MISSES))
+            for rule in rules:
+                out.append(
+                    f"| {rule} | "
+                    + " | ".join(f"{cell['by_rule'][rule, x]:.1f}" for x in RECALL_MISSES)
+                    + " |"
+                )
             out.append("")
     return "\n".join(out)
 

@@ -416,8 +416,8 @@ def rule_set_quality(
     already failed, the masked share), ``recall_ceiling`` (the share of the forbidden pairs that are such: what the
     recall of a rule set masking exactly the failed rules would be — the information protocol gives nothing to
     learn a rule from before its first failure) and ``recall_misses`` (the unmasked forbidden pairs by
-    ``RECALL_MISSES`` reason; they sum to unsafe − masked unsafe); drawn after every other interval, so those are
-    the same with or without it."""
+    ``RECALL_MISSES`` reason, and per true rule in ``recall_misses_by_rule``; they sum to unsafe − masked
+    unsafe); drawn after every other interval, so those are the same with or without it."""
     from scars.experiments.stats import pooled_ratio
 
     per = np.asarray(probe_counts, dtype=float).reshape(-1, 3)
@@ -452,6 +452,14 @@ def rule_set_quality(
         for c in census:
             misses.update(c.misses)
         out["probes"]["recall_misses"] = {k: round(float(misses[k]), 6) for k in RECALL_MISSES}
+        by_rule: dict[str, dict[str, float]] = {}
+        for c in census:
+            for (rule, reason), x in c.misses_by_rule.items():
+                row = by_rule.setdefault(rule, dict.fromkeys(RECALL_MISSES, 0.0))
+                row[reason] += float(x)
+        out["probes"]["recall_misses_by_rule"] = {
+            rule: {k: round(v, 6) for k, v in row.items()} for rule, row in sorted(by_rule.items())
+        }
         out["probes"]["known_by_episode"] = [[round(float(x), 6) for x in row] for row in known]
     return out
 
@@ -564,6 +572,8 @@ class ProbeCensus:
     masked: Counter = field(default_factory=Counter)
     safe_masked_by_variant: Counter = field(default_factory=Counter)
     """``safe_masked`` per (scar id, probe variant): the world version the pairs were read under."""
+    misses_by_rule: Counter = field(default_factory=Counter)
+    """``misses`` per (true rule id, reason)."""
 
 
 def rule_set_census(
@@ -596,6 +606,7 @@ def rule_set_census(
             (acc.safe_masked, one.safe_masked),
             (acc.masked, one.masked),
             (acc.safe_masked_by_variant, one.safe_masked_by_variant),
+            (acc.misses_by_rule, one.misses_by_rule),
         ):
             for k, v in theirs.items():
                 mine[k] += seg.weight * v
@@ -635,7 +646,9 @@ def _census(masks, unsafe, seg: RuleSetSegment, size: int, told, family) -> Prob
                 reason = "no_scar_for_failed_rule"
         else:
             reason = "before_first_failure"
-        census.misses[reason] += float(((v & missed) / np.maximum(forbidders, 1)).sum())
+        share = float(((v & missed) / np.maximum(forbidders, 1)).sum())
+        census.misses[reason] += share
+        census.misses_by_rule[(r, reason)] += share
     census.unsafe_known = float(known_vec.sum())
     census.masked_known = float((known_vec & masked).sum())
     return census

@@ -256,5 +256,11 @@ def test_rule_set_census_charges_precision_and_recall_losses_as_counted_by_hand(
     assert probes["recall_ceiling"]["estimate"] == pytest.approx((2.5 + 2.0) / (4.0 + 2.0))
     assert probes["recall_ceiling"]["clusters"] == 2
     assert sum(probes["recall_misses"].values()) == pytest.approx(4.0 + 2.0 - (1.5 + 1.0))
+    by_rule = probes["recall_misses_by_rule"]
+    assert (
+        by_rule["r4"]["before_first_failure"] == pytest.approx(0.75)
+        and by_rule["r3"]["after_scar_retired"] == 0.5
+    )
+    assert by_rule["r2"]["under_general_in_force"] == pytest.approx(0.25 + 1.0)  # both clusters
     assert probes["precision"] == plain["probes"]["precision"]  # drawn first: the same with or without it
     assert ProbeCensus().misses == {}
