@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -28,6 +27,19 @@ import pandas as pd
 
 from scars.experiments.metrics import RECALL_MISSES
 from scars.experiments.stats import paired_difference, pooled_ratio
+
+CENSUS_KEYS = (
+    "by_episode",
+    "known_by_episode",
+    "recall_misses",
+    "recall_misses_by_rule",
+    "safe_masked_by_scar",
+)
+"""What a cell's ``rule_set.probes`` must hold (a suite run before the census has no census to read)."""
+
+
+class CensusInputError(ValueError):
+    """A suite folder whose cells cannot be read as a census (one line for the user)."""
 
 
 def load(root: Path, schedule: str, method: str) -> dict | None:
@@ -45,7 +57,13 @@ def load(root: Path, schedule: str, method: str) -> dict | None:
     for path in cells:
         summary = json.loads(path.read_text())
         episodes = pd.read_parquet(path.parent / "episodes.parquet").sort_values("episode")
-        probes = summary["rule_set"]["probes"]
+        probes = (summary.get("rule_set") or {}).get("probes") or {}
+        missing = [k for k in CENSUS_KEYS if k not in probes]
+        if missing or "scar_quality" not in summary:
+            raise CensusInputError(
+                f"{path}: no rule-set census in summary.json (missing {', '.join(missing) or 'scar_quality'}); "
+                "allowed: a schedule_suite cell of a scars method run with the census (this branch or later)"
+            )
         per = np.asarray(probes["by_episode"], dtype=float).reshape(-1, 3)
         known = np.asarray(probes["known_by_episode"], dtype=float).reshape(-1, 2)
         seed = int(path.parent.name[1:])
@@ -128,7 +146,10 @@ def report(base_root: Path, schedules: list[str], method: str, against: Path | N
             row = f"| {name} | {fmt(pooled_ratio(*parts_of(base, name), rng))} |"
             if other is not None:
                 if other["clusters"] != base["clusters"]:
-                    sys.exit(f"the suites' clusters differ on {schedule}: pair the same seeds and episodes")
+                    raise CensusInputError(
+                        f"the suites' (seed, episode) clusters differ on {schedule}; allowed: two suites of the same "
+                        "seeds and episodes"
+                    )
                 row += f" {fmt(pooled_ratio(*parts_of(other, name), rng))} |"
                 row += f" {fmt(paired_difference(parts_of(other, name), parts_of(base, name), rng))} |"
             out.append(row)
@@ -199,7 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     if "paraphrase_heldout" in schedules:
         print("rule_set_census: the held-out schedule is not read here; allowed: paper, paraphrase_a/b/c")
         return 2
-    print(report(args.base, schedules, args.method, args.against))
+    try:
+        print(report(args.base, schedules, args.method, args.against))
+    except CensusInputError as err:
+        print(f"rule_set_census: {err}")
+        return 2
     return 0
 
 
