@@ -316,6 +316,7 @@ class ScarsAgent:
         self._first_logits: np.ndarray = np.zeros(0)
         self._stuck: BlockedProposal | None = None
         self._narrowed_now: set[tuple] = set()
+        self._refused_now: set[str] = set()  # the scars that masked the model's step in this episode
         self.narrowings = {
             "lost_episodes_with_blocks": 0,
             "stuck_decisions": 0,
@@ -364,10 +365,9 @@ class ScarsAgent:
             self._governed_t = decision.t
             self._first_logits = logits
             self._note_blocked(decision, logits, governed)
-            if governed.fallback is not None:  # every admissible action masked: no way forward at all
-                self._note_stuck(decision, logits, governed)
+            self._note_stuck(decision, logits, governed, replanned=False)
         elif not np.array_equal(logits, self._first_logits):  # the model re-planned around what was masked
-            self._note_stuck(decision, logits, governed)
+            self._note_stuck(decision, logits, governed, replanned=True)
         return governed
 
     def _note_blocked(self, decision: Decision, logits: np.ndarray, governed: Governed) -> None:
@@ -402,22 +402,34 @@ class ScarsAgent:
                     )
                 )
 
-    def _note_stuck(self, decision: Decision, logits: np.ndarray, governed: Governed) -> None:
-        """The model has no unmasked way forward (narrowing at once): it re-planned around what the controller
-        masked at this decision (a second governing with new logits, ``experiments.loop.decide``) and the step it
-        now proposes is masked again — or every admissible action is masked (the fallback). Only scars may take
-        part (H and temporary masks are not narrowed). The situation is kept for ``observe``, which starts the
-        narrowing of the scars' told rules at once (``_narrow_at_once``)."""
+    def _note_stuck(
+        self, decision: Decision, logits: np.ndarray, governed: Governed, *, replanned: bool
+    ) -> None:
+        """Whether the scars in force leave the model no unmasked way forward (narrowing at once). The model's step
+        (its most likely action) is masked by scars alone, and
+        - it re-planned around what the controller masked at this decision (a second governing with new logits,
+          ``experiments.loop.decide``) and the step it now proposes is masked again; or
+        - a scar that masked its step earlier in this episode masks it again: it went its new way (put the load
+          down, walked to the other basin) and is refused by the same rule; or
+        - every admissible action is masked (the fallback).
+        H and temporary masks may not take part (they are not narrowed). The situation is kept for ``observe``,
+        which starts the narrowing of the scars' told rules at once (``_narrow_at_once``)."""
         if not self.config.narrow or not len(logits) or not governed.fired:
             return
-        best = int(np.argmax(np.asarray(logits, dtype=np.float64)))
+        scores = np.asarray(logits, dtype=np.float64)
+        best = int(np.argmax(scores))
+        if scores[best] <= scores.min():
+            return  # a flat π_0 has no step in mind
         ids = dict(governed.fired).get(best, ())
         scars = frozenset(x for x in ids if x in self.store.plane)
         if not scars or len(scars) != len(set(ids)):
             return  # its step is free, or H, a temporary mask or a fallback took part
-        self._stuck = BlockedProposal(
-            scars, decision.context, decision.actions[best], (decision.episode, decision.step)
-        )
+        again = not scars.isdisjoint(self._refused_now)
+        self._refused_now |= scars
+        if replanned or again or governed.fallback is not None:
+            self._stuck = BlockedProposal(
+                scars, decision.context, decision.actions[best], (decision.episode, decision.step)
+            )
 
     def memory_texts(self, decision: Decision) -> list[str]:
         """The active scars as printed rules; the prompt's rule texts when they are not enforced."""
@@ -561,6 +573,7 @@ class ScarsAgent:
                     self._narrow(rest, "at_episode_end")
             self._blocked_now = []
             self._narrowed_now = set()
+            self._refused_now = set()
             self._poll()
         self._verify_ledger()
 
