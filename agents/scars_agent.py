@@ -105,7 +105,9 @@ class ScarsAgentConfig:
     narrow: bool = True
     """Narrowing (``synthesis.narrowing``): the proposals a scar blocked in an episode the agent then lost are
     presumed safe in the next synthesis of its told rule, which is started at once; a narrower rule that still
-    covers every failure of the rule replaces the scar. A wrong guess then costs a repeat, not every later task."""
+    covers every failure of the rule replaces the scar. A wrong guess then costs a repeat, not every later task. It
+    starts earlier when a decision leaves the model no unmasked way forward (``_note_stuck``: its re-planned step
+    masked again, a scar refusing its new way again, every action masked): narrowing at once, in the same episode."""
     executor: str = "inprocess"
     """inprocess (a background thread) or ray (root-parallel workers)."""
     workers: int = 2
