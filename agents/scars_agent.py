@@ -318,7 +318,8 @@ class ScarsAgent:
         self._first_logits: np.ndarray = np.zeros(0)
         self._stuck: BlockedProposal | None = None
         self._narrowed_now: set[tuple] = set()
-        self._refused_now: set[str] = set()  # the scars that masked the model's step in this episode
+        # per scar, the situations in which it masked the model's step in this episode
+        self._refused_now: dict[str, set[tuple]] = {}
         self.narrowings = {
             "lost_episodes_with_blocks": 0,
             "stuck_decisions": 0,
@@ -411,8 +412,10 @@ class ScarsAgent:
         (its most likely action) is masked by scars alone, and
         - it re-planned around what the controller masked at this decision (a second governing with new logits,
           ``experiments.loop.decide``) and the step it now proposes is masked again; or
-        - a scar that masked its step earlier in this episode masks it again: it went its new way (put the load
-          down, walked to the other basin) and is refused by the same rule; or
+        - a scar that masked its step earlier in this episode masks it again in another situation (another action,
+          or another categorical context: ``_situation``): it went its new way (put the load down, walked to the
+          other basin) and is refused by the same rule — the same step proposed again where it was refused is the
+          model's habit coming back (a commons seat's over-harvest each month), not a new way; or
         - every admissible action is masked (the fallback).
         H and temporary masks may not take part (they are not narrowed). The situation is kept for ``observe``,
         which starts the narrowing of the scars' told rules at once (``_narrow_at_once``)."""
@@ -426,12 +429,17 @@ class ScarsAgent:
         scars = frozenset(x for x in ids if x in self.store.plane)
         if not scars or len(scars) != len(set(ids)):
             return  # its step is free, or H, a temporary mask or a fallback took part
-        again = not scars.isdisjoint(self._refused_now)
-        self._refused_now |= scars
+        blocked = BlockedProposal(
+            scars, decision.context, decision.actions[best], (decision.episode, decision.step)
+        )
+        where = _situation(blocked, self.card.bookkeeping)[1:]
+        # refused again by a scar that refused it earlier in this episode, in another situation (a new way): the
+        # same proposal in the same situation is the model's habit coming back, not a new way refused
+        again = any(where not in self._refused_now.get(sid, (where,)) for sid in scars)
+        for sid in scars:
+            self._refused_now.setdefault(sid, set()).add(where)
         if replanned or again or governed.fallback is not None:
-            self._stuck = BlockedProposal(
-                scars, decision.context, decision.actions[best], (decision.episode, decision.step)
-            )
+            self._stuck = blocked
 
     def memory_texts(self, decision: Decision) -> list[str]:
         """The active scars as printed rules; the prompt's rule texts when they are not enforced."""
@@ -575,7 +583,7 @@ class ScarsAgent:
                     self._narrow(rest, "at_episode_end")
             self._blocked_now = []
             self._narrowed_now = set()
-            self._refused_now = set()
+            self._refused_now = {}
             self._poll()
         self._verify_ledger()
 
