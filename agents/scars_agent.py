@@ -320,6 +320,7 @@ class ScarsAgent:
         self._narrowed_now: set[tuple] = set()
         # per scar, the situations in which it masked the model's step in this episode
         self._refused_now: dict[str, set[tuple]] = {}
+        self._replanned_now = False  # whether the model re-planned around a mask in this episode
         self.narrowings = {
             "lost_episodes_with_blocks": 0,
             "stuck_decisions": 0,
@@ -370,6 +371,7 @@ class ScarsAgent:
             self._note_blocked(decision, logits, governed)
             self._note_stuck(decision, logits, governed, replanned=False)
         elif not np.array_equal(logits, self._first_logits):  # the model re-planned around what was masked
+            self._replanned_now = True
             self._note_stuck(decision, logits, governed, replanned=True)
         return governed
 
@@ -412,10 +414,11 @@ class ScarsAgent:
         (its most likely action) is masked by scars alone, and
         - it re-planned around what the controller masked at this decision (a second governing with new logits,
           ``experiments.loop.decide``) and the step it now proposes is masked again; or
-        - a scar that masked its step earlier in this episode masks it again in another situation (another action,
-          or another categorical context: ``_situation``): it went its new way (put the load down, walked to the
-          other basin) and is refused by the same rule — the same step proposed again where it was refused is the
-          model's habit coming back (a commons seat's over-harvest each month), not a new way; or
+        - it has re-planned around a mask in this episode, and a scar that masked its step earlier in the episode
+          masks it again in another situation (another action, or another categorical context: ``_situation``): it
+          went its new way (put the load down, walked to the other basin) and is refused by the same rule — the
+          same step proposed again where it was refused is its habit coming back, and without a re-plan a changed
+          situation is the world's doing (a commons seat's over-harvest once the group agreed a limit); or
         - every admissible action is masked (the fallback).
         H and temporary masks may not take part (they are not narrowed). The situation is kept for ``observe``,
         which starts the narrowing of the scars' told rules at once (``_narrow_at_once``)."""
@@ -433,9 +436,13 @@ class ScarsAgent:
             scars, decision.context, decision.actions[best], (decision.episode, decision.step)
         )
         where = _situation(blocked, self.card.bookkeeping)[1:]
-        # refused again by a scar that refused it earlier in this episode, in another situation (a new way): the
-        # same proposal in the same situation is the model's habit coming back, not a new way refused
-        again = any(where not in self._refused_now.get(sid, (where,)) for sid in scars)
+        # refused again by a scar that refused it earlier in this episode, in another situation, after the model
+        # re-planned (a new way); the same proposal where it was refused is its habit coming back, and a model that
+        # never re-planned is only meeting its habit's step in a changed world (a commons seat's over-harvest once
+        # the group agreed a limit)
+        again = self._replanned_now and any(
+            where not in self._refused_now.get(sid, (where,)) for sid in scars
+        )
         for sid in scars:
             self._refused_now.setdefault(sid, set()).add(where)
         if replanned or again or governed.fallback is not None:
@@ -584,6 +591,7 @@ class ScarsAgent:
             self._blocked_now = []
             self._narrowed_now = set()
             self._refused_now = {}
+            self._replanned_now = False
             self._poll()
         self._verify_ledger()
 
