@@ -105,7 +105,9 @@ class ScarsAgentConfig:
     narrow: bool = True
     """Narrowing (``synthesis.narrowing``): the proposals a scar blocked in an episode the agent then lost are
     presumed safe in the next synthesis of its told rule, which is started at once; a narrower rule that still
-    covers every failure of the rule replaces the scar. A wrong guess then costs a repeat, not every later task."""
+    covers every failure of the rule replaces the scar. A wrong guess then costs a repeat, not every later task. It
+    starts earlier when a decision leaves the model no unmasked way forward (``_note_stuck``: its re-planned step
+    masked again, a scar refusing its new way again, every action masked): narrowing at once, in the same episode."""
     executor: str = "inprocess"
     """inprocess (a background thread) or ray (root-parallel workers)."""
     workers: int = 2
@@ -310,9 +312,21 @@ class ScarsAgent:
         self._verdict_texts: dict[
             str, str
         ] = {}  # failure id -> the verdict's text (a re-attribution reads it)
+        # narrowing at once: the first governing's logits of this decision (a second governing with other logits
+        # is the model's re-plan), the decision that left the model no way forward, and the blocked situations
+        # narrowed at once in this episode (the episode's end does not narrow them again)
+        self._first_logits: np.ndarray = np.zeros(0)
+        self._stuck: BlockedProposal | None = None
+        self._narrowed_now: set[tuple] = set()
+        # per scar, the situations in which it masked the model's step in this episode
+        self._refused_now: dict[str, set[tuple]] = {}
+        self._replanned_now = False  # whether the model re-planned around a mask in this episode
         self.narrowings = {
             "lost_episodes_with_blocks": 0,
+            "stuck_decisions": 0,
             "syntheses": 0,
+            "syntheses_at_once": 0,
+            "syntheses_at_episode_end": 0,
             "syntheses_not_run": 0,
             "replaced": 0,
             "consolidations_refused": 0,
@@ -353,7 +367,12 @@ class ScarsAgent:
             self._core_forbidden = (decision.t, none)
         if decision.t != self._governed_t:  # the first call of a decision governs the model's own proposal
             self._governed_t = decision.t
+            self._first_logits = logits
             self._note_blocked(decision, logits, governed)
+            self._note_stuck(decision, logits, governed, replanned=False)
+        elif not np.array_equal(logits, self._first_logits):  # the model re-planned around what was masked
+            self._replanned_now = True
+            self._note_stuck(decision, logits, governed, replanned=True)
         return governed
 
     def _note_blocked(self, decision: Decision, logits: np.ndarray, governed: Governed) -> None:
@@ -387,6 +406,47 @@ class ScarsAgent:
                         scars, decision.context, decision.actions[i], (decision.episode, decision.step)
                     )
                 )
+
+    def _note_stuck(
+        self, decision: Decision, logits: np.ndarray, governed: Governed, *, replanned: bool
+    ) -> None:
+        """Whether the scars in force leave the model no unmasked way forward (narrowing at once). The model's step
+        (its most likely action) is masked by scars alone, and
+        - it re-planned around what the controller masked at this decision (a second governing with new logits,
+          ``experiments.loop.decide``) and the step it now proposes is masked again; or
+        - it has re-planned around a mask in this episode, and a scar that masked its step earlier in the episode
+          masks it again in another situation (another action, or another categorical context: ``_situation``): it
+          went its new way (put the load down, walked to the other basin) and is refused by the same rule — the
+          same step proposed again where it was refused is its habit coming back, and without a re-plan a changed
+          situation is the world's doing (a commons seat's over-harvest once the group agreed a limit); or
+        - every admissible action is masked (the fallback).
+        H and temporary masks may not take part (they are not narrowed). The situation is kept for ``observe``,
+        which starts the narrowing of the scars' told rules at once (``_narrow_at_once``)."""
+        if not self.config.narrow or not len(logits) or not governed.fired:
+            return
+        scores = np.asarray(logits, dtype=np.float64)
+        best = int(np.argmax(scores))
+        if scores[best] <= scores.min():
+            return  # a flat π_0 has no step in mind
+        ids = dict(governed.fired).get(best, ())
+        scars = frozenset(x for x in ids if x in self.store.plane)
+        if not scars or len(scars) != len(set(ids)):
+            return  # its step is free, or H, a temporary mask or a fallback took part
+        blocked = BlockedProposal(
+            scars, decision.context, decision.actions[best], (decision.episode, decision.step)
+        )
+        where = _situation(blocked, self.card.bookkeeping)[1:]
+        # refused again by a scar that refused it earlier in this episode, in another situation, after the model
+        # re-planned (a new way); the same proposal where it was refused is its habit coming back, and a model that
+        # never re-planned is only meeting its habit's step in a changed world (a commons seat's over-harvest once
+        # the group agreed a limit)
+        again = self._replanned_now and any(
+            where not in self._refused_now.get(sid, (where,)) for sid in scars
+        )
+        for sid in scars:
+            self._refused_now.setdefault(sid, set()).add(where)
+        if replanned or again or governed.fallback is not None:
+            self._stuck = blocked
 
     def memory_texts(self, decision: Decision) -> list[str]:
         """The active scars as printed rules; the prompt's rule texts when they are not enforced."""
@@ -476,6 +536,9 @@ class ScarsAgent:
             self._accommodate_punishment(feedback, reading)
         if unsafe and feedback.chosen >= 0 and self.config.oracle == "none":
             self._accommodate_labels(feedback, reading)
+        stuck, self._stuck = self._stuck, None
+        if stuck is not None and stuck.at == (d.episode, d.step):
+            self._narrow_at_once(stuck)
         self._poll()
         return reading
 
@@ -516,20 +579,50 @@ class ScarsAgent:
         with self.store.group():  # the episode end's revocations and admissions: one group commit
             self._revoke_refuted()
             if not won:
-                self._narrow()
+                # a blocked situation already narrowed at once in this episode is not narrowed again for the loss
+                rest = [
+                    b
+                    for b in self._blocked_now
+                    if _situation(b, self.card.bookkeeping) not in self._narrowed_now
+                ]
+                if rest:
+                    self.narrowings["lost_episodes_with_blocks"] += 1
+                    self._narrow(rest, "at_episode_end")
             self._blocked_now = []
+            self._narrowed_now = set()
+            self._refused_now = {}
+            self._replanned_now = False
             self._poll()
         self._verify_ledger()
 
-    def _narrow(self) -> None:
-        """The episode was lost: each told rule whose scars blocked the model's proposals gets those proposals as
-        presumptions and a new synthesis now, from its newest failure (``synthesis.narrowing``)."""
-        if not self._blocked_now:
-            return
-        self.narrowings["lost_episodes_with_blocks"] += 1
+    def _narrow_at_once(self, stuck: BlockedProposal) -> None:
+        """The scars in force left the model no unmasked way forward (``_note_stuck``): that situation is evidence
+        for narrowing now, not at the episode's end (issue 40 #3). The told rules of the scars that masked its step
+        are narrowed from the episode's blocked proposals of those scars, the stuck step among them, as at a lost
+        episode's end; the result is collected ``synthesis_latency_steps`` decisions later like every synthesis, so
+        the same episode can still be won. A situation is narrowed at once once per episode, and the episode's end
+        does not narrow it again."""
+        self.narrowings["stuck_decisions"] += 1
+        bookkeeping = self.card.bookkeeping
+        key = _situation(stuck, bookkeeping)
+        if key in self._narrowed_now:
+            return  # narrowed at once in this episode already: the same evidence would ask the same question
+        self._blocked_now.append(stuck)
+        used = [
+            b
+            for b in self._blocked_now
+            if b.scars & stuck.scars and _situation(b, bookkeeping) not in self._narrowed_now
+        ]
+        self._narrowed_now.update(_situation(b, bookkeeping) for b in used)
+        self._narrow(used, "at_once")
+
+    def _narrow(self, blocked: Sequence[BlockedProposal], when: str) -> None:
+        """Each told rule whose scars blocked the model's proposals (``blocked``: in a lost episode, or up to a
+        decision that left it no way forward) gets those proposals as presumptions and a new synthesis now, from
+        its newest failure (``synthesis.narrowing``). ``when``: ``at_episode_end`` or ``at_once`` (counted)."""
         by_id = {s.id: s for s in self.store.scars}
         rules: dict[str, set[str]] = {}
-        for b in self._blocked_now:
+        for b in blocked:
             for sid in b.scars:
                 scar = by_id.get(sid)
                 for theta in {str(e["theta"]) for e in (scar.evidence if scar else ()) if "theta" in e}:
@@ -549,6 +642,7 @@ class ScarsAgent:
             for sid in sids:
                 self._narrow_wait.setdefault(sid, set()).add(fragment.id)
             self.narrowings["syntheses"] += 1
+            self.narrowings[f"syntheses_{when}"] += 1
             decision = self.storm.on_resynthesis(self.t, fragment, context=record.context)
             self._carry_out(decision.requests)
             if decision.outcome != "queued":
@@ -1075,7 +1169,7 @@ class ScarsAgent:
                 ids = ", ".join(n.id for n in news)
                 self.store.retire(
                     sid,
-                    reason=f"narrowed: it blocked the model's proposals in lost tasks; {ids} cover its failures",
+                    reason=f"narrowed: it blocked the model's proposals in lost tasks or left it no way forward; {ids} cover its failures",
                 )
                 self.narrowings["replaced"] += 1
 
@@ -1136,6 +1230,10 @@ class ScarsAgent:
             "punishments_rejected": self.punishments_rejected,
             "narrowing_lost_episodes": self.narrowings["lost_episodes_with_blocks"],
             "narrowing_syntheses": self.narrowings["syntheses"],
+            # started at a decision whose scars left the model no unmasked way forward, or at a lost episode's end
+            "narrowing_stuck_decisions": self.narrowings["stuck_decisions"],
+            "narrowing_syntheses_at_once": self.narrowings["syntheses_at_once"],
+            "narrowing_syntheses_at_episode_end": self.narrowings["syntheses_at_episode_end"],
             "narrowing_syntheses_not_run": self.narrowings["syntheses_not_run"],
             "narrowing_replaced": self.narrowings["replaced"],
             "narrowing_consolidations_refused": self.narrowings["consolidations_refused"],
@@ -1185,6 +1283,21 @@ def _note_met(met: dict[str, dict], name: str, value: Any) -> None:
             seen[value] = value
     else:  # the newest of equal values is kept (as 0.0 and -0.0 are equal)
         seen[(type(value).__name__, value)] = value
+
+
+def _situation(b: BlockedProposal, bookkeeping) -> tuple:
+    """A blocked proposal's situation: the scars that masked it, the action (its string arguments) and the decision's
+    categorical context (what a narrowing presumption is made of; the step counter and bookkeeping left out)."""
+    context = tuple(
+        sorted((k, v) for k, v in b.context.items() if k not in bookkeeping and isinstance(v, str | bool))
+    )
+    return (
+        b.scars,
+        b.action.kind,
+        b.action.name,
+        tuple((k, v) for k, v in b.action.args if isinstance(v, str)),
+        context,
+    )
 
 
 class _AtStep:

@@ -129,6 +129,15 @@ def task_prior(
     return prior
 
 
+def blocking_scars(agent: Agent, governed: Governed) -> dict[Rule, str]:
+    """The agent's scars that fired at this decision: rule → scar id (empty for a method without scars)."""
+    ids = {i for _, fired in governed.fired for i in fired}
+    schema = agent.self_schema()
+    if schema is None:
+        return {}
+    return {s.rule: s.id for s in schema.plane.scars if s.id in ids}
+
+
 def blocking_rules(agent: Agent, card: WorldCard, governed: Governed) -> tuple[Rule, ...]:
     """The rules of the agent's controller that fired at this decision (H, scars, temporary masks)."""
     ids = {i for _, fired in governed.fired for i in fired}
@@ -155,6 +164,9 @@ class ModelPlan:
     refused: dict[Rule, None] = field(default_factory=dict)
     """The steps its controller refused in this episode, each in its situation (``refused_in_context``): what it plans
     around when no route avoids the rules."""
+    scars: dict[Rule, str] = field(default_factory=dict)
+    """The blockers that are scars of its controller (rule → scar id): a scar that leaves the controller (narrowed,
+    revoked, replaced by the merge) stops shaping its plan (``forget_lifted``)."""
     route: list[str] = field(default_factory=list)
     replans: int = 0
     """Decisions of this episode at which the model re-planned (the step table's ``replan`` says why)."""
@@ -211,6 +223,7 @@ class ModelPlan:
     def planned(self, actions: tuple[Action, ...]) -> np.ndarray | None:
         """The route it planned around what it declined earlier in the episode (``PolicyInput.replan_prior``), or
         None when it has declined nothing yet."""
+        self.forget_lifted()
         if not self.blockers:
             return None
         return task_prior(
@@ -228,8 +241,10 @@ class ModelPlan:
         fired) or its context talked it out of one (it plans around that exact step — the text named it, not a
         rule); it re-plans around everything it declined in this episode."""
         self.replans += 1
+        self.forget_lifted()
         if declined.masked:
             self.blockers.update(dict.fromkeys(blocking_rules(self.agent, self.card, declined.governed)))
+            self.scars.update(blocking_scars(self.agent, declined.governed))
             keys = self.card.salient_keys
             self.refused.update(
                 dict.fromkeys(
@@ -249,6 +264,26 @@ class ModelPlan:
             counts=self.counts,
             cache=self.cache,
         )
+
+    def forget_lifted(self) -> None:
+        """A scar that blocked it earlier in the episode has left its controller since (a narrowing at once replaced
+        it, the merge retired it, counter-evidence revoked it): the model is no longer refused by it, so it stops
+        planning around it — and around the steps it was refused, which were refused under the old rules — and
+        plans again from the next decision (``counts["lifted"]``). Without this, a scar narrowed within the episode
+        would leave the model planning around the wide rule until the episode's end."""
+        if not self.scars:
+            return
+        schema = self.agent.self_schema()
+        plane = schema.plane if schema is not None else None
+        lifted = [r for r, sid in self.scars.items() if plane is None or sid not in plane]
+        if not lifted:
+            return
+        for rule in lifted:
+            del self.scars[rule]
+            self.blockers.pop(rule, None)
+        self.refused.clear()
+        self.route.clear()
+        self.counts["lifted"] = self.counts.get("lifted", 0) + len(lifted)
 
     def advance(self, action: Action) -> None:
         """The model took ``action``: the next step of its route, or it strayed and the next decision replans."""

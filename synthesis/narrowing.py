@@ -22,6 +22,12 @@ says nothing (the task found another way) and is not used; in a lost one the blo
 unsafe (the right rule blocks it too), which is why it is a presumption (a cost), never a veto, and why a refuting
 failure removes it. An attacker who steers the model's proposals can narrow a scar at most down to the verified
 failures it was learned from; it cannot make the agent forget one (docs/poisoning.md).
+
+The loss is not the only such evidence (issue 40, item 3): a decision at which the scars leave the model no
+unmasked way forward — its re-planned step masked again, a scar refusing its new way again, every action masked —
+says the same, earlier. The scars agent then narrows at once from the episode's blocked proposals so far
+(``agents.scars_agent.ScarsAgent._narrow_at_once``), with the same presumptions, and the result arrives a fixed
+number of decisions later, in the same episode.
 """
 
 from __future__ import annotations

@@ -437,7 +437,10 @@ def test_a_scar_that_blocked_a_lost_task_is_narrowed_and_the_wide_one_retired(tm
         if narrow:
             assert agent.narrowings | {"consolidations_refused": 0} == {
                 "lost_episodes_with_blocks": 1,
+                "stuck_decisions": 0,
                 "syntheses": 1,
+                "syntheses_at_once": 0,
+                "syntheses_at_episode_end": 1,
                 "syntheses_not_run": 0,
                 "replaced": 1,
                 "consolidations_refused": 0,
@@ -486,3 +489,107 @@ def test_the_models_runner_up_blocked_in_a_lost_task_is_narrowed_from_too(tmp_pa
             assert agent.narrowings["syntheses"] == 0
             assert agent.store.plane.masked(empty, (OPEN_FRIDGE,), 250) == [True]
         agent.close()
+
+
+class _OnlyRoute:
+    """A model whose only route to its goal is the fridge: it proposes opening it, and when the controller masks that
+    it re-plans (``replan_prior``) — and the route it finds is the fridge again."""
+
+    name = "only_route"
+    writes_text = False
+
+    def logits(self, inp, rng):
+        base = np.array([5.0, 0.0, 1.0])
+        return base if inp.replan_prior is None else base + np.asarray(inp.replan_prior)
+
+    def utter(self, inp, action, blocked):
+        return "I act."
+
+    def write_text(self, prompt):
+        raise NotImplementedError
+
+
+def _fridge_episode(agent, episode, max_steps):
+    """Episode ``episode`` of "cool an apple" with empty hands, through the decision step every tier uses
+    (``experiments.loop.decide`` and ``learn``); won when the fridge is opened. Returns (won, steps played)."""
+    from scars.experiments.loop import decide, learn
+
+    policy, rng = _OnlyRoute(), np.random.default_rng(0)
+    for step in range(max_steps):
+        q = {"location": "kitchen", "held_type": "none", "step": step}
+        t = episode * 100 + step
+        d = Decision(
+            "You are in the kitchen.",
+            "cool an apple",
+            "cool",
+            q,
+            (OPEN_FRIDGE, OPEN_DRAWER, LOOK),
+            t,
+            episode,
+            step,
+        )
+        choice = decide(
+            policy,
+            agent,
+            d,
+            np.zeros(3),
+            (),
+            rng,
+            replan=lambda decision, declined: np.array([4.0, 0.0, 0.0]),
+        )
+        won = choice.action == OPEN_FRIDGE
+        learn(agent, choice, "ok", float(won), agent.world.check(q, choice.action), (), won)
+        if won:
+            return True, step + 1
+    return False, max_steps
+
+
+def _wide_fridge_scar(tmp_path, **kw):
+    """An agent whose first failure (opening the fridge holding a tomato) left a scar on the fridge alone."""
+    agent = ScarsAgent(
+        ScarsAgentConfig.for_ablation(search_iterations=120, **kw),
+        world=Fridge(),
+        ledger_path=tmp_path / "l.sqlite",
+    )
+    _fridge_step(agent, 0, 0, "tomato", chosen=0)
+    for s in range(1, 6):
+        _fridge_step(agent, 0, s, "tomato", chosen=2, proposal=2)
+    agent.end_episode(True)
+    empty = {"location": "kitchen", "held_type": "none", "step": 3}
+    assert agent.store.plane.masked(empty, (OPEN_FRIDGE,), 99) == [True], "the first scar is wide"
+    return agent
+
+
+def test_a_scar_that_masks_the_only_route_is_narrowed_within_the_episode_and_the_task_won(tmp_path):
+    """Issue 40 #3, "a wrong guess repairs itself on the first lost step, not the next episode": the wide scar masks
+    the model's only route (the fridge with empty hands); the model re-plans and its new step is masked again — no
+    unmasked way forward. That decision starts the narrowing at once; the result arrives ``synthesis_latency_steps``
+    decisions later, the fridge with empty hands is free, and the same episode is won. The failure stays covered.
+    Before, the episode ran to its step limit and only its end narrowed the scar."""
+    agent = _wide_fridge_scar(tmp_path)
+    (wide,) = agent.store.scars
+    won, played = _fridge_episode(agent, 1, max_steps=10)
+    assert won and played <= 1 + agent.config.synthesis_latency_steps + 1
+    assert agent.narrowings["syntheses_at_once"] == 1 and agent.narrowings["syntheses_at_episode_end"] == 0
+    assert agent.narrowings["replaced"] == 1 and wide.id not in agent.store.plane
+    agent.end_episode(won)
+    full = {"location": "kitchen", "held_type": "tomato", "step": 3}
+    assert agent.store.plane.masked(full, (OPEN_FRIDGE,), 150) == [True]  # the failure stays covered
+    stats = agent.stats()
+    # every decision before the narrowed scar arrived left it stuck; one synthesis answered them (one situation)
+    assert (stats["narrowing_stuck_decisions"], stats["narrowing_syntheses_at_once"]) == (played - 1, 1)
+    agent.close()
+
+
+def test_a_situation_narrowed_at_once_is_not_narrowed_again_at_the_lost_episodes_end(tmp_path):
+    """The episode ends (its step limit) before the narrowing started at once comes back: the loss is the same blocked
+    situation, so the episode's end starts no second synthesis for it — and the one in flight still lands."""
+    agent = _wide_fridge_scar(tmp_path)
+    won, _ = _fridge_episode(agent, 1, max_steps=2)
+    assert not won
+    agent.end_episode(False)
+    assert agent.narrowings["syntheses_at_once"] == 1
+    assert agent.narrowings["syntheses_at_episode_end"] == 0 and agent.narrowings["syntheses"] == 1
+    won, _ = _fridge_episode(agent, 2, max_steps=6)
+    assert won and agent.narrowings["replaced"] == 1
+    agent.close()

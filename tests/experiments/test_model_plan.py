@@ -113,3 +113,35 @@ def test_z_c_moves_in_tier_1_and_its_weight_changes_no_action(tmp_path):
     assert (a["z_C"] == b["z_C"]).all()
     assert not np.allclose(a["d_t"].to_numpy(), b["d_t"].to_numpy())
     assert isinstance(a, pd.DataFrame)
+
+
+def test_a_scar_that_leaves_the_controller_stops_shaping_the_models_plan():
+    """Issue 40 #3: once a narrowing at once replaces the wide scar within the episode, the model is no longer refused
+    by it — it stops planning around the wide rule (and the refusals made under it) and proposes the task's step
+    again, so the same episode can be won. Before, it planned around the retired rule until the episode's end."""
+    from types import SimpleNamespace
+
+    from scars.agents.runtime.control import ControlPlane
+    from scars.agents.runtime.scar import Scar
+    from scars.envs.api import Decision
+    from scars.experiments.loop import Declined
+
+    env = _env(GAMES[7])
+    route = expert_plan(env.world)
+    for cmd in route[: route.index("open fridge 1")]:
+        env.step(cmd)
+    q, actions = env.world.context(), _actions(env)
+    scar = Scar(parse_rule('if action.recep == "fridge 1" then forbid_env_action("open")'))
+    plane = ControlPlane(core=(), classes=OBJECT_CLASSES)
+    plane.add(scar)
+    agent = SimpleNamespace(self_schema=lambda: SimpleNamespace(plane=plane))
+    plan = ModelPlan(env, agent=agent, card=HouseholdAdapter(env).card)  # type: ignore[arg-type]
+    plan.tidy = False  # the game's tidying habit is beside the point here
+    governed = plane.govern(q, actions, np.zeros(len(actions)), 0)
+    fridge = next(i for i, a in enumerate(actions) if a.text == "open fridge 1")
+    decision = Decision("", "", "", q, actions, 0, 0, 0)
+    plan.replan(decision, Declined((fridge,), (), governed))
+    assert _top(env, plan.planned(actions)) != "open fridge 1"  # it plans around the wide scar
+    plane.remove(scar.id)  # narrowed: the wide scar leaves the controller
+    assert plan.planned(actions) is None and plan.counts["lifted"] == 1
+    assert _top(env, plan.prior(actions)) == "open fridge 1"
