@@ -324,14 +324,14 @@ def candidate_space(
         predicates += _contrast_exceptions(data, fragment, set(fragment.q) - judged_against - set(allowed))
     predicates += _relations(fragment, failed, _safe_pairs(data, fragment, keys))
     predicates += _exception_predicates(fragment)
-    # the confounded flags (one predicate that is a conjunction) go first, whole: canonical order would split them
+    # the confounded flags (one predicate that is a conjunction) go last, whole: canonical order would split them
     compound = [canonical(g) for g in dict.fromkeys(predicates) if isinstance(g, And)]
     unique = [g for g in dict.fromkeys(predicates) if not isinstance(g, And)]
     # Pool order = the canonical order of guard operands, so a conjunction of pooled predicates taken in pool order
     # is already canonical (the search then never re-canonicalises), unless it holds a compound predicate.
-    ordered = tuple(compound) + (
+    ordered = (
         canonical(And(tuple(unique))).operands if len(unique) >= 2 else tuple(canonical(g) for g in unique)
-    )
+    ) + tuple(compound)
     return CandidateSpace(tuple(dict.fromkeys(masks)), tuple(ordered))
 
 
