@@ -413,7 +413,11 @@ def presumptions(
         seen_actions.add(other.args)
         changed = [k for k, v in other.args if action.arg(k) != v or type(action.arg(k)) is not type(v)]
         changed += [k for k, _ in action.args if other.arg(k) is None]
-        if not changed or all(generalised(k, other.arg(k)) for k in changed):
+        # a state flag is no new object: the flag readings (:func:`_state_flag_readings`) presume it; a neighbour
+        # that differs from the failed action only in arguments the failures already generalise gives way
+        if not changed or all(
+            generalised(k, other.arg(k)) for k in changed if not isinstance(other.arg(k), bool)
+        ):
             continue
         if verifier(context, other) is True or (
             isinstance(verifier, ExperienceVerifier)
@@ -423,6 +427,7 @@ def presumptions(
         out.append((frozen, other))
         if len(out) >= limit:
             break
+    out.extend((frozen, flipped) for flipped in _state_flag_readings(action, experience.failures, key))
     weights = [1.0] * len(out)
     transplanted: dict[tuple, int] = {}
     mine = identity(action)
@@ -435,14 +440,36 @@ def presumptions(
             i = transplanted[situation]
             weights[i] = max(weights[i], 1.0 if strong else WEAK_TRANSPLANT)
             continue
-        if verifier(changed, action) is True:
+        # the object's state flags are the success's own (a success on a dirty mug says nothing of a clean one)
+        flags = {k: v for k, v in done.args if isinstance(v, bool)}
+        moved = Action(
+            action.kind, action.name, tuple(sorted((dict(action.args) | flags).items())), action.text
+        )
+        if verifier(changed, moved) is True:
             continue
         transplanted[situation] = len(out)
-        out.append((freeze_context(changed), action))
+        out.append((freeze_context(changed), moved))
         weights.append(1.0 if strong else WEAK_TRANSPLANT)
         if len(out) >= 2 * limit:
             break
     return tuple(out), tuple(weights)
+
+
+def _state_flag_readings(
+    action: Action, failures: Sequence[tuple[Mapping[str, Value], Action]], key: tuple[str, str]
+) -> Iterator[Action]:
+    """The failed action with one of its true state flags false (``is_wet``, ``is_clean`` of the object moved), for
+    each flag no failure of this kind of action has had false: the narrower reading, that the state the action's
+    object was in is part of the violation. Each flag is presumed separately, so flags that were true together in
+    every failure (cleaning makes an object clean *and* wet) are both kept until a failure without one of them
+    decides (``docs/protocol.md``, evidence before context). A false flag is presumed nothing: the world never
+    showed the action with that state, and a rule about an object that is *not* hot restates when it was learned."""
+    seen_false = {
+        k for _, a in failures if (a.kind, a.name) == key for k, v in a.args if isinstance(v, bool) and not v
+    }
+    for name, value in action.args:
+        if value is True and name not in seen_false:
+            yield _replace_arg(action, name, False)
 
 
 def _presumed_safe(

@@ -303,6 +303,7 @@ def candidate_space(
             classes,
             max_or_values,
         )
+    predicates += _confounded_flags(fragment, failed, _safe_pairs(data, fragment, keys))
     # A variable the verdict stated the allowed value of ("only with empty hands"): the condition is that it is not
     # that value, offered in place of literal predicates on it (those would restate the values this run failed at).
     allowed = dict(fragment.allowed)
@@ -323,13 +324,38 @@ def candidate_space(
         predicates += _contrast_exceptions(data, fragment, set(fragment.q) - judged_against - set(allowed))
     predicates += _relations(fragment, failed, _safe_pairs(data, fragment, keys))
     predicates += _exception_predicates(fragment)
-    unique = list(dict.fromkeys(predicates))
+    # the confounded flags (one predicate that is a conjunction) go last, whole: canonical order would split them
+    compound = [canonical(g) for g in dict.fromkeys(predicates) if isinstance(g, And)]
+    unique = [g for g in dict.fromkeys(predicates) if not isinstance(g, And)]
     # Pool order = the canonical order of guard operands, so a conjunction of pooled predicates taken in pool order
-    # is already canonical (the search then never re-canonicalises).
+    # is already canonical (the search then never re-canonicalises), unless it holds a compound predicate.
     ordered = (
         canonical(And(tuple(unique))).operands if len(unique) >= 2 else tuple(canonical(g) for g in unique)
-    )
+    ) + tuple(compound)
     return CandidateSpace(tuple(dict.fromkeys(masks)), tuple(ordered))
+
+
+def _confounded_flags(
+    fragment: Failure,
+    failed: Sequence[tuple[Mapping[str, Value], Action]],
+    safe: Sequence[tuple[Mapping[str, Value], Action]],
+) -> list[Guard]:
+    """Evidence before context (issue 40): the causal state flags that were true on every failure and equal to each
+    other on every failed and every recorded safe action of the kind (cleaning makes an object clean *and* wet:
+    nothing the agent did separates them) are offered together, as one predicate. The search then need not pick
+    one of them — a choice the evidence cannot make — and the conjunction costs one step of ``max_predicates``, so
+    the object and the receptacle still fit beside it. A contrast (a failure or a success with one flag but not the
+    other) splits the group, and the flags are then offered only one by one."""
+    flags = [
+        arg
+        for arg in sorted(fragment.causal_args)
+        if all(a.arg(arg) is True for _, a in failed) and fragment.action.arg(arg) is True
+    ]
+    executed = [a for _, a in failed] + [a for _, a in safe]
+    confounded = [f for f in flags if all(a.arg(f) == a.arg(flags[0]) for a in executed)]
+    if len(confounded) < 2:
+        return []
+    return [And(tuple(Compare(f"action.{f}", "==", True) for f in confounded))]
 
 
 _RELATION_OPS = ("<", ">", "<=", ">=")  # strict first: on a tie in separation, the strict relation is offered
@@ -472,8 +498,10 @@ def build_rule(mask: ActionMask, predicates: Sequence[Guard]) -> Rule:
 
 
 def _assemble(mask: ActionMask, predicates: Sequence[Guard]) -> Rule:
-    # Canonical as is when the predicates are canonical and in pool order (see candidate_space).
-    return Rule(predicates[0] if len(predicates) == 1 else And(tuple(predicates)), mask)
+    # Canonical as is when the predicates are canonical and in pool order (see candidate_space), unless one of them
+    # is a compound (the confounded flags): then flattened and ordered once.
+    rule = Rule(predicates[0] if len(predicates) == 1 else And(tuple(predicates)), mask)
+    return canonical(rule) if any(isinstance(p, And) for p in predicates) else rule
 
 
 # ---- the search ----------------------------------------------------------------------------------------------------
