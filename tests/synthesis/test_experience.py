@@ -58,10 +58,13 @@ def learn(
     theta_of=lambda s: "rule",
     text: str = "whatever the verdict says",
     search=synthesize,
+    older: tuple[RecordedStep, ...] = (),
 ) -> str:
+    """The rule learned from ``history`` (the agent's window of recorded steps); ``older`` steps left the window
+    and live on only as verdicts in the agent's evidence."""
     evidence = ExperienceVerifier(frozenset({"episode"}))
-    for s in history:
-        evidence.record(s.context, s.chosen_action, s.violated)
+    for s in (*older, *history):
+        evidence.record(s.context, s.chosen_action, s.violated, s.step_id)
     failures = [s for s in history if s.violated]
     last = failures[-1]
     theta = theta_of(last)
@@ -79,6 +82,7 @@ def learn(
             for s in history
             if not s.violated and (s.chosen_action.kind, s.chosen_action.name) == key
         ),
+        since=first.step_id,
     )
     fragment = extract_fragment(
         last,
@@ -253,6 +257,21 @@ def test_clean_and_wet_confounded_in_every_failure_keep_both_readings_on_the_act
     history.append(situated(menu(True, False), 0, False, 3, 9, held="mug", clean=True))
     rule = learn(history)
     assert "action.is_wet == true" in rule and "held_is" not in rule, rule
+
+
+def test_a_safe_verdict_from_before_the_rule_was_in_force_certifies_no_what_if():
+    # "use desklamp 1" went well at step 3 of an early episode (the verdict is kept; the step has left the window),
+    # then failed at step 6 in the same situation: the step is all that differs. The early verdict may predate the
+    # rule, so it does not make "the lamp at step 3" a certified-safe what-if, and no step window is forced
+    lamps = (using("desklamp 1"), using("desklamp 2"))
+    before = situated(lamps, 0, False, 0, 3)
+    failure = situated(lamps, 0, True, 5, 6)
+    rule = learn([*walking(lamps), failure], older=(before,))
+    assert rule == 'if action.obj == "desklamp 1" then forbid_env_action("use")', rule
+    # the same verdict received after the rule's first failure (the rule in force) does certify it
+    again = situated(lamps, 0, False, 6, 3)
+    rule = learn([*walking(lamps), failure], older=(before, again))
+    assert 'action.obj == "desklamp 1"' in rule and "step >" in rule, rule
 
 
 @pytest.mark.xfail(
