@@ -772,9 +772,64 @@ def synthesize(
                 parent.child_open[index] = is_open
         root_open = is_open
 
+    nodes += _generalise(scorer, space, nodes)
     return _result(
         scorer, current_rules, core_rules, data, classes, config, nodes, simulations, started, cpu_started
     )
+
+
+def _subject(guard: Guard) -> str:
+    """What a predicate is about, for :func:`_generalise`: the argument group of an action feature
+    (``action.obj`` and ``action.obj_type`` are one object) or the context variable; a compound, a relation or a
+    named predicate is about itself."""
+    if isinstance(guard, Or) and guard.operands:
+        return _subject(guard.operands[0])
+    feature = guard.feature if isinstance(guard, Compare | InClass) else None
+    if feature is None:
+        return repr(guard)
+    return f"action.{feature[7:].split('_', 1)[0]}" if feature.startswith("action.") else feature
+
+
+def _generalise(scorer: _Scorer, space: CandidateSpace, nodes: int, best: int = 3, rounds: int = 4) -> int:
+    """After the tree search: from each of the ``best`` candidates, replace one predicate on an argument of the
+    action by another predicate of the pool on the same argument (an instance disjunction by its type or class, a
+    receptacle type by the receptacle), and keep the best while it improves (issue 40: the objective prefers the
+    class to the instance disjunction, but a tree of a few hundred simulations seldom meets it). Deterministic;
+    every rule scored joins the search's candidates. Returns the number of rules scored."""
+    subjects = [_subject(g) for g in space.predicates]
+    by_subject: dict[str, list[int]] = {}
+    for i, subject in enumerate(subjects):
+        if subject.startswith("action."):
+            by_subject.setdefault(subject, []).append(i)
+    scored = 0
+
+    def value(key: tuple[int, tuple[int, ...]]) -> tuple[bool, float]:
+        score = scorer.seen[key][1]
+        return (not score.admissible, score.total)
+
+    starts = sorted(scorer.seen, key=lambda key: (value(key), key))[:best]
+    for mask, preds in starts:
+        current = (mask, preds)
+        for _ in range(rounds):
+            neighbours = set()
+            for j, p in enumerate(preds):
+                rest = preds[:j] + preds[j + 1 :]
+                for q in by_subject.get(subjects[p], ()):
+                    if q != p and q not in rest:
+                        neighbours.add(tuple(sorted((*rest, q))))
+            improved = current
+            for neighbour in sorted(neighbours):
+                key = (mask, neighbour)
+                if key not in scorer.seen:
+                    scored += 1
+                    scorer(mask, neighbour, nodes + scored)
+                if (value(key), key) < (value(improved), improved):
+                    improved = key
+            if improved == current:
+                break
+            current = improved
+            preds = current[1]
+    return scored
 
 
 def exhaustive_search(
