@@ -276,8 +276,10 @@ def test_a_safe_verdict_from_before_the_rule_was_in_force_certifies_no_what_if()
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 40 item 2, not landed: withholding context predicates no failure/strong-success pair separates "
-    "cost paraphrase_b/c tasks (docs/precision.md); passes once that gate lands",
+    reason="issue 40 item 2, not landed: the stale success is no certified what-if any more (it differs in room "
+    "and step), but masking it still costs L_succ 5.1 + its weak contrast 2 + its weak transplant 6 against 7 for "
+    '`room != "kitchen"`; withholding such context (the gates of docs/precision.md) or dropping weak transplants '
+    "cost paraphrase_b/c tasks",
 )
 def test_a_room_and_step_coincidence_without_separating_evidence_enters_no_guard():
     # "open drawer 1" succeeded in the kitchen at step 5 before the rule's first failure (stale: the rule may have
