@@ -334,13 +334,28 @@ class RuleSetTrace:
     rules: dict[str, Any] = field(default_factory=dict)
     decisions: dict[int, Counter] = field(default_factory=dict)
     counts: dict[int, Counter] = field(default_factory=dict)
+    told: dict[str, frozenset[str]] = field(default_factory=dict)
+    """Per scar id, the told rule ids of its evidence (the rules its failures broke: ``rule_set_census``)."""
 
-    def record(self, cluster: int, active: frozenset[str], scars) -> None:
+    def record(
+        self,
+        cluster: int,
+        active: frozenset[str],
+        scars,
+        known: frozenset[str] = frozenset(),
+        retired: frozenset[str] = frozenset(),
+    ) -> None:
         """One decision of ``cluster`` under the ``active`` scar ids; ``scars``: the plane's scars (read only when
-        an id is new)."""
-        self.decisions.setdefault(cluster, Counter())[active] += 1
+        an id is new); ``known``: the rule families the run had drawn a verdict on before it, ``retired``: the ids
+        of scars active earlier in the run and not now (tier 1's census; empty where nobody asks)."""
+        self.decisions.setdefault(cluster, Counter())[(active, known, retired)] += 1
         if not active <= self.rules.keys():
-            self.rules.update({s.id: s.rule for s in scars if s.id in active})
+            for s in scars:
+                if s.id in active:
+                    self.rules[s.id] = s.rule
+                    self.told[s.id] = frozenset(
+                        str(x.get("theta", "")) for x in s.evidence if isinstance(x, Mapping)
+                    )
 
     def count(self, cluster: int, counts: Mapping[str, int]) -> None:
         """Add one decision's ``RULE_SET_COLUMNS`` counts to ``cluster``."""
@@ -354,7 +369,10 @@ class RuleSetTrace:
         out = []
         for c, sets in sorted(self.decisions.items()):
             total, in_force, v = sum(sets.values()), rules_in_force(c), variant(c)
-            out += [RuleSetSegment(c, ids, in_force, v, n / total) for ids, n in sets.items()]
+            out += [
+                RuleSetSegment(c, ids, in_force, v, n / total, known, retired)
+                for (ids, known, retired), n in sets.items()
+            ]
         return out
 
 
@@ -385,6 +403,7 @@ def rule_set_quality(
     *,
     probes: int,
     clusters: str,
+    census: Sequence[ProbeCensus] | None = None,
 ) -> dict[str, Any]:
     """Rule-set quality (issue 40, item 1) from per-cluster counts, every tier the same: ``probe_counts`` (k, 3):
     each cluster's (masked, masked and unsafe, unsafe) on the probe pairs (``rule_set_on_probes``); ``decisions``:
@@ -392,12 +411,18 @@ def rule_set_quality(
     recall = Σ masked and unsafe / Σ unsafe (``recall_known``: of the unsafe actions breaking a rule the run had
     been told of), cluster-bootstrap 95% intervals (n = ``clusters``, their name: episodes, runs); ``safe_masked``
     the masked actions no rule forbids, ``needed_masked`` the decisions at which a scar masked the expert's step
-    (and in how many clusters)."""
+    (and in how many clusters). With ``census`` (one ``ProbeCensus`` per cluster, in ``probe_counts``' order), the
+    probes also carry ``recall_after_first_failure`` (of the forbidden pairs of rules whose family the run had
+    already failed, the masked share), ``recall_ceiling`` (the share of the forbidden pairs that are such: what the
+    recall of a rule set masking exactly the failed rules would be — the information protocol gives nothing to
+    learn a rule from before its first failure) and ``recall_misses`` (the unmasked forbidden pairs by
+    ``RECALL_MISSES`` reason, and per true rule in ``recall_misses_by_rule``; they sum to unsafe − masked
+    unsafe); drawn after every other interval, so those are the same with or without it."""
     from scars.experiments.stats import pooled_ratio
 
     per = np.asarray(probe_counts, dtype=float).reshape(-1, 3)
     col = {c: np.asarray(decisions[c], dtype=float) for c in RULE_SET_COLUMNS}
-    return {
+    out = {
         "probes": {
             "precision": pooled_ratio(per[:, 1], per[:, 0], rng).to_json(),
             "recall": pooled_ratio(per[:, 1], per[:, 2], rng).to_json(),
@@ -419,11 +444,30 @@ def rule_set_quality(
             clusters: len(per),
         },
     }
+    if census is not None:
+        known = np.array([[c.masked_known, c.unsafe_known] for c in census], dtype=float).reshape(-1, 2)
+        out["probes"]["recall_after_first_failure"] = pooled_ratio(known[:, 0], known[:, 1], rng).to_json()
+        out["probes"]["recall_ceiling"] = pooled_ratio(known[:, 1], per[:, 2], rng).to_json()
+        misses = Counter()
+        for c in census:
+            misses.update(c.misses)
+        out["probes"]["recall_misses"] = {k: round(float(misses[k]), 6) for k in RECALL_MISSES}
+        by_rule: dict[str, dict[str, float]] = {}
+        for c in census:
+            for (rule, reason), x in c.misses_by_rule.items():
+                row = by_rule.setdefault(rule, dict.fromkeys(RECALL_MISSES, 0.0))
+                row[reason] += float(x)
+        out["probes"]["recall_misses_by_rule"] = {
+            rule: {k: round(v, 6) for k, v in row.items()} for rule, row in sorted(by_rule.items())
+        }
+        out["probes"]["known_by_episode"] = [[round(float(x), 6) for x in row] for row in known]
+    return out
 
 
 def rule_set_flat(rule_set: Mapping[str, Any]) -> dict[str, Any]:
     """The summary's flat ``rule_set_*`` keys of a :func:`rule_set_quality` (for the tables and a sweep's run
-    table): precision and recall on the probes and the decisions, with their numerators and denominators."""
+    table): precision and recall on the probes and the decisions, with their numerators and denominators; with a
+    census, the recall after the first failure and the recall ceiling on the probes with theirs."""
     flat: dict[str, Any] = {}
     for where in ("probes", "decisions"):
         for name in ("precision", "recall"):
@@ -432,20 +476,30 @@ def rule_set_flat(rule_set: Mapping[str, Any]) -> dict[str, Any]:
         flat[f"rule_set_masked_{where}"] = precision["denominator"]
         flat[f"rule_set_masked_unsafe_{where}"] = precision["numerator"]
         flat[f"rule_set_unsafe_{where}"] = recall["denominator"]
+    after = rule_set["probes"].get("recall_after_first_failure")
+    if after is not None:  # tier 1's census: what the protocol let the run know
+        flat["rule_set_recall_after_first_failure_probes"] = after["estimate"]
+        flat["rule_set_masked_known_probes"] = after["numerator"]
+        flat["rule_set_unsafe_known_probes"] = after["denominator"]
+        flat["rule_set_recall_ceiling_probes"] = rule_set["probes"]["recall_ceiling"]["estimate"]
     return flat
 
 
 @dataclass(frozen=True)
 class RuleSetSegment:
     """A stretch of decisions under one rule set: ``cluster`` (the episode), the ids of the active ``scars``, the ids
-    of the true ``rules`` in force, the probe ``variant`` (the world version the probes are read under) and
-    ``weight`` (its share of the cluster's decisions)."""
+    of the true ``rules`` in force, the probe ``variant`` (the world version the probes are read under), ``weight``
+    (its share of the cluster's decisions) and what the run knew then (``known``, ``retired``)."""
 
     cluster: int
     scars: frozenset[str]
     rules: frozenset[str]
     variant: int
     weight: float
+    known: frozenset[str] = frozenset()
+    """The rule families the run had drawn a verdict on before these decisions (``rule_set_census``)."""
+    retired: frozenset[str] = frozenset()
+    """The ids of scars active earlier in the run and not during these decisions (``rule_set_census``)."""
 
 
 def rule_set_on_probes(
@@ -488,3 +542,113 @@ def _union(
         if v is not None:
             out |= v
     return out
+
+
+RECALL_MISSES = (
+    "before_first_failure",
+    "under_general_in_force",
+    "after_scar_retired",
+    "no_scar_for_failed_rule",
+)
+"""Why a forbidden probe pair went unmasked (``rule_set_census``), per true rule forbidding it: the run had not yet
+drawn a verdict on the rule's family (the information protocol gives it nothing to learn from: docs/protocol.md);
+a scar told of the rule was active and did not reach the pair; a scar told of it had been active and was retired or
+revoked; the rule was failed and no scar told of it had been active yet (its synthesis pending: a temporary mask is
+no scar) or ever."""
+
+
+@dataclass
+class ProbeCensus:
+    """One cluster's census of its rule sets on the probe pairs (``rule_set_census``), every count weighted as
+    ``rule_set_on_probes`` weights it (a segment's share of the cluster's decisions): ``unsafe_known`` the pairs
+    forbidden by a rule in force whose family the run had failed, ``masked_known`` of those the masked ones,
+    ``misses`` the unmasked forbidden pairs by ``RECALL_MISSES`` reason, ``safe_masked`` and ``masked`` per scar
+    id (a pair several active scars mask is split evenly among them), and ``safe_masked`` per (scar id, variant)."""
+
+    unsafe_known: float = 0.0
+    masked_known: float = 0.0
+    misses: Counter = field(default_factory=Counter)
+    safe_masked: Counter = field(default_factory=Counter)
+    masked: Counter = field(default_factory=Counter)
+    safe_masked_by_variant: Counter = field(default_factory=Counter)
+    """``safe_masked`` per (scar id, probe variant): the world version the pairs were read under."""
+    misses_by_rule: Counter = field(default_factory=Counter)
+    """``misses`` per (true rule id, reason)."""
+
+
+def rule_set_census(
+    masks: Mapping[tuple[int, str], np.ndarray],
+    unsafe: Mapping[tuple[int, str], np.ndarray],
+    segments: Iterable[RuleSetSegment],
+    size: int,
+    told: Mapping[str, frozenset[str]],
+    family: Callable[[str], str],
+) -> dict[int, ProbeCensus]:
+    """Where ``rule_set_on_probes``' precision and recall go, per cluster (issue 40): each masked safe pair charged
+    to the active scars masking it (split evenly), each unmasked forbidden pair charged to the rules in force
+    forbidding it (split evenly) and, per rule, to one ``RECALL_MISSES`` reason read from the segment's ``known``
+    families and ``retired`` scars and the scars' ``told`` rule ids (compared by ``family``); and the forbidden
+    pairs of rules already failed with the masked ones among them (``recall_after_first_failure``). The same
+    vectors and weights as ``rule_set_on_probes``, so its masked, masked-unsafe and unsafe counts are the census's
+    sums."""
+    out: dict[int, ProbeCensus] = {}
+    memo: dict[tuple, ProbeCensus] = {}
+    for seg in segments:
+        key = (seg.variant, seg.scars, seg.rules, seg.known, seg.retired)
+        one = memo.get(key)
+        if one is None:
+            one = memo[key] = _census(masks, unsafe, seg, size, told, family)
+        acc = out.setdefault(seg.cluster, ProbeCensus())
+        acc.unsafe_known += seg.weight * one.unsafe_known
+        acc.masked_known += seg.weight * one.masked_known
+        for mine, theirs in (
+            (acc.misses, one.misses),
+            (acc.safe_masked, one.safe_masked),
+            (acc.masked, one.masked),
+            (acc.safe_masked_by_variant, one.safe_masked_by_variant),
+            (acc.misses_by_rule, one.misses_by_rule),
+        ):
+            for k, v in theirs.items():
+                mine[k] += seg.weight * v
+    return dict(sorted(out.items()))
+
+
+def _census(masks, unsafe, seg: RuleSetSegment, size: int, told, family) -> ProbeCensus:
+    """``rule_set_census`` of one segment, unweighted."""
+    scar_vecs = {s: v for s in seg.scars if (v := masks.get((seg.variant, s))) is not None}
+    rule_vecs = {r: v for r in seg.rules if (v := unsafe.get((seg.variant, r))) is not None}
+    maskers = np.zeros(size, int)
+    for v in scar_vecs.values():
+        maskers += v
+    forbidders = np.zeros(size, int)
+    for v in rule_vecs.values():
+        forbidders += v
+    masked, truly = maskers > 0, forbidders > 0
+    census = ProbeCensus()
+    safe = masked & ~truly
+    for s, v in scar_vecs.items():
+        census.masked[s] += float((v / np.maximum(maskers, 1)).sum())
+        share = float(((v & safe) / np.maximum(maskers, 1)).sum())
+        census.safe_masked[s] += share
+        census.safe_masked_by_variant[(s, seg.variant)] += share
+    told_fams = {s: {family(t) for t in told.get(s, ())} for s in (*seg.scars, *seg.retired)}
+    known_vec = np.zeros(size, bool)
+    missed = truly & ~masked
+    for r, v in rule_vecs.items():
+        f = family(r)
+        if f in seg.known:
+            known_vec |= v
+            if any(f in told_fams[s] for s in seg.scars):
+                reason = "under_general_in_force"
+            elif any(f in told_fams[s] for s in seg.retired):
+                reason = "after_scar_retired"
+            else:
+                reason = "no_scar_for_failed_rule"
+        else:
+            reason = "before_first_failure"
+        share = float(((v & missed) / np.maximum(forbidders, 1)).sum())
+        census.misses[reason] += share
+        census.misses_by_rule[(r, reason)] += share
+    census.unsafe_known = float(known_vec.sum())
+    census.masked_known = float((known_vec & masked).sum())
+    return census

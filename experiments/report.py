@@ -180,7 +180,9 @@ RULE_SET_NOTE = (
     "At each decision the union of the active scars against the union of the schedule's rules in force "
     "(`experiments/tier1_summary.py`, `rule_set_quality_of`): precision = share of the masked control actions a rule "
     "in force forbids, recall = share of the forbidden ones masked (*known*: of those breaking a rule the run had "
-    "been told of). On the probe pairs each decision's rule set is read on every probe (n = probe pairs, each "
+    "been told of; *after 1st failure*: of the forbidden probe pairs of rules the run had failed before, the share "
+    "masked; *ceiling*: the share of the forbidden probe pairs that are such — the information protocol gives "
+    "nothing to learn a rule from before its first failure). On the probe pairs each decision's rule set is read on every probe (n = probe pairs, each "
     "episode's mean over its decisions); on the run's own decisions n = admissible control actions. 95% "
     "episode-clustered intervals. *Needed step masked*: decisions at which a scar masked the next step of the "
     "expert's compliant route; *tasks lost*: lost episodes with such a decision."
@@ -219,6 +221,11 @@ def rule_set_rows(summary: Mapping[str, Mapping[str, Any]]) -> list[dict[str, An
             "precision (decisions)": _interval_cell(d["precision"]),
             "recall (decisions)": _interval_cell(d["recall"]),
             "recall, known rules": _interval_cell(d["recall_known"]),
+        }
+        if "recall_after_first_failure" in p:  # tier 1's census: recall where the protocol had told the run
+            row["recall after 1st failure (probes)"] = _interval_cell(p["recall_after_first_failure"])
+            row["recall ceiling (probes)"] = _interval_cell(p["recall_ceiling"])
+        row |= {
             "masked safe (decisions)": d["safe_masked"],
             f"needed step masked ({clusters})": f"{d['needed_masked']} ({d[f'needed_masked_{clusters}']})",
         }
@@ -236,7 +243,7 @@ def rule_set_markdown(summary: Mapping[str, Mapping[str, Any]], note: str = RULE
     rows = rule_set_rows(summary)
     if not rows:
         return []
-    header = list(rows[0])
+    header = list(dict.fromkeys(h for row in rows for h in row))  # a row without the census shows "–" there
     lines = ["## The rule set in force against the rules in force", "", note, ""]
     lines += ["| " + " | ".join(header) + " |", "| --- |" + " ---: |" * (len(header) - 1)]
     lines += ["| " + " | ".join(str(row.get(h, "–")) for h in header) + " |" for row in rows]

@@ -353,12 +353,14 @@ def _probe(address: str, timeout_s: float) -> None:
 
 
 def connect_ray(address: str, timeout_s: float = 30.0) -> bool:
-    """Join the cluster at ``address``, or start a local Ray instance; True when this call started Ray."""
+    """Join the cluster at ``address``, or start a local Ray instance; True when this call started Ray. The address
+    is probed even when Ray is already up in this process (a notebook, an earlier sweep): an address where no
+    cluster answers is an error, never silently replaced by the instance at hand."""
     import ray
 
+    _probe(address, timeout_s)
     if ray.is_initialized():
         return False
-    _probe(address, timeout_s)
     ray.init(address=address or None, include_dashboard=False, log_to_driver=False, configure_logging=False)
     return True
 

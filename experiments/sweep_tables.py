@@ -147,6 +147,14 @@ RULE_SET_POOLED: tuple[tuple[str, str, str], ...] = tuple(
     (f"rule_set_{name}_{where}", f"rule_set_masked_unsafe_{where}", f"rule_set_{den}_{where}")
     for where in ("probes", "decisions")
     for name, den in (("precision", "masked"), ("recall", "unsafe"))
+) + (
+    # tier 1's census (issue 40): recall where the protocol had told the run of the rule, and that share of all
+    (
+        "rule_set_recall_after_first_failure_probes",
+        "rule_set_masked_known_probes",
+        "rule_set_unsafe_known_probes",
+    ),
+    ("rule_set_recall_ceiling_probes", "rule_set_unsafe_known_probes", "rule_set_unsafe_probes"),
 )
 """Rule-set quality (issue 40) pooled over runs, runs as clusters: only labels whose runs measured it (scars)."""
 

@@ -221,6 +221,8 @@ class Tier1Run:
         """Whether another process's write stopped the run (``experiments.stopping``)."""
         self.failed_families: set[str] = set()
         """The rule families the run has drawn a verdict on (what it was told: ``recall_known``)."""
+        self.ever_active: set[str] = set()
+        """Every scar id active at some decision so far (the retired ones: the rule-set census)."""
         self.t = 0
 
     def make_agent(self) -> Agent:
@@ -468,7 +470,14 @@ class Tier1Run:
         action."""
         scar_ids = frozenset(self.agent.scar_ids())
         if self.rule_sets is not None:
-            self.rule_sets.record(episode, scar_ids, self.agent.self_schema().plane.scars)
+            self.ever_active |= scar_ids
+            self.rule_sets.record(
+                episode,
+                scar_ids,
+                self.agent.self_schema().plane.scars,
+                frozenset(self.failed_families),
+                frozenset(self.ever_active - scar_ids),
+            )
         by_scar = {i for i, ids in choice.governed.fired if scar_ids.intersection(ids)}
         fam = self.schedule.equivalence
         counts, safe = rule_set_decision(

@@ -4,6 +4,7 @@ intervals."""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -14,11 +15,13 @@ from scars.experiments.guarantees import GUARANTEES
 from scars.experiments.loop import REPLAN_REASONS
 from scars.experiments.metrics import (
     RULE_SET_COLUMNS,
+    ProbeCensus,
     RuleSetTrace,
     first_exposure_violation_rate,
     growth_fit,
     probe_vectors,
     repeat_violation_rate,
+    rule_set_census,
     rule_set_flat,
     rule_set_on_probes,
     rule_set_quality,
@@ -291,6 +294,8 @@ def rule_set_quality_of(
 
     segments = trace.segments(in_force, lambda e: schedule.world_version(e, cfg.episodes))
     counts = rule_set_on_probes(masks, unsafe, segments, len(probes))
+    family = schedule.equivalence.get
+    census = rule_set_census(masks, unsafe, segments, len(probes), trace.told, lambda r: family(r, r))
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 4040]))
     ep = episodes["episode"].to_numpy()
     per = np.array([counts.get(int(e), (0.0, 0.0, 0.0)) for e in ep], dtype=float).reshape(-1, 3)
@@ -298,10 +303,40 @@ def rule_set_quality_of(
         c: episodes[c].to_numpy(dtype=float) if c in episodes else np.zeros(len(episodes))
         for c in RULE_SET_COLUMNS
     }
-    quality = rule_set_quality(per, col, rng, probes=len(probes), clusters="episodes")
+    by_episode = [census.get(int(e), ProbeCensus()) for e in ep]
+    quality = rule_set_quality(per, col, rng, probes=len(probes), clusters="episodes", census=by_episode)
+    quality["probes"]["safe_masked_by_scar"] = _by_scar(trace, by_episode)
     lost = (~episodes["won"].astype(bool)).to_numpy() & (col["needed_masked"] > 0)
     quality["decisions"]["tasks_lost_to_scars"] = int(lost.sum())
     return quality
+
+
+def _by_scar(trace: RuleSetTrace, census: list[ProbeCensus]) -> list[dict[str, Any]]:
+    """Every scar that masked a probe pair: its rule, the told rule ids of its evidence, and its masked and
+    masked-but-safe probe pairs summed over the run's episodes (the latter also per world version the episodes ran
+    under) (``experiments.metrics.rule_set_census``: the
+    precision lost to it is ``safe_masked`` / the run's masked pairs), most safe pairs first."""
+    from scars.synthesis.dsl import canonical_text
+
+    masked, safe, by_version = Counter(), Counter(), Counter()
+    for c in census:
+        masked.update(c.masked)
+        safe.update(c.safe_masked)
+        by_version.update(c.safe_masked_by_variant)
+    rows = [
+        {
+            "rule": canonical_text(trace.rules[s]),
+            "told": sorted(trace.told.get(s, ())),
+            "masked": round(float(m), 6),
+            "safe_masked": round(float(safe[s]), 6),
+            "safe_masked_by_world_version": {
+                str(v): round(float(x), 6) for (sid, v), x in sorted(by_version.items()) if sid == s and x > 0
+            },
+        }
+        for s, m in masked.items()
+        if m > 0
+    ]
+    return sorted(rows, key=lambda r: (-r["safe_masked"], -r["masked"], r["rule"]))
 
 
 def episode_intervals(episodes: pd.DataFrame, seed: int) -> dict[str, Any]:

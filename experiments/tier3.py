@@ -41,7 +41,7 @@ from scars.agents.api import Agent
 from scars.agents.memory.base import MemoryMechanism
 from scars.agents.policies.embedded import SimulatedLMConfig
 from scars.agents.registry import BACKENDS, METHODS, MethodSpec
-from scars.agents.runtime.ledger import Ledger, ledger_files
+from scars.agents.runtime.ledger import Ledger, ledger_files, parse_anchor
 from scars.agents.runtime.scar import Provenance, Scar
 from scars.disequilibrium.composite import DisequilibriumConfig
 from scars.disequilibrium.trustgate import TrustGateConfig
@@ -165,12 +165,18 @@ def _training_view(result, seat: str, capacity: int) -> tuple[list[tuple[float, 
 
 def _install_ledger(source: Path, folder: Path, anchor: str | None) -> None:
     """A verified copy of the carried ledger (with its head file and key) in the C folder; the source is untouched.
-    The source must verify against the head its training run recorded (fail closed: a damaged ledger travels
-    nowhere)."""
+    The source must verify against the head its training run recorded and end there (fail closed: a damaged ledger
+    travels nowhere, and neither does one extended after training, whose rules training did not learn)."""
     with Ledger(source, read_only=True) as audit:
         report = audit.verify(anchor=anchor)
+        count = audit.head()[0]
     if not report.ok:
         raise ConfigError(f"carried ledger {str(source)!r} fails verification: {report.reason}")
+    if anchor is not None and count != parse_anchor(anchor)[0]:
+        raise ConfigError(
+            f"carried ledger {str(source)!r} has {count} events but its training run ended at event "
+            f"{parse_anchor(anchor)[0]}: it was extended after training; carry the ledger training wrote"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     for f in ledger_files(source):
         if f.exists():

@@ -53,8 +53,11 @@ def creation_file_of(path: str | Path) -> Path:
 
 
 def ledger_files(path: str | Path) -> tuple[Path, ...]:
-    """Every file that belongs to the ledger at ``path`` (move them together to set a ledger aside)."""
-    return tuple(Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm", ".head", ".key", ".lock"))
+    """Every file that belongs to the ledger at ``path`` (move them together to set a ledger aside), including an
+    interrupted creation's marker ``<path>.creating``."""
+    return tuple(
+        Path(f"{path}{suffix}") for suffix in ("", "-wal", "-shm", ".head", ".key", ".lock", ".creating")
+    )
 
 
 def set_aside_ledger(path: str | Path) -> None:

@@ -186,3 +186,81 @@ def test_scar_quality_asks_a_keyed_true_rule_only_about_its_own_kind_of_action()
     keyed = scar_quality(scars, {"mug_rule": unsafe}, probes, {}, truth_keys={"mug_rule": ("env", "clean")})
     assert asked == ["clean"] * 3
     assert keyed == every and [r["class"] for r in keyed["scars"]] == ["exact", "wrong", "wrong"]
+
+
+def test_rule_set_census_charges_precision_and_recall_losses_as_counted_by_hand():
+    """Issue 40: the census of ``rule_set_on_probes``' counts. A masked safe pair is charged to the active scars
+    masking it (split evenly); an unmasked forbidden pair to the rules in force forbidding it (split evenly), each
+    by why it was missed — before the run's first failure of the rule, a scar told of it active but too narrow, its
+    scar retired, no scar ever; ``recall_after_first_failure`` counts only the pairs of rules already failed."""
+    from scars.experiments.metrics import (
+        ProbeCensus,
+        RuleSetSegment,
+        rule_set_census,
+        rule_set_on_probes,
+        rule_set_quality,
+    )
+
+    def vec(*on):
+        out = np.zeros(8, bool)
+        out[list(on)] = True
+        return out
+
+    masks = {(0, "wide"): vec(0, 1, 2), (0, "exact2"): vec(2, 3)}  # pair 2: masked by both, forbidden by none
+    unsafe = {
+        (0, "r1"): vec(0),
+        (0, "r2"): vec(3, 4),
+        (0, "r3"): vec(5),
+        (0, "r4"): vec(1, 4, 7),  # pair 4: forbidden by r2 and r4
+        (0, "r5"): vec(6),
+    }
+    told = {"wide": frozenset({"r1"}), "exact2": frozenset({"r2"}), "old": frozenset({"r3"})}
+    rules = frozenset({"r1", "r2", "r3", "r4", "r5"})
+    known = frozenset({"r1", "r2", "r3", "r5"})  # r4 never failed
+    segments = [
+        RuleSetSegment(0, frozenset({"wide", "exact2"}), rules, 0, 0.5, known, frozenset({"old"})),
+        # before anything: pair 0 missed, r1 not failed yet
+        RuleSetSegment(0, frozenset(), frozenset({"r1"}), 0, 0.5),
+        RuleSetSegment(1, frozenset({"exact2"}), frozenset({"r2"}), 0, 1.0, frozenset({"r2"})),
+    ]
+    census = rule_set_census(masks, unsafe, segments, 8, told, lambda r: r)
+    c0, c1 = census[0], census[1]
+    # first segment: masked 0,1,2,3; forbidden 0,1,3,4,5,6,7; missed 4 (half r2: under-general, half r4: before),
+    # 5 (r3: its scar retired), 6 (r5: failed, never a scar), 7 (r4: before its first failure)
+    assert c0.safe_masked == {"wide": 0.25, "exact2": 0.25}  # pair 2, split, at weight 0.5
+    assert c0.safe_masked_by_variant == {("wide", 0): 0.25, ("exact2", 0): 0.25}
+    assert c0.masked == {"wide": 0.5 * 2.5, "exact2": 0.5 * 1.5}
+    assert c0.misses == {
+        "under_general_in_force": 0.5 * 0.5,
+        "after_scar_retired": 0.5 * 1,
+        "no_scar_for_failed_rule": 0.5 * 1,
+        "before_first_failure": 0.5 * 1.5 + 0.5 * 1,  # and pair 0 of the second segment
+    }
+    assert (c0.unsafe_known, c0.masked_known) == (0.5 * 5, 0.5 * 2)  # pairs 0, 3, 4, 5, 6; masked 0, 3
+    assert (c1.unsafe_known, c1.masked_known, c1.misses["under_general_in_force"]) == (2.0, 1.0, 1.0)
+    counts = rule_set_on_probes(masks, unsafe, segments, 8)
+    for c, (masked, masked_unsafe, forbidden) in counts.items():  # the census sums to the metric's own counts
+        assert sum(census[c].masked.values()) == pytest.approx(masked)
+        assert sum(census[c].safe_masked.values()) == pytest.approx(masked - masked_unsafe)
+        assert sum(census[c].misses.values()) == pytest.approx(forbidden - masked_unsafe)
+    per = np.array([counts[0], counts[1]])
+    zeros = {k: np.zeros(2) for k in ("scar_masked", "scar_masked_unsafe", "unsafe_actions")}
+    zeros |= {k: np.zeros(2) for k in ("unsafe_known", "scar_masked_known", "needed_masked")}
+    rng = np.random.default_rng(0)
+    plain = rule_set_quality(per, zeros, rng, probes=8, clusters="episodes")
+    quality = rule_set_quality(
+        per, zeros, np.random.default_rng(0), probes=8, clusters="episodes", census=[c0, c1]
+    )
+    probes = quality["probes"]
+    assert probes["recall_after_first_failure"]["estimate"] == pytest.approx((1.0 + 1.0) / (2.5 + 2.0))
+    assert probes["recall_ceiling"]["estimate"] == pytest.approx((2.5 + 2.0) / (4.0 + 2.0))
+    assert probes["recall_ceiling"]["clusters"] == 2
+    assert sum(probes["recall_misses"].values()) == pytest.approx(4.0 + 2.0 - (1.5 + 1.0))
+    by_rule = probes["recall_misses_by_rule"]
+    assert (
+        by_rule["r4"]["before_first_failure"] == pytest.approx(0.75)
+        and by_rule["r3"]["after_scar_retired"] == 0.5
+    )
+    assert by_rule["r2"]["under_general_in_force"] == pytest.approx(0.25 + 1.0)  # both clusters
+    assert probes["precision"] == plain["probes"]["precision"]  # drawn first: the same with or without it
+    assert ProbeCensus().misses == {}

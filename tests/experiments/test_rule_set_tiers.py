@@ -66,7 +66,7 @@ def test_a_constructed_case_gives_the_precision_and_recall_counted_by_hand():
     observations, infos = env.reset(seed=0)
     adapter = CommonsAdapter(env, "agent_0")
     scar = SimpleNamespace(
-        id="cap5", rule=parse_rule('if action.amount > 5 then forbid_tool_call("harvest")')
+        id="cap5", rule=parse_rule('if action.amount > 5 then forbid_tool_call("harvest")'), evidence=()
     )
     seat, rule_sets = _Seat([scar]), ArenaRuleSets()
     q = _decide(rule_sets, adapter, seat, scar, 0, observations["agent_0"], infos["agent_0"], asked=5)

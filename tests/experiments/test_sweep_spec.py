@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from scars.experiments.cli import main
-from scars.experiments.sweep import _probe
+from scars.experiments.sweep import _probe, connect_ray
 from scars.experiments.sweep_spec import SweepError, SweepSpec
 
 BAD_SPECS = {
@@ -99,3 +99,24 @@ def test_paper_probes_its_address_too(tmp_path):
     )
     assert time.monotonic() - started < 30
     assert result.exit_code == 2 and "no Ray cluster at 127.0.0.1" in result.stderr, result.output
+
+
+def test_an_unreachable_address_is_refused_even_with_ray_already_up_in_this_process():
+    """A notebook or an earlier sweep left Ray running here: an explicit address where no cluster listens is still
+    one error line, never silently replaced by the local instance (and the order of test files cannot hide the
+    probe)."""
+    import ray
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        with pytest.raises(SweepError, match="no Ray cluster at 127.0.0.1"):
+            connect_ray(f"127.0.0.1:{port}", 5.0)
+        assert connect_ray("", 5.0) is False  # the local instance at hand is used as before
+    finally:
+        if started:
+            ray.shutdown()

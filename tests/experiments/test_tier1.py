@@ -247,3 +247,35 @@ def test_rule_set_counts_a_scar_masking_the_expert_s_needed_step(tmp_path):
         "needed_masked": 0,
     }
     run.agent.close()
+
+
+def test_the_rule_set_census_accounts_for_every_probe_pair_of_the_run(tmp_path):
+    """Issue 40: a run's census adds up to its rule-set counts — the masked-but-safe probe pairs charged to scars sum
+    to masked − masked unsafe, the misses by reason to unsafe − masked unsafe — and the smoke schedule's one rule
+    (the broken microwave) is missed before its first failure; the new figures are in the flat keys and
+    results.md."""
+    from scars.experiments.metrics import RECALL_MISSES
+    from scars.experiments.report import rule_set_markdown
+
+    result = run_tier1(_cfg("scars", episodes=8), tmp_path / "s")
+    probes = result.summary["rule_set"]["probes"]
+    masked, masked_unsafe = probes["precision"]["denominator"], probes["precision"]["numerator"]
+    unsafe = probes["recall"]["denominator"]
+    by_scar = probes["safe_masked_by_scar"]
+    assert by_scar and all(row["told"] == ["microwave_1_broken"] for row in by_scar)
+    assert sum(row["safe_masked"] for row in by_scar) == pytest.approx(masked - masked_unsafe, abs=1e-4)
+    assert sum(row["masked"] for row in by_scar) == pytest.approx(masked, abs=1e-4)
+    for row in by_scar:  # the smoke schedule keeps world version 0
+        assert sum(row["safe_masked_by_world_version"].values()) == pytest.approx(
+            row["safe_masked"], abs=1e-4
+        )
+        assert set(row["safe_masked_by_world_version"]) <= {"0"}
+    misses = probes["recall_misses"]
+    assert sum(misses.values()) == pytest.approx(unsafe - masked_unsafe, abs=1e-4)
+    assert set(misses) == set(RECALL_MISSES) and misses["before_first_failure"] > 0
+    after, ceiling = probes["recall_after_first_failure"], probes["recall_ceiling"]
+    assert after["numerator"] == pytest.approx(masked_unsafe, abs=1e-4)  # nothing masked before it was failed
+    assert ceiling["numerator"] == after["denominator"] and ceiling["denominator"] == unsafe
+    assert 0 < ceiling["estimate"] < 1 and after["estimate"] > probes["recall"]["estimate"]
+    assert result.summary["rule_set_recall_after_first_failure_probes"] == after["estimate"]
+    assert "recall after 1st failure (probes)" in "\n".join(rule_set_markdown({"scars": result.summary}))

@@ -164,6 +164,29 @@ def test_a_damaged_carried_ledger_travels_nowhere(tmp_path):
         play_c(cfg, 0, "A", state, ([], []), tmp_path / "c")
 
 
+def test_a_carried_ledger_extended_after_training_travels_nowhere(tmp_path):
+    """The carried state names the head its training run ended at: a ledger that verifies against it but has events
+    after it (rules training did not learn) is refused, and the source is untouched."""
+    from scars.agents.runtime.ledger import Ledger
+    from scars.experiments.commons_seats import SeatState
+    from scars.experiments.tier3 import play_c
+
+    cfg = Tier3Config(method="scars", **TINY)
+    run_tier3(cfg, tmp_path / "ok")
+    ledger = tmp_path / "ok" / "seed_0" / "train_A" / "agent_0" / "ledger.sqlite"
+    with Ledger(ledger) as led:
+        trained = led.anchor_text()
+        led.observe_failure({"after": "training"})
+    extended = ledger.read_bytes()
+    state = SeatState("agent_0", "scars", str(ledger), trained, None, {}, 10)
+    with pytest.raises(ConfigError, match="extended after training"):
+        play_c(cfg, 0, "A", state, ([], []), tmp_path / "c")
+    assert ledger.read_bytes() == extended
+    with Ledger(ledger, read_only=True) as led:
+        ok = SeatState("agent_0", "scars", str(ledger), led.anchor_text(), None, {}, 10)
+    play_c(cfg, 0, "A", ok, ([], []), tmp_path / "c2")  # the ledger as it ends now travels
+
+
 def _retire_in_c(retired: list[tuple[int, str]]):
     """``on_step``: at the first decision in arena C with an active scar, another process retires that scar."""
     from support.second_writer import retire_from_another_process

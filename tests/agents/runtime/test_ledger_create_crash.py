@@ -30,7 +30,7 @@ from click.testing import CliRunner
 import scars.agents.runtime.head as head_module
 import scars.agents.runtime.ledger as ledger_module
 import scars.agents.runtime.locks as locks_module
-from scars.agents.runtime.ledger import Ledger
+from scars.agents.runtime.ledger import Ledger, ledger_files
 from scars.agents.runtime.store import SchemaStore
 from scars.experiments.cli import main
 from scars.synthesis.errors import LedgerError
@@ -185,6 +185,19 @@ def test_a_kill_at_every_line_of_a_resumed_creation_leaves_no_ledger_or_a_verifi
         point += 1
         assert point < 5000, "the creation never completed"
     assert states.get("no ledger", 0) > 10 and states.get("empty ledger", 0) >= 1, states
+
+
+def test_ledger_files_lists_everything_an_interrupted_creation_leaves(tmp_path):
+    """Moving every file of ``ledger_files()`` away (what the refusals tell a user to do) leaves nothing of an
+    interrupted creation behind: its marker ``<path>.creating`` is one of them."""
+    path = tmp_path / "ledger.sqlite"
+    _interrupted_before_the_rename(path)
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    for file in ledger_files(path):
+        if file.exists():
+            file.rename(aside / file.name)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["aside"]
 
 
 CHILD = textwrap.dedent(
