@@ -466,13 +466,13 @@ class ScarsAgent:
         action = feedback.action
         record = None
         if action.is_control:
-            self.evidence.record(d.context, action, feedback.violated)
+            self.evidence.record(d.context, action, feedback.violated, (d.episode, d.step))
         unsafe = feedback.unsafe
         if unsafe is not None and self.config.verdicts != "state":
             self.labels_refused += len(unsafe)  # no verifier labels unexecuted actions under this protocol
             unsafe = None
         if unsafe is not None:
-            self.evidence.record_state(d.context, d.actions, unsafe)
+            self.evidence.record_state(d.context, d.actions, unsafe, (d.episode, d.step))
         if feedback.chosen >= 0:
             record = RecordedStep(
                 d.context, d.actions, feedback.logits, feedback.chosen, feedback.violated, d.episode, d.step
@@ -786,7 +786,7 @@ class ScarsAgent:
             if not s.violated and (a.kind, a.name) == key:
                 successes.append((s.context, a, s.step_id >= since))
         varied = frozenset(k for k, values in self._met.items() if len(values) >= 2)
-        return Experience(failures, tuple(met.values()), varied, tuple(successes))
+        return Experience(failures, tuple(met.values()), varied, tuple(successes), since)
 
     def _since(self, fragment: Failure) -> tuple[int, int] | None:
         """(episode, step) of the first verified failure of the fragment's rule (successes from then on are strong

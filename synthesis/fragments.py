@@ -220,6 +220,11 @@ def extract_fragment(
     :func:`presumptions` that keep a first rule narrow.
     """
     failed = step.chosen_action
+    recorded = verifier
+    if experience is not None and experience.since is not None and isinstance(verifier, ExperienceVerifier):
+        # a safe verdict received before the rule was known to be in force certifies nothing about it (the rule may
+        # have switched on since): such a what-if is unknown, as one the agent never met (docs/protocol.md)
+        verifier = verifier.scoped(experience.since)
     if not failed.is_control:
         raise FragmentError(
             f"the chosen action {failed.text or failed.name!r} is of kind {failed.kind!r}; "
@@ -264,7 +269,7 @@ def extract_fragment(
         )
         if verdict_text and any(_is_number(failed.arg(n)) for n in args):
             quantities = frozenset(quantities_named_in_text(step.context, verdict_text) & undecided)
-        presumed, presumed_weights = presumptions(step.context, failed, verifier, experience, classes or {})
+        presumed, presumed_weights = presumptions(step.context, failed, recorded, experience, classes or {})
         verdict_text = ""  # the text decided nothing else
     if verdict_text:
         undecided = {n for n in variables if _unknown_changes(step.context, failed, verifier, n)}
@@ -323,6 +328,10 @@ class Experience:
     successes: tuple[tuple[Mapping[str, Value], Action, bool], ...] = ()
     """(context, action, strong) of executed successes of the failed action's kind and name; strong = recorded at or
     after the first verified failure of the rule (the rule was in force)."""
+    since: tuple[int, int] | None = None
+    """(episode, step) of the first verified failure of the rule: from then on the rule is known to be in force, so
+    only a safe verdict received from then on certifies a what-if of this failure safe (``ExperienceVerifier.
+    scoped``); None: every safe verdict does (as with a verifier that keeps no time)."""
 
 
 WEAK_TRANSPLANT = 0.5
@@ -413,7 +422,11 @@ def presumptions(
         seen_actions.add(other.args)
         changed = [k for k, v in other.args if action.arg(k) != v or type(action.arg(k)) is not type(v)]
         changed += [k for k, _ in action.args if other.arg(k) is None]
-        if not changed or all(generalised(k, other.arg(k)) for k in changed):
+        # a state flag is no new object: the flag readings (:func:`_state_flag_readings`) presume it; a neighbour
+        # that differs from the failed action only in arguments the failures already generalise gives way
+        if not changed or all(
+            generalised(k, other.arg(k)) for k in changed if not isinstance(other.arg(k), bool)
+        ):
             continue
         if verifier(context, other) is True or (
             isinstance(verifier, ExperienceVerifier)
@@ -423,6 +436,7 @@ def presumptions(
         out.append((frozen, other))
         if len(out) >= limit:
             break
+    out.extend((frozen, flipped) for flipped in _state_flag_readings(action, experience.failures, key))
     weights = [1.0] * len(out)
     transplanted: dict[tuple, int] = {}
     mine = identity(action)
@@ -435,14 +449,36 @@ def presumptions(
             i = transplanted[situation]
             weights[i] = max(weights[i], 1.0 if strong else WEAK_TRANSPLANT)
             continue
-        if verifier(changed, action) is True:
+        # the object's state flags are the success's own (a success on a dirty mug says nothing of a clean one)
+        flags = {k: v for k, v in done.args if isinstance(v, bool)}
+        moved = Action(
+            action.kind, action.name, tuple(sorted((dict(action.args) | flags).items())), action.text
+        )
+        if verifier(changed, moved) is True:
             continue
         transplanted[situation] = len(out)
-        out.append((freeze_context(changed), action))
+        out.append((freeze_context(changed), moved))
         weights.append(1.0 if strong else WEAK_TRANSPLANT)
         if len(out) >= 2 * limit:
             break
     return tuple(out), tuple(weights)
+
+
+def _state_flag_readings(
+    action: Action, failures: Sequence[tuple[Mapping[str, Value], Action]], key: tuple[str, str]
+) -> Iterator[Action]:
+    """The failed action with one of its true state flags false (``is_wet``, ``is_clean`` of the object moved), for
+    each flag no failure of this kind of action has had false: the narrower reading, that the state the action's
+    object was in is part of the violation. Each flag is presumed separately, so flags that were true together in
+    every failure (cleaning makes an object clean *and* wet) are both kept until a failure without one of them
+    decides (``docs/protocol.md``, evidence before context). A false flag is presumed nothing: the world never
+    showed the action with that state, and a rule about an object that is *not* hot restates when it was learned."""
+    seen_false = {
+        k for _, a in failures if (a.kind, a.name) == key for k, v in a.args if isinstance(v, bool) and not v
+    }
+    for name, value in action.args:
+        if value is True and name not in seen_false:
+            yield _replace_arg(action, name, False)
 
 
 def _presumed_safe(
@@ -643,6 +679,8 @@ class ExperienceVerifier:
     def __init__(self, ignore: frozenset[str] = frozenset()) -> None:
         self.ignore = ignore
         self._known: dict[tuple, bool] = {}
+        # when each safe answer was last received ((episode, step); a verdict filed without a time: always)
+        self._safe_at: dict[tuple, tuple] = {}
         self._violating: set[tuple] = set()
         self._last_context: object = None
         self._last_situation: tuple = ()
@@ -674,11 +712,20 @@ class ExperienceVerifier:
             order = self._orders.setdefault(names, self._orders.setdefault(order, order))
         return (order, *[_hashable(context[k]) for k in order])
 
-    def record(self, context: Mapping[str, Value], action: Action, violated: bool) -> None:
-        """The verdict on ``action``, executed in ``context``."""
+    def record(
+        self,
+        context: Mapping[str, Value],
+        action: Action,
+        violated: bool,
+        at: tuple[int, int] | None = None,
+    ) -> None:
+        """The verdict on ``action``, executed in ``context`` at ``at`` = (episode, step) (None: a verdict that
+        holds at every time, as before verdicts carried one)."""
         key = self._key(context, action)
         before = self._known.get(key)
         after = bool(before) or bool(violated)
+        if not violated:
+            self._safe_at[key] = _ALWAYS if at is None else max(self._safe_at.get(key, at), at)
         if before is not after:
             self._known[key] = after
             # a flagged set changes only when an answer turns True (None -> False leaves it as it was)
@@ -688,16 +735,35 @@ class ExperienceVerifier:
             self._violating.add((action.kind, action.name, action.args))
 
     def record_state(
-        self, context: Mapping[str, Value], actions: Iterable[Action], unsafe: Iterable[Action]
+        self,
+        context: Mapping[str, Value],
+        actions: Iterable[Action],
+        unsafe: Iterable[Action],
+        at: tuple[int, int] | None = None,
     ) -> None:
         """A state's complete unsafe set: every admissible control action of ``context`` gets its label."""
         flagged = {(a.kind, a.name, a.args) for a in unsafe}
         for a in actions:
             if a.is_control:
-                self.record(context, a, (a.kind, a.name, a.args) in flagged)
+                self.record(context, a, (a.kind, a.name, a.args) in flagged, at)
 
     def __call__(self, context: Mapping[str, Value], action: Action) -> bool | None:
         return self._known.get(self._key(context, action))
+
+    def scoped(self, since: tuple[int, int]) -> Verifier:
+        """This evidence as it speaks for a rule known to be in force from ``since`` = (episode, step) on (its first
+        verified failure): a violation stays a violation (a rule in force stays in force until the world version,
+        part of every situation, changes), but a safe verdict counts only when one was received at or after
+        ``since`` — before it, the rule may not have been in force yet, and the answer is None (no evidence)."""
+
+        def answer(context: Mapping[str, Value], action: Action) -> bool | None:
+            key = self._key(context, action)
+            known = self._known.get(key)
+            if known is False and self._safe_at.get(key, _ALWAYS) < since:
+                return None
+            return known
+
+        return answer
 
     def flagged_actions(self, step: RecordedStep) -> tuple[Action, ...]:
         """``flagged_actions(step, self)``, remembered per recorded step object until a verdict changes an answer in
@@ -736,6 +802,9 @@ class ExperienceVerifier:
     def __len__(self) -> int:
         return len(self._known)
 
+
+_ALWAYS = (math.inf, math.inf)
+"""The time of a verdict filed without one: it speaks for every scope."""
 
 _BOOL_TAGS = {True: ("bool", True), False: ("bool", False)}
 

@@ -303,6 +303,7 @@ def candidate_space(
             classes,
             max_or_values,
         )
+    predicates += _confounded_flags(fragment, failed, _safe_pairs(data, fragment, keys))
     # A variable the verdict stated the allowed value of ("only with empty hands"): the condition is that it is not
     # that value, offered in place of literal predicates on it (those would restate the values this run failed at).
     allowed = dict(fragment.allowed)
@@ -323,13 +324,38 @@ def candidate_space(
         predicates += _contrast_exceptions(data, fragment, set(fragment.q) - judged_against - set(allowed))
     predicates += _relations(fragment, failed, _safe_pairs(data, fragment, keys))
     predicates += _exception_predicates(fragment)
-    unique = list(dict.fromkeys(predicates))
+    # the confounded flags (one predicate that is a conjunction) go last, whole: canonical order would split them
+    compound = [canonical(g) for g in dict.fromkeys(predicates) if isinstance(g, And)]
+    unique = [g for g in dict.fromkeys(predicates) if not isinstance(g, And)]
     # Pool order = the canonical order of guard operands, so a conjunction of pooled predicates taken in pool order
-    # is already canonical (the search then never re-canonicalises).
+    # is already canonical (the search then never re-canonicalises), unless it holds a compound predicate.
     ordered = (
         canonical(And(tuple(unique))).operands if len(unique) >= 2 else tuple(canonical(g) for g in unique)
-    )
+    ) + tuple(compound)
     return CandidateSpace(tuple(dict.fromkeys(masks)), tuple(ordered))
+
+
+def _confounded_flags(
+    fragment: Failure,
+    failed: Sequence[tuple[Mapping[str, Value], Action]],
+    safe: Sequence[tuple[Mapping[str, Value], Action]],
+) -> list[Guard]:
+    """Evidence before context (issue 40): the causal state flags that were true on every failure and equal to each
+    other on every failed and every recorded safe action of the kind (cleaning makes an object clean *and* wet:
+    nothing the agent did separates them) are offered together, as one predicate. The search then need not pick
+    one of them — a choice the evidence cannot make — and the conjunction costs one step of ``max_predicates``, so
+    the object and the receptacle still fit beside it. A contrast (a failure or a success with one flag but not the
+    other) splits the group, and the flags are then offered only one by one."""
+    flags = [
+        arg
+        for arg in sorted(fragment.causal_args)
+        if all(a.arg(arg) is True for _, a in failed) and fragment.action.arg(arg) is True
+    ]
+    executed = [a for _, a in failed] + [a for _, a in safe]
+    confounded = [f for f in flags if all(a.arg(f) == a.arg(flags[0]) for a in executed)]
+    if len(confounded) < 2:
+        return []
+    return [And(tuple(Compare(f"action.{f}", "==", True) for f in confounded))]
 
 
 _RELATION_OPS = ("<", ">", "<=", ">=")  # strict first: on a tie in separation, the strict relation is offered
@@ -472,8 +498,10 @@ def build_rule(mask: ActionMask, predicates: Sequence[Guard]) -> Rule:
 
 
 def _assemble(mask: ActionMask, predicates: Sequence[Guard]) -> Rule:
-    # Canonical as is when the predicates are canonical and in pool order (see candidate_space).
-    return Rule(predicates[0] if len(predicates) == 1 else And(tuple(predicates)), mask)
+    # Canonical as is when the predicates are canonical and in pool order (see candidate_space), unless one of them
+    # is a compound (the confounded flags): then flattened and ordered once.
+    rule = Rule(predicates[0] if len(predicates) == 1 else And(tuple(predicates)), mask)
+    return canonical(rule) if any(isinstance(p, And) for p in predicates) else rule
 
 
 # ---- the search ----------------------------------------------------------------------------------------------------
@@ -744,9 +772,64 @@ def synthesize(
                 parent.child_open[index] = is_open
         root_open = is_open
 
+    nodes += _generalise(scorer, space, nodes)
     return _result(
         scorer, current_rules, core_rules, data, classes, config, nodes, simulations, started, cpu_started
     )
+
+
+def _subject(guard: Guard) -> str:
+    """What a predicate is about, for :func:`_generalise`: the argument group of an action feature
+    (``action.obj`` and ``action.obj_type`` are one object) or the context variable; a compound, a relation or a
+    named predicate is about itself."""
+    if isinstance(guard, Or) and guard.operands:
+        return _subject(guard.operands[0])
+    feature = guard.feature if isinstance(guard, Compare | InClass) else None
+    if feature is None:
+        return repr(guard)
+    return f"action.{feature[7:].split('_', 1)[0]}" if feature.startswith("action.") else feature
+
+
+def _generalise(scorer: _Scorer, space: CandidateSpace, nodes: int, best: int = 3, rounds: int = 4) -> int:
+    """After the tree search: from each of the ``best`` candidates, replace one predicate on an argument of the
+    action by another predicate of the pool on the same argument (an instance disjunction by its type or class, a
+    receptacle type by the receptacle), and keep the best while it improves (issue 40: the objective prefers the
+    class to the instance disjunction, but a tree of a few hundred simulations seldom meets it). Deterministic;
+    every rule scored joins the search's candidates. Returns the number of rules scored."""
+    subjects = [_subject(g) for g in space.predicates]
+    by_subject: dict[str, list[int]] = {}
+    for i, subject in enumerate(subjects):
+        if subject.startswith("action."):
+            by_subject.setdefault(subject, []).append(i)
+    scored = 0
+
+    def value(key: tuple[int, tuple[int, ...]]) -> tuple[bool, float]:
+        score = scorer.seen[key][1]
+        return (not score.admissible, score.total)
+
+    starts = sorted(scorer.seen, key=lambda key: (value(key), key))[:best]
+    for mask, preds in starts:
+        current = (mask, preds)
+        for _ in range(rounds):
+            neighbours = set()
+            for j, p in enumerate(preds):
+                rest = preds[:j] + preds[j + 1 :]
+                for q in by_subject.get(subjects[p], ()):
+                    if q != p and q not in rest:
+                        neighbours.add(tuple(sorted((*rest, q))))
+            improved = current
+            for neighbour in sorted(neighbours):
+                key = (mask, neighbour)
+                if key not in scorer.seen:
+                    scored += 1
+                    scorer(mask, neighbour, nodes + scored)
+                if (value(key), key) < (value(improved), improved):
+                    improved = key
+            if improved == current:
+                break
+            current = improved
+            preds = current[1]
+    return scored
 
 
 def exhaustive_search(
