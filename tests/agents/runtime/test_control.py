@@ -384,9 +384,10 @@ def test_index_shortcuts_fire_exactly_the_rules_a_scan_fires(specs, action_list,
         assert set(plane.fired_rules(q, a, step=step)) == expected
 
 
-# Buckets memoise their result per (action arguments, values of the context keys their rules read); step-bound
-# stops are applied after the memo. Repeated decisions on a small pool of actions and contexts, interleaved with
-# additions, removals, temporary masks and expiry, would expose a stale or over-shared memo entry.
+# The plane remembers a decision over a tuple of actions per (the tuple, the values of the context keys its rules
+# read), until the rules change, and nothing while a rule reads the step. Repeated decisions on a small pool of
+# actions and contexts, interleaved with additions, removals, temporary masks and expiry, would expose a stale or
+# over-shared memo entry.
 # rules that often fire on the pools (so that a stale "fires" or "does not fire" is met), and others
 memo_guards = st.one_of(
     st.builds(
@@ -415,6 +416,7 @@ memo_ops = st.one_of(
     st.lists(memo_ops, min_size=10, max_size=50),
 )
 def test_memoised_decisions_stay_exact_across_schema_changes_and_steps(action_pool, context_pool, ops):
+    action_pool = tuple(action_pool)  # one tuple, decided again and again: the plane remembers its decisions
     plane = ControlPlane(classes=CLASSES)
     live: dict[str, Rule] = {}
     stops: dict[str, int | None] = {}
@@ -470,6 +472,57 @@ def test_memo_never_shares_a_result_between_look_alike_values_of_other_types():
     plane = ControlPlane(scars=[Scar(parse_rule('if action.amount > 0 then forbid_tool_call("harvest")'))])
     for amount, fires_on_it in ((1, True), (True, False), (np.int64(1), False), (1, True)):
         assert plane.masked({}, [Action.tool("harvest", amount=amount)]) == [fires_on_it]
+
+
+def test_a_decision_over_the_same_actions_and_read_values_is_remembered_until_the_rules_change():
+    """A learner's view hands out one tuple per admissible set, met again and again: the plane answers a decision
+    it made before without running its rules, as long as the context keys its rules read hold the same values (of
+    the same types) and no rule changed."""
+    plane = ControlPlane(
+        scars=[Scar(parse_rule('if location == "kitchen" then forbid_env_action("move")'))], classes=CLASSES
+    )
+    actions = (
+        Action.env("move", obj_type="cup"),
+        Action.env("move", obj_type="plate"),
+        Action("text", "say"),
+    )
+    runs: list[int] = []
+
+    def count_runs() -> None:
+        fire = plane._deciders["env", "move"]
+        plane._deciders["env", "move"] = lambda q, args, step: runs.append(1) or fire(q, args, step)
+
+    def decide(q: dict, step: int = 0) -> tuple[list[bool], int]:
+        runs.clear()
+        governed = plane.govern(q, actions, np.zeros(3), step)
+        return governed.masked.tolist(), len(runs)
+
+    plane.govern({"location": "kitchen"}, actions, np.zeros(3))  # compiled and remembered
+    count_runs()
+    assert decide({"location": "kitchen", "step": 1}) == ([True, True, False], 0)  # step: read by no rule
+    assert decide({"location": "garden", "step": 2}) == ([False, False, False], 2)
+    assert decide({"location": "garden", "step": 3}) == ([False, False, False], 0)
+    assert decide({"step": 3}) == ([False, False, False], 2)  # a missing key is a value of its own
+    assert plane.govern({"location": "kitchen"}, list(actions), np.zeros(3)).masked.tolist() == [
+        True,
+        True,
+        False,
+    ]
+    plane.add(Scar(parse_rule('if action.obj_type == "plate" then forbid_env_action("move")')))
+    plane.govern({"location": "garden"}, actions, np.zeros(3))
+    count_runs()
+    assert decide({"location": "garden"}) == ([False, True, False], 0)
+    mask_id = plane.set_temporary_mask(
+        parse_rule('if location == "hall" then forbid_env_action("move")'), until_step=5
+    )
+    plane.govern({"location": "hall"}, actions, np.zeros(3), 1)
+    count_runs()
+    assert decide({"location": "hall"}, 4) == ([True, True, False], 2)  # a rule reads the step: nothing kept
+    assert decide({"location": "hall"}, 5) == ([False, True, False], 2)
+    plane.lift_temporary_mask(mask_id)
+    plane.govern({"location": "hall"}, actions, np.zeros(3), 5)
+    count_runs()
+    assert decide({"location": "hall"}, 6) == ([False, True, False], 0)
 
 
 def test_a_readmission_does_not_change_the_expiry_the_plane_enforces():
