@@ -796,18 +796,32 @@ class ControlPlane:
         if not all(map(math.inf.__gt__, governed)):  # x < inf; NaN compares false too
             raise ControlPlaneError(f"base logits must be finite or -inf, got {governed}")
         control, fired = self._decided(q, actions, step)
-        masked = [False] * n
         hard = self.mode == "hard"
+        # every base logit the same finite number (a learner whose policy the plane does not see, a shield's zeros)
+        level = governed[0] if n else -math.inf
+        uniform = hard and level > -math.inf and governed.count(level) == n
+        masked = [False] * n
         for i, ids in fired:
             masked[i] = True
             governed[i] = -math.inf if hard else governed[i] + self.soft_bias * len(ids)
-        control_left = any(governed[i] > -math.inf for i in control)  # a control action keeps a finite logit
-        top = max(governed, default=-math.inf)
+        if uniform:  # only control actions fire: one is left unmasked exactly when fewer fired than there are
+            control_left, top = len(control) > len(fired), level if n > len(fired) else -math.inf
+        else:
+            control_left = any(
+                governed[i] > -math.inf for i in control
+            )  # a control action keeps a finite logit
+            top = max(governed, default=-math.inf)
         logits_out = np.array(governed, dtype=np.float64)
         masked_out = np.array(masked, dtype=bool)
         # a⊥ with probability 1: every control action is masked (or no action is left at all)
         if (hard and control and not control_left) or top == -math.inf:
             return Governed(logits_out, np.zeros(n), masked_out, fired, Action("fallback", self.fallback))
+        if (
+            uniform
+        ):  # exp(0) = 1 on each of the k unmasked actions, exp(-inf) = 0 on the rest: 1/k and 0, exactly
+            return Governed(
+                logits_out, np.where(masked_out, 0.0, 1.0 / (n - len(fired))), masked_out, fired, None
+            )
         shifted = [math.exp(x - top) for x in governed]  # exp(-inf) = 0.0: a masked action gets exactly 0
         total = sum(shifted)
         probs = np.array([x / total for x in shifted], dtype=np.float64)

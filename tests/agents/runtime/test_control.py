@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -523,6 +525,51 @@ def test_a_decision_over_the_same_actions_and_read_values_is_remembered_until_th
     plane.govern({"location": "hall"}, actions, np.zeros(3), 5)
     count_runs()
     assert decide({"location": "hall"}, 6) == ([False, True, False], 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(rules, min_size=0, max_size=8),
+    st.lists(actions, min_size=1, max_size=8),
+    contexts,
+    st.one_of(
+        st.sampled_from([0.0, -0.0, 1.5, -7.0, 1e308, -1e308]).map(lambda c: ("same", c)),
+        st.lists(st.sampled_from([0.0, -0.0, 2.0, -3.5, float("-inf")]), min_size=8, max_size=8).map(
+            lambda xs: ("mixed", xs)
+        ),
+    ),
+    st.sampled_from(["hard", "soft"]),
+)
+def test_governed_logits_and_probabilities_are_the_softmax_over_what_the_scan_leaves(
+    rule_list, action_list, q, logits, mode
+):
+    """``govern`` (with its shortcut for equal logits, a shield's zeros) gives, bit for bit, the masked softmax
+    computed action by action: -inf (hard) or + soft_bias per firing rule (soft), exp(x - max) / their sum."""
+    plane = ControlPlane(scars=[Scar(r) for r in rule_list], classes=CLASSES, mode=mode)
+    canonical_rules = [Scar(r).rule for r in rule_list]
+    kind, values = logits
+    base = [values] * len(action_list) if kind == "same" else values[: len(action_list)]
+    decided = tuple(action_list)
+    for _ in range(2):  # the second decision over the same tuple is remembered
+        governed = plane.govern(q, decided, np.array(base))
+        expected, masked = list(base), []
+        for i, a in enumerate(action_list):
+            firing = [r for r in canonical_rules if a.is_control and fires(r, q, a, plane.classes)]
+            masked.append(bool(firing))
+            if firing:
+                expected[i] = -math.inf if mode == "hard" else expected[i] + plane.soft_bias * len(firing)
+        assert governed.masked.tolist() == masked
+        assert governed.logits.tolist() == expected
+        control = [i for i, a in enumerate(action_list) if a.is_control]
+        top = max(expected)
+        if (
+            mode == "hard" and control and all(expected[i] == -math.inf for i in control)
+        ) or top == -math.inf:
+            assert governed.fallback is not None and not governed.probs.any()
+        else:
+            shifted = [math.exp(x - top) for x in expected]
+            assert governed.fallback is None
+            assert governed.probs.tolist() == [x / sum(shifted) for x in shifted]
 
 
 def test_a_readmission_does_not_change_the_expiry_the_plane_enforces():
