@@ -584,7 +584,11 @@ class ControlPlane:
         self._temp: dict[str, tuple[Rule, int]] = {}
         self._temp_counter = 0
         # decisions remembered per (actions tuple, values of the context keys the rules read): ``_decided``
-        self._memo: dict[tuple, tuple[Sequence[Action], tuple[int, ...], _Fired]] = {}
+        self._memo: dict[tuple, tuple[tuple[int, ...], _Fired]] = {}
+        # the action tuples whose identities the memo's keys hold, kept alive with it (so no identity is reused);
+        # one list, not a reference in each entry: an entry is then plain ints and strings, which the garbage
+        # collector untracks instead of walking it in every full collection
+        self._memo_kept: list[tuple[Action, ...]] = []
         self._memo_reads: tuple[str, ...] | None = None  # None: not known since the last change
         self._memo_on = False  # off while some rule reads the step (a temporary mask, a step-scoped scar)
         for item in core:
@@ -653,6 +657,7 @@ class ControlPlane:
     def _forget(self) -> None:
         """The rules changed: no remembered decision holds any more."""
         self._memo.clear()
+        self._memo_kept.clear()
         self._memo_reads = None
 
     def _stale(self, kind: str, name: str) -> Decider:
@@ -832,7 +837,7 @@ class ControlPlane:
     ) -> tuple[tuple[int, ...], _Fired]:
         """(the indices of the control actions, (index, ids of the rules that fire) of each action some rule fires
         on) — the per-action work of ``govern``. A decision over a tuple of actions is remembered, keyed by the
-        tuple's identity (the entry keeps it alive) and the values, with their types, of the context keys the
+        tuple's identity (the memo keeps it alive) and the values, with their types, of the context keys the
         compiled rules read (True == 1 and they hash alike, but only 1 is a number for the DSL), until the rules
         change: a learner's view hands out one tuple per admissible set, met again and again. While some rule
         reads the step (a temporary mask, a step-scoped scar) nothing is remembered."""
@@ -848,8 +853,8 @@ class ControlPlane:
                     hit = self._memo.get(key)
                 except TypeError:  # an unhashable context value: decided afresh
                     key, hit = None, None
-                if hit is not None and hit[0] is actions:
-                    return hit[1], hit[2]
+                if hit is not None:
+                    return hit
         control: list[int] = []
         fired: list[tuple[int, tuple[str, ...]]] = []
         deciders = self._deciders
@@ -866,7 +871,9 @@ class ControlPlane:
         if key is not None:
             if len(self._memo) >= _MEMO_SIZE:
                 self._memo.clear()
-            self._memo[key] = (actions, *decided)
+                self._memo_kept.clear()
+            self._memo[key] = decided
+            self._memo_kept.append(actions)
         return decided
 
     def _reads(self) -> tuple[str, ...]:

@@ -546,7 +546,7 @@ def test_governed_logits_and_probabilities_are_the_softmax_over_what_the_scan_le
     """``govern`` (with its shortcut for equal logits, a shield's zeros) gives, bit for bit, the masked softmax
     computed action by action: -inf (hard) or + soft_bias per firing rule (soft), exp(x - max) / their sum."""
     plane = ControlPlane(scars=[Scar(r) for r in rule_list], classes=CLASSES, mode=mode)
-    canonical_rules = [Scar(r).rule for r in rule_list]
+    canonical_rules = list({Scar(r).id: Scar(r).rule for r in rule_list}.values())  # one scar per rule
     kind, values = logits
     base = [values] * len(action_list) if kind == "same" else values[: len(action_list)]
     decided = tuple(action_list)
