@@ -101,7 +101,7 @@ _ABSENT = object()  # a feature the action or the context does not have (``seman
 _BOOL = object()  # tags boolean index keys: True == 1 must not hold (``semantics.compare``)
 _NUMBER = (int, float)
 _ORDER = ("<", "<=", ">", ">=")
-_MEMO_SIZE = 4096  # decisions a control plane remembers (``ControlPlane._decided``); then it starts again
+_MEMO_SIZE = 2048  # decisions a control plane remembers (``ControlPlane._decided``); then it starts again
 _MAX_KEY_FEATURES = 2  # a composite key of up to two equality conjuncts (e.g. object type and receptacle)
 
 
@@ -589,6 +589,9 @@ class ControlPlane:
         # one list, not a reference in each entry: an entry is then plain ints and strings, which the garbage
         # collector untracks instead of walking it in every full collection
         self._memo_kept: list[tuple[Action, ...]] = []
+        # and per action of those tuples: (its identity, the same context values) -> ids of the rules that fire on it
+        # (a new admissible set is mostly actions met before, in the same situation)
+        self._memo_actions: dict[tuple, tuple[str, ...]] = {}
         self._memo_reads: tuple[str, ...] | None = None  # None: not known since the last change
         self._memo_on = False  # off while some rule reads the step (a temporary mask, a step-scoped scar)
         for item in core:
@@ -658,6 +661,7 @@ class ControlPlane:
         """The rules changed: no remembered decision holds any more."""
         self._memo.clear()
         self._memo_kept.clear()
+        self._memo_actions.clear()
         self._memo_reads = None
 
     def _stale(self, kind: str, name: str) -> Decider:
@@ -839,8 +843,10 @@ class ControlPlane:
         on) — the per-action work of ``govern``. A decision over a tuple of actions is remembered, keyed by the
         tuple's identity (the memo keeps it alive) and the values, with their types, of the context keys the
         compiled rules read (True == 1 and they hash alike, but only 1 is a number for the DSL), until the rules
-        change: a learner's view hands out one tuple per admissible set, met again and again. While some rule
-        reads the step (a temporary mask, a step-scoped scar) nothing is remembered."""
+        change: a learner's view hands out one tuple per admissible set, met again and again. So is each action of
+        such a tuple with the same values (a new admissible set is mostly actions met before). While some rule
+        reads the step (a temporary mask, a step-scoped scar) nothing is remembered. At most ``_MEMO_SIZE``
+        decisions (and 16 times as many actions) are kept; then the memo starts again."""
         key = None
         if actions.__class__ is tuple:
             reads = self._memo_reads
@@ -858,20 +864,32 @@ class ControlPlane:
         control: list[int] = []
         fired: list[tuple[int, tuple[str, ...]]] = []
         deciders = self._deciders
+        if key is not None and (len(self._memo) >= _MEMO_SIZE or len(self._memo_actions) >= 16 * _MEMO_SIZE):
+            self._memo.clear()
+            self._memo_kept.clear()
+            self._memo_actions.clear()
+        known = None if key is None else self._memo_actions
+        situation = None if key is None else key[1:]
         for i, a in enumerate(actions):
             kind = a.kind
             if kind != "env" and kind != "tool":  # A_ctrl only: text and fallback actions are never masked
                 continue
             control.append(i)
-            fire = deciders.get((kind, a.name))
-            ids = None if fire is None else fire(q, a.args, step)
-            if ids:
-                fired.append((i, tuple(ids)))
+            if known is None:
+                fire = deciders.get((kind, a.name))
+                ids = None if fire is None else fire(q, a.args, step)
+                if ids:
+                    fired.append((i, tuple(ids)))
+                continue
+            # an action of a tuple the memo keeps alive: its identity is not reused while remembered
+            remembered = known.get((id(a), situation))
+            if remembered is None:
+                fire = deciders.get((kind, a.name))
+                remembered = known[id(a), situation] = () if fire is None else tuple(fire(q, a.args, step))
+            if remembered:
+                fired.append((i, remembered))
         decided = (tuple(control), tuple(fired))
         if key is not None:
-            if len(self._memo) >= _MEMO_SIZE:
-                self._memo.clear()
-                self._memo_kept.clear()
             self._memo[key] = decided
             self._memo_kept.append(actions)
         return decided

@@ -437,11 +437,13 @@ def test_memoised_decisions_stay_exact_across_schema_changes_and_steps(action_po
                 for a in action_pool
             ]
             assert set(plane.fired_rules(q, action_pool[i], step=step)) == expected[i]
-            governed = plane.govern(q, action_pool, np.zeros(len(action_pool)), step=step)
-            assert governed.masked.tolist() == [bool(ids) for ids in expected]
-            assert {k: set(ids) for k, ids in governed.fired} == {
-                k: ids for k, ids in enumerate(expected) if ids
-            }
+            # the same tuple (remembered decisions), and a new tuple of the same actions (remembered per action)
+            for actions in (action_pool, tuple(action_pool)):
+                governed = plane.govern(q, actions, np.zeros(len(action_pool)), step=step)
+                assert governed.masked.tolist() == [bool(ids) for ids in expected]
+                assert {k: set(ids) for k, ids in governed.fired} == {
+                    k: ids for k, ids in enumerate(expected) if ids
+                }
         elif op[0] == "add":
             scar = Scar(Rule(op[1], op[2]), scope=Scope(expires_at_step=op[3]))
             if plane.add(scar):
@@ -502,6 +504,9 @@ def test_a_decision_over_the_same_actions_and_read_values_is_remembered_until_th
     plane.govern({"location": "kitchen"}, actions, np.zeros(3))  # compiled and remembered
     count_runs()
     assert decide({"location": "kitchen", "step": 1}) == ([True, True, False], 0)  # step: read by no rule
+    runs.clear()  # another tuple of the same actions (another admissible set): each action is remembered
+    assert plane.govern({"location": "kitchen"}, actions[1::-1], np.zeros(2)).masked.tolist() == [True, True]
+    assert runs == []
     assert decide({"location": "garden", "step": 2}) == ([False, False, False], 2)
     assert decide({"location": "garden", "step": 3}) == ([False, False, False], 0)
     assert decide({"step": 3}) == ([False, False, False], 2)  # a missing key is a value of its own
