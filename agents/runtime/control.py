@@ -816,9 +816,8 @@ class ControlPlane:
         if uniform:  # only control actions fire: one is left unmasked exactly when fewer fired than there are
             control_left, top = len(control) > len(fired), level if n > len(fired) else -math.inf
         else:
-            control_left = any(
-                governed[i] > -math.inf for i in control
-            )  # a control action keeps a finite logit
+            # a control action keeps a finite logit
+            control_left = max(map(governed.__getitem__, control), default=-math.inf) > -math.inf
             top = max(governed, default=-math.inf)
         logits_out = np.array(governed, dtype=np.float64)
         masked_out = np.array(masked, dtype=bool)
