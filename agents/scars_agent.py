@@ -281,6 +281,7 @@ class ScarsAgent:
         # admissible actions, and tuples of them, whose arguments are met already, by identity (a world hands out one
         # object per action, often in a new tuple per decision; the entry keeps it alive)
         self._met_actions: dict[int, Action | tuple[Action, ...]] = {}
+        self._met_last: dict[str, Any] = {}  # per context variable, the value object noted last (``_meet``)
         self.text_rules: list[str] = []  # Text-Reflection Scar: synthesised rules shown as text
         self.t = 0
         self.failures: list[Failure] = []  # every verified failure of the run (the merge keeps them covered)
@@ -623,11 +624,15 @@ class ScarsAgent:
         return {k: list(values.values())[-per_key:] for k, values in self._met.items()}
 
     def _meet(self, record: RecordedStep) -> None:
-        met = self._met
+        met, last = self._met, self._met_last
         bookkeeping = self.card.bookkeeping
         for k, v in record.context.items():
-            if k not in bookkeeping:
-                _note_met(met, k, v)
+            # the very string or bool noted last for this variable: noting it again changes nothing
+            if last.get(k) is v or k in bookkeeping:
+                continue
+            _note_met(met, k, v)
+            if v.__class__ is str or v.__class__ is bool:
+                last[k] = v
         known = self._met_actions
         if len(known) >= 4 * self.config.history:  # kept alive about as long as the history keeps their steps
             known.clear()
