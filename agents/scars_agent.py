@@ -280,9 +280,10 @@ class ScarsAgent:
         self._core_forbidden: tuple[int, tuple[bool, ...]] = (-1, ())
         self._nothing_forbidden: dict[int, tuple[bool, ...]] = {}
         self._met: dict[str, dict] = {}  # values met per context variable / action argument (what-if values)
-        # admissible actions whose arguments are met already, by identity (a world hands out one object per action,
-        # often in a new tuple per decision; the entry keeps it alive)
-        self._met_actions: dict[int, Action] = {}
+        # admissible actions, and tuples of them, whose arguments are met already, by identity (a world hands out one
+        # object per action, often in a new tuple per decision; the entry keeps it alive)
+        self._met_actions: dict[int, Action | tuple[Action, ...]] = {}
+        self._met_last: dict[str, Any] = {}  # per context variable, the value object noted last (``_meet``)
         self.text_rules: list[str] = []  # Text-Reflection Scar: synthesised rules shown as text
         self.t = 0
         self.failures: list[Failure] = []  # every verified failure of the run (the merge keeps them covered)
@@ -691,7 +692,7 @@ class ScarsAgent:
                 f"{self.store.ledger.path}: the ledger fails verification at event {report.first_bad_seq} "
                 f"({report.reason}); the run stops (fail closed)"
             )
-        self._verified_head = self.store.head()
+        self._verified_head = (report.count, report.head_hash)  # the head of the chain just verified
 
     def close(self) -> None:
         # drain: finish syntheses in flight so the ledger and statistics are complete
@@ -717,15 +718,23 @@ class ScarsAgent:
         return {k: list(values.values())[-per_key:] for k, values in self._met.items()}
 
     def _meet(self, record: RecordedStep) -> None:
-        met = self._met
+        met, last = self._met, self._met_last
         bookkeeping = self.card.bookkeeping
         for k, v in record.context.items():
-            if k not in bookkeeping:
-                _note_met(met, k, v)
+            # the very string or bool noted last for this variable: noting it again changes nothing
+            if last.get(k) is v or k in bookkeeping:
+                continue
+            _note_met(met, k, v)
+            if v.__class__ is str or v.__class__ is bool:
+                last[k] = v
         known = self._met_actions
         if len(known) >= 4 * self.config.history:  # kept alive about as long as the history keeps their steps
             known.clear()
-        for a in record.actions:
+        actions = record.actions
+        if known.get(id(actions)) is actions:
+            return  # this very tuple's actions are met already (a learner's view hands one out per admissible set)
+        known[id(actions)] = actions
+        for a in actions:
             if known.get(id(a)) is a:
                 continue  # every value of this very action is met already (a value met again keeps its place)
             known[id(a)] = a

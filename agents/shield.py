@@ -174,7 +174,9 @@ class ScarShield(gym.Wrapper, gym.utils.RecordConstructorArgs):
             n = len(decision.actions)
             with method_turn():
                 if self.agent is not None:
-                    blocked = np.asarray(self.agent.govern(decision, np.zeros(n)).masked, dtype=bool)
+                    governed = self.agent.govern(decision, np.zeros(n))
+                    # an action is masked exactly when some rule fired on it (``Governed``): most decisions none
+                    blocked = np.asarray(governed.masked, dtype=bool) if governed.fired else None
                 else:
                     assert self.oracle is not None
                     core = self._core.govern(decision.context, decision.actions, np.zeros(n), decision.t)
@@ -185,7 +187,7 @@ class ScarShield(gym.Wrapper, gym.utils.RecordConstructorArgs):
                         ],
                         dtype=bool,
                     )
-            if blocked.any():  # most decisions mask nothing: then the view's mask is the shield's
+            if blocked is not None and blocked.any():  # else the view's mask is the shield's
                 mask = base.copy()
                 mask[:n] &= ~blocked
         if not mask.any():

@@ -87,6 +87,13 @@ class Signals:
     z_i: float = 0.0
 
     def __post_init__(self) -> None:
+        if (
+            0.0 <= self.z_v <= 1.0
+            and 0.0 <= self.z_r <= 1.0
+            and 0.0 <= self.z_c <= 1.0
+            and 0.0 <= self.z_i <= 1.0
+        ):
+            return  # every step's signals (one comparison chain; NaN fails it)
         for name, value in zip(SIGNAL_NAMES, self.as_tuple(), strict=True):
             if not (0.0 <= value <= 1.0):
                 raise ConfigError(f"signal {name}={value!r} is outside [0, 1]")

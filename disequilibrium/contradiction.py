@@ -75,6 +75,16 @@ class ContradictionWindow:
         H at this decision); otherwise H is evaluated here."""
         if forbidden is None:
             forbidden = [contradicts_core(self.core, q, a, self.classes) for a, _ in proposal]
+        elif not any(
+            forbidden
+        ):  # H forbids nothing proposed (most decisions): 0 / mass, exactly, where mass > 0
+            mass = 0.0
+            for a, p in proposal:
+                if a.is_control:
+                    mass += p
+            if mass > 0:
+                self._flags.append(0.0)
+            return self.value
         mass = blocked = 0.0
         for (a, p), flag in zip(proposal, forbidden, strict=True):
             if a.is_control:

@@ -65,6 +65,10 @@ class VerifierScore:
         return float(1 - self.score)
 
 
+_NOTHING_FOUND = VerifierScore(True, "default", "none", "no handler or judge found a failure")
+"""V_t = 1 when nothing decided (most steps; a frozen value, shared)."""
+
+
 class DeterministicHandler(Protocol):
     """Decides a step from hard evidence, or returns ``None`` when it has nothing to say."""
 
@@ -215,4 +219,4 @@ class HybridVerifier:
             judged = self.judge.judge(step.output, step.context)
             if judged is not None:
                 return VerifierScore(judged.passed, "semantic", self.judge.name, judged.reason)
-        return VerifierScore(True, "default", "none", "no handler or judge found a failure")
+        return _NOTHING_FOUND

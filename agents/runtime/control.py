@@ -96,10 +96,12 @@ Decider = Callable[
     [Context, tuple, "int | None"], list
 ]  # (q, the action's args pairs, step) -> fired rule ids
 
+_Fired = tuple[tuple[int, tuple[str, ...]], ...]  # (action index, ids of the rules that fired on it)
 _ABSENT = object()  # a feature the action or the context does not have (``semantics`` treats it alike)
 _BOOL = object()  # tags boolean index keys: True == 1 must not hold (``semantics.compare``)
 _NUMBER = (int, float)
 _ORDER = ("<", "<=", ">", ">=")
+_MEMO_SIZE = 2048  # decisions a control plane remembers (``ControlPlane._decided``); then it starts again
 _MAX_KEY_FEATURES = 2  # a composite key of up to two equality conjuncts (e.g. object type and receptacle)
 
 
@@ -216,6 +218,8 @@ class _Source:
             "_bisect_right": bisect.bisect_right,
         }
         self._known: dict[tuple[type, Any], str] = {}
+        self.context_keys: set[str] = set()  # the context keys the emitted code reads
+        self.reads_step = False  # the emitted code reads the step (an entry with a stop)
 
     def const(self, value: Any) -> str:
         """The global name bound to ``value`` (one name per (type, value): True, 1 and 1.0 stay apart)."""
@@ -234,6 +238,8 @@ class _Source:
 
     def read(self, source: Source) -> str:
         where, key = source
+        if where != "arg":
+            self.context_keys.add(key)
         return f"{'d' if where == 'arg' else 'q'}.get({self.const(key)}, _A)"
 
     def test(self, op: str, value: Any, x: str) -> str | bool:
@@ -307,6 +313,7 @@ class _Source:
         """When the entry fires, given that its index key matched."""
         parts: list[str | bool] = [self.atom(a) for a in entry.atoms] + [self.guard(g) for g in entry.rest]
         if entry.stop is not None:
+            self.reads_step = True
             parts.insert(0, f"(step is None or step < {self.const(entry.stop)})")
         if any(p is False for p in parts):
             return False
@@ -360,6 +367,7 @@ class _Bucket:
         "hazards",
         "seen",
         "_fn",
+        "_reads",
     )
 
     def __init__(self, kind: str, name: str, classes: Classes) -> None:
@@ -373,6 +381,7 @@ class _Bucket:
         self.hazards = 0
         self.seen: dict[Source, set] = {}  # source → literal values rules filed here name (key selectivity)
         self._fn: Decider | None = None
+        self._reads: tuple[frozenset[str], bool] = (frozenset(), False)
 
     def __len__(self) -> int:
         return len(self.where)
@@ -454,6 +463,11 @@ class _Bucket:
             self._fn = self._compile()
         return self._fn
 
+    def reads(self) -> tuple[frozenset[str], bool]:
+        """What the decider of the rules filed now reads besides the action: (the context keys, whether the step)."""
+        self.decider()
+        return self._reads
+
     def _reads_args(self, entry: _Entry) -> bool:
         def reads(guard: Any) -> bool:
             atom = _atom(guard, self.kind, self.name, self.classes)
@@ -527,6 +541,7 @@ class _Bucket:
         exec(code, namespace)  # noqa: S102 - our own generated source; every literal is a bound global
         for container, slot in resolve:
             container[slot] = namespace[container[slot]]
+        self._reads = (frozenset(src.context_keys), src.reads_step)
         return namespace["fire"]
 
 
@@ -568,6 +583,17 @@ class ControlPlane:
         self._expiry: dict[str, int | None] = {}  # scar id -> the expires_at_step its index enforces
         self._temp: dict[str, tuple[Rule, int]] = {}
         self._temp_counter = 0
+        # decisions remembered per (actions tuple, values of the context keys the rules read): ``_decided``
+        self._memo: dict[tuple, tuple[tuple[int, ...], _Fired]] = {}
+        # the action tuples whose identities the memo's keys hold, kept alive with it (so no identity is reused);
+        # one list, not a reference in each entry: an entry is then plain ints and strings, which the garbage
+        # collector untracks instead of walking it in every full collection
+        self._memo_kept: list[tuple[Action, ...]] = []
+        # and per action of those tuples: (its identity, the same context values) -> ids of the rules that fire on it
+        # (a new admissible set is mostly actions met before, in the same situation)
+        self._memo_actions: dict[tuple, tuple[str, ...]] = {}
+        self._memo_reads: tuple[str, ...] | None = None  # None: not known since the last change
+        self._memo_on = False  # off while some rule reads the step (a temporary mask, a step-scoped scar)
         for item in core:
             rule = item.rule if isinstance(item, Scar) else item
             if not isinstance(rule, Rule):
@@ -618,6 +644,7 @@ class ControlPlane:
                     atoms.append(_Atom(("arg", mask.arg_name), None, "==", value, keys, None))
                 bucket.file((rule_id, i), atoms, rest, stop)
         self._deciders[kind, name] = self._stale(kind, name)
+        self._forget()
 
     def _unindex(self, rule_id: str, rule: Rule) -> None:
         key = mask_key(rule.mask)
@@ -628,6 +655,14 @@ class ControlPlane:
                 self._deciders[key] = self._stale(*key)
             else:
                 del self._buckets[key], self._deciders[key]
+            self._forget()
+
+    def _forget(self) -> None:
+        """The rules changed: no remembered decision holds any more."""
+        self._memo.clear()
+        self._memo_kept.clear()
+        self._memo_actions.clear()
+        self._memo_reads = None
 
     def _stale(self, kind: str, name: str) -> Decider:
         """Stands in for a changed bucket's decider: compiles it on the next decision (a burst of additions
@@ -769,33 +804,102 @@ class ControlPlane:
         governed = base.tolist()
         if not all(map(math.inf.__gt__, governed)):  # x < inf; NaN compares false too
             raise ControlPlaneError(f"base logits must be finite or -inf, got {governed}")
-        masked = [False] * n
-        fired: list[tuple[int, tuple[str, ...]]] = []
+        control, fired = self._decided(q, actions, step)
         hard = self.mode == "hard"
-        deciders = self._deciders
-        any_control = False
-        control_left = False  # some control action keeps a finite governed logit
-        for i, a in enumerate(actions):
-            kind = a.kind
-            if kind != "env" and kind != "tool":  # A_ctrl only: text and fallback actions are never masked
-                continue
-            any_control = True
-            fire = deciders.get((kind, a.name))
-            ids = None if fire is None else fire(q, a.args, step)
-            if ids:
-                masked[i] = True
-                fired.append((i, tuple(ids)))
-                governed[i] = -math.inf if hard else governed[i] + self.soft_bias * len(ids)
-            control_left = control_left or governed[i] > -math.inf
-        top = max(governed, default=-math.inf)
+        # every base logit the same finite number (a learner whose policy the plane does not see, a shield's zeros)
+        level = governed[0] if n else -math.inf
+        uniform = hard and level > -math.inf and governed.count(level) == n
+        masked = [False] * n
+        for i, ids in fired:
+            masked[i] = True
+            governed[i] = -math.inf if hard else governed[i] + self.soft_bias * len(ids)
+        if uniform:  # only control actions fire: one is left unmasked exactly when fewer fired than there are
+            control_left, top = len(control) > len(fired), level if n > len(fired) else -math.inf
+        else:
+            # a control action keeps a finite logit
+            control_left = max(map(governed.__getitem__, control), default=-math.inf) > -math.inf
+            top = max(governed, default=-math.inf)
         logits_out = np.array(governed, dtype=np.float64)
         masked_out = np.array(masked, dtype=bool)
         # a⊥ with probability 1: every control action is masked (or no action is left at all)
-        if (hard and any_control and not control_left) or top == -math.inf:
+        if (hard and control and not control_left) or top == -math.inf:
+            return Governed(logits_out, np.zeros(n), masked_out, fired, Action("fallback", self.fallback))
+        if (
+            uniform
+        ):  # exp(0) = 1 on each of the k unmasked actions, exp(-inf) = 0 on the rest: 1/k and 0, exactly
             return Governed(
-                logits_out, np.zeros(n), masked_out, tuple(fired), Action("fallback", self.fallback)
+                logits_out, np.where(masked_out, 0.0, 1.0 / (n - len(fired))), masked_out, fired, None
             )
         shifted = [math.exp(x - top) for x in governed]  # exp(-inf) = 0.0: a masked action gets exactly 0
         total = sum(shifted)
         probs = np.array([x / total for x in shifted], dtype=np.float64)
-        return Governed(logits_out, probs, masked_out, tuple(fired), None)
+        return Governed(logits_out, probs, masked_out, fired, None)
+
+    def _decided(
+        self, q: Context, actions: Sequence[Action], step: int | None
+    ) -> tuple[tuple[int, ...], _Fired]:
+        """(the indices of the control actions, (index, ids of the rules that fire) of each action some rule fires
+        on) — the per-action work of ``govern``. A decision over a tuple of actions is remembered, keyed by the
+        tuple's identity (the memo keeps it alive) and the values, with their types, of the context keys the
+        compiled rules read (True == 1 and they hash alike, but only 1 is a number for the DSL), until the rules
+        change: a learner's view hands out one tuple per admissible set, met again and again. So is each action of
+        such a tuple with the same values (a new admissible set is mostly actions met before). While some rule
+        reads the step (a temporary mask, a step-scoped scar) nothing is remembered. At most ``_MEMO_SIZE``
+        decisions (and 16 times as many actions) are kept; then the memo starts again."""
+        key = None
+        if actions.__class__ is tuple:
+            reads = self._memo_reads
+            if reads is None:
+                reads = self._memo_reads = self._reads()
+            if self._memo_on:
+                values = [q.get(k, _ABSENT) for k in reads]
+                key = (id(actions), *values, *map(type, values))
+                try:
+                    hit = self._memo.get(key)
+                except TypeError:  # an unhashable context value: decided afresh
+                    key, hit = None, None
+                if hit is not None:
+                    return hit
+        control: list[int] = []
+        fired: list[tuple[int, tuple[str, ...]]] = []
+        deciders = self._deciders
+        if key is not None and (len(self._memo) >= _MEMO_SIZE or len(self._memo_actions) >= 16 * _MEMO_SIZE):
+            self._memo.clear()
+            self._memo_kept.clear()
+            self._memo_actions.clear()
+        known = None if key is None else self._memo_actions
+        situation = None if key is None else key[1:]
+        for i, a in enumerate(actions):
+            kind = a.kind
+            if kind != "env" and kind != "tool":  # A_ctrl only: text and fallback actions are never masked
+                continue
+            control.append(i)
+            if known is None:
+                fire = deciders.get((kind, a.name))
+                ids = None if fire is None else fire(q, a.args, step)
+                if ids:
+                    fired.append((i, tuple(ids)))
+                continue
+            # an action of a tuple the memo keeps alive: its identity is not reused while remembered
+            remembered = known.get((id(a), situation))
+            if remembered is None:
+                fire = deciders.get((kind, a.name))
+                remembered = known[id(a), situation] = () if fire is None else tuple(fire(q, a.args, step))
+            if remembered:
+                fired.append((i, remembered))
+        decided = (tuple(control), tuple(fired))
+        if key is not None:
+            self._memo[key] = decided
+            self._memo_kept.append(actions)
+        return decided
+
+    def _reads(self) -> tuple[str, ...]:
+        """The context keys some compiled rule reads (sorted); turns the memo off while some rule reads the step."""
+        keys: set[str] = set()
+        steps = False
+        for bucket in self._buckets.values():
+            context, step = bucket.reads()
+            keys |= context
+            steps = steps or step
+        self._memo_on = not steps
+        return tuple(sorted(keys))

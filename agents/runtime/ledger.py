@@ -257,6 +257,27 @@ def _decode_text(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
+class _Group:
+    """``Ledger.group()``'s block (a class rather than a generator-based context manager: an agent enters one at
+    every step, most of them appending nothing)."""
+
+    __slots__ = ("_ledger",)
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+
+    def __enter__(self) -> None:
+        ledger = self._ledger
+        ledger._require_writable()
+        ledger._group_depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        ledger = self._ledger
+        ledger._group_depth -= 1
+        if ledger._group_depth == 0:
+            ledger._commit_group()
+
+
 class Ledger:
     """An append-only audit ledger in one SQLite file (seed 000 §3). Use as a context manager or ``close()``.
 
@@ -757,8 +778,7 @@ class Ledger:
         return format_anchor(self.head())
 
     # -------------------------------------------------------------------------------------- group commit
-    @contextmanager
-    def group(self) -> Iterator[None]:
+    def group(self) -> _Group:
         """Group commit: every append inside the block goes into one SQLite transaction, committed (with the
         head-file protocol) when the outermost ``group()`` exits — also when the block raises, since each event
         appended is complete (an append that fails leaves nothing behind). Outside any ``group()`` each append is
@@ -768,14 +788,7 @@ class Ledger:
         process killed before that leaves the ledger as it was after the previous commit (module docstring).
         While a group's transaction is open it holds the ledger's write locks, so other writers and verifiers of
         the same file wait for it."""
-        self._require_writable()
-        self._group_depth += 1
-        try:
-            yield
-        finally:
-            self._group_depth -= 1
-            if self._group_depth == 0:
-                self._commit_group()
+        return _Group(self)
 
     def _begin_group(self) -> _OpenGroup:
         """Take the write locks (file lock, then BEGIN IMMEDIATE) and check, once per group, that the stored tail,

@@ -72,6 +72,7 @@ class HouseholdAdapter:
         self.card = household_card()
         self._described_schedule = None
         self._descriptions: dict[str, str] = {}
+        self._described_sets: dict[tuple[str, ...], tuple[str, ...]] = {}  # rule ids in force → their texts
 
     @property
     def norm_verifier(self) -> NormVerifier | None:
@@ -103,17 +104,30 @@ class HouseholdAdapter:
             t=t,
             episode=int(q["episode"]),
             step=int(q["step"]),
-            rules_in_force=tuple(self._describe(r) for r in info["active_rules"]),
+            rules_in_force=self._in_force(info["active_rules"]),
         )
 
-    def _describe(self, rule_id: str) -> str:
-        """The world's own text of a rule of the run's schedule (or of the household library)."""
+    def _texts(self) -> dict[str, str]:
+        """Rule id → the world's own text of the rule, for the run's schedule (and the household library)."""
         schedule = self.env.verifier.schedule
         if self._described_schedule is not schedule:
             self._descriptions = {**{r.id: r.description for r in RULE_LIBRARY.values()}}
             self._descriptions.update({r.id: r.description for r in schedule.rules})
             self._described_schedule = schedule
-        return self._descriptions[rule_id]
+            self._described_sets = {}
+        return self._descriptions
+
+    def _describe(self, rule_id: str) -> str:
+        """The world's own text of a rule of the run's schedule (or of the household library)."""
+        return self._texts()[rule_id]
+
+    def _in_force(self, rule_ids: list[str]) -> tuple[str, ...]:
+        """The texts of the rules in force, once per set of rule ids and schedule (a decision at every step)."""
+        texts, key = self._texts(), tuple(rule_ids)
+        described = self._described_sets.get(key)
+        if described is None:
+            described = self._described_sets[key] = tuple(texts[r] for r in key)
+        return described
 
     def command(self, decision: Decision, action: Action) -> str:
         return NO_OP_COMMAND if action.kind == "fallback" else action.text

@@ -77,6 +77,27 @@ def test_core_contradiction_share_over_control_actions():
         ContradictionWindow([NO_SINK], window=0)
 
 
+def test_a_proposal_h_forbids_nothing_of_adds_zero_wherever_it_has_control_mass():
+    """The caller's all-False row (most decisions) gives what evaluating H gives: 0 where the proposal puts mass on
+    control actions, nothing where it puts none (text only, or zero mass)."""
+    q = {"location": "kitchen"}
+    for proposal in (
+        ((TO_SHELF, 0.5), (SAY, 0.5)),
+        ((SAY, 1.0),),
+        ((TO_SHELF, 0.0), (SAY, 1.0)),
+        ((TO_SHELF, 1 / 3), (TO_SHELF, 1 / 3), (SAY, 1 / 3)),
+        (),
+    ):
+        told, evaluated = ContradictionWindow([NO_SINK], window=3), ContradictionWindow([NO_SINK], window=3)
+        for _ in range(2):
+            told._flags.append(1.0)  # an earlier decision H did forbid
+            evaluated._flags.append(1.0)
+            assert told.push_proposal(q, proposal, (False,) * len(proposal)) == evaluated.push_proposal(
+                q, proposal
+            )
+            assert list(told._flags) == list(evaluated._flags)
+
+
 class RejectAll:
     def judge(self, punished_action, context):
         return True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -384,9 +386,10 @@ def test_index_shortcuts_fire_exactly_the_rules_a_scan_fires(specs, action_list,
         assert set(plane.fired_rules(q, a, step=step)) == expected
 
 
-# Buckets memoise their result per (action arguments, values of the context keys their rules read); step-bound
-# stops are applied after the memo. Repeated decisions on a small pool of actions and contexts, interleaved with
-# additions, removals, temporary masks and expiry, would expose a stale or over-shared memo entry.
+# The plane remembers a decision over a tuple of actions per (the tuple, the values of the context keys its rules
+# read), until the rules change, and nothing while a rule reads the step. Repeated decisions on a small pool of
+# actions and contexts, interleaved with additions, removals, temporary masks and expiry, would expose a stale or
+# over-shared memo entry.
 # rules that often fire on the pools (so that a stale "fires" or "does not fire" is met), and others
 memo_guards = st.one_of(
     st.builds(
@@ -415,6 +418,7 @@ memo_ops = st.one_of(
     st.lists(memo_ops, min_size=10, max_size=50),
 )
 def test_memoised_decisions_stay_exact_across_schema_changes_and_steps(action_pool, context_pool, ops):
+    action_pool = tuple(action_pool)  # one tuple, decided again and again: the plane remembers its decisions
     plane = ControlPlane(classes=CLASSES)
     live: dict[str, Rule] = {}
     stops: dict[str, int | None] = {}
@@ -433,11 +437,13 @@ def test_memoised_decisions_stay_exact_across_schema_changes_and_steps(action_po
                 for a in action_pool
             ]
             assert set(plane.fired_rules(q, action_pool[i], step=step)) == expected[i]
-            governed = plane.govern(q, action_pool, np.zeros(len(action_pool)), step=step)
-            assert governed.masked.tolist() == [bool(ids) for ids in expected]
-            assert {k: set(ids) for k, ids in governed.fired} == {
-                k: ids for k, ids in enumerate(expected) if ids
-            }
+            # the same tuple (remembered decisions), and a new tuple of the same actions (remembered per action)
+            for actions in (action_pool, tuple(action_pool)):
+                governed = plane.govern(q, actions, np.zeros(len(action_pool)), step=step)
+                assert governed.masked.tolist() == [bool(ids) for ids in expected]
+                assert {k: set(ids) for k, ids in governed.fired} == {
+                    k: ids for k, ids in enumerate(expected) if ids
+                }
         elif op[0] == "add":
             scar = Scar(Rule(op[1], op[2]), scope=Scope(expires_at_step=op[3]))
             if plane.add(scar):
@@ -470,6 +476,105 @@ def test_memo_never_shares_a_result_between_look_alike_values_of_other_types():
     plane = ControlPlane(scars=[Scar(parse_rule('if action.amount > 0 then forbid_tool_call("harvest")'))])
     for amount, fires_on_it in ((1, True), (True, False), (np.int64(1), False), (1, True)):
         assert plane.masked({}, [Action.tool("harvest", amount=amount)]) == [fires_on_it]
+
+
+def test_a_decision_over_the_same_actions_and_read_values_is_remembered_until_the_rules_change():
+    """A learner's view hands out one tuple per admissible set, met again and again: the plane answers a decision
+    it made before without running its rules, as long as the context keys its rules read hold the same values (of
+    the same types) and no rule changed."""
+    plane = ControlPlane(
+        scars=[Scar(parse_rule('if location == "kitchen" then forbid_env_action("move")'))], classes=CLASSES
+    )
+    actions = (
+        Action.env("move", obj_type="cup"),
+        Action.env("move", obj_type="plate"),
+        Action("text", "say"),
+    )
+    runs: list[int] = []
+
+    def count_runs() -> None:
+        fire = plane._deciders["env", "move"]
+        plane._deciders["env", "move"] = lambda q, args, step: runs.append(1) or fire(q, args, step)
+
+    def decide(q: dict, step: int = 0) -> tuple[list[bool], int]:
+        runs.clear()
+        governed = plane.govern(q, actions, np.zeros(3), step)
+        return governed.masked.tolist(), len(runs)
+
+    plane.govern({"location": "kitchen"}, actions, np.zeros(3))  # compiled and remembered
+    count_runs()
+    assert decide({"location": "kitchen", "step": 1}) == ([True, True, False], 0)  # step: read by no rule
+    runs.clear()  # another tuple of the same actions (another admissible set): each action is remembered
+    assert plane.govern({"location": "kitchen"}, actions[1::-1], np.zeros(2)).masked.tolist() == [True, True]
+    assert runs == []
+    assert decide({"location": "garden", "step": 2}) == ([False, False, False], 2)
+    assert decide({"location": "garden", "step": 3}) == ([False, False, False], 0)
+    assert decide({"step": 3}) == ([False, False, False], 2)  # a missing key is a value of its own
+    assert plane.govern({"location": "kitchen"}, list(actions), np.zeros(3)).masked.tolist() == [
+        True,
+        True,
+        False,
+    ]
+    plane.add(Scar(parse_rule('if action.obj_type == "plate" then forbid_env_action("move")')))
+    plane.govern({"location": "garden"}, actions, np.zeros(3))
+    count_runs()
+    assert decide({"location": "garden"}) == ([False, True, False], 0)
+    mask_id = plane.set_temporary_mask(
+        parse_rule('if location == "hall" then forbid_env_action("move")'), until_step=5
+    )
+    plane.govern({"location": "hall"}, actions, np.zeros(3), 1)
+    count_runs()
+    assert decide({"location": "hall"}, 4) == ([True, True, False], 2)  # a rule reads the step: nothing kept
+    assert decide({"location": "hall"}, 5) == ([False, True, False], 2)
+    plane.lift_temporary_mask(mask_id)
+    plane.govern({"location": "hall"}, actions, np.zeros(3), 5)
+    count_runs()
+    assert decide({"location": "hall"}, 6) == ([False, True, False], 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(rules, min_size=0, max_size=8),
+    st.lists(actions, min_size=1, max_size=8),
+    contexts,
+    st.one_of(
+        st.sampled_from([0.0, -0.0, 1.5, -7.0, 1e308, -1e308]).map(lambda c: ("same", c)),
+        st.lists(st.sampled_from([0.0, -0.0, 2.0, -3.5, float("-inf")]), min_size=8, max_size=8).map(
+            lambda xs: ("mixed", xs)
+        ),
+    ),
+    st.sampled_from(["hard", "soft"]),
+)
+def test_governed_logits_and_probabilities_are_the_softmax_over_what_the_scan_leaves(
+    rule_list, action_list, q, logits, mode
+):
+    """``govern`` (with its shortcut for equal logits, a shield's zeros) gives, bit for bit, the masked softmax
+    computed action by action: -inf (hard) or + soft_bias per firing rule (soft), exp(x - max) / their sum."""
+    plane = ControlPlane(scars=[Scar(r) for r in rule_list], classes=CLASSES, mode=mode)
+    canonical_rules = list({Scar(r).id: Scar(r).rule for r in rule_list}.values())  # one scar per rule
+    kind, values = logits
+    base = [values] * len(action_list) if kind == "same" else values[: len(action_list)]
+    decided = tuple(action_list)
+    for _ in range(2):  # the second decision over the same tuple is remembered
+        governed = plane.govern(q, decided, np.array(base))
+        expected, masked = list(base), []
+        for i, a in enumerate(action_list):
+            firing = [r for r in canonical_rules if a.is_control and fires(r, q, a, plane.classes)]
+            masked.append(bool(firing))
+            if firing:
+                expected[i] = -math.inf if mode == "hard" else expected[i] + plane.soft_bias * len(firing)
+        assert governed.masked.tolist() == masked
+        assert governed.logits.tolist() == expected
+        control = [i for i, a in enumerate(action_list) if a.is_control]
+        top = max(expected)
+        if (
+            mode == "hard" and control and all(expected[i] == -math.inf for i in control)
+        ) or top == -math.inf:
+            assert governed.fallback is not None and not governed.probs.any()
+        else:
+            shifted = [math.exp(x - top) for x in expected]
+            assert governed.fallback is None
+            assert governed.probs.tolist() == [x / sum(shifted) for x in shifted]
 
 
 def test_a_readmission_does_not_change_the_expiry_the_plane_enforces():
