@@ -28,6 +28,7 @@ compute their own and return the same results.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import time
@@ -522,9 +523,10 @@ class _Derivations:
         self._alone = [operand_sizes(g, False) for g in space.predicates]
         self._conjunct = [operand_sizes(g, True) for g in space.predicates]
         self._lambdas = evaluator.weights.lambdas
-        self.scored: dict[tuple[int, tuple[int, ...]], tuple[Rule, Score]] = {}
+        # (mask, predicates) -> (rule, score, its rough rank: (not admissible, total))
+        self.scored: dict[tuple[int, tuple[int, ...]], tuple[Rule, Score, tuple[bool, float]]] = {}
 
-    def score(self, mask: int, preds: tuple[int, ...]) -> tuple[Rule, Score]:
+    def score(self, mask: int, preds: tuple[int, ...]) -> tuple[Rule, Score, tuple[bool, float]]:
         key = (mask, preds)
         hit = self.scored.get(key)
         if hit is None:
@@ -543,7 +545,8 @@ class _Derivations:
             # pool-ordered conjunctions of the canonical pool are canonical (see candidate_space): C from the parts
             sizes = self._alone if len(preds) == 1 else self._conjunct
             cost = conjunction_cost(the_mask, [sizes[j] for j in preds], self._lambdas)
-            hit = self.scored[key] = (rule, evaluator.score_signed(rule, signed, operands, cost))
+            score = evaluator.score_signed(rule, signed, operands, cost)
+            hit = self.scored[key] = (rule, score, (not score.admissible, score.total))
         return hit
 
 
@@ -562,6 +565,10 @@ def _derivations(evaluator: ObjectiveEvaluator, space: CandidateSpace) -> _Deriv
     return derivations
 
 
+def _rough(scored: tuple[Rule, Score, tuple[bool, float]]) -> tuple[bool, float]:
+    return scored[2]
+
+
 class _Scorer:
     """Scores each derivation (mask, predicate indices) once and keeps the candidates seen.
 
@@ -572,7 +579,7 @@ class _Scorer:
     def __init__(self, evaluator: ObjectiveEvaluator, space: CandidateSpace, started: float) -> None:
         self.derivations = _derivations(evaluator, space)
         self.started = started
-        self.seen: dict[tuple[int, tuple[int, ...]], tuple[Rule, Score]] = {}
+        self.seen: dict[tuple[int, tuple[int, ...]], tuple[Rule, Score, tuple[bool, float]]] = {}
         self.best: Candidate | None = None
         self.trace: list[tuple[int, float, str, float]] = []
 
@@ -581,7 +588,7 @@ class _Scorer:
         hit = self.seen.get(key)
         if hit is not None:
             return hit[1]
-        rule, score = self.seen[key] = self.derivations.score(mask, preds)
+        rule, score, _ = self.seen[key] = self.derivations.score(mask, preds)
         best = self.best
         if best is None or (not score.admissible, score.total) <= (
             not best.score.admissible,
@@ -595,19 +602,23 @@ class _Scorer:
 
     def ranked(self, k: int) -> list[Candidate]:
         """The k best candidates by :func:`candidate_key` (texts printed for the contenders only)."""
-        rough = sorted(self.seen.values(), key=lambda rs: (not rs[1].admissible, rs[1].total))
-        if len(rough) > k:
-            cut = (not rough[k - 1][1].admissible, rough[k - 1][1].total)
-            rough = [rs for rs in rough if (not rs[1].admissible, rs[1].total) <= cut]
-        return sorted((Candidate(r, canonical_text(r), sc) for r, sc in rough), key=candidate_key)[:k]
+        seen = self.seen.values()
+        if (
+            len(seen) > k
+        ):  # the k-th rough rank is the cut; a stable sort of what passes it is the sorted prefix
+            cut = heapq.nsmallest(k, [rs[2] for rs in seen])[-1]
+            seen = [rs for rs in seen if rs[2] <= cut]
+        rough = sorted(seen, key=_rough)
+        return sorted((Candidate(r, canonical_text(r), sc) for r, sc, _ in rough), key=candidate_key)[:k]
 
     def rejected(self, k: int) -> list[Candidate]:
         """The k best candidates that failed admission (ReplayPass or the drift budget)."""
-        rough = sorted((rs for rs in self.seen.values() if not rs[1].admissible), key=lambda rs: rs[1].total)
-        if len(rough) > k:
-            cut = rough[k - 1][1].total
-            rough = [rs for rs in rough if rs[1].total <= cut]
-        return sorted((Candidate(r, canonical_text(r), sc) for r, sc in rough), key=candidate_key)[:k]
+        failed = [rs for rs in self.seen.values() if rs[2][0]]
+        if len(failed) > k:
+            cut = heapq.nsmallest(k, [rs[2][1] for rs in failed])[-1]
+            failed = [rs for rs in failed if rs[2][1] <= cut]
+        rough = sorted(failed, key=_rough)
+        return sorted((Candidate(r, canonical_text(r), sc) for r, sc, _ in rough), key=candidate_key)[:k]
 
 
 class _Node:
