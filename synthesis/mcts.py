@@ -28,6 +28,7 @@ compute their own and return the same results.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import time
@@ -55,6 +56,7 @@ from scars.synthesis.dsl.ast import (
     Rule,
     Value,
 )
+from scars.synthesis.dsl.cost import conjunction_cost, operand_sizes
 from scars.synthesis.dsl.semantics import MISSING, Classes, compare
 from scars.synthesis.errors import ConfigError
 from scars.synthesis.failure import Failure
@@ -517,25 +519,34 @@ class _Derivations:
         self.space = space
         self._masks: list[tuple[int, int, int] | None] = [None] * len(space.masks)
         self._predicates: list[tuple[int, int, int] | None] = [None] * len(space.predicates)
-        self.scored: dict[tuple[int, tuple[int, ...]], tuple[Rule, Score]] = {}
+        # each predicate's sizes alone and as a conjunct (dsl.cost.operand_sizes): C of a derivation from its parts
+        self._alone = [operand_sizes(g, False) for g in space.predicates]
+        self._conjunct = [operand_sizes(g, True) for g in space.predicates]
+        self._lambdas = evaluator.weights.lambdas
+        # (mask, predicates) -> (rule, score, its rough rank: (not admissible, total))
+        self.scored: dict[tuple[int, tuple[int, ...]], tuple[Rule, Score, tuple[bool, float]]] = {}
 
-    def score(self, mask: int, preds: tuple[int, ...]) -> tuple[Rule, Score]:
+    def score(self, mask: int, preds: tuple[int, ...]) -> tuple[Rule, Score, tuple[bool, float]]:
         key = (mask, preds)
         hit = self.scored.get(key)
         if hit is None:
             space, evaluator = self.space, self.evaluator
-            rule = _assemble(space.masks[mask], [space.predicates[j] for j in preds])
+            the_mask = space.masks[mask]
+            rule = _assemble(the_mask, [space.predicates[j] for j in preds])
             signed = self._masks[mask]
             if signed is None:
-                signed = self._masks[mask] = evaluator.signature(space.masks[mask])
+                signed = self._masks[mask] = evaluator.signature(the_mask)
             operands = []
             for j in preds:
                 sig = self._predicates[j]
                 if sig is None:
                     sig = self._predicates[j] = evaluator.signature(space.predicates[j])
                 operands.append(sig)
-            # pool-ordered conjunctions of the canonical pool are canonical (see candidate_space)
-            hit = self.scored[key] = (rule, evaluator.score_signed(rule, signed, operands))
+            # pool-ordered conjunctions of the canonical pool are canonical (see candidate_space): C from the parts
+            sizes = self._alone if len(preds) == 1 else self._conjunct
+            cost = conjunction_cost(the_mask, [sizes[j] for j in preds], self._lambdas)
+            score = evaluator.score_signed(rule, signed, operands, cost)
+            hit = self.scored[key] = (rule, score, (not score.admissible, score.total))
         return hit
 
 
@@ -554,6 +565,10 @@ def _derivations(evaluator: ObjectiveEvaluator, space: CandidateSpace) -> _Deriv
     return derivations
 
 
+def _rough(scored: tuple[Rule, Score, tuple[bool, float]]) -> tuple[bool, float]:
+    return scored[2]
+
+
 class _Scorer:
     """Scores each derivation (mask, predicate indices) once and keeps the candidates seen.
 
@@ -564,7 +579,7 @@ class _Scorer:
     def __init__(self, evaluator: ObjectiveEvaluator, space: CandidateSpace, started: float) -> None:
         self.derivations = _derivations(evaluator, space)
         self.started = started
-        self.seen: dict[tuple[int, tuple[int, ...]], tuple[Rule, Score]] = {}
+        self.seen: dict[tuple[int, tuple[int, ...]], tuple[Rule, Score, tuple[bool, float]]] = {}
         self.best: Candidate | None = None
         self.trace: list[tuple[int, float, str, float]] = []
 
@@ -573,7 +588,7 @@ class _Scorer:
         hit = self.seen.get(key)
         if hit is not None:
             return hit[1]
-        rule, score = self.seen[key] = self.derivations.score(mask, preds)
+        rule, score, _ = self.seen[key] = self.derivations.score(mask, preds)
         best = self.best
         if best is None or (not score.admissible, score.total) <= (
             not best.score.admissible,
@@ -587,35 +602,55 @@ class _Scorer:
 
     def ranked(self, k: int) -> list[Candidate]:
         """The k best candidates by :func:`candidate_key` (texts printed for the contenders only)."""
-        rough = sorted(self.seen.values(), key=lambda rs: (not rs[1].admissible, rs[1].total))
-        if len(rough) > k:
-            cut = (not rough[k - 1][1].admissible, rough[k - 1][1].total)
-            rough = [rs for rs in rough if (not rs[1].admissible, rs[1].total) <= cut]
-        return sorted((Candidate(r, canonical_text(r), sc) for r, sc in rough), key=candidate_key)[:k]
+        seen = self.seen.values()
+        if (
+            len(seen) > k
+        ):  # the k-th rough rank is the cut; a stable sort of what passes it is the sorted prefix
+            cut = heapq.nsmallest(k, [rs[2] for rs in seen])[-1]
+            seen = [rs for rs in seen if rs[2] <= cut]
+        rough = sorted(seen, key=_rough)
+        return sorted((Candidate(r, canonical_text(r), sc) for r, sc, _ in rough), key=candidate_key)[:k]
 
     def rejected(self, k: int) -> list[Candidate]:
         """The k best candidates that failed admission (ReplayPass or the drift budget)."""
-        rough = sorted((rs for rs in self.seen.values() if not rs[1].admissible), key=lambda rs: rs[1].total)
-        if len(rough) > k:
-            cut = rough[k - 1][1].total
-            rough = [rs for rs in rough if rs[1].total <= cut]
-        return sorted((Candidate(r, canonical_text(r), sc) for r, sc in rough), key=candidate_key)[:k]
+        failed = [rs for rs in self.seen.values() if rs[2][0]]
+        if len(failed) > k:
+            cut = heapq.nsmallest(k, [rs[2][1] for rs in failed])[-1]
+            failed = [rs for rs in failed if rs[2][1] <= cut]
+        rough = sorted(failed, key=_rough)
+        return sorted((Candidate(r, canonical_text(r), sc) for r, sc, _ in rough), key=candidate_key)[:k]
 
 
-@dataclass
 class _Node:
     """A partial derivation. ``mask`` is −1 before the mask move; ``preds`` are pool indices in increasing order."""
 
-    mask: int
-    preds: tuple[int, ...]
-    terminal: bool
-    untried: list[int]  # moves not yet expanded: mask indices at the root, else predicate indices or _STOP
-    children: list[_Node] = field(default_factory=list)
-    # Per-child statistics kept in the parent, so UCT over many children is one numpy expression.
-    child_visits: list[int] = field(default_factory=list)
-    child_values: list[float] = field(default_factory=list)  # best reward seen in each child's subtree
-    child_open: list[bool] = field(default_factory=list)  # False once the child's subtree is fully explored
-    visits: int = 0
+    __slots__ = (
+        "mask",
+        "preds",
+        "terminal",
+        "untried",
+        "children",
+        "child_visits",
+        "child_values",
+        "child_open",
+        "n_open",
+        "visits",
+    )
+
+    def __init__(self, mask: int, preds: tuple[int, ...], terminal: bool, untried: list[int]) -> None:
+        self.mask = mask
+        self.preds = preds
+        self.terminal = terminal
+        self.untried = (
+            untried  # moves not yet expanded: mask indices at the root, else predicate indices or _STOP
+        )
+        self.children: list[_Node] = []
+        # Per-child statistics kept in the parent, so UCT over many children is one numpy expression.
+        self.child_visits: list[int] = []
+        self.child_values: list[float] = []  # best reward seen in each child's subtree
+        self.child_open: list[bool] = []  # False once the child's subtree is fully explored
+        self.n_open = 0  # children still open (a closed subtree never reopens: its moves are all taken)
+        self.visits = 0
 
 
 _STOP = -1  # the stop move; a mask node's moves are predicate indices, the root's are mask indices
@@ -709,67 +744,82 @@ def synthesize(
     space_size = space.count_rules(max_preds) if config.stop_when_scored else -1
     best_at = 0  # the simulation that last improved the best candidate (for ``patience``)
 
-    def rollout(mask: int, preds: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
-        if mask < 0:
-            mask = int(rng.integers(n_masks))
-        preds = list(preds)
-        while len(preds) < max_preds:
-            start = preds[-1] + 1 if preds else 0
-            if start >= n_preds or (preds and rng.random() < config.rollout_stop_prob):
-                break
-            preds.append(int(rng.integers(start, n_preds)))
-        return mask, tuple(preds)
-
+    integers, uniform = rng.integers, rng.random
+    exploration, time_budget, patience = config.exploration, config.time_budget_s, config.patience
+    seen = scorer.seen
     for _ in range(config.num_simulations):
         if not root_open:
             break
-        if config.time_budget_s is not None and time.perf_counter() - started > config.time_budget_s:
+        if time_budget is not None and time.perf_counter() - started > time_budget:
             break
-        if len(scorer.seen) == space_size:
+        if len(seen) == space_size:
             break
-        if config.patience is not None and simulations - best_at >= config.patience:
+        if patience is not None and simulations - best_at >= patience:
             break
         simulations += 1
         path: list[tuple[_Node, int]] = [(root, -1)]  # (node, its index in its parent)
         node = root
         # Selection: descend through fully expanded nodes by UCT.
         while not node.terminal and not node.untried and node.children:
-            index = _select(node, lo, hi, config.exploration)
+            index = _select(node, lo, hi, exploration)
             node = node.children[index]
             path.append((node, index))
         # Expansion: one untried move, chosen by the generator.
-        if node.untried:
-            move = node.untried.pop(int(rng.integers(len(node.untried))))
+        untried = node.untried
+        if untried:
+            move = untried.pop(int(integers(len(untried))))
             child = _child(node, move, n_masks, n_preds, max_preds)
             node.children.append(child)
             node.child_visits.append(0)
             node.child_values.append(-math.inf)
             node.child_open.append(True)
+            node.n_open += 1
             nodes += 1
             path.append((child, len(node.children) - 1))
             node = child
         # Evaluation: the node's own rule when complete, else a random completion. A node with a mask and at least
         # one predicate is itself a complete rule (stopping is always allowed there): it is scored too, and the
         # node is worth the better of the two, so a short rule is never lost to the conjuncts a rollout adds.
-        mask, preds = (node.mask, node.preds) if node.terminal else rollout(node.mask, node.preds)
+        if node.terminal:
+            mask, preds = node.mask, node.preds
+        else:  # the rollout (inline): a random mask at the root, then predicates until a stop
+            mask = node.mask
+            if mask < 0:
+                mask = int(integers(n_masks))
+            drawn = list(node.preds)
+            while len(drawn) < max_preds:
+                start = drawn[-1] + 1 if drawn else 0
+                if start >= n_preds or (drawn and uniform() < config.rollout_stop_prob):
+                    break
+                drawn.append(int(integers(start, n_preds)))
+            preds = tuple(drawn)
         improvements = len(scorer.trace)
-        reward = -scorer(mask, preds, nodes).total
+        hit = seen.get((mask, preds))
+        reward = -(hit[1] if hit is not None else scorer(mask, preds, nodes)).total
         if not node.terminal and node.preds and preds != node.preds:
-            reward = max(reward, -scorer(node.mask, node.preds, nodes).total)
+            hit = seen.get((node.mask, node.preds))
+            reward = max(reward, -(hit[1] if hit is not None else scorer(node.mask, node.preds, nodes)).total)
         if len(scorer.trace) > improvements:
             best_at = simulations
-        lo, hi = min(lo, reward), max(hi, reward)
+        if reward < lo:
+            lo = reward
+        if reward > hi:
+            hi = reward
         # Backup, and close finished subtrees so selection never revisits them.
         is_open = True
         for depth in range(len(path) - 1, -1, -1):
             n, index = path[depth]
             n.visits += 1
-            is_open = not n.terminal and (bool(n.untried) or True in n.child_open)
+            is_open = not n.terminal and (bool(n.untried) or n.n_open > 0)
             if depth > 0:
                 parent = path[depth - 1][0]
                 parent.child_visits[index] += 1
-                parent.child_values[index] = max(parent.child_values[index], reward)
-                parent.child_open[index] = is_open
+                value = parent.child_values[index]
+                if reward > value:  # max(value, reward), as the best reward seen in the subtree
+                    parent.child_values[index] = reward
+                if not is_open and parent.child_open[index]:
+                    parent.child_open[index] = False
+                    parent.n_open -= 1
         root_open = is_open
 
     nodes += _generalise(scorer, space, nodes)

@@ -785,12 +785,17 @@ class ObjectiveEvaluator:
         return pairs, presumed, counterfactual
 
     def score_signed(
-        self, rule: Rule, mask: tuple[int, int, int], operands: Sequence[tuple[int, int, int]]
+        self,
+        rule: Rule,
+        mask: tuple[int, int, int],
+        operands: Sequence[tuple[int, int, int]],
+        description_length: float | None = None,
     ) -> Score:
         """``score(rule)`` from the signatures of its mask and of its guard's operands (``signature``; one operand
         unless the guard is an ``And``), for a caller that keeps them per derivation step (the search): no rule
-        or node is hashed. ``rule.guard`` must be canonical (C is read off it as given). Not memoised."""
-        return self._score_from(rule, mask, operands, canonical_guard=True)
+        or node is hashed. ``rule.guard`` must be canonical (C is read off it as given, unless the caller passes
+        it: ``description_length``, e.g. ``dsl.cost.conjunction_cost``). Not memoised."""
+        return self._score_from(rule, mask, operands, canonical_guard=True, cost=description_length)
 
     def _score(self, rule: Rule) -> Score:
         guard = rule.guard
@@ -806,6 +811,7 @@ class ObjectiveEvaluator:
         mask: tuple[int, int, int],
         operands: Sequence[tuple[int, int, int]],
         canonical_guard: bool,
+        cost: float | None = None,
     ) -> Score:
         w = self.weights
         held, presumed, counterfactual = operands[0]
@@ -835,7 +841,9 @@ class ObjectiveEvaluator:
             if n_control:
                 l_contrast += w.width * float((held & self._control_bits).bit_count()) / n_control
         c = (
-            _canonical_description_length(rule, w.lambdas)
+            cost
+            if cost is not None
+            else _canonical_description_length(rule, w.lambdas)
             if canonical_guard
             else _description_length(rule, w.lambdas)
         )

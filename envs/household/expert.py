@@ -14,7 +14,7 @@ compliant whenever a schedule switches them on.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from scars.envs.household.rules import SafetyRule
 from scars.envs.household.spec import COOLING_TYPES, HEATING_TYPES, OBJECT_CLASSES
@@ -103,6 +103,12 @@ _Indexed = dict[tuple[str, str], tuple[tuple[Rule, int], ...]]
 that could forbid it, and a rule's verdict on it is remembered per state under its number."""
 
 _UNSEEN = object()
+_BLOCKED = object()
+
+_Ops = dict[tuple, "tuple[_Node, tuple[str, ...], int | None] | object"]
+"""(operation, state, its arguments) -> where it ends, the commands it issued and the first of them after which the
+goal holds (None: none), or ``_BLOCKED``: one search's skeletons repeat the same fetches, puts and hand-freeing from
+the same states under the same rules, and each is simulated once."""
 
 
 class _Sim:
@@ -111,13 +117,40 @@ class _Sim:
         node: _Node,
         by_key: _Indexed,
         checked: dict[tuple[_Node, str], bool] | None = None,
+        ops: _Ops | None = None,
     ) -> None:
         self.node = node
         self.by_key = by_key
         # (state, command) -> whether a rule forbids it: one search's skeletons share prefixes, and its rules
         self.checked: dict[tuple[_Node, str], bool] = {} if checked is None else checked
+        self.ops: _Ops = {} if ops is None else ops
         self.cmds: list[str] = []
         self.won_at: int | None = None  # commands up to the first state where the goal holds
+
+    def _op(self, key: tuple, run: Callable[..., None], *args: object) -> None:
+        """``run(*args)`` from this state, or its remembered outcome (``_Ops``): the same state, commands and goal
+        step as simulating it again (an operation reads only the state it starts from and the search's rules)."""
+        hit = self.ops.get(key)
+        if hit is None:
+            start, outer = len(self.cmds), self.won_at
+            self.won_at = None
+            try:
+                run(*args)
+            except _Blocked:
+                self.ops[key] = _BLOCKED
+                self.won_at = outer
+                raise
+            won = self.won_at
+            self.ops[key] = (self.node, tuple(self.cmds[start:]), None if won is None else won - start)
+            self.won_at = outer if outer is not None else won
+            return
+        if hit is _BLOCKED:
+            raise _Blocked
+        node, cmds, won = hit  # type: ignore[misc]
+        if self.won_at is None and won is not None:
+            self.won_at = len(self.cmds) + won
+        self.node = node
+        self.cmds.extend(cmds)
 
     @property
     def w(self) -> World:
@@ -152,6 +185,9 @@ class _Sim:
             self.do(f"open {recep}")
 
     def fetch(self, obj: str) -> None:
+        self._op(("fetch", self.node, obj), self._fetch, obj)
+
+    def _fetch(self, obj: str) -> None:
         if self.w.held_object() == obj:
             return
         src = self.w.location_of(obj)
@@ -162,6 +198,9 @@ class _Sim:
         self.do(f"take {obj} from {src}")
 
     def place(self, obj: str, recep: str) -> None:
+        self._op(("place", self.node, obj, recep), self._place, obj, recep)
+
+    def _place(self, obj: str, recep: str) -> None:
         self.goto(recep)
         self.open(recep)
         self.do(self.w.put_command(obj, recep))
@@ -188,8 +227,11 @@ class _Sim:
         held = self.w.held_object()
         if held is None or held in keep:
             return
+        self._op(("free_hands", self.node), self._free_hands, held)
+
+    def _free_hands(self, held: str) -> None:
         for r in self.node.spots():
-            trial = _Sim(self.node, self.by_key, self.checked)
+            trial = _Sim(self.node, self.by_key, self.checked, self.ops)
             try:
                 trial.place(held, r)
             except _Blocked:
@@ -446,8 +488,9 @@ def _search(world: World, root: _Node, rules: tuple[Rule, ...], numbers: dict[Ru
     none does; ``numbers``: the rules' numbers in ``root``'s verdicts (new rules are added)."""
     by_key = _rules_by_key(rules, numbers)
     checked: dict[tuple[_Node, str], bool] = {}
+    ops: _Ops = {}
     for run in _skeletons(world):
-        sim = _Sim(root, by_key, checked)
+        sim = _Sim(root, by_key, checked, ops)
         try:
             run(sim)
         except _Blocked:

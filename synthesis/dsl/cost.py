@@ -27,10 +27,11 @@ The cost of a set of rules is the sum of their costs.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from scars.synthesis.dsl.ast import (
+    ActionMask,
     And,
     Compare,
     CompareFeatures,
@@ -117,6 +118,34 @@ def _guard_sizes(guard: Guard) -> tuple[int, int, int]:
         return _PREDICATE_TOKENS[kind], 1, 1
     except KeyError:
         raise DSLValueError(f"not a guard: {guard!r}") from None
+
+
+def operand_sizes(guard: Guard, conjunct: bool) -> tuple[int, int, int]:
+    """(tokens, AST nodes, predicates) of a guard as given, alone (``conjunct=False``) or as an operand of an ``And``
+    (``conjunct=True``: parenthesised as the printer does) — the parts :func:`conjunction_cost` adds up."""
+    tokens, nodes, predicates = _guard_sizes(guard)
+    if conjunct and guard.__class__ in (And, Or):
+        tokens += 2
+    return tokens, nodes, predicates
+
+
+def conjunction_cost(
+    mask: ActionMask, operands: Sequence[tuple[int, int, int]], lambdas: Lambdas = DEFAULT_LAMBDAS
+) -> float:
+    """``canonical_cost`` of ``if g1 and … and gk then mask`` (canonical as given) from the operands' sizes
+    (:func:`operand_sizes`; ``conjunct`` when k ≥ 2): the same integers, so the same C, with no rule walked — for a
+    caller that keeps each operand's sizes (the search)."""
+    if len(operands) == 1:
+        tokens, nodes, predicates = operands[0]
+    else:
+        tokens, nodes, predicates = len(operands) - 1, 1, 0
+        for t, n, p in operands:
+            tokens += t
+            nodes += n
+            predicates += p
+    tokens += 2 + _MASK_TOKENS[type(mask)]
+    nodes += 2
+    return lambdas.tok * tokens + lambdas.ast * nodes + lambdas.pred * predicates
 
 
 def _sizes(node: Rule | Guard) -> tuple[int, int, int]:

@@ -240,3 +240,40 @@ def test_a_plan_cache_asks_each_rule_once_per_simulated_state_and_command_and_ke
                 seen.add(key)
             world.step(plan[0] if plan else world.admissible_commands()[0])
     assert fewer > 15  # the uncached search asked the earlier rules again (23 of the walks' steps)
+
+
+def test_a_search_simulates_each_put_from_a_simulated_state_once(monkeypatch):
+    """Issue 39 #1: a search's skeletons repeat the same fetches, puts and hand-freeing from the same simulated
+    states (the next skeleton differs in its target or appliance); each is simulated once per search and its outcome
+    reused, so a put's command is built once per (state, object, receptacle) — also in searches that find no plan,
+    which try every skeleton."""
+    from scars.experiments.model_plan import exact_action_rule
+
+    built: list[tuple] = []
+    real_put = World.put_command
+    monkeypatch.setattr(
+        World,
+        "put_command",
+        lambda self, obj, recep: built.append((id(self), obj, recep)) or real_put(self, obj, recep),
+    )
+    searched = failed = 0
+    for seed in range(12):
+        spec = generate_game(seed)
+        world = World(spec)
+        rules = tuple(r.rule for r in rules_for_task(spec.task.task_type))
+        try:
+            plan = expert_plan(world, rules)
+        except NoCompliantPlan:
+            plan = []
+        variants = [rules]
+        if plan:  # the habit's step avoided too: often no plan is left, and every skeleton is tried
+            variants.append((*rules, exact_action_rule(Action.from_dict(world.action_dict(plan[0])))))
+        for forbidden in variants:
+            built.clear()
+            try:
+                expert_plan(world, forbidden)
+            except NoCompliantPlan:
+                failed += 1
+            searched += 1
+            assert len(built) == len(set(built)), (seed, len(built), len(set(built)))
+    assert searched >= 12 and failed >= 1

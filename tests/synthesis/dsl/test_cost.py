@@ -84,3 +84,44 @@ def test_dsl_lambdas_default_and_frozen():
     assert (lam.tok, lam.ast, lam.pred) == (1.0, 1.0, 1.0)
     with pytest.raises(AttributeError):
         lam.tok = 2.0  # type: ignore[misc]
+
+
+def test_dsl_conjunction_cost_from_the_operands_sizes_equals_the_rules_cost():
+    """The search's C (issue 39): a conjunction of canonical pool predicates taken in pool order costs, from its
+    operands' kept sizes, exactly what ``canonical_cost`` and ``description_length`` give for the assembled rule — a
+    disjunction or a class test among them, one operand or several, every mask kind, other lambdas."""
+    import itertools
+
+    from scars.synthesis.dsl import (
+        And,
+        Compare,
+        ForbidEnvAction,
+        ForbidToolArg,
+        ForbidToolCall,
+        InClass,
+        Named,
+        Or,
+        Rule,
+        canonical,
+    )
+    from scars.synthesis.dsl.cost import canonical_cost, conjunction_cost, operand_sizes
+
+    pool = canonical(
+        And(
+            (
+                Compare("action.obj", "==", "mug 1"),
+                Named("action_is", "clean"),
+                Or((Compare("held_type", "==", "mug"), Compare("held_type", "==", "cup"))),
+                InClass("action.obj_type", "dishware"),
+                Compare("step", ">=", 3),
+            )
+        )
+    ).operands
+    masks = (ForbidEnvAction("clean"), ForbidToolCall("send"), ForbidToolArg("send", "to", "x"))
+    for lambdas in (Lambdas(), Lambdas(tok=0.7, ast=1.3, pred=2.1)):
+        for k in (1, 2, 3):
+            for preds, mask in itertools.product(itertools.combinations(pool, k), masks):
+                rule = Rule(preds[0] if k == 1 else And(preds), mask)
+                sizes = [operand_sizes(g, k > 1) for g in preds]
+                cost = conjunction_cost(mask, sizes, lambdas)
+                assert cost == canonical_cost(rule, lambdas) == description_length(rule, lambdas), rule
