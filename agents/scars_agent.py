@@ -16,9 +16,7 @@ revoke it. Everything world-specific comes from the world adapter (``envs.api``)
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,12 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from scars.agents.equilibrium import Equilibrator
 from scars.agents.narrowing_book import NarrowedBatch, NarrowingBook
 from scars.agents.policies.base import ContextItem
 from scars.agents.registry import MethodSpec, register_method
 from scars.agents.rule_writer import direct_patch
 from scars.agents.runtime.control import CORE_PREFIX, ControlPlane, Governed
-from scars.agents.runtime.equilibration import equilibrate, owed_failures, prune, scar_from_synthesis
+from scars.agents.runtime.equilibration import prune, scar_from_synthesis
 from scars.agents.runtime.events import verdict_evidence
 from scars.agents.runtime.ledger import Event
 from scars.agents.runtime.scar import Scar
@@ -51,15 +50,13 @@ from scars.synthesis import (
     build_dataset,
     extract_fragment,
 )
-from scars.synthesis.consolidate import consolidations, successes_of
 from scars.synthesis.dsl import Action, canonical_text, description_length
-from scars.synthesis.dsl.semantics import fires
 from scars.synthesis.errors import ConfigError, LedgerIntegrityError
 from scars.synthesis.failure import Failure, FailureSource
 from scars.synthesis.fragments import Experience, ExperienceVerifier, Verifier
 from scars.synthesis.narrowing import BlockedProposal, with_presumptions
 from scars.synthesis.objective import ObjectiveWeights
-from scars.synthesis.retirement import VerifiedSuccess, decide_retirement, scoped
+from scars.synthesis.retirement import VerifiedSuccess
 
 ABLATIONS: tuple[str, ...] = (
     "none",
@@ -290,11 +287,6 @@ class ScarsAgent:
         self.text_rules: list[str] = []  # Text-Reflection Scar: synthesised rules shown as text
         self.t = 0
         self.failures: list[Failure] = []  # every verified failure of the run (the merge keeps them covered)
-        self.successes: list[tuple[int, VerifiedSuccess]] = []  # (t, success) since the last revocation check
-        self.admitted_at: dict[
-            str, int
-        ] = {}  # scar id -> t of its admission (counter-evidence must be newer)
-        self.merge_log: list[dict[str, Any]] = []
         self.failure_rules: set[str] = set()
         self._failure_events: dict[str, Event] = {}  # failure id -> its failure_observed event (the verdict)
         self.accommodations = {"verdict": 0, "punishment": 0, "label": 0}
@@ -304,6 +296,20 @@ class ScarsAgent:
         # narrowing: the blocked proposals and the narrowing syntheses in flight
         self.narrowing = NarrowingBook(enabled=config.narrow, bookkeeping=card.bookkeeping)
         self.narrowings = self.narrowing.counts
+        # admission, narrowing's retirements and revocation through the store (its merge log, admission times and
+        # the successes not yet checked as counter-evidence are read by the statistics and tests as the agent's)
+        self.equilibrium = Equilibrator(
+            self.store,
+            classes=card.classes,
+            lambdas=config.search_config.weights.lambdas,
+            merge_mode=config.merge_mode,
+            consolidate=config.consolidate,
+            min_counter_evidence=config.min_counter_evidence,
+            narrowing=self.narrowing,
+        )
+        self.successes = self.equilibrium.successes
+        self.admitted_at = self.equilibrium.admitted_at
+        self.merge_log = self.equilibrium.merge_log
         self._verdict_texts: dict[
             str, str
         ] = {}  # failure id -> the verdict's text (a re-attribution reads it)
@@ -413,18 +419,16 @@ class ScarsAgent:
                 self._accommodate(record, failure, "verdict", text)
         elif record is not None and action.is_control:
             version = d.context.get("world_version")
-            self.successes.append(
-                (
-                    d.t,
-                    VerifiedSuccess(
-                        d.context,
-                        action,
-                        True,
-                        self.card.verifier_id,
-                        f"{d.episode}:{d.step}",
-                        None if version is None else str(version),
-                    ),
-                )
+            self.equilibrium.note_success(
+                d.t,
+                VerifiedSuccess(
+                    d.context,
+                    action,
+                    True,
+                    self.card.verifier_id,
+                    f"{d.episode}:{d.step}",
+                    None if version is None else str(version),
+                ),
             )
         if reading.trust is not None:
             self.punishments_rejected += len(reading.trust.rejected_by_norm)
@@ -475,7 +479,7 @@ class ScarsAgent:
 
     def end_episode(self, won: bool) -> None:
         with self.store.group():  # the episode end's revocations and admissions: one group commit
-            self._revoke_refuted()
+            self.equilibrium.revoke_refuted()
             if not won:
                 rest = self.narrowing.lost()
                 if rest:
@@ -806,7 +810,10 @@ class ScarsAgent:
                 self._admit(scar, done.ticket)
 
     def _admit(self, scar: Scar, ticket: int) -> None:
-        self._equilibrate(scar)
+        """A synthesised scar merged with S_t; storm control lifts its temporary mask when it entered."""
+        self.equilibrium.equilibrate(
+            scar, t=self.t, failures=self.failures, history=self.history, presumed=self._presumed_by_narrowing
+        )
         if scar.id in self.store.plane:
             self._carry_out(
                 self.storm.on_scar_admitted(scar.rule, step=self.t, ticket=ticket, scar_id=scar.id)
@@ -817,12 +824,12 @@ class ScarsAgent:
 
     def _take_narrowed(self, batch: NarrowedBatch | None) -> None:
         """A wide scar's narrowing syntheses are all back (``batch``; None: none is, or it was not a narrowing
-        synthesis): the new scars take over the wide scars' failures of their told rules, ``_retire_narrowed``
+        synthesis): the new scars take over the wide scars' failures of their told rules, ``retire_narrowed``
         decides on the wide ones, and the new scars go to the merge."""
         if batch is None:
             return
         taken = [(self._takes_over(scar, batch.ready), ticket) for scar, ticket in batch.scars]
-        self._retire_narrowed([scar for scar, _ in taken], frozenset(batch.ready))
+        self.equilibrium.retire_narrowed([scar for scar, _ in taken], frozenset(batch.ready))
         for scar, ticket in taken:
             self._admit(scar, ticket)
 
@@ -880,165 +887,6 @@ class ScarsAgent:
             },
             verifier_id=self.card.verifier_id,
         )
-
-    def _consolidations(self, new: Scar) -> list[Scar]:
-        """Scars that would replace several of the active ones plus ``new`` (``synthesis.consolidate``), each with
-        its members' evidence (so it owes what they owed) and their common scope."""
-        if not self.config.consolidate or self.config.merge_mode != "ilp":
-            return []
-        pool = [*self.store.scars, new]
-        found = consolidations(
-            [s.rule for s in pool], self.failures, successes_of(self.history), self.card.classes
-        )
-        # what narrowing learned holds here too: a consolidation may not mask a proposal a member's scar blocked in
-        # a lost episode (presumed safe until a failure refutes it), or it would undo the narrowing
-        presumed = [
-            p
-            for theta in sorted({str(e["theta"]) for s in pool for e in s.evidence if "theta" in e})
-            for p in self._presumed_by_narrowing(theta)
-        ]
-        out = []
-        for c in found:
-            if any(fires(c.rule, q, a, self.card.classes) for q, a in presumed):
-                self.narrowings["consolidations_refused"] += 1
-                continue
-            members = [pool[i] for i in c.members]
-            scopes = {m.scope.env_version for m in members}
-            if len(scopes) != 1:
-                continue  # scars of different world versions retire at different times: not one rule
-            evidence = list(
-                {json.dumps(e, sort_keys=True, default=str): e for m in members for e in m.evidence}.values()
-            )
-            settings = dict(members[0].provenance.synthesiser_settings)
-            settings.pop("l_drift", None)  # no search estimated this rule's drift: the configured ε bounds it
-            settings["consolidates"] = ",".join(sorted(m.id for m in members))
-            out.append(
-                Scar(
-                    rule=c.rule,
-                    evidence=tuple(evidence),
-                    provenance=replace(
-                        members[0].provenance,
-                        synthesiser="consolidation",
-                        synthesiser_settings=tuple(sorted(settings.items())),
-                    ),
-                    scope=replace(members[0].scope, confidence=min(m.scope.confidence for m in members)),
-                )
-            )
-        return out
-
-    def _equilibrate(self, new: Scar) -> None:
-        """S_{t+1} = ILP-Merge(S_t ∪ {ΔS*}), written through the schema store."""
-        # Coverage is owed to every recorded failure some in-scope candidate resolves — the whole run's failures,
-        # not just the recent window: retiring a rule must not forget a failure (§4.5). Failures only resolved by
-        # scars retired for scope have no candidate left and drop out with them.
-        started = time.perf_counter()
-        merged = [new, *self._consolidations(new)]
-        consolidation_seconds = time.perf_counter() - started
-        candidates = [*self.store.scars, *merged]
-        failures = owed_failures(self.failures, candidates, self.card.classes)
-        before = tuple(s.rule for s in self.store.scars)
-        report = equilibrate(
-            self.store,
-            merged,
-            failures,
-            [(step.context, step.actions) for step in self.history],
-            self.card.classes,
-            self.config.search_config.weights.lambdas,
-            merge_mode=self.config.merge_mode,
-        )
-        for sid in report.admitted:
-            self.admitted_at[sid] = self.t
-        result = report.result
-        self.merge_log.append(
-            {
-                "t": self.t,
-                "candidates": len(before) + 1,
-                "active": len(result.active),
-                "retired": list(report.retired),
-                "refused_resurrection": list(report.refused_resurrection),
-                "optimal": result.optimal,
-                "seconds": result.wall_seconds,
-                "uncovered": len(result.uncovered),
-                "consolidation_seconds": consolidation_seconds,
-            }
-        )
-
-    def _retire_narrowed(self, news: list[Scar], old: frozenset[str]) -> None:
-        """A wide scar's narrowing syntheses are all back: it is retired *before* the merge when the new scars and
-        the other active ones mask every failed action of every failure in its evidence (a failure the new scars
-        re-attribute counts as attributed there) — the merge then chooses without it (with it, the cheaper wide
-        rule would always win). Its failures stay owed: the merge must cover them, and Prop. 1 replays them. The
-        retirement is the ledger's, with the reason; no resurrection brings the wide rule back without new
-        evidence."""
-        news = [n for n in news if n.id not in self.store.plane and self.store.may_admit(n)[0]]
-        if not old or not news:
-            return
-        classes = self.card.classes
-        mine = {
-            x.id: x for n in news for x in (Failure.from_json(e) for e in n.evidence if "q" in e and "F" in e)
-        }
-        ever = [
-            Failure.from_json(item)
-            for e in self.store.ledger.events()
-            if e.type == "scar_admitted"
-            for item in e.payload.get("evidence", ())
-            if "q" in item and "F" in item
-        ]
-        for sid in sorted(old):
-            scar = next((s for s in self.store.scars if s.id == sid), None)
-            if scar is None:
-                continue
-            rules = [n.rule for n in news] + [s.rule for s in self.store.scars if s.id not in old]
-            # what it covers of every failure any scar ever brought as evidence (a scar a merge dropped still owes its
-            # failures, and this one may be what covers them): each must stay covered without it
-            owed = [f for f in ever if any(fires(scar.rule, f.q, a, classes) for a in f.F)]
-            covered = all(
-                any(fires(r, f.q, a, classes) for r in rules)
-                for f in (mine.get(f.id, f) for f in owed)
-                for a in f.F
-            )
-            if covered:
-                ids = ", ".join(n.id for n in news)
-                self.store.retire(
-                    sid,
-                    reason=f"narrowed: it blocked the model's proposals in lost tasks or left it no way forward; {ids} cover its failures",
-                )
-                self.narrowings["replaced"] += 1
-
-    def _revoke_refuted(self) -> None:
-        """Revocation by counter-evidence (§4.5): a verified success recorded *after* a scar's admission that the
-        scar would have blocked refutes it (it can only happen where the mask leaked: soft mode, text rules, or a
-        success the agent reached another way). Earlier successes are history from before the rule changed, not
-        counter-evidence. A revoked id never returns without new evidence (the ledger's no-resurrection check),
-        which is what keeps admission and revocation from oscillating.
-
-        Each success is checked once (the list is cleared here), and only against the scars that fire on it: the
-        control plane's index answers that (the same ``fires``, by mask key and the guards' indexed values), so the
-        cost follows the successes, not the number of scars."""
-        if not self.successes:
-            return
-        plane = self.store.plane
-        newest: dict[str, int] = {}  # scar id -> t of the newest success it fires on
-        for t, success in self.successes:
-            for sid in plane.fired_rules(success.context, success.action):
-                newest[sid] = t
-        if not any(sid in plane and t > self.admitted_at.get(sid, -1) for sid, t in newest.items()):
-            self.successes.clear()  # no scar has a success after its admission (most episodes): nothing to decide
-            return
-        for sid, scar in zip(plane.active_ids, plane.scars, strict=True):
-            since = self.admitted_at.get(sid, -1)
-            if newest.get(sid, since) <= since:
-                continue  # no success recorded after its admission fires on it: nothing refutes it
-            newer = [s for t, s in self.successes if t > since]
-            decision = decide_retirement(
-                [scoped(scar)],
-                successes=newer,
-                classes=self.card.classes,
-                min_counter_evidence=self.config.min_counter_evidence,
-            )
-            if decision.revoke:
-                self.store.apply_retirement(decision)
-        self.successes.clear()
 
     # ---------------------------------------------------------------------------------- statistics
     def stats(self) -> dict[str, Any]:
