@@ -11,14 +11,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from scars.synthesis import InProcessExecutor, SearchConfig, SynthesisResult
 from scars.synthesis.dsl import Rule
+from scars.synthesis.dsl.semantics import Classes
 from scars.synthesis.executors import SynthesisHandle
 from scars.synthesis.failure import Failure
+from scars.synthesis.fragments import SynthesisData
+
+if TYPE_CHECKING:
+    from scars.synthesis import RayExecutor
 
 
 class Waited:
@@ -51,7 +56,7 @@ class AtStep:
         ready_at: int,
         clock: Callable[[], int],
         seed: np.random.SeedSequence,
-        data: Any,
+        data: SynthesisData | None,
         waited: Waited,
     ):
         self.handle, self.ready_at, self.clock = handle, ready_at, clock
@@ -92,7 +97,7 @@ class SynthesisScheduler:
         return self.seeds.spawn(1)[0]
 
     def finished(
-        self, result: SynthesisResult | None, seed: np.random.SeedSequence, data: Any = None
+        self, result: SynthesisResult | None, seed: np.random.SeedSequence, data: SynthesisData | None = None
     ) -> AtStep:
         """A result already in hand (a direct proposal, or None: nothing synthesised), collected at the same step a
         search's would be."""
@@ -100,11 +105,11 @@ class SynthesisScheduler:
 
     def submit(
         self,
-        data: Any,
+        data: SynthesisData,
         fragment: Failure,
         current: Iterable[Rule],
         core: Iterable[Rule],
-        classes: Any,
+        classes: Classes | None,
         search: SearchConfig,
         *,
         seed: np.random.SeedSequence,
@@ -113,12 +118,14 @@ class SynthesisScheduler:
         handle = self.executor.submit(data, fragment, current, core, classes, search, seed=seed)
         return self._at_step(handle, seed, data)
 
-    def _at_step(self, handle: SynthesisHandle | Done, seed: np.random.SeedSequence, data: Any) -> AtStep:
+    def _at_step(
+        self, handle: SynthesisHandle | Done, seed: np.random.SeedSequence, data: SynthesisData | None
+    ) -> AtStep:
         return AtStep(handle, self.clock() + self.latency_steps, self.clock, seed, data, self.waited)
 
     def collected(
         self, t: int, ticket: int, error: BaseException | None, result: SynthesisResult | None, kind: str
-    ):
+    ) -> None:
         """One collected synthesis, logged (``kind``: a new failure's or narrowing's)."""
         self.log.append(
             {
@@ -163,7 +170,7 @@ def medians_by_kind(synth: list[dict[str, Any]], merges: list[dict[str, Any]]) -
     return {k: float(np.median(v)) if v else None for k, v in by_kind.items()}
 
 
-def ray_executor(workers: int):
-    from scars.synthesis import RayExecutor
+def ray_executor(workers: int) -> RayExecutor:
+    from scars.synthesis import RayExecutor  # Ray loads only when a run asks for it
 
     return RayExecutor(num_workers=workers)
