@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,6 +29,7 @@ from scars.agents.narrowing_book import NarrowedBatch, NarrowingBook
 from scars.agents.policies.base import ContextItem
 from scars.agents.registry import MethodSpec, register_method
 from scars.agents.rule_writer import direct_patch
+from scars.agents.run_record import RunRecord
 from scars.agents.runtime.control import CORE_PREFIX, ControlPlane, Governed
 from scars.agents.runtime.equilibration import prune, scar_from_synthesis
 from scars.agents.runtime.events import verdict_evidence
@@ -50,7 +50,7 @@ from scars.synthesis import (
     build_dataset,
     extract_fragment,
 )
-from scars.synthesis.dsl import Action, canonical_text, description_length
+from scars.synthesis.dsl import canonical_text, description_length
 from scars.synthesis.errors import ConfigError, LedgerIntegrityError
 from scars.synthesis.failure import Failure, FailureSource
 from scars.synthesis.fragments import Experience, ExperienceVerifier, Verifier
@@ -272,21 +272,18 @@ class ScarsAgent:
         )
         self.synthesis_log = self.scheduler.log
         self.storm = StormController(config.storm, classes=card.classes)
-        self.history: deque[RecordedStep] = deque(maxlen=config.history)
+        # the recorded steps, the verified failures and the values met (``history`` and ``failures`` are its)
+        self.run_record = RunRecord(history=config.history, bookkeeping=card.bookkeeping)
+        self.history = self.run_record.history
+        self.failures = self.run_record.failures
         # what extraction and D_t may ask: the verdicts received, or (an option) the world's what-if oracle — one
         # object for the run, since synthesis memoises a deterministic verifier's answers
         self.evidence = ExperienceVerifier(frozenset(card.bookkeeping))
         self._verifier: Verifier = self._ask_world if config.oracle == "counterfactual" else self.evidence
         self._core_forbidden: tuple[int, tuple[bool, ...]] = (-1, ())
         self._nothing_forbidden: dict[int, tuple[bool, ...]] = {}
-        self._met: dict[str, dict] = {}  # values met per context variable / action argument (what-if values)
-        # admissible actions, and tuples of them, whose arguments are met already, by identity (a world hands out one
-        # object per action, often in a new tuple per decision; the entry keeps it alive)
-        self._met_actions: dict[int, Action | tuple[Action, ...]] = {}
-        self._met_last: dict[str, Any] = {}  # per context variable, the value object noted last (``_meet``)
         self.text_rules: list[str] = []  # Text-Reflection Scar: synthesised rules shown as text
         self.t = 0
-        self.failures: list[Failure] = []  # every verified failure of the run (the merge keeps them covered)
         self.failure_rules: set[str] = set()
         self._failure_events: dict[str, Event] = {}  # failure id -> its failure_observed event (the verdict)
         self.accommodations = {"verdict": 0, "punishment": 0, "label": 0}
@@ -379,8 +376,7 @@ class ScarsAgent:
             record = RecordedStep(
                 d.context, d.actions, feedback.logits, feedback.chosen, feedback.violated, d.episode, d.step
             )
-            self.history.append(record)
-            self._meet(record)
+            self.run_record.record(record)
         # z_C reads what the model first proposed, before the masks made it re-plan
         first = feedback.logits if feedback.proposal is None else feedback.proposal
         if (
@@ -495,14 +491,14 @@ class ScarsAgent:
         rules = self.narrowing.told_rules(blocked, self.store.scars)
         for theta, sids in sorted(rules.items()):
             newest = next((f for f in reversed(self.failures) if f.theta == theta), None)
-            record = None if newest is None else self._recorded(newest)
+            record = None if newest is None else self.run_record.recorded(newest)
             if newest is None or record is None or self.narrowing.is_pending(newest.id):
                 continue
             # re-attributed with what the agent knows now (a variable constant at the failure may vary by now)
             fragment = self._extract(record, newest, self._verdict_texts.get(newest.id, ""))
             if fragment is None:
                 continue
-            self._owe(fragment)
+            self.run_record.owe(fragment)
             self.narrowing.started(fragment.id, sids, when)
             decision = self.storm.on_resynthesis(self.t, fragment, context=record.context)
             self._carry_out(decision.requests)
@@ -511,31 +507,24 @@ class ScarsAgent:
                 # batch must not wait for one forever
                 self._take_narrowed(self.narrowing.not_run(fragment.id))
 
-    def _recorded(self, failure: Failure) -> RecordedStep | None:
-        """The recorded step of a failure (None once it left the history window)."""
-        at = (failure.source.episode, failure.source.step)
-        return next((s for s in reversed(self.history) if s.violated and s.step_id == at), None)
-
     def _presumed_by_narrowing(self, theta: str, record: RecordedStep | None = None) -> tuple:
         """The told rule's blocked proposals (lost episodes) as presumptions, from its newest recorded failure
         (``synthesis.narrowing.blocked_presumptions``); empty when it has none or the failure left the history."""
         if not self.narrowing.has_blocked(theta):
             return ()
         if record is None:
-            newest = next((f for f in reversed(self.failures) if f.theta == theta), None)
-            record = None if newest is None else self._recorded(newest)
+            newest = self.run_record.newest(theta)
+            record = None if newest is None else self.run_record.recorded(newest)
         if record is None:
             return ()
-        own = {(f.source.episode, f.source.step) for f in self.failures if f.theta == theta}
-        failures = [(s.context, s.chosen_action) for s in self.history if s.violated and s.step_id in own]
-        return self.narrowing.presumptions(theta, record.context, failures)
+        return self.narrowing.presumptions(theta, record.context, self.run_record.recorded_failures(theta))
 
     def _blocked_for(self, fragment: Failure) -> Failure:
         """The fragment with its told rule's blocked proposals as presumptions (``synthesis.narrowing``)."""
         if not self.narrowing.has_blocked(fragment.theta):
             return fragment
         return with_presumptions(
-            fragment, self._presumed_by_narrowing(fragment.theta, self._recorded(fragment))
+            fragment, self._presumed_by_narrowing(fragment.theta, self.run_record.recorded(fragment))
         )
 
     def _verify_ledger(self) -> None:
@@ -568,35 +557,6 @@ class ScarsAgent:
         world raises ``ProtocolError`` otherwise)."""
         return bool(self.world.check(context, action))
 
-    def _alternatives(self, per_key: int = 24) -> dict[str, list]:
-        """Values the agent has itself met for each context variable and action argument (its recorded steps,
-        gathered as they are recorded): realistic what-if values for fragment extraction (e.g. empty hands)."""
-        return {k: list(values.values())[-per_key:] for k, values in self._met.items()}
-
-    def _meet(self, record: RecordedStep) -> None:
-        met, last = self._met, self._met_last
-        bookkeeping = self.card.bookkeeping
-        for k, v in record.context.items():
-            # the very string or bool noted last for this variable: noting it again changes nothing
-            if last.get(k) is v or k in bookkeeping:
-                continue
-            _note_met(met, k, v)
-            if v.__class__ is str or v.__class__ is bool:
-                last[k] = v
-        known = self._met_actions
-        if len(known) >= 4 * self.config.history:  # kept alive about as long as the history keeps their steps
-            known.clear()
-        actions = record.actions
-        if known.get(id(actions)) is actions:
-            return  # this very tuple's actions are met already (a learner's view hands one out per admissible set)
-        known[id(actions)] = actions
-        for a in actions:
-            if known.get(id(a)) is a:
-                continue  # every value of this very action is met already (a value met again keeps its place)
-            known[id(a)] = a
-            for k, v in a.args:
-                _note_met(met, k, v)
-
     def _accommodate(
         self, record: RecordedStep, failure: Failure, trigger: str, verdict_text: str = ""
     ) -> None:
@@ -611,7 +571,7 @@ class ScarsAgent:
         fragment = self._extract(record, failure, verdict_text)
         if fragment is None:
             return
-        self._owe(fragment)
+        self.run_record.owe(fragment)
         self.accommodations[trigger] += 1
         decision = self.storm.on_disequilibrium(self.t, fragment, context=record.context)
         self._carry_out(decision.requests)
@@ -625,33 +585,20 @@ class ScarsAgent:
                 self._verifier,
                 self.card.classes,
                 theta=failure.theta,
-                alternatives=self._alternatives(),
+                alternatives=self.run_record.alternatives(),
                 source=failure.source,
                 ignore=frozenset(self.card.bookkeeping),
                 verdict_text=verdict_text,
-                experience=self._experience(record, failure) if self.config.oracle == "none" else None,
+                experience=self._experience(failure) if self.config.oracle == "none" else None,
             )
         except FragmentError:
             return None
 
-    def _experience(self, record: RecordedStep, failure: Failure) -> Experience:
-        """What the agent executed and met, for attribution from experience (``synthesis.fragments.Experience``):
-        the failures of the same told rule, the admissible control actions of its recorded steps, and its executed
-        successes of the failed action's kind, strong from the rule's first verified failure on."""
-        failures = tuple((f.q, f.action) for f in self.failures if f.theta == failure.theta)
-        key = (failure.action.kind, failure.action.name)
+    def _experience(self, failure: Failure) -> Experience:
+        """What the agent executed and met (``RunRecord.experience``), successes strong from the rule's first
+        verified failure on."""
         since = self._since(failure) or (failure.source.episode, failure.source.step)
-        met: dict[tuple, Action] = {}
-        successes = []
-        for s in self.history:
-            for a in s.actions:
-                if a.is_control:
-                    met.setdefault((a.kind, a.name, a.args), a)
-            a = s.chosen_action
-            if not s.violated and (a.kind, a.name) == key:
-                successes.append((s.context, a, s.step_id >= since))
-        varied = frozenset(k for k, values in self._met.items() if len(values) >= 2)
-        return Experience(failures, tuple(met.values()), varied, tuple(successes), since)
+        return self.run_record.experience(failure, since)
 
     def _since(self, fragment: Failure) -> tuple[int, int] | None:
         """(episode, step) of the first verified failure of the fragment's rule (successes from then on are strong
@@ -662,19 +609,8 @@ class ScarsAgent:
             or fragment.quantities
         ):
             return None  # a punishment names no rule; a named quantity is attributed by its relation
-        for f in self.failures:
-            if f.theta == fragment.theta:
-                return (f.source.episode, f.source.step)
-        return (fragment.source.episode, fragment.source.step)
-
-    def _owe(self, fragment: Failure) -> None:
-        """The merge owes coverage of the failure as attributed (the fragment a scar's evidence carries and Prop. 1
-        replays), not of the whole context it was observed in: a scar firing on that context through a variable
-        the attribution ruled out would let the merge retire the scar that does cover the fragment."""
-        for i in range(len(self.failures) - 1, -1, -1):
-            if self.failures[i].id == fragment.id and self.failures[i].action == fragment.action:
-                self.failures[i] = fragment
-                return
+        first = self.run_record.first_at(fragment.theta)
+        return first if first is not None else (fragment.source.episode, fragment.source.step)
 
     def _accommodate_punishment(self, feedback: Feedback, reading: Reading) -> None:
         """Punishment alone can trigger accommodation (§3.2, §6.2): the punished action, in the context it was
@@ -715,7 +651,7 @@ class ScarsAgent:
                                 self._verifier,
                                 self.card.classes,
                                 theta=theta,
-                                alternatives=self._alternatives(),
+                                alternatives=self.run_record.alternatives(),
                                 source=source,
                                 ignore=frozenset(self.card.bookkeeping),
                             )
@@ -752,20 +688,8 @@ class ScarsAgent:
         since = self._since(fragment)
         if since is not None and self.config.narrow:
             fragment = self._blocked_for(fragment)
-        steps = self.history
-        if since is not None:
-            # from experience, one synthesis answers for one told rule: the failures of other rules (of the same
-            # kind of action) are theirs to cover, and are left out of this one's D⁻
-            own = {(f.source.episode, f.source.step) for f in self.failures if f.theta == fragment.theta}
-            other = {(f.source.episode, f.source.step) for f in self.failures if f.theta != fragment.theta}
-            mine = [
-                s for s in self.history if not (s.violated and s.step_id in other and s.step_id not in own)
-            ]
-            keys = {(a.kind, a.name) for a in fragment.F}
-            # a punished step is recorded at the punishment's step: when the filter leaves this rule no failure of
-            # its own, the whole history stands (the failure is then the punished action's, as before)
-            if any(s.violated and (s.chosen_action.kind, s.chosen_action.name) in keys for s in mine):
-                steps = mine
+        # from experience, one synthesis answers for one told rule (``RunRecord.steps_for``)
+        steps = self.history if since is None else self.run_record.steps_for(fragment)
         data = build_dataset(steps, self._verifier, fragment, since=since)
         # From experience, the new rule answers for every failure of its rule (the told rule id), not only the
         # newest: the scars learned on earlier failures of that rule are left out of S_t for the search, so a sibling
@@ -849,7 +773,7 @@ class ScarsAgent:
                 if failure.id in have:
                     continue
                 have.add(failure.id)
-                record = self._recorded(failure)
+                record = self.run_record.recorded(failure)
                 again = (
                     None
                     if record is None
@@ -945,20 +869,6 @@ class ScarsAgent:
                 for scar in (Scar.from_json(e.payload) for e in events if e.type == "scar_admitted")
             ],
         }
-
-
-def _note_met(met: dict[str, dict], name: str, value: Any) -> None:
-    """``value`` met for ``name``, in first-met order; values of different types are different values (1, 1.0 and
-    True), so a value is filed under (its type's name, itself) — a string under itself, the common case, which needs
-    no new key and is not re-filed when met again (the same string)."""
-    seen = met.get(name)
-    if seen is None:
-        seen = met[name] = {}
-    if value.__class__ is str:
-        if value not in seen:
-            seen[value] = value
-    else:  # the newest of equal values is kept (as 0.0 and -0.0 are equal)
-        seen[(type(value).__name__, value)] = value
 
 
 @register_method("scars")
