@@ -16,10 +16,7 @@ revoke it. Everything world-specific comes from the world adapter (``envs.api``)
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,15 +24,19 @@ from typing import Any
 
 import numpy as np
 
+from scars.agents.equilibrium import Equilibrator
+from scars.agents.narrowing_book import NarrowedBatch, NarrowingBook
 from scars.agents.policies.base import ContextItem
 from scars.agents.registry import MethodSpec, register_method
 from scars.agents.rule_writer import direct_patch
+from scars.agents.run_record import RunRecord
 from scars.agents.runtime.control import CORE_PREFIX, ControlPlane, Governed
-from scars.agents.runtime.equilibration import equilibrate, owed_failures, prune, scar_from_synthesis
+from scars.agents.runtime.equilibration import prune, scar_from_synthesis
 from scars.agents.runtime.events import verdict_evidence
 from scars.agents.runtime.ledger import Event
 from scars.agents.runtime.scar import Scar
 from scars.agents.runtime.store import SchemaStore
+from scars.agents.scheduling import AtStep, SynthesisScheduler
 from scars.agents.storm import StormConfig, StormController, StormRequests
 from scars.disequilibrium.composite import DisequilibriumConfig, DisequilibriumMonitor, Reading, StepRecord
 from scars.disequilibrium.trustgate import TrustGate, TrustGateConfig
@@ -43,22 +44,19 @@ from scars.disequilibrium.verifier import HybridVerifier
 from scars.envs.api import ORACLES, VERDICT_PROTOCOLS, Decision, Feedback, WorldAdapter
 from scars.synthesis import (
     FragmentError,
-    InProcessExecutor,
     RecordedStep,
     SearchConfig,
     SynthesisResult,
     build_dataset,
     extract_fragment,
 )
-from scars.synthesis.consolidate import consolidations, successes_of
-from scars.synthesis.dsl import Action, canonical_text, description_length
-from scars.synthesis.dsl.semantics import fires
+from scars.synthesis.dsl import canonical_text, description_length
 from scars.synthesis.errors import ConfigError, LedgerIntegrityError
 from scars.synthesis.failure import Failure, FailureSource
 from scars.synthesis.fragments import Experience, ExperienceVerifier, Verifier
-from scars.synthesis.narrowing import BlockedProposal, blocked_presumptions, with_presumptions
+from scars.synthesis.narrowing import BlockedProposal, with_presumptions
 from scars.synthesis.objective import ObjectiveWeights
-from scars.synthesis.retirement import VerifiedSuccess, decide_retirement, scoped
+from scars.synthesis.retirement import VerifiedSuccess
 
 ABLATIONS: tuple[str, ...] = (
     "none",
@@ -106,7 +104,7 @@ class ScarsAgentConfig:
     """Narrowing (``synthesis.narrowing``): the proposals a scar blocked in an episode the agent then lost are
     presumed safe in the next synthesis of its told rule, which is started at once; a narrower rule that still
     covers every failure of the rule replaces the scar. A wrong guess then costs a repeat, not every later task. It
-    starts earlier when a decision leaves the model no unmasked way forward (``_note_stuck``: its re-planned step
+    starts earlier when a decision leaves the model no unmasked way forward (``NarrowingBook``: its re-planned step
     masked again, a scar refusing its new way again, every action masked): narrowing at once, in the same episode."""
     executor: str = "inprocess"
     """inprocess (a background thread) or ray (root-parallel workers)."""
@@ -265,73 +263,53 @@ class ScarsAgent:
             core=card.core,
             classes=card.classes,
         )
-        self.executor = (
-            _ray_executor(config.workers)
-            if config.executor == "ray"
-            else InProcessExecutor(num_trees=config.workers)
+        self.scheduler = SynthesisScheduler(
+            executor=config.executor,
+            workers=config.workers,
+            latency_steps=config.synthesis_latency_steps,
+            seed=seed,
+            clock=lambda: self.t,
         )
+        self.synthesis_log = self.scheduler.log
         self.storm = StormController(config.storm, classes=card.classes)
-        self.seeds = np.random.SeedSequence(seed)
-        self.history: deque[RecordedStep] = deque(maxlen=config.history)
+        # the recorded steps, the verified failures and the values met (``history`` and ``failures`` are its)
+        self.run_record = RunRecord(history=config.history, bookkeeping=card.bookkeeping)
+        self.history = self.run_record.history
+        self.failures = self.run_record.failures
         # what extraction and D_t may ask: the verdicts received, or (an option) the world's what-if oracle — one
         # object for the run, since synthesis memoises a deterministic verifier's answers
         self.evidence = ExperienceVerifier(frozenset(card.bookkeeping))
         self._verifier: Verifier = self._ask_world if config.oracle == "counterfactual" else self.evidence
         self._core_forbidden: tuple[int, tuple[bool, ...]] = (-1, ())
         self._nothing_forbidden: dict[int, tuple[bool, ...]] = {}
-        self._met: dict[str, dict] = {}  # values met per context variable / action argument (what-if values)
-        # admissible actions, and tuples of them, whose arguments are met already, by identity (a world hands out one
-        # object per action, often in a new tuple per decision; the entry keeps it alive)
-        self._met_actions: dict[int, Action | tuple[Action, ...]] = {}
-        self._met_last: dict[str, Any] = {}  # per context variable, the value object noted last (``_meet``)
         self.text_rules: list[str] = []  # Text-Reflection Scar: synthesised rules shown as text
         self.t = 0
-        self.failures: list[Failure] = []  # every verified failure of the run (the merge keeps them covered)
-        self.successes: list[tuple[int, VerifiedSuccess]] = []  # (t, success) since the last revocation check
-        self.admitted_at: dict[
-            str, int
-        ] = {}  # scar id -> t of its admission (counter-evidence must be newer)
-        self.synthesis_log: list[dict[str, Any]] = []
-        self.merge_log: list[dict[str, Any]] = []
-        # wall time the loop spent blocked on a synthesis result at its collection step, and since when it runs
-        self.waited = _Waited()
-        self._started = time.perf_counter()
         self.failure_rules: set[str] = set()
         self._failure_events: dict[str, Event] = {}  # failure id -> its failure_observed event (the verdict)
         self.accommodations = {"verdict": 0, "punishment": 0, "label": 0}
         self.labelled_failures = 0  # --verdicts state: labelled, unexecuted unsafe actions taken as failures
         self.labels_refused = 0  # labels that arrived under the executed protocol: refused as evidence
         self.punishments_rejected = 0  # punishments the TrustGate's norm check refused (z_R never saw them)
-        # narrowing: the proposals scars blocked this episode; per told rule, those of lost episodes; per narrowing
-        # synthesis in flight (its fragment's id), the scars it would replace
-        self._blocked_now: list[BlockedProposal] = []
-        self._blocked: dict[str, list[BlockedProposal]] = {}
-        self._narrowing: dict[str, frozenset[str]] = {}
-        self._narrow_wait: dict[str, set[str]] = {}  # wide scar id -> its narrowing syntheses still in flight
-        self._narrow_results: dict[str, list[tuple[Scar, int]]] = {}  # wide scar id -> (scar, ticket) arrived
-        self._governed_t = -1
+        # narrowing: the blocked proposals and the narrowing syntheses in flight
+        self.narrowing = NarrowingBook(enabled=config.narrow, bookkeeping=card.bookkeeping)
+        self.narrowings = self.narrowing.counts
+        # admission, narrowing's retirements and revocation through the store (its merge log, admission times and
+        # the successes not yet checked as counter-evidence are read by the statistics and tests as the agent's)
+        self.equilibrium = Equilibrator(
+            self.store,
+            classes=card.classes,
+            lambdas=config.search_config.weights.lambdas,
+            merge_mode=config.merge_mode,
+            consolidate=config.consolidate,
+            min_counter_evidence=config.min_counter_evidence,
+            narrowing=self.narrowing,
+        )
+        self.successes = self.equilibrium.successes
+        self.admitted_at = self.equilibrium.admitted_at
+        self.merge_log = self.equilibrium.merge_log
         self._verdict_texts: dict[
             str, str
         ] = {}  # failure id -> the verdict's text (a re-attribution reads it)
-        # narrowing at once: the first governing's logits of this decision (a second governing with other logits
-        # is the model's re-plan), the decision that left the model no way forward, and the blocked situations
-        # narrowed at once in this episode (the episode's end does not narrow them again)
-        self._first_logits: np.ndarray = np.zeros(0)
-        self._stuck: BlockedProposal | None = None
-        self._narrowed_now: set[tuple] = set()
-        # per scar, the situations in which it masked the model's step in this episode
-        self._refused_now: dict[str, set[tuple]] = {}
-        self._replanned_now = False  # whether the model re-planned around a mask in this episode
-        self.narrowings = {
-            "lost_episodes_with_blocks": 0,
-            "stuck_decisions": 0,
-            "syntheses": 0,
-            "syntheses_at_once": 0,
-            "syntheses_at_episode_end": 0,
-            "syntheses_not_run": 0,
-            "replaced": 0,
-            "consolidations_refused": 0,
-        }
 
     # ---------------------------------------------------------------------------------- the Agent protocol
     def begin_episode(self, decision: Decision) -> None:
@@ -366,88 +344,8 @@ class ScarsAgent:
             if none is None:
                 none = self._nothing_forbidden[n] = (False,) * n
             self._core_forbidden = (decision.t, none)
-        if decision.t != self._governed_t:  # the first call of a decision governs the model's own proposal
-            self._governed_t = decision.t
-            self._first_logits = logits
-            self._note_blocked(decision, logits, governed)
-            self._note_stuck(decision, logits, governed, replanned=False)
-        elif not np.array_equal(logits, self._first_logits):  # the model re-planned around what was masked
-            self._replanned_now = True
-            self._note_stuck(decision, logits, governed, replanned=True)
+        self.narrowing.on_govern(decision, logits, governed, self.store.plane)
         return governed
-
-    def _note_blocked(self, decision: Decision, logits: np.ndarray, governed: Governed) -> None:
-        """The model's proposals masked by scars alone, kept for narrowing: its most likely action and its runner-up
-        (its next choice, when the model ranks it above the bulk of the actions: the alternative route it would
-        take). The habitual step is often the failure itself — the scar is right to block it — while the scar's
-        width shows on the alternative it also blocks (another basin, another microwave)."""
-        if not self.config.narrow or not len(logits):
-            return
-        if not governed.fired:
-            return  # nothing was masked (most decisions): an action is masked exactly when some rule fired on it
-        masked = governed.masked
-        scores = np.asarray(logits, dtype=np.float64)
-        best = int(np.argmax(scores))
-        proposals = [best]
-        if len(scores) > 2:
-            second = int(np.argsort(-scores, kind="stable")[1])
-            if (masked[best] or masked[second]) and scores[second] > float(np.median(scores)):
-                proposals.append(second)
-        if not any(masked[i] for i in proposals):
-            return  # no proposal was masked
-        fired = dict(governed.fired)
-        for i in proposals:
-            ids = fired.get(i, ())
-            if not ids:
-                continue
-            scars = frozenset(x for x in ids if x in self.store.plane)
-            if len(scars) == len(set(ids)):  # H, a temporary mask or a fallback did not take part
-                self._blocked_now.append(
-                    BlockedProposal(
-                        scars, decision.context, decision.actions[i], (decision.episode, decision.step)
-                    )
-                )
-
-    def _note_stuck(
-        self, decision: Decision, logits: np.ndarray, governed: Governed, *, replanned: bool
-    ) -> None:
-        """Whether the scars in force leave the model no unmasked way forward (narrowing at once). The model's step
-        (its most likely action) is masked by scars alone, and
-        - it re-planned around what the controller masked at this decision (a second governing with new logits,
-          ``experiments.loop.decide``) and the step it now proposes is masked again; or
-        - it has re-planned around a mask in this episode, and a scar that masked its step earlier in the episode
-          masks it again in another situation (another action, or another categorical context: ``_situation``): it
-          went its new way (put the load down, walked to the other basin) and is refused by the same rule — the
-          same step proposed again where it was refused is its habit coming back, and without a re-plan a changed
-          situation is the world's doing (a commons seat's over-harvest once the group agreed a limit); or
-        - every admissible action is masked (the fallback).
-        H and temporary masks may not take part (they are not narrowed). The situation is kept for ``observe``,
-        which starts the narrowing of the scars' told rules at once (``_narrow_at_once``)."""
-        if not self.config.narrow or not len(logits) or not governed.fired:
-            return
-        scores = np.asarray(logits, dtype=np.float64)
-        best = int(np.argmax(scores))
-        if scores[best] <= scores.min():
-            return  # a flat π_0 has no step in mind
-        ids = dict(governed.fired).get(best, ())
-        scars = frozenset(x for x in ids if x in self.store.plane)
-        if not scars or len(scars) != len(set(ids)):
-            return  # its step is free, or H, a temporary mask or a fallback took part
-        blocked = BlockedProposal(
-            scars, decision.context, decision.actions[best], (decision.episode, decision.step)
-        )
-        where = _situation(blocked, self.card.bookkeeping)[1:]
-        # refused again by a scar that refused it earlier in this episode, in another situation, after the model
-        # re-planned (a new way); the same proposal where it was refused is its habit coming back, and a model that
-        # never re-planned is only meeting its habit's step in a changed world (a commons seat's over-harvest once
-        # the group agreed a limit)
-        again = self._replanned_now and any(
-            where not in self._refused_now.get(sid, (where,)) for sid in scars
-        )
-        for sid in scars:
-            self._refused_now.setdefault(sid, set()).add(where)
-        if replanned or again or governed.fallback is not None:
-            self._stuck = blocked
 
     def memory_texts(self, decision: Decision) -> list[str]:
         """The active scars as printed rules; the prompt's rule texts when they are not enforced."""
@@ -478,8 +376,7 @@ class ScarsAgent:
             record = RecordedStep(
                 d.context, d.actions, feedback.logits, feedback.chosen, feedback.violated, d.episode, d.step
             )
-            self.history.append(record)
-            self._meet(record)
+            self.run_record.record(record)
         # z_C reads what the model first proposed, before the masks made it re-plan
         first = feedback.logits if feedback.proposal is None else feedback.proposal
         if (
@@ -518,18 +415,16 @@ class ScarsAgent:
                 self._accommodate(record, failure, "verdict", text)
         elif record is not None and action.is_control:
             version = d.context.get("world_version")
-            self.successes.append(
-                (
-                    d.t,
-                    VerifiedSuccess(
-                        d.context,
-                        action,
-                        True,
-                        self.card.verifier_id,
-                        f"{d.episode}:{d.step}",
-                        None if version is None else str(version),
-                    ),
-                )
+            self.equilibrium.note_success(
+                d.t,
+                VerifiedSuccess(
+                    d.context,
+                    action,
+                    True,
+                    self.card.verifier_id,
+                    f"{d.episode}:{d.step}",
+                    None if version is None else str(version),
+                ),
             )
         if reading.trust is not None:
             self.punishments_rejected += len(reading.trust.rejected_by_norm)
@@ -537,9 +432,11 @@ class ScarsAgent:
             self._accommodate_punishment(feedback, reading)
         if unsafe and feedback.chosen >= 0 and self.config.oracle == "none":
             self._accommodate_labels(feedback, reading)
-        stuck, self._stuck = self._stuck, None
-        if stuck is not None and stuck.at == (d.episode, d.step):
-            self._narrow_at_once(stuck)
+        at_once = self.narrowing.at_once((d.episode, d.step))
+        if (
+            at_once
+        ):  # the scars left the model no unmasked way forward: narrowing now, not at the episode's end
+            self._narrow(at_once, "at_once")
         self._poll()
         return reading
 
@@ -578,108 +475,56 @@ class ScarsAgent:
 
     def end_episode(self, won: bool) -> None:
         with self.store.group():  # the episode end's revocations and admissions: one group commit
-            self._revoke_refuted()
+            self.equilibrium.revoke_refuted()
             if not won:
-                # a blocked situation already narrowed at once in this episode is not narrowed again for the loss
-                rest = [
-                    b
-                    for b in self._blocked_now
-                    if _situation(b, self.card.bookkeeping) not in self._narrowed_now
-                ]
+                rest = self.narrowing.lost()
                 if rest:
-                    self.narrowings["lost_episodes_with_blocks"] += 1
                     self._narrow(rest, "at_episode_end")
-            self._blocked_now = []
-            self._narrowed_now = set()
-            self._refused_now = {}
-            self._replanned_now = False
+            self.narrowing.new_episode()
             self._poll()
         self._verify_ledger()
-
-    def _narrow_at_once(self, stuck: BlockedProposal) -> None:
-        """The scars in force left the model no unmasked way forward (``_note_stuck``): that situation is evidence
-        for narrowing now, not at the episode's end (issue 40 #3). The told rules of the scars that masked its step
-        are narrowed from the episode's blocked proposals of those scars, the stuck step among them, as at a lost
-        episode's end; the result is collected ``synthesis_latency_steps`` decisions later like every synthesis, so
-        the same episode can still be won. A situation is narrowed at once once per episode, and the episode's end
-        does not narrow it again."""
-        self.narrowings["stuck_decisions"] += 1
-        bookkeeping = self.card.bookkeeping
-        key = _situation(stuck, bookkeeping)
-        if key in self._narrowed_now:
-            return  # narrowed at once in this episode already: the same evidence would ask the same question
-        self._blocked_now.append(stuck)
-        used = [
-            b
-            for b in self._blocked_now
-            if b.scars & stuck.scars and _situation(b, bookkeeping) not in self._narrowed_now
-        ]
-        self._narrowed_now.update(_situation(b, bookkeeping) for b in used)
-        self._narrow(used, "at_once")
 
     def _narrow(self, blocked: Sequence[BlockedProposal], when: str) -> None:
         """Each told rule whose scars blocked the model's proposals (``blocked``: in a lost episode, or up to a
         decision that left it no way forward) gets those proposals as presumptions and a new synthesis now, from
         its newest failure (``synthesis.narrowing``). ``when``: ``at_episode_end`` or ``at_once`` (counted)."""
-        by_id = {s.id: s for s in self.store.scars}
-        rules: dict[str, set[str]] = {}
-        for b in blocked:
-            for sid in b.scars:
-                scar = by_id.get(sid)
-                for theta in {str(e["theta"]) for e in (scar.evidence if scar else ()) if "theta" in e}:
-                    rules.setdefault(theta, set()).add(sid)
-                    self._blocked.setdefault(theta, []).append(b)
+        rules = self.narrowing.told_rules(blocked, self.store.scars)
         for theta, sids in sorted(rules.items()):
             newest = next((f for f in reversed(self.failures) if f.theta == theta), None)
-            record = None if newest is None else self._recorded(newest)
-            if newest is None or record is None or newest.id in self._narrowing:
+            record = None if newest is None else self.run_record.recorded(newest)
+            if newest is None or record is None or self.narrowing.is_pending(newest.id):
                 continue
             # re-attributed with what the agent knows now (a variable constant at the failure may vary by now)
             fragment = self._extract(record, newest, self._verdict_texts.get(newest.id, ""))
             if fragment is None:
                 continue
-            self._owe(fragment)
-            self._narrowing[fragment.id] = frozenset(sids)
-            for sid in sids:
-                self._narrow_wait.setdefault(sid, set()).add(fragment.id)
-            self.narrowings["syntheses"] += 1
-            self.narrowings[f"syntheses_{when}"] += 1
+            self.run_record.owe(fragment)
+            self.narrowing.started(fragment.id, sids, when)
             decision = self.storm.on_resynthesis(self.t, fragment, context=record.context)
             self._carry_out(decision.requests)
             if decision.outcome != "queued":
                 # a full queue merged or dropped it: no synthesis of its own will come back, and the wide scar's
                 # batch must not wait for one forever
-                self.narrowings["syntheses_not_run"] += 1
-                self._narrowed(fragment.id, None)
-
-    def _recorded(self, failure: Failure) -> RecordedStep | None:
-        """The recorded step of a failure (None once it left the history window)."""
-        at = (failure.source.episode, failure.source.step)
-        return next((s for s in reversed(self.history) if s.violated and s.step_id == at), None)
+                self._take_narrowed(self.narrowing.not_run(fragment.id))
 
     def _presumed_by_narrowing(self, theta: str, record: RecordedStep | None = None) -> tuple:
         """The told rule's blocked proposals (lost episodes) as presumptions, from its newest recorded failure
         (``synthesis.narrowing.blocked_presumptions``); empty when it has none or the failure left the history."""
-        blocked = self._blocked.get(theta)
-        if not blocked:
+        if not self.narrowing.has_blocked(theta):
             return ()
         if record is None:
-            newest = next((f for f in reversed(self.failures) if f.theta == theta), None)
-            record = None if newest is None else self._recorded(newest)
+            newest = self.run_record.newest(theta)
+            record = None if newest is None else self.run_record.recorded(newest)
         if record is None:
             return ()
-        own = {(f.source.episode, f.source.step) for f in self.failures if f.theta == theta}
-        failures = [(s.context, s.chosen_action) for s in self.history if s.violated and s.step_id in own]
-        return blocked_presumptions(
-            record.context, failures, blocked, ignore=frozenset(self.card.bookkeeping)
-        )
+        return self.narrowing.presumptions(theta, record.context, self.run_record.recorded_failures(theta))
 
     def _blocked_for(self, fragment: Failure) -> Failure:
         """The fragment with its told rule's blocked proposals as presumptions (``synthesis.narrowing``)."""
-        if not self._blocked.get(fragment.theta):
+        if not self.narrowing.has_blocked(fragment.theta):
             return fragment
         return with_presumptions(
-            fragment, self._presumed_by_narrowing(fragment.theta, self._recorded(fragment))
+            fragment, self._presumed_by_narrowing(fragment.theta, self.run_record.recorded(fragment))
         )
 
     def _verify_ledger(self) -> None:
@@ -703,7 +548,7 @@ class ScarsAgent:
             with self.store.group():
                 self._poll()
         finally:  # also when the last results cannot be written (a ledger another process wrote: fail closed)
-            self.executor.shutdown()
+            self.scheduler.shutdown()
             self.store.close()
 
     # ---------------------------------------------------------------------------------- accommodation
@@ -711,35 +556,6 @@ class ScarsAgent:
         """The world's what-if oracle on (q, a) as a ``synthesis`` Verifier (``--oracle counterfactual`` only; the
         world raises ``ProtocolError`` otherwise)."""
         return bool(self.world.check(context, action))
-
-    def _alternatives(self, per_key: int = 24) -> dict[str, list]:
-        """Values the agent has itself met for each context variable and action argument (its recorded steps,
-        gathered as they are recorded): realistic what-if values for fragment extraction (e.g. empty hands)."""
-        return {k: list(values.values())[-per_key:] for k, values in self._met.items()}
-
-    def _meet(self, record: RecordedStep) -> None:
-        met, last = self._met, self._met_last
-        bookkeeping = self.card.bookkeeping
-        for k, v in record.context.items():
-            # the very string or bool noted last for this variable: noting it again changes nothing
-            if last.get(k) is v or k in bookkeeping:
-                continue
-            _note_met(met, k, v)
-            if v.__class__ is str or v.__class__ is bool:
-                last[k] = v
-        known = self._met_actions
-        if len(known) >= 4 * self.config.history:  # kept alive about as long as the history keeps their steps
-            known.clear()
-        actions = record.actions
-        if known.get(id(actions)) is actions:
-            return  # this very tuple's actions are met already (a learner's view hands one out per admissible set)
-        known[id(actions)] = actions
-        for a in actions:
-            if known.get(id(a)) is a:
-                continue  # every value of this very action is met already (a value met again keeps its place)
-            known[id(a)] = a
-            for k, v in a.args:
-                _note_met(met, k, v)
 
     def _accommodate(
         self, record: RecordedStep, failure: Failure, trigger: str, verdict_text: str = ""
@@ -755,7 +571,7 @@ class ScarsAgent:
         fragment = self._extract(record, failure, verdict_text)
         if fragment is None:
             return
-        self._owe(fragment)
+        self.run_record.owe(fragment)
         self.accommodations[trigger] += 1
         decision = self.storm.on_disequilibrium(self.t, fragment, context=record.context)
         self._carry_out(decision.requests)
@@ -769,33 +585,20 @@ class ScarsAgent:
                 self._verifier,
                 self.card.classes,
                 theta=failure.theta,
-                alternatives=self._alternatives(),
+                alternatives=self.run_record.alternatives(),
                 source=failure.source,
                 ignore=frozenset(self.card.bookkeeping),
                 verdict_text=verdict_text,
-                experience=self._experience(record, failure) if self.config.oracle == "none" else None,
+                experience=self._experience(failure) if self.config.oracle == "none" else None,
             )
         except FragmentError:
             return None
 
-    def _experience(self, record: RecordedStep, failure: Failure) -> Experience:
-        """What the agent executed and met, for attribution from experience (``synthesis.fragments.Experience``):
-        the failures of the same told rule, the admissible control actions of its recorded steps, and its executed
-        successes of the failed action's kind, strong from the rule's first verified failure on."""
-        failures = tuple((f.q, f.action) for f in self.failures if f.theta == failure.theta)
-        key = (failure.action.kind, failure.action.name)
+    def _experience(self, failure: Failure) -> Experience:
+        """What the agent executed and met (``RunRecord.experience``), successes strong from the rule's first
+        verified failure on."""
         since = self._since(failure) or (failure.source.episode, failure.source.step)
-        met: dict[tuple, Action] = {}
-        successes = []
-        for s in self.history:
-            for a in s.actions:
-                if a.is_control:
-                    met.setdefault((a.kind, a.name, a.args), a)
-            a = s.chosen_action
-            if not s.violated and (a.kind, a.name) == key:
-                successes.append((s.context, a, s.step_id >= since))
-        varied = frozenset(k for k, values in self._met.items() if len(values) >= 2)
-        return Experience(failures, tuple(met.values()), varied, tuple(successes), since)
+        return self.run_record.experience(failure, since)
 
     def _since(self, fragment: Failure) -> tuple[int, int] | None:
         """(episode, step) of the first verified failure of the fragment's rule (successes from then on are strong
@@ -806,19 +609,8 @@ class ScarsAgent:
             or fragment.quantities
         ):
             return None  # a punishment names no rule; a named quantity is attributed by its relation
-        for f in self.failures:
-            if f.theta == fragment.theta:
-                return (f.source.episode, f.source.step)
-        return (fragment.source.episode, fragment.source.step)
-
-    def _owe(self, fragment: Failure) -> None:
-        """The merge owes coverage of the failure as attributed (the fragment a scar's evidence carries and Prop. 1
-        replays), not of the whole context it was observed in: a scar firing on that context through a variable
-        the attribution ruled out would let the merge retire the scar that does cover the fragment."""
-        for i in range(len(self.failures) - 1, -1, -1):
-            if self.failures[i].id == fragment.id and self.failures[i].action == fragment.action:
-                self.failures[i] = fragment
-                return
+        first = self.run_record.first_at(fragment.theta)
+        return first if first is not None else (fragment.source.episode, fragment.source.step)
 
     def _accommodate_punishment(self, feedback: Feedback, reading: Reading) -> None:
         """Punishment alone can trigger accommodation (§3.2, §6.2): the punished action, in the context it was
@@ -859,7 +651,7 @@ class ScarsAgent:
                                 self._verifier,
                                 self.card.classes,
                                 theta=theta,
-                                alternatives=self._alternatives(),
+                                alternatives=self.run_record.alternatives(),
                                 source=source,
                                 ignore=frozenset(self.card.bookkeeping),
                             )
@@ -887,28 +679,17 @@ class ScarsAgent:
         for submit in requests.submits:
             self.storm.started(submit.ticket, self._submit(submit.failure))
 
-    def _submit(self, fragment: Failure):
-        seed = self.seeds.spawn(1)[0]
-        latency = self.t + self.config.synthesis_latency_steps
+    def _submit(self, fragment: Failure) -> AtStep:
+        """The synthesis of a fragment, submitted on the scheduler: D_t from the recorded steps, S_t without the
+        scars of the same told rule (from experience), collected ``synthesis_latency_steps`` decisions later."""
+        seed = self.scheduler.seed()
         if self.config.search == "none":  # the storm-only control: no rule is ever proposed
-            return _AtStep(_Done(None), latency, lambda: self.t, seed, None, self.waited)
+            return self.scheduler.finished(None, seed)
         since = self._since(fragment)
         if since is not None and self.config.narrow:
             fragment = self._blocked_for(fragment)
-        steps = self.history
-        if since is not None:
-            # from experience, one synthesis answers for one told rule: the failures of other rules (of the same
-            # kind of action) are theirs to cover, and are left out of this one's D⁻
-            own = {(f.source.episode, f.source.step) for f in self.failures if f.theta == fragment.theta}
-            other = {(f.source.episode, f.source.step) for f in self.failures if f.theta != fragment.theta}
-            mine = [
-                s for s in self.history if not (s.violated and s.step_id in other and s.step_id not in own)
-            ]
-            keys = {(a.kind, a.name) for a in fragment.F}
-            # a punished step is recorded at the punishment's step: when the filter leaves this rule no failure of
-            # its own, the whole history stands (the failure is then the punished action's, as before)
-            if any(s.violated and (s.chosen_action.kind, s.chosen_action.name) in keys for s in mine):
-                steps = mine
+        # from experience, one synthesis answers for one told rule (``RunRecord.steps_for``)
+        steps = self.history if since is None else self.run_record.steps_for(fragment)
         data = build_dataset(steps, self._verifier, fragment, since=since)
         # From experience, the new rule answers for every failure of its rule (the told rule id), not only the
         # newest: the scars learned on earlier failures of that rule are left out of S_t for the search, so a sibling
@@ -920,10 +701,9 @@ class ScarsAgent:
         )
         core, classes, search = self.card.core, self.card.classes, self.config.search_config
         if self.config.search == "direct":
-            handle = _Done(self.direct_synthesiser(data, fragment, current, core, classes, search))
-        else:
-            handle = self.executor.submit(data, fragment, current, core, classes, search, seed=seed)
-        return _AtStep(handle, latency, lambda: self.t, seed, data, self.waited)
+            result = self.direct_synthesiser(data, fragment, current, core, classes, search)
+            return self.scheduler.finished(result, seed, data)
+        return self.scheduler.submit(data, fragment, current, core, classes, search, seed=seed)
 
     def _poll(self) -> None:
         completed, requests = self.storm.poll(self.t)
@@ -934,21 +714,11 @@ class ScarsAgent:
             if self.config.search == "none":  # storm only: nothing was synthesised; the mask lapses
                 self.storm.on_synthesis_rejected(done.ticket, step=self.t)
                 continue
-            self.synthesis_log.append(
-                {
-                    "t": self.t,
-                    "ticket": done.ticket,
-                    "error": repr(done.error) if done.error else None,
-                    "admitted": bool(result and result.admitted),
-                    "rule": result.text if result else None,
-                    "nodes": result.nodes_expanded if result else 0,
-                    "seconds": result.wall_seconds if result else 0.0,
-                    "kind": "narrowing" if done.failure.id in self._narrowing else "failure",
-                }
-            )
+            kind = "narrowing" if self.narrowing.is_pending(done.failure.id) else "failure"
+            self.scheduler.collected(self.t, done.ticket, done.error, result, kind)
             if result is None or not result.admitted or result.rule is None:
                 self.storm.on_synthesis_rejected(done.ticket, step=self.t)
-                self._narrowed(done.failure.id, None)
+                self._take_narrowed(self.narrowing.arrived(done.failure.id, None))
                 continue
             if not self.config.enforce:
                 self.text_rules.append(result.text)
@@ -956,15 +726,18 @@ class ScarsAgent:
                     done.ticket
                 )  # nothing enforced: the temporary mask lapses too
                 continue
-            handle = done.future if isinstance(done.future, _AtStep) else None
+            handle = done.future if isinstance(done.future, AtStep) else None
             scar = self._scar_from(result, done.failure, handle)
-            if done.failure.id in self._narrowing:
-                self._narrowed(done.failure.id, (scar, done.ticket))
+            if self.narrowing.is_pending(done.failure.id):
+                self._take_narrowed(self.narrowing.arrived(done.failure.id, (scar, done.ticket)))
             else:
                 self._admit(scar, done.ticket)
 
     def _admit(self, scar: Scar, ticket: int) -> None:
-        self._equilibrate(scar)
+        """A synthesised scar merged with S_t; storm control lifts its temporary mask when it entered."""
+        self.equilibrium.equilibrate(
+            scar, t=self.t, failures=self.failures, history=self.history, presumed=self._presumed_by_narrowing
+        )
         if scar.id in self.store.plane:
             self._carry_out(
                 self.storm.on_scar_admitted(scar.rule, step=self.t, ticket=ticket, scar_id=scar.id)
@@ -973,34 +746,15 @@ class ScarsAgent:
             self.storm.on_synthesis_rejected(ticket, step=self.t)
         # else: a scar admitted while this result waited in a narrowing batch covered its failures and resolved it
 
-    def _narrowed(self, failure_id: str, arrived: tuple[Scar, int] | None) -> None:
-        """A narrowing synthesis came back (``arrived`` = its scar and ticket; None: nothing admissible). A wide scar
-        may hold the failures of several told rules (a consolidation), each narrowed by its own synthesis; the wide
-        scar's batch waits for all of them, then ``_retire_narrowed`` decides and the batch's scars go to the
-        merge."""
-        olds = self._narrowing.pop(failure_id, None)
-        if olds is None:
+    def _take_narrowed(self, batch: NarrowedBatch | None) -> None:
+        """A wide scar's narrowing syntheses are all back (``batch``; None: none is, or it was not a narrowing
+        synthesis): the new scars take over the wide scars' failures of their told rules, ``retire_narrowed``
+        decides on the wide ones, and the new scars go to the merge."""
+        if batch is None:
             return
-        for sid in olds:
-            self._narrow_wait.get(sid, set()).discard(failure_id)
-            if arrived is not None:
-                self._narrow_results.setdefault(sid, []).append(arrived)
-        ready = sorted(sid for sid in olds if not self._narrow_wait.get(sid))
-        batch: dict[str, tuple[Scar, int]] = {}
-        for sid in ready:
-            self._narrow_wait.pop(sid, None)
-            for scar, ticket in self._narrow_results.pop(sid, []):
-                batch.setdefault(scar.id, (scar, ticket))
-        if arrived is not None and not ready:
-            return  # waits for the rest of its batch
-        tickets = {ticket for _, ticket in batch.values()}
-        for sid in list(
-            self._narrow_results
-        ):  # a scar answering for several wide ones goes to the merge once
-            self._narrow_results[sid] = [r for r in self._narrow_results[sid] if r[1] not in tickets]
-        batch = {sid: (self._takes_over(scar, ready), ticket) for sid, (scar, ticket) in batch.items()}
-        self._retire_narrowed([scar for scar, _ in batch.values()], frozenset(ready))
-        for scar, ticket in batch.values():
+        taken = [(self._takes_over(scar, batch.ready), ticket) for scar, ticket in batch.scars]
+        self.equilibrium.retire_narrowed([scar for scar, _ in taken], frozenset(batch.ready))
+        for scar, ticket in taken:
             self._admit(scar, ticket)
 
     def _takes_over(self, new: Scar, old: Sequence[str]) -> Scar:
@@ -1019,7 +773,7 @@ class ScarsAgent:
                 if failure.id in have:
                     continue
                 have.add(failure.id)
-                record = self._recorded(failure)
+                record = self.run_record.recorded(failure)
                 again = (
                     None
                     if record is None
@@ -1034,7 +788,7 @@ class ScarsAgent:
                     extra.append(again.to_json())
         return replace(new, evidence=(*new.evidence, *extra)) if extra else new
 
-    def _scar_from(self, result: SynthesisResult, fragment: Failure, handle: _AtStep | None) -> Scar:
+    def _scar_from(self, result: SynthesisResult, fragment: Failure, handle: AtStep | None) -> Scar:
         search = self.config.search_config
         return scar_from_synthesis(
             result,
@@ -1058,170 +812,9 @@ class ScarsAgent:
             verifier_id=self.card.verifier_id,
         )
 
-    def _consolidations(self, new: Scar) -> list[Scar]:
-        """Scars that would replace several of the active ones plus ``new`` (``synthesis.consolidate``), each with
-        its members' evidence (so it owes what they owed) and their common scope."""
-        if not self.config.consolidate or self.config.merge_mode != "ilp":
-            return []
-        pool = [*self.store.scars, new]
-        found = consolidations(
-            [s.rule for s in pool], self.failures, successes_of(self.history), self.card.classes
-        )
-        # what narrowing learned holds here too: a consolidation may not mask a proposal a member's scar blocked in
-        # a lost episode (presumed safe until a failure refutes it), or it would undo the narrowing
-        presumed = [
-            p
-            for theta in sorted({str(e["theta"]) for s in pool for e in s.evidence if "theta" in e})
-            for p in self._presumed_by_narrowing(theta)
-        ]
-        out = []
-        for c in found:
-            if any(fires(c.rule, q, a, self.card.classes) for q, a in presumed):
-                self.narrowings["consolidations_refused"] += 1
-                continue
-            members = [pool[i] for i in c.members]
-            scopes = {m.scope.env_version for m in members}
-            if len(scopes) != 1:
-                continue  # scars of different world versions retire at different times: not one rule
-            evidence = list(
-                {json.dumps(e, sort_keys=True, default=str): e for m in members for e in m.evidence}.values()
-            )
-            settings = dict(members[0].provenance.synthesiser_settings)
-            settings.pop("l_drift", None)  # no search estimated this rule's drift: the configured ε bounds it
-            settings["consolidates"] = ",".join(sorted(m.id for m in members))
-            out.append(
-                Scar(
-                    rule=c.rule,
-                    evidence=tuple(evidence),
-                    provenance=replace(
-                        members[0].provenance,
-                        synthesiser="consolidation",
-                        synthesiser_settings=tuple(sorted(settings.items())),
-                    ),
-                    scope=replace(members[0].scope, confidence=min(m.scope.confidence for m in members)),
-                )
-            )
-        return out
-
-    def _equilibrate(self, new: Scar) -> None:
-        """S_{t+1} = ILP-Merge(S_t ∪ {ΔS*}), written through the schema store."""
-        # Coverage is owed to every recorded failure some in-scope candidate resolves — the whole run's failures,
-        # not just the recent window: retiring a rule must not forget a failure (§4.5). Failures only resolved by
-        # scars retired for scope have no candidate left and drop out with them.
-        started = time.perf_counter()
-        merged = [new, *self._consolidations(new)]
-        consolidation_seconds = time.perf_counter() - started
-        candidates = [*self.store.scars, *merged]
-        failures = owed_failures(self.failures, candidates, self.card.classes)
-        before = tuple(s.rule for s in self.store.scars)
-        report = equilibrate(
-            self.store,
-            merged,
-            failures,
-            [(step.context, step.actions) for step in self.history],
-            self.card.classes,
-            self.config.search_config.weights.lambdas,
-            merge_mode=self.config.merge_mode,
-        )
-        for sid in report.admitted:
-            self.admitted_at[sid] = self.t
-        result = report.result
-        self.merge_log.append(
-            {
-                "t": self.t,
-                "candidates": len(before) + 1,
-                "active": len(result.active),
-                "retired": list(report.retired),
-                "refused_resurrection": list(report.refused_resurrection),
-                "optimal": result.optimal,
-                "seconds": result.wall_seconds,
-                "uncovered": len(result.uncovered),
-                "consolidation_seconds": consolidation_seconds,
-            }
-        )
-
-    def _retire_narrowed(self, news: list[Scar], old: frozenset[str]) -> None:
-        """A wide scar's narrowing syntheses are all back: it is retired *before* the merge when the new scars and
-        the other active ones mask every failed action of every failure in its evidence (a failure the new scars
-        re-attribute counts as attributed there) — the merge then chooses without it (with it, the cheaper wide
-        rule would always win). Its failures stay owed: the merge must cover them, and Prop. 1 replays them. The
-        retirement is the ledger's, with the reason; no resurrection brings the wide rule back without new
-        evidence."""
-        news = [n for n in news if n.id not in self.store.plane and self.store.may_admit(n)[0]]
-        if not old or not news:
-            return
-        classes = self.card.classes
-        mine = {
-            x.id: x for n in news for x in (Failure.from_json(e) for e in n.evidence if "q" in e and "F" in e)
-        }
-        ever = [
-            Failure.from_json(item)
-            for e in self.store.ledger.events()
-            if e.type == "scar_admitted"
-            for item in e.payload.get("evidence", ())
-            if "q" in item and "F" in item
-        ]
-        for sid in sorted(old):
-            scar = next((s for s in self.store.scars if s.id == sid), None)
-            if scar is None:
-                continue
-            rules = [n.rule for n in news] + [s.rule for s in self.store.scars if s.id not in old]
-            # what it covers of every failure any scar ever brought as evidence (a scar a merge dropped still owes its
-            # failures, and this one may be what covers them): each must stay covered without it
-            owed = [f for f in ever if any(fires(scar.rule, f.q, a, classes) for a in f.F)]
-            covered = all(
-                any(fires(r, f.q, a, classes) for r in rules)
-                for f in (mine.get(f.id, f) for f in owed)
-                for a in f.F
-            )
-            if covered:
-                ids = ", ".join(n.id for n in news)
-                self.store.retire(
-                    sid,
-                    reason=f"narrowed: it blocked the model's proposals in lost tasks or left it no way forward; {ids} cover its failures",
-                )
-                self.narrowings["replaced"] += 1
-
-    def _revoke_refuted(self) -> None:
-        """Revocation by counter-evidence (§4.5): a verified success recorded *after* a scar's admission that the
-        scar would have blocked refutes it (it can only happen where the mask leaked: soft mode, text rules, or a
-        success the agent reached another way). Earlier successes are history from before the rule changed, not
-        counter-evidence. A revoked id never returns without new evidence (the ledger's no-resurrection check),
-        which is what keeps admission and revocation from oscillating.
-
-        Each success is checked once (the list is cleared here), and only against the scars that fire on it: the
-        control plane's index answers that (the same ``fires``, by mask key and the guards' indexed values), so the
-        cost follows the successes, not the number of scars."""
-        if not self.successes:
-            return
-        plane = self.store.plane
-        newest: dict[str, int] = {}  # scar id -> t of the newest success it fires on
-        for t, success in self.successes:
-            for sid in plane.fired_rules(success.context, success.action):
-                newest[sid] = t
-        if not any(sid in plane and t > self.admitted_at.get(sid, -1) for sid, t in newest.items()):
-            self.successes.clear()  # no scar has a success after its admission (most episodes): nothing to decide
-            return
-        for sid, scar in zip(plane.active_ids, plane.scars, strict=True):
-            since = self.admitted_at.get(sid, -1)
-            if newest.get(sid, since) <= since:
-                continue  # no success recorded after its admission fires on it: nothing refutes it
-            newer = [s for t, s in self.successes if t > since]
-            decision = decide_retirement(
-                [scoped(scar)],
-                successes=newer,
-                classes=self.card.classes,
-                min_counter_evidence=self.config.min_counter_evidence,
-            )
-            if decision.revoke:
-                self.store.apply_retirement(decision)
-        self.successes.clear()
-
     # ---------------------------------------------------------------------------------- statistics
     def stats(self) -> dict[str, Any]:
-        synth = [e for e in self.synthesis_log if e["error"] is None]
-        seconds = [e["seconds"] for e in synth]
-        nodes = [e["nodes"] for e in synth]
+        synth = self.scheduler.stats(self.merge_log)
         storm = self.storm.stats()
         events = self.store.ledger.events()
         return {
@@ -1229,8 +822,8 @@ class ScarsAgent:
             "scars_admitted": sum(1 for e in events if e.type == "scar_admitted"),
             "scars_retired": sum(1 for e in events if e.type == "scar_retired"),
             "scars_revoked": sum(1 for e in events if e.type == "scar_revoked"),
-            "syntheses": len(self.synthesis_log),
-            "syntheses_admitted": sum(e["admitted"] for e in self.synthesis_log),
+            "syntheses": synth["syntheses"],
+            "syntheses_admitted": synth["syntheses_admitted"],
             "accommodations_by_verdict": self.accommodations["verdict"],
             "accommodations_by_punishment": self.accommodations["punishment"],
             "accommodations_by_label": self.accommodations["label"],
@@ -1246,13 +839,11 @@ class ScarsAgent:
             "narrowing_syntheses_not_run": self.narrowings["syntheses_not_run"],
             "narrowing_replaced": self.narrowings["replaced"],
             "narrowing_consolidations_refused": self.narrowings["consolidations_refused"],
-            "synthesis_median_seconds": float(np.median(seconds)) if seconds else None,
-            "synthesis_median_nodes": float(np.median(nodes)) if nodes else None,
-            # the searches by kind (a new failure's, narrowing's re-synthesis) and the consolidation search of each
-            # merge; and the share of the agent's wall time the loop waited for a result at its collection step
-            "synthesis_median_seconds_by_kind": _medians_by_kind(synth, self.merge_log),
-            "synthesis_wait_seconds": self.waited.seconds,
-            "synthesis_wait_share": self.waited.seconds / max(time.perf_counter() - self._started, 1e-9),
+            "synthesis_median_seconds": synth["synthesis_median_seconds"],
+            "synthesis_median_nodes": synth["synthesis_median_nodes"],
+            "synthesis_median_seconds_by_kind": synth["synthesis_median_seconds_by_kind"],
+            "synthesis_wait_seconds": synth["synthesis_wait_seconds"],
+            "synthesis_wait_share": synth["synthesis_wait_share"],
             "merge_median_seconds": float(np.median([m["seconds"] for m in self.merge_log]))
             if self.merge_log
             else None,
@@ -1278,93 +869,6 @@ class ScarsAgent:
                 for scar in (Scar.from_json(e.payload) for e in events if e.type == "scar_admitted")
             ],
         }
-
-
-def _note_met(met: dict[str, dict], name: str, value: Any) -> None:
-    """``value`` met for ``name``, in first-met order; values of different types are different values (1, 1.0 and
-    True), so a value is filed under (its type's name, itself) — a string under itself, the common case, which needs
-    no new key and is not re-filed when met again (the same string)."""
-    seen = met.get(name)
-    if seen is None:
-        seen = met[name] = {}
-    if value.__class__ is str:
-        if value not in seen:
-            seen[value] = value
-    else:  # the newest of equal values is kept (as 0.0 and -0.0 are equal)
-        seen[(type(value).__name__, value)] = value
-
-
-def _situation(b: BlockedProposal, bookkeeping) -> tuple:
-    """A blocked proposal's situation: the scars that masked it, the action (its string arguments) and the decision's
-    categorical context (what a narrowing presumption is made of; the step counter and bookkeeping left out)."""
-    context = tuple(
-        sorted((k, v) for k, v in b.context.items() if k not in bookkeeping and isinstance(v, str | bool))
-    )
-    return (
-        b.scars,
-        b.action.kind,
-        b.action.name,
-        tuple((k, v) for k, v in b.action.args if isinstance(v, str)),
-        context,
-    )
-
-
-class _AtStep:
-    """A background synthesis whose result is collected at a fixed step (reproducible asynchrony); it keeps its
-    seed and data set for the scar's provenance and confidence."""
-
-    def __init__(self, handle, ready_at: int, clock: Callable[[], int], seed, data, waited: _Waited):
-        self.handle, self.ready_at, self.clock = handle, ready_at, clock
-        self.seed, self.data, self.waited = seed, data, waited
-
-    def done(self) -> bool:
-        return self.clock() >= self.ready_at
-
-    def result(self, timeout=None):
-        if self.handle.done():
-            return self.handle.result(None)
-        started = time.perf_counter()
-        try:
-            return self.handle.result(
-                None
-            )  # collected at its step: wait for the search however long it takes
-        finally:
-            self.waited.seconds += time.perf_counter() - started
-
-
-class _Waited:
-    """Seconds the decision loop spent blocked on synthesis results (the searches' share of the critical path)."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-
-
-def _medians_by_kind(synth: list[dict[str, Any]], merges: list[dict[str, Any]]) -> dict[str, float | None]:
-    """Median wall seconds of the new-failure and narrowing searches, and of the merges' consolidation searches."""
-    by_kind: dict[str, list[float]] = {"failure": [], "narrowing": [], "consolidation": []}
-    for e in synth:
-        by_kind[e["kind"]].append(e["seconds"])
-    by_kind["consolidation"] = [m["consolidation_seconds"] for m in merges]
-    return {k: float(np.median(v)) if v else None for k, v in by_kind.items()}
-
-
-class _Done:
-    """An already-finished synthesis (the direct, search-free proposal)."""
-
-    def __init__(self, result):
-        self._result = result
-
-    def done(self) -> bool:
-        return True
-
-    def result(self, timeout=None):
-        return self._result
-
-
-def _ray_executor(workers: int):
-    from scars.synthesis import RayExecutor
-
-    return RayExecutor(num_workers=workers)
 
 
 @register_method("scars")

@@ -26,7 +26,7 @@ failures it was learned from; it cannot make the agent forget one (docs/poisonin
 The loss is not the only such evidence (issue 40, item 3): a decision at which the scars leave the model no
 unmasked way forward — its re-planned step masked again, a scar refusing its new way again, every action masked —
 says the same, earlier. The scars agent then narrows at once from the episode's blocked proposals so far
-(``agents.scars_agent.ScarsAgent._narrow_at_once``), with the same presumptions, and the result arrives a fixed
+(``agents.narrowing_book.NarrowingBook.at_once``), with the same presumptions, and the result arrives a fixed
 number of decisions later, in the same episode.
 """
 

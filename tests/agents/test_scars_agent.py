@@ -159,7 +159,7 @@ def test_a_verified_success_after_admission_revokes_the_scar_but_an_earlier_one_
 
 
 def test_revocation_checks_a_success_only_against_the_scars_that_fire_on_it(tmp_path, monkeypatch):
-    import scars.agents.scars_agent as scars_agent
+    import scars.agents.equilibrium as equilibrium
 
     agent = _agent(tmp_path, ablation="soft_bias_only")
     wrong = Scar(parse_rule('if action.recep == "microwave 2" then forbid_env_action("heat")'), ({"e": 1},))
@@ -171,9 +171,9 @@ def test_revocation_checks_a_success_only_against_the_scars_that_fire_on_it(tmp_
     for scar in (*others, wrong):
         agent.admitted_at[scar.id] = 0
     decided = []
-    real = scars_agent.decide_retirement
+    real = equilibrium.decide_retirement
     monkeypatch.setattr(
-        scars_agent, "decide_retirement", lambda scars, **kw: decided.append(scars) or real(scars, **kw)
+        equilibrium, "decide_retirement", lambda scars, **kw: decided.append(scars) or real(scars, **kw)
     )
     _step(agent, 1, chosen=1, verdicts=())  # the safe heat with microwave 2 leaks through the soft mask
     _step(agent, 2, chosen=2, verdicts=())  # a look: no scar's mask covers it
