@@ -100,6 +100,8 @@ class NarrowingBook:
         masked = governed.masked
         scores = np.asarray(logits, dtype=np.float64)
         best = int(np.argmax(scores))
+        if scores[best] <= scores.min():
+            return  # a flat π_0 (a shield's zeros, a generate-mode model's first call) proposes nothing in particular
         proposals = [best]
         if len(scores) > 2:
             second = int(np.argsort(-scores, kind="stable")[1])

@@ -491,6 +491,34 @@ def test_the_models_runner_up_blocked_in_a_lost_task_is_narrowed_from_too(tmp_pa
         agent.close()
 
 
+def test_flat_logits_propose_nothing_so_a_lost_episode_narrows_nothing(tmp_path):
+    """A shield governs with zeros (``agents.shield.ScarShield``), a generate-mode model's first call likewise: flat
+    logits name no step the model had in mind, so a scar masking the first admissible action is no blocked proposal,
+    and losing the episode is no evidence against it (before, action 0 was read as the model's proposal and the wide
+    scar was narrowed from it)."""
+    agent = ScarsAgent(
+        ScarsAgentConfig.for_ablation(search_iterations=120),
+        world=Fridge(),
+        ledger_path=tmp_path / "l.sqlite",
+    )
+    _fridge_step(agent, 0, 0, "tomato", chosen=0)  # the verified failure: a wide scar on the fridge
+    for s in range(1, 6):
+        _fridge_step(agent, 0, s, "tomato", chosen=2, proposal=2)
+    agent.end_episode(True)
+    empty = {"location": "kitchen", "held_type": "none", "step": 3}
+    assert agent.store.plane.masked(empty, (OPEN_FRIDGE,), 150) == [True], "the first scar is wide"
+    actions = (OPEN_FRIDGE, OPEN_DRAWER, LOOK)
+    q = {"location": "kitchen", "held_type": "none", "step": 0}
+    d = Decision("You are in the kitchen.", "cool an apple", "cool", q, actions, 100, 1, 0)
+    governed = agent.govern(d, np.zeros(3))
+    assert dict(governed.fired).get(0), "the scar masks action 0"
+    agent.observe(Feedback(d, LOOK, 2, (0.0, 0.0, 0.0), "ok", 0.0, (), (), False, "I look."))
+    agent.end_episode(False)
+    assert agent.narrowings["lost_episodes_with_blocks"] == 0 and agent.narrowings["syntheses"] == 0
+    assert agent.store.plane.masked(empty, (OPEN_FRIDGE,), 250) == [True]
+    agent.close()
+
+
 class _OnlyRoute:
     """A model whose only route to its goal is the fridge: it proposes opening it, and when the controller masks that
     it re-plans (``replan_prior``) — and the route it finds is the fridge again."""
