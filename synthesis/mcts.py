@@ -314,6 +314,12 @@ def candidate_space(
     # 25") restates when the failure happened, which one failure always separates from every success.
     contrast = bool(data.contrast)
     for var in sorted(set(fragment.q) - judged_against - set(allowed)):
+        if (
+            contrast
+            and _is_number(fragment.q[var])
+            and not _clock_separates(data, fragment, failed, keys, var)
+        ):
+            continue
         predicates += _feature_predicates(
             var,
             [q[var] for q, _ in failed if var in q],
@@ -335,6 +341,53 @@ def candidate_space(
         canonical(And(tuple(unique))).operands if len(unique) >= 2 else tuple(canonical(g) for g in unique)
     ) + tuple(compound)
     return CandidateSpace(tuple(dict.fromkeys(masks)), tuple(ordered))
+
+
+def _same_action(a: Action, b: Action) -> bool:
+    """The same action up to its numeric arguments: kind, name and every string or boolean argument."""
+    return (
+        a.kind == b.kind
+        and a.name == b.name
+        and {k: v for k, v in a.args if isinstance(v, str | bool)}
+        == {k: v for k, v in b.args if isinstance(v, str | bool)}
+    )
+
+
+def _clock_separates(
+    data: SynthesisData,
+    fragment: Failure,
+    failed: Sequence[tuple[Mapping[str, Value], Action]],
+    keys: set[tuple[str, str]],
+    var: str,
+) -> bool:
+    """The clock gate (evidence before context, issue 40): a numeric context variable (the step) is offered
+    thresholds only when it alone can be what separates — a recorded failure and a *strong* success (after the
+    rule's first verified failure) or a certified-safe what-if of the same action differ in it and agree on every
+    categorical context variable both record. Otherwise a step window would restate when the failures happened,
+    where something categorical (what is held, the room, the task) differs as well: the held object and ``step >
+    3.5`` separate the same evidence, and the window is the wrong guess that masks the expert's later steps. A
+    variable with one value in the whole data is exempt: it can be in q only because the verdict stated it (its
+    scope, "in world version 0")."""
+    values = {q.get(var) for q, _ in failed} | {c.q.get(var) for c in data.D_plus}
+    if len(values - {None}) <= 1:
+        return True
+    safe = [(c.q, c.a_star) for c, label in zip(data.D_plus, data.contrast, strict=True) if label == 2]
+    safe += [(q, a) for q, a in fragment.safe_counterfactuals if (a.kind, a.name) in keys]
+    for q_fail, a_fail in failed:
+        x = q_fail.get(var)
+        if not _is_number(x):
+            continue
+        for q_ok, a_ok in safe:
+            y = q_ok.get(var)
+            if not _is_number(y) or y == x or not _same_action(a_fail, a_ok):
+                continue
+            if all(
+                q_ok[k] == v
+                for k, v in q_fail.items()
+                if k != var and isinstance(v, str | bool) and k in q_ok
+            ):
+                return True
+    return False
 
 
 def _confounded_flags(
