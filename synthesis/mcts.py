@@ -361,33 +361,42 @@ def _clock_separates(
     var: str,
 ) -> bool:
     """The clock gate (evidence before context, issue 40): a numeric context variable (the step) is offered
-    thresholds only when it alone can be what separates — a recorded failure and a *strong* success (after the
-    rule's first verified failure) or a certified-safe what-if of the same action differ in it and agree on every
-    categorical context variable both record. Otherwise a step window would restate when the failures happened,
-    where something categorical (what is held, the room, the task) differs as well: the held object and ``step >
-    3.5`` separate the same evidence, and the window is the wrong guess that masks the expert's later steps. A
-    variable with one value in the whole data is exempt: it can be in q only because the verdict stated it (its
-    scope, "in world version 0")."""
+    thresholds unless the situation explains the same evidence — some categorical context variable that changes
+    within an episode (what is held, the room: the situation, which moves with the clock) has no value in common
+    between the failures and the recorded successes (strong or weak) and certified-safe what-ifs of the same
+    action. Then ``step > 3.5`` and ``held_type != "none"`` separate the same evidence, and the window is the wrong
+    guess that masks the expert's later, empty-handed steps; the situation's reading is offered alone. With no
+    such success, or one that differs from a failure in the clock only, the window is offered. A variable with one
+    value in the whole data is exempt: it can be in q only because the verdict stated it (its scope, "in world
+    version 0")."""
     values = {q.get(var) for q, _ in failed} | {c.q.get(var) for c in data.D_plus}
     if len(values - {None}) <= 1:
         return True
-    safe = [(c.q, c.a_star) for c, label in zip(data.D_plus, data.contrast, strict=True) if label == 2]
+    safe = [(c.q, c.a_star) for c, label in zip(data.D_plus, data.contrast, strict=True) if label != 0]
     safe += [(q, a) for q, a in fragment.safe_counterfactuals if (a.kind, a.name) in keys]
-    for q_fail, a_fail in failed:
-        x = q_fail.get(var)
-        if not _is_number(x):
+    own = fragment.action
+    failing = [q for q, a in failed if _same_action(a, own)]
+    spared = [q for q, a in safe if _same_action(a, own)]
+    if not failing or not spared:
+        return True
+    situational = _within_episode(data)
+    for k in situational - {var}:
+        if not all(isinstance(q.get(k), str | bool) for q in (*failing, *spared)):
             continue
-        for q_ok, a_ok in safe:
-            y = q_ok.get(var)
-            if not _is_number(y) or y == x or not _same_action(a_fail, a_ok):
-                continue
-            if all(
-                q_ok[k] == v
-                for k, v in q_fail.items()
-                if k != var and isinstance(v, str | bool) and k in q_ok
-            ):
-                return True
-    return False
+        if not {_key(q[k]) for q in failing} & {_key(q[k]) for q in spared}:
+            return False
+    return True
+
+
+def _within_episode(data: SynthesisData) -> frozenset[str]:
+    """The context variables whose value changes within some episode of the recorded steps."""
+    first: dict[tuple[int, str], Value] = {}
+    out: set[str] = set()
+    for step in data.steps:
+        for k, v in step.context.items():
+            if k not in out and first.setdefault((step.episode, k), v) != v:
+                out.add(k)
+    return frozenset(out)
 
 
 def _confounded_flags(
