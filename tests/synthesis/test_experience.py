@@ -332,12 +332,13 @@ def test_wet_dishware_beside_a_dry_neighbour_gives_the_class_and_the_wet_reading
         assert "action.is_wet == true" in rule, rule
 
 
-def test_a_step_window_needs_a_failure_and_a_success_of_the_action_that_differ_in_the_step_alone():
+def test_no_step_window_where_what_is_held_separates_the_same_evidence():
     # the clock gate: "open drawer 1" succeeded empty-handed at steps 1-2 and failed holding a mug at step 5 and a
     # plate at step 6, and the agent walks empty-handed early and carrying later (what is held and the step are
-    # confounded in every step): `step > 4` and `held_type != "none"` separate the same evidence, and no failure and
-    # strong success of the action differ in the step alone — so no step window is offered, and the rule is about
-    # what is held (on main the window wins on drift and masks the empty-handed opening the expert needs later)
+    # confounded in every step): `step > 4` and `held_type != "none"` separate the same evidence, and what is held
+    # has no value in common between the failures and the successes of the action — so no step window is offered,
+    # and the rule is about what is held (on main the window wins on drift and masks the empty-handed opening the
+    # expert needs later)
     menu = (opening("drawer 1"), opening("drawer 2"), opening("cabinet 1"))
     first = len(menu)
     carrying_later = [
