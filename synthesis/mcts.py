@@ -314,6 +314,12 @@ def candidate_space(
     # 25") restates when the failure happened, which one failure always separates from every success.
     contrast = bool(data.contrast)
     for var in sorted(set(fragment.q) - judged_against - set(allowed)):
+        if (
+            contrast
+            and _is_number(fragment.q[var])
+            and not _clock_separates(data, fragment, failed, keys, var)
+        ):
+            continue
         predicates += _feature_predicates(
             var,
             [q[var] for q, _ in failed if var in q],
@@ -335,6 +341,62 @@ def candidate_space(
         canonical(And(tuple(unique))).operands if len(unique) >= 2 else tuple(canonical(g) for g in unique)
     ) + tuple(compound)
     return CandidateSpace(tuple(dict.fromkeys(masks)), tuple(ordered))
+
+
+def _same_action(a: Action, b: Action) -> bool:
+    """The same action up to its numeric arguments: kind, name and every string or boolean argument."""
+    return (
+        a.kind == b.kind
+        and a.name == b.name
+        and {k: v for k, v in a.args if isinstance(v, str | bool)}
+        == {k: v for k, v in b.args if isinstance(v, str | bool)}
+    )
+
+
+def _clock_separates(
+    data: SynthesisData,
+    fragment: Failure,
+    failed: Sequence[tuple[Mapping[str, Value], Action]],
+    keys: set[tuple[str, str]],
+    var: str,
+) -> bool:
+    """The clock gate (evidence before context, issue 40): a numeric context variable (the step) is offered
+    thresholds unless the situation explains the same evidence — some categorical context variable that changes
+    within an episode (what is held, the room: the situation, which moves with the clock) has no value in common
+    between the failures and the recorded successes (strong or weak) and certified-safe what-ifs of the same
+    action. Then ``step > 3.5`` and ``held_type != "none"`` separate the same evidence, and the window is the wrong
+    guess that masks the expert's later, empty-handed steps; the situation's reading is offered alone. With no
+    such success, or one that differs from a failure in the clock only, the window is offered. A variable with one
+    value in the whole data is exempt: it can be in q only because the verdict stated it (its scope, "in world
+    version 0")."""
+    values = {q.get(var) for q, _ in failed} | {c.q.get(var) for c in data.D_plus}
+    if len(values - {None}) <= 1:
+        return True
+    safe = [(c.q, c.a_star) for c, label in zip(data.D_plus, data.contrast, strict=True) if label != 0]
+    safe += [(q, a) for q, a in fragment.safe_counterfactuals if (a.kind, a.name) in keys]
+    own = fragment.action
+    failing = [q for q, a in failed if _same_action(a, own)]
+    spared = [q for q, a in safe if _same_action(a, own)]
+    if not failing or not spared:
+        return True
+    situational = _within_episode(data)
+    for k in situational - {var}:
+        if not all(isinstance(q.get(k), str | bool) for q in (*failing, *spared)):
+            continue
+        if not {_key(q[k]) for q in failing} & {_key(q[k]) for q in spared}:
+            return False
+    return True
+
+
+def _within_episode(data: SynthesisData) -> frozenset[str]:
+    """The context variables whose value changes within some episode of the recorded steps."""
+    first: dict[tuple[int, str], Value] = {}
+    out: set[str] = set()
+    for step in data.steps:
+        for k, v in step.context.items():
+            if k not in out and first.setdefault((step.episode, k), v) != v:
+                out.add(k)
+    return frozenset(out)
 
 
 def _confounded_flags(

@@ -330,3 +330,35 @@ def test_wet_dishware_beside_a_dry_neighbour_gives_the_class_and_the_wet_reading
         rule = learn(history, search=search)
         assert 'in_class(action.obj_type, "dishware")' in rule and "action.obj ==" not in rule, rule
         assert "action.is_wet == true" in rule, rule
+
+
+def test_no_step_window_where_what_is_held_separates_the_same_evidence():
+    # the clock gate: "open drawer 1" succeeded empty-handed at steps 1-2 and failed holding a mug at step 5 and a
+    # plate at step 6, and the agent walks empty-handed early and carrying later (what is held and the step are
+    # confounded in every step): `step > 4` and `held_type != "none"` separate the same evidence, and what is held
+    # has no value in common between the failures and the successes of the action — so no step window is offered,
+    # and the rule is about what is held (on main the window wins on drift and masks the empty-handed opening the
+    # expert needs later)
+    menu = (opening("drawer 1"), opening("drawer 2"), opening("cabinet 1"))
+    first = len(menu)
+    carrying_later = [
+        situated(
+            menu,
+            first + i % len(GOTOS),
+            False,
+            100 + i // 10,
+            1 + i % 10,
+            held="none" if i % 10 < 3 else "mug",
+        )
+        for i in range(40)
+    ]
+    history = carrying_later + [
+        situated(menu, 0, False, 0, 1),
+        situated(menu, 0, True, 1, 5, held="mug"),
+        situated(menu, 0, False, 2, 1),
+        situated(menu, 0, False, 3, 2),
+        situated(menu, 0, True, 4, 6, held="plate"),
+    ]
+    rule = learn(history)
+    assert 'action.recep == "drawer 1"' in rule and 'held_type != "none"' in rule and "step" not in rule, rule
+    # (the window still comes where the step alone separates: the desk lamp's fresh what-if above keeps `step >`)
