@@ -76,10 +76,11 @@ def test_a_masked_action_executed_by_the_loop_is_caught(tmp_path, monkeypatch):
         return real(probs, rng)
 
     monkeypatch.setattr(loop, "sample_action", leaky)
-    s = _run(tmp_path)
+    s = _run(tmp_path, episodes=16)
     assert calls["n"] >= 3
     assert s["enforcement_ok"] is False and "was executed" in str(s["enforcement_first"]["what"])
-    # a covered repeat followed (rvr_covered 0.5 at seed 0): Prop. 1 fails and names that decision
+    # a covered repeat followed (seed 0, 16 episodes: the run needs enough masked decisions for one to leak and a
+    # repeat to follow it): Prop. 1 fails and names that decision
     assert s["rvr_covered"] > 0 and s["prop1_ok"] is False
     assert s["prop1"]["first"]["t"] == s["prop1_first_covered_repeat_t"]
 
