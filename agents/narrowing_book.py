@@ -23,8 +23,7 @@ import numpy as np
 from scars.agents.runtime.control import ControlPlane, Governed
 from scars.agents.runtime.scar import Scar
 from scars.envs.api import Decision
-from scars.synthesis.dsl import Action
-from scars.synthesis.narrowing import BlockedProposal, blocked_presumptions
+from scars.synthesis.narrowing import BlockedProposal, blocked_presumptions, situation
 
 
 @dataclass(frozen=True)
@@ -99,9 +98,9 @@ class NarrowingBook:
             return  # nothing was masked (most decisions): an action is masked exactly when some rule fired on it
         masked = governed.masked
         scores = np.asarray(logits, dtype=np.float64)
-        best = int(np.argmax(scores))
-        if scores[best] <= scores.min():
-            return  # a flat π_0 (a shield's zeros, a generate-mode model's first call) proposes nothing in particular
+        best = _model_step(scores)
+        if best is None:
+            return
         proposals = [best]
         if len(scores) > 2:
             second = int(np.argsort(-scores, kind="stable")[1])
@@ -145,10 +144,9 @@ class NarrowingBook:
         ``observe``, which starts the narrowing of the scars' told rules at once (``at_once``)."""
         if not self.enabled or not len(logits) or not governed.fired:
             return
-        scores = np.asarray(logits, dtype=np.float64)
-        best = int(np.argmax(scores))
-        if scores[best] <= scores.min():
-            return  # a flat π_0 has no step in mind
+        best = _model_step(np.asarray(logits, dtype=np.float64))
+        if best is None:
+            return
         ids = dict(governed.fired).get(best, ())
         scars = frozenset(x for x in ids if x in plane)
         if not scars or len(scars) != len(set(ids)):
@@ -276,17 +274,8 @@ class NarrowingBook:
         return NarrowedBatch(tuple(ready), tuple(batch.values()))
 
 
-def situation(b: BlockedProposal, bookkeeping: Collection[str]) -> tuple:
-    """A blocked proposal's situation: the scars that masked it, the action (its string arguments) and the decision's
-    categorical context (what a narrowing presumption is made of; the step counter and bookkeeping left out)."""
-    context = tuple(
-        sorted((k, v) for k, v in b.context.items() if k not in bookkeeping and isinstance(v, str | bool))
-    )
-    action: Action = b.action
-    return (
-        b.scars,
-        action.kind,
-        action.name,
-        tuple((k, v) for k, v in action.args if isinstance(v, str)),
-        context,
-    )
+def _model_step(scores: np.ndarray) -> int | None:
+    """The model's step: its most likely action; None for flat logits (a shield's zeros, a generate-mode model's first
+    call), which propose nothing in particular."""
+    best = int(np.argmax(scores))
+    return None if scores[best] <= scores.min() else best

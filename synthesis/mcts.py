@@ -665,9 +665,8 @@ class _Scorer:
     def ranked(self, k: int) -> list[Candidate]:
         """The k best candidates by :func:`candidate_key` (texts printed for the contenders only)."""
         seen = self.seen.values()
-        if (
-            len(seen) > k
-        ):  # the k-th rough rank is the cut; a stable sort of what passes it is the sorted prefix
+        # the k-th rough rank is the cut; a stable sort of what passes it is the sorted prefix
+        if len(seen) > k:
             cut = heapq.nsmallest(k, [rs[2] for rs in seen])[-1]
             seen = [rs for rs in seen if rs[2] <= cut]
         rough = sorted(seen, key=_rough)

@@ -32,7 +32,7 @@ number of decisions later, in the same episode.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from scars.synthesis.dsl.ast import Action, Value
@@ -60,6 +60,13 @@ def _categorical(value: object) -> bool:
 
 def _identity(a: Action) -> tuple:
     return (a.kind, a.name, tuple((k, v) for k, v in a.args if isinstance(v, str)))
+
+
+def situation(b: BlockedProposal, bookkeeping: Collection[str]) -> tuple:
+    """A blocked proposal's situation: the scars that masked it, the action (its string arguments) and the decision's
+    categorical context (what a narrowing presumption is made of; the step counter and bookkeeping left out)."""
+    context = tuple(sorted((k, v) for k, v in b.context.items() if k not in bookkeeping and _categorical(v)))
+    return (b.scars, *_identity(b.action), context)
 
 
 def blocked_presumptions(
